@@ -1,0 +1,211 @@
+"""preprocess.py: vocabularies and data shards from tokenized parallel text.
+
+Reads the training corpus twice, streaming: once to count words for the vocabularies
+(and to find bad input before anything is written), once to write shards of at most
+``-shard_size`` examples. Nothing from a failed run is left behind.
+"""
+
+import os
+import shutil
+import tempfile
+import time
+from collections import Counter
+
+import numpy as np
+
+from onmt_cont import opts
+from onmt_cont.inputters.corpus import check_parallel, iter_parallel, save_shard
+from onmt_cont.inputters.vocab import build_vocab, read_vocab_text, save_vocabs
+from onmt_cont.utils.errors import UserError, cli_main
+
+
+def build_parser():
+    p = opts.new_parser("Build vocabularies and training/validation shards from tokenized parallel text.")
+    g = p.add_argument_group("Data")
+    g.add_argument("-train_src", help="tokenized source training text, one sentence per line")
+    g.add_argument("-train_tgt", help="tokenized target training text, aligned with -train_src")
+    g.add_argument("-valid_src", help="tokenized source validation text")
+    g.add_argument("-valid_tgt", help="tokenized target validation text")
+    g.add_argument("-save_data", help="output prefix: PREFIX.vocab.pt, PREFIX.train.N.pt, PREFIX.valid.0.pt, ...")
+    g.add_argument("-shard_size", type=int, default=1_000_000, help="training examples per shard file")
+    g.add_argument("-shuffle", action="store_true", help="shuffle the training pairs (a full shuffle across shards)")
+    g.add_argument("-seed", type=int, default=3435, help="random seed for -shuffle")
+    g.add_argument("-lower", action="store_true", help="lowercase both sides")
+    g = p.add_argument_group("Vocabulary")
+    g.add_argument("-src_vocab_size", type=int, default=50000, help="most frequent source words kept")
+    g.add_argument("-tgt_vocab_size", type=int, default=50000, help="most frequent target words kept")
+    g.add_argument("-src_words_min_frequency", type=int, default=1, help="drop source words seen fewer times")
+    g.add_argument("-tgt_words_min_frequency", type=int, default=1, help="drop target words seen fewer times")
+    g.add_argument("-src_vocab", help="reuse this source vocabulary (text: token[TAB count] per line)")
+    g.add_argument("-tgt_vocab", help="reuse this target vocabulary (text: token[TAB count] per line)")
+    g.add_argument(
+        "-tgt_emb",
+        help="pretrained target vectors (.vec/.txt, optionally .gz): build the target vocabulary only from "
+        "words that have a vector (the vMF paper's setup: every target word can then be produced)",
+    )
+    g = p.add_argument_group("Filtering")
+    g.add_argument("-src_seq_length", type=int, default=100, help="drop pairs whose source is longer")
+    g.add_argument("-tgt_seq_length", type=int, default=100, help="drop pairs whose target is longer")
+    return p
+
+
+def _keep(src, tgt, opt, stats):
+    if not src or not tgt:
+        stats["empty"] += 1
+        return False
+    if len(src) > opt.src_seq_length or len(tgt) > opt.tgt_seq_length:
+        stats["too_long"] += 1
+        return False
+    return True
+
+
+def count_corpus(src_path, tgt_path, opt):
+    """One pass: token counts of the kept pairs and filtering statistics."""
+    stats = Counter()
+    src_counts, tgt_counts = Counter(), Counter()
+    for _, src, tgt in iter_parallel(src_path, tgt_path, opt.lower):
+        stats["read"] += 1
+        if _keep(src, tgt, opt, stats):
+            stats["kept"] += 1
+            src_counts.update(src)
+            tgt_counts.update(tgt)
+    return src_counts, tgt_counts, stats
+
+
+def _kept_ids(src_path, tgt_path, opt, src_vocab, tgt_vocab):
+    stats = Counter()
+    for _, src, tgt in iter_parallel(src_path, tgt_path, opt.lower):
+        if _keep(src, tgt, opt, stats):
+            yield src_vocab.encode(src), tgt_vocab.encode(tgt)
+
+
+def write_train_shards(opt, src_vocab, tgt_vocab, n_kept, written, flush_every=100_000):
+    """Write PREFIX.train.N.pt; with -shuffle every pair goes to a random position of a
+    permutation, via one temporary bucket file per shard, so memory stays bounded by one shard
+    (plus ``flush_every`` buffered pairs); only one bucket file is open at a time, so thousands
+    of shards do not run into the open-files limit."""
+    size = opt.shard_size
+    n_shards = max(1, -(-n_kept // size))
+    examples = _kept_ids(opt.train_src, opt.train_tgt, opt, src_vocab, tgt_vocab)
+    if not opt.shuffle:
+        shard, index = [], 0
+        for ex in examples:
+            shard.append(ex)
+            if len(shard) == size:
+                written.append(f"{opt.save_data}.train.{index}.pt")
+                save_shard(written[-1], shard)
+                shard, index = [], index + 1
+        if shard or index == 0:
+            written.append(f"{opt.save_data}.train.{index}.pt")
+            save_shard(written[-1], shard)
+        return n_shards
+    perm = np.random.default_rng(opt.seed).permutation(n_kept)
+    tmpdir = tempfile.mkdtemp(prefix=".preprocess-", dir=os.path.dirname(os.path.abspath(opt.save_data)))
+    buffers = [[] for _ in range(n_shards)]
+
+    def flush():
+        for i, rows in enumerate(buffers):
+            if rows:
+                with open(os.path.join(tmpdir, f"{i}.txt"), "a") as f:
+                    f.writelines(rows)
+                rows.clear()
+
+    try:
+        for k, (s, t) in enumerate(examples):
+            pos = int(perm[k])
+            buffers[pos // size].append(f"{pos}\t{' '.join(map(str, s))}\t{' '.join(map(str, t))}\n")
+            if (k + 1) % max(size, flush_every) == 0:
+                flush()
+        flush()
+        for i in range(n_shards):
+            with open(os.path.join(tmpdir, f"{i}.txt")) as f:
+                rows = sorted((line.rstrip("\n").split("\t") for line in f), key=lambda r: int(r[0]))
+            shard = [([int(x) for x in r[1].split()], [int(x) for x in r[2].split()]) for r in rows]
+            written.append(f"{opt.save_data}.train.{i}.pt")
+            save_shard(written[-1], shard)
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+    return n_shards
+
+
+def _remove_stale_shards(prefix, n_shards):
+    """A previous run with more shards would leave PREFIX.train.K.pt (K >= n) to be picked up by train.py."""
+    k = n_shards
+    while os.path.exists(f"{prefix}.train.{k}.pt"):
+        os.remove(f"{prefix}.train.{k}.pt")
+        k += 1
+
+
+def _coverage(counts, vocab):
+    total = sum(counts.values())
+    covered = sum(c for tok, c in counts.items() if tok in vocab.stoi)
+    return covered / total if total else 0.0
+
+
+@cli_main
+def main(argv=None):
+    opt = opts.parse(build_parser(), argv, required=("train_src", "train_tgt", "valid_src", "valid_tgt", "save_data"))
+    if opt.shard_size < 1:
+        raise UserError(f"-shard_size must be at least 1, got {opt.shard_size}")
+    for name in ("src_vocab_size", "tgt_vocab_size"):
+        if getattr(opt, name) < 0:  # a negative size would slice words off the end of the list
+            raise UserError(f"-{name} must be at least 0, got {getattr(opt, name)}")
+    if opt.tgt_emb and opt.tgt_vocab:  # the reused vocabulary would silently win
+        raise UserError("give -tgt_vocab or -tgt_emb, not both: a reused vocabulary is taken as it is")
+    if opt.shuffle and opt.seed < 0:
+        raise UserError(f"-seed must be at least 0 with -shuffle, got {opt.seed}")
+    out_dir = os.path.dirname(os.path.abspath(opt.save_data))
+    if not os.path.isdir(out_dir):
+        raise UserError(f"-save_data {opt.save_data}: directory {out_dir} does not exist")
+    start = time.time()
+    check_parallel(opt.train_src, opt.train_tgt)
+    check_parallel(opt.valid_src, opt.valid_tgt)
+
+    # Everything that can fail on bad input happens before the first file is written.
+    src_counts, tgt_counts, stats = count_corpus(opt.train_src, opt.train_tgt, opt)
+    _, _, vstats = count_corpus(opt.valid_src, opt.valid_tgt, opt)
+    if stats["kept"] == 0:
+        raise UserError(f"no training pair of {opt.train_src} / {opt.train_tgt} survives filtering")
+    if opt.src_vocab:
+        src_vocab = read_vocab_text(opt.src_vocab)
+    else:
+        src_vocab = build_vocab(src_counts, opt.src_vocab_size, opt.src_words_min_frequency)
+    allowed = None
+    if opt.tgt_emb:
+        from onmt_cont.inputters.embeddings import read_embedding_words
+
+        allowed = read_embedding_words(opt.tgt_emb)
+    if opt.tgt_vocab:
+        tgt_vocab = read_vocab_text(opt.tgt_vocab)
+    else:
+        tgt_vocab = build_vocab(tgt_counts, opt.tgt_vocab_size, opt.tgt_words_min_frequency, allowed)
+    src_vocab.total_tokens = sum(src_counts.values())
+    tgt_vocab.total_tokens = sum(tgt_counts.values())
+    # counts of reused vocabularies describe this corpus, so coverage reports stay meaningful
+    src_vocab.counts = [src_counts.get(t, 0) if i >= 4 else 0 for i, t in enumerate(src_vocab.itos)]
+    tgt_vocab.counts = [tgt_counts.get(t, 0) if i >= 4 else 0 for i, t in enumerate(tgt_vocab.itos)]
+
+    written = []
+    try:
+        n_shards = write_train_shards(opt, src_vocab, tgt_vocab, stats["kept"], written)
+        written.append(f"{opt.save_data}.valid.0.pt")
+        save_shard(written[-1], list(_kept_ids(opt.valid_src, opt.valid_tgt, opt, src_vocab, tgt_vocab)))
+        written += [f"{opt.save_data}.vocab.{x}" for x in ("src.txt", "tgt.txt", "pt")]
+        save_vocabs(opt.save_data, src_vocab, tgt_vocab, opt.lower)
+    except BaseException:
+        for path in written:
+            if os.path.exists(path):
+                os.remove(path)
+        raise
+    _remove_stale_shards(opt.save_data, n_shards)
+
+    print(f"train: {stats['read']} pairs read, {stats['kept']} kept, dropped: {stats['empty']} with an empty side, "
+          f"{stats['too_long']} too long (> {opt.src_seq_length} source or > {opt.tgt_seq_length} target tokens)")
+    print(f"valid: {vstats['read']} pairs read, {vstats['kept']} kept, dropped: {vstats['empty']} with an empty side, "
+          f"{vstats['too_long']} too long")
+    note = f" (restricted to the {len(allowed)} words of {opt.tgt_emb})" if allowed is not None else ""
+    print(f"vocabulary: source {len(src_vocab)} types, target {len(tgt_vocab)} types{note} (4 specials each)")
+    print(f"token coverage of the training corpus: source {_coverage(src_counts, src_vocab):.2%}, "
+          f"target {_coverage(tgt_counts, tgt_vocab):.2%}")
+    print(f"wrote {n_shards} training shard(s) of at most {opt.shard_size} pairs, "
+          f"{opt.save_data}.valid.0.pt, {opt.save_data}.vocab.{{pt,src.txt,tgt.txt}} in {time.time() - start:.1f}s")

@@ -1,0 +1,125 @@
+"""Vocabularies: plain token lists with counts, specials first.
+
+On disk (``PREFIX.vocab.pt``, loadable with ``weights_only=True``)::
+
+    {"format_version": 1,
+     "src": {"tokens": [str, ...], "counts": [int, ...], "total_tokens": int},
+     "tgt": {...same...},
+     "lower": bool}
+
+``tokens`` starts with ``constants.SPECIALS`` (counts 0); ``total_tokens`` is the number
+of running tokens on that side of the kept training pairs, so coverage can be computed.
+"""
+
+from collections import Counter
+
+from onmt_cont.constants import FORMAT_VERSION, PAD_ID, SPECIALS, UNK_ID
+from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.io import atomic_write_text, load_checkpoint_data, read_lines
+
+
+class Vocab:
+    """Index <-> token mapping. Index 0 is padding, 1 ``<unk>``, 2 ``<s>``, 3 ``</s>``."""
+
+    def __init__(self, tokens, counts=None, total_tokens=0):
+        if list(tokens[: len(SPECIALS)]) != list(SPECIALS):
+            raise ValueError(f"vocabulary must start with {SPECIALS}")
+        self.itos = list(tokens)
+        self.counts = list(counts) if counts is not None else [0] * len(tokens)
+        self.total_tokens = int(total_tokens)
+        self.stoi = {tok: i for i, tok in enumerate(self.itos)}
+        if len(self.stoi) != len(self.itos):
+            dup = [t for t, c in Counter(self.itos).items() if c > 1][:5]
+            raise ValueError(f"vocabulary has duplicate tokens: {dup}")
+
+    def __len__(self):
+        return len(self.itos)
+
+    def index(self, token):
+        return self.stoi.get(token, UNK_ID)
+
+    def encode(self, tokens):
+        stoi = self.stoi
+        return [stoi.get(t, UNK_ID) for t in tokens]
+
+    def decode(self, ids):
+        return [self.itos[i] for i in ids]
+
+    @property
+    def pad_id(self):
+        return PAD_ID
+
+    def to_dict(self):
+        return {"tokens": self.itos, "counts": self.counts, "total_tokens": self.total_tokens}
+
+    @classmethod
+    def from_dict(cls, d):
+        return cls(d["tokens"], d.get("counts"), d.get("total_tokens", 0))
+
+
+def build_vocab(counter, max_size, min_frequency=1, allowed=None):
+    """The ``max_size`` most frequent tokens with count >= ``min_frequency`` (specials excluded
+    from the count), optionally only those in ``allowed``. Ties break alphabetically so the
+    result does not depend on corpus order."""
+    candidates = [
+        (tok, c)
+        for tok, c in counter.items()
+        if c >= min_frequency and tok not in SPECIALS and (allowed is None or tok in allowed)
+    ]
+    candidates.sort(key=lambda tc: (-tc[1], tc[0]))
+    candidates = candidates[:max_size]
+    tokens = list(SPECIALS) + [t for t, _ in candidates]
+    counts = [0] * len(SPECIALS) + [c for _, c in candidates]
+    return Vocab(tokens, counts, total_tokens=sum(counter.values()))
+
+
+def vocab_to_text(vocab):
+    """One token per line in index order, a tab, then its count."""
+    return "".join(f"{tok}\t{c}\n" for tok, c in zip(vocab.itos, vocab.counts))
+
+
+def read_vocab_text(path):
+    """Read a vocabulary text file (``token`` or ``token<TAB>count`` per line).
+
+    Specials are added in front when missing, so a plain word list works too."""
+    tokens, counts = [], []
+    for lineno, line in read_lines(path):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) > 2 or not parts[0] or " " in parts[0]:
+            raise UserError(f"{path}, line {lineno}: expected 'token' or 'token<TAB>count', got {line!r}")
+        count = 0
+        if len(parts) == 2:
+            try:
+                count = int(parts[1])
+            except ValueError:
+                raise UserError(f"{path}, line {lineno}: count {parts[1]!r} is not an integer") from None
+        tokens.append(parts[0])
+        counts.append(count)
+    rest = [(t, c) for t, c in zip(tokens, counts) if t not in SPECIALS]
+    seen, dedup = set(), []
+    for t, c in rest:
+        if t in seen:
+            raise UserError(f"{path}: token {t!r} appears twice")
+        seen.add(t)
+        dedup.append((t, c))
+    return Vocab(list(SPECIALS) + [t for t, _ in dedup], [0] * len(SPECIALS) + [c for _, c in dedup])
+
+
+def save_vocabs(prefix, src, tgt, lower):
+    """Write ``PREFIX.vocab.pt`` and the two text files, each atomically."""
+    from onmt_cont.utils.io import atomic_torch_save
+
+    data = {"format_version": FORMAT_VERSION, "src": src.to_dict(), "tgt": tgt.to_dict(), "lower": lower}
+    atomic_write_text(prefix + ".vocab.src.txt", vocab_to_text(src))
+    atomic_write_text(prefix + ".vocab.tgt.txt", vocab_to_text(tgt))
+    atomic_torch_save(data, prefix + ".vocab.pt")
+
+
+def load_vocabs(path):
+    """Load ``PREFIX.vocab.pt`` -> ``(src Vocab, tgt Vocab, data dict)``."""
+    data = load_checkpoint_data(path)
+    if not isinstance(data, dict) or "src" not in data or "tgt" not in data:
+        raise UserError(f"{path}: not a vocabulary file written by preprocess.py")
+    return Vocab.from_dict(data["src"]), Vocab.from_dict(data["tgt"]), data
