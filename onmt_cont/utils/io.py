@@ -19,6 +19,10 @@ def atomic_path(path):
     os.close(fd)
     try:
         yield tmp
+        # mkstemp makes the file private (0600); give it the permissions a plain open() would
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
