@@ -199,13 +199,21 @@ def main(argv=None):
         raise
     _remove_stale_shards(opt.save_data, n_shards)
 
-    print(f"train: {stats['read']} pairs read, {stats['kept']} kept, dropped: {stats['empty']} with an empty side, "
-          f"{stats['too_long']} too long (> {opt.src_seq_length} source or > {opt.tgt_seq_length} target tokens)")
-    print(f"valid: {vstats['read']} pairs read, {vstats['kept']} kept, dropped: {vstats['empty']} with an empty side, "
-          f"{vstats['too_long']} too long")
+    print(
+        f"train: {stats['read']} pairs read, {stats['kept']} kept, dropped: {stats['empty']} with an empty side, "
+        f"{stats['too_long']} too long (> {opt.src_seq_length} source or > {opt.tgt_seq_length} target tokens)"
+    )
+    print(
+        f"valid: {vstats['read']} pairs read, {vstats['kept']} kept, dropped: {vstats['empty']} with an empty side, "
+        f"{vstats['too_long']} too long"
+    )
     note = f" (restricted to the {len(allowed)} words of {opt.tgt_emb})" if allowed is not None else ""
     print(f"vocabulary: source {len(src_vocab)} types, target {len(tgt_vocab)} types{note} (4 specials each)")
-    print(f"token coverage of the training corpus: source {_coverage(src_counts, src_vocab):.2%}, "
-          f"target {_coverage(tgt_counts, tgt_vocab):.2%}")
-    print(f"wrote {n_shards} training shard(s) of at most {opt.shard_size} pairs, "
-          f"{opt.save_data}.valid.0.pt, {opt.save_data}.vocab.{{pt,src.txt,tgt.txt}} in {time.time() - start:.1f}s")
+    print(
+        f"token coverage of the training corpus: source {_coverage(src_counts, src_vocab):.2%}, "
+        f"target {_coverage(tgt_counts, tgt_vocab):.2%}"
+    )
+    print(
+        f"wrote {n_shards} training shard(s) of at most {opt.shard_size} pairs, "
+        f"{opt.save_data}.valid.0.pt, {opt.save_data}.vocab.{{pt,src.txt,tgt.txt}} in {time.time() - start:.1f}s"
+    )

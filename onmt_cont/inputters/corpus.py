@@ -43,15 +43,13 @@ def check_parallel(src_path, tgt_path):
     """Refuse files of different line counts before anything is written; return the count."""
     n_src, n_tgt = count_lines(src_path), count_lines(tgt_path)
     if n_src != n_tgt:
-        raise UserError(
-            f"parallel files differ in length: {src_path} has {n_src} lines, {tgt_path} has {n_tgt}"
-        )
+        raise UserError(f"parallel files differ in length: {src_path} has {n_src} lines, {tgt_path} has {n_tgt}")
     return n_src
 
 
 def iter_parallel(src_path, tgt_path, lower=False):
     """Yield ``(line_number, src_tokens, tgt_tokens)`` for aligned lines, streaming."""
-    for (lineno, src), (_, tgt) in zip(read_lines(src_path), read_lines(tgt_path)):
+    for (lineno, src), (_, tgt) in zip(read_lines(src_path), read_lines(tgt_path), strict=True):
         if lower:
             src, tgt = src.lower(), tgt.lower()
         yield lineno, src.split(), tgt.split()
@@ -59,6 +57,7 @@ def iter_parallel(src_path, tgt_path, lower=False):
 
 def pack_shard(examples):
     """``examples``: list of ``(src_ids, tgt_ids)`` int lists -> the shard dict."""
+
     def cat(seqs):
         flat = [i for s in seqs for i in s]
         return torch.tensor(flat, dtype=torch.int32), torch.tensor([len(s) for s in seqs], dtype=torch.int32)
@@ -79,7 +78,7 @@ def load_shard(path):
         raise UserError(f"{path}: not a data shard written by preprocess.py")
     src = torch.split(data["src"].long(), data["src_lengths"].tolist())
     tgt = torch.split(data["tgt"].long(), data["tgt_lengths"].tolist())
-    return list(zip(src, tgt))
+    return list(zip(src, tgt, strict=True))
 
 
 def shard_paths(prefix, split):
@@ -91,5 +90,7 @@ def shard_paths(prefix, split):
         if m:
             found.append((int(m.group(1)), path))
     if not found:
-        raise UserError(f"no {split} shards found: expected {prefix}.{split}.0.pt (run preprocess.py -save_data {prefix})")
+        raise UserError(
+            f"no {split} shards found: expected {prefix}.{split}.0.pt (run preprocess.py -save_data {prefix})"
+        )
     return [p for _, p in sorted(found)]

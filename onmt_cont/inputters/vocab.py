@@ -75,7 +75,7 @@ def build_vocab(counter, max_size, min_frequency=1, allowed=None):
 
 def vocab_to_text(vocab):
     """One token per line in index order, a tab, then its count."""
-    return "".join(f"{tok}\t{c}\n" for tok, c in zip(vocab.itos, vocab.counts))
+    return "".join(f"{tok}\t{c}\n" for tok, c in zip(vocab.itos, vocab.counts, strict=True))
 
 
 def read_vocab_text(path):
@@ -97,7 +97,7 @@ def read_vocab_text(path):
                 raise UserError(f"{path}, line {lineno}: count {parts[1]!r} is not an integer") from None
         tokens.append(parts[0])
         counts.append(count)
-    rest = [(t, c) for t, c in zip(tokens, counts) if t not in SPECIALS]
+    rest = [(t, c) for t, c in zip(tokens, counts, strict=True) if t not in SPECIALS]
     seen, dedup = set(), []
     for t, c in rest:
         if t in seen:
