@@ -1,0 +1,148 @@
+"""Build the ``<unk>``-replacement lexicon from a tokenized parallel corpus.
+
+Following the vMF paper (Kumar & Tsvetkov, 2019), which follows Denkowski & Neubig (2017):
+word-align the training corpus with fast_align's model (``onmt_cont.align``), symmetrise,
+and map every source word to the target word it is most often aligned to. The lexicon is
+``source_word target_word`` per line, sorted by source word, UTF-8.
+
+    python build_lexicon.py -src data/train.fr -tgt data/train.en -output lex.txt
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from collections import Counter
+
+from onmt_cont.align import SYMMETRISERS, AlignConfig, Alignment, align_corpus, format_pharaoh, read_pharaoh
+from onmt_cont.utils.errors import UserError, cli_main
+from onmt_cont.utils.io import atomic_write_text, read_lines
+
+# Options that only make sense when we train the aligner ourselves.
+_TRAINING_OPTIONS = ("iterations", "p0", "tension", "optimize_tension", "vb_alpha", "sym", "save_alignments")
+
+
+def extract_lexicon(
+    src: list[list[str]], tgt: list[list[str]], alignments: list[Alignment], min_count: int = 1
+) -> dict[str, str]:
+    """Map each source word to its most frequently aligned target word.
+
+    Ties go to the target word that sorts first, so the output does not depend on corpus
+    order; a source word whose best pair is seen fewer than ``min_count`` times is left out.
+    """
+    pairs = Counter((s[i], t[j]) for s, t, links in zip(src, tgt, alignments, strict=True) for i, j in links)
+    best: dict[str, tuple[int, str]] = {}
+    for (sw, tw), count in pairs.items():
+        if count >= min_count and (sw not in best or (-count, tw) < (-best[sw][0], best[sw][1])):
+            best[sw] = (count, tw)
+    return {sw: tw for sw, (_, tw) in best.items()}
+
+
+def format_lexicon(lexicon: dict[str, str]) -> str:
+    return "".join(f"{sw} {lexicon[sw]}\n" for sw in sorted(lexicon))
+
+
+def read_corpus(path: str, lower: bool) -> list[list[str]]:
+    """Whitespace-tokenized lines; empty lines are allowed and give empty sentences."""
+    return [(line.lower() if lower else line).split() for _, line in read_lines(path)]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    io = p.add_argument_group("files")
+    io.add_argument("-src", required=True, help="tokenized source side, one sentence per line")
+    io.add_argument("-tgt", required=True, help="tokenized target side, line-parallel to -src")
+    io.add_argument("-output", required=True, help="lexicon to write: 'source_word target_word' per line")
+    io.add_argument(
+        "-alignments",
+        help="use these Pharaoh alignments ('i-j', 0-based source-target) instead of training the aligner",
+    )
+    io.add_argument("-save_alignments", help="also write the symmetrised alignments here (Pharaoh format)")
+    al = p.add_argument_group("aligner (fast_align's model; defaults are fast_align's)")
+    al.add_argument("-iterations", type=int, help="EM iterations per direction (default 5)")
+    al.add_argument("-p0", type=float, help="probability of aligning a word to NULL (default 0.08)")
+    al.add_argument("-tension", type=float, help="diagonal tension λ, initial value if optimised (default 4.0)")
+    al.add_argument(
+        "-optimize_tension",
+        action="store_true",
+        default=None,
+        help="re-estimate λ after each iteration, as fast_align -o",
+    )
+    al.add_argument(
+        "-vb_alpha",
+        type=float,
+        help="train t(f|e) by variational Bayes with this Dirichlet "
+        "concentration, as fast_align -v -a (default: plain EM)",
+    )
+    al.add_argument(
+        "-sym", choices=sorted(SYMMETRISERS), help="how to combine the two directions (default grow-diag-final-and)"
+    )
+    lx = p.add_argument_group("lexicon")
+    lx.add_argument(
+        "-min_count",
+        type=int,
+        default=1,
+        help="keep a source word only if its best pair is aligned at least this often",
+    )
+    lx.add_argument("-lower", action="store_true", help="lowercase both sides first")
+    return p
+
+
+def _config(opt: argparse.Namespace) -> AlignConfig:
+    """Fill defaults and check ranges; errors name the option."""
+    cfg = AlignConfig()
+    for name in ("iterations", "p0", "tension", "optimize_tension", "vb_alpha"):
+        if getattr(opt, name) is not None:
+            setattr(cfg, name, getattr(opt, name))
+    if cfg.iterations < 1:
+        raise UserError(f"-iterations must be at least 1, got {cfg.iterations}")
+    if not 0.0 <= cfg.p0 < 1.0:
+        raise UserError(f"-p0 must be in [0, 1), got {cfg.p0}")
+    if not cfg.tension >= 0.0:
+        raise UserError(f"-tension must be >= 0, got {cfg.tension}")
+    if cfg.vb_alpha is not None and not cfg.vb_alpha > 0.0:
+        raise UserError(f"-vb_alpha must be > 0, got {cfg.vb_alpha}")
+    return cfg
+
+
+def _check_writable(path: str, flag: str) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise UserError(f"{flag} {path}: directory {directory} does not exist")
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> None:
+    opt = build_parser().parse_args(argv)
+    if opt.alignments is not None:
+        given = [f"-{name}" for name in _TRAINING_OPTIONS if getattr(opt, name) is not None]
+        if given:
+            raise UserError(f"{', '.join(given)} only apply when training the aligner, not with -alignments")
+    config = _config(opt)
+    if opt.min_count < 1:
+        raise UserError(f"-min_count must be at least 1, got {opt.min_count}")
+    _check_writable(opt.output, "-output")
+    if opt.save_alignments:
+        _check_writable(opt.save_alignments, "-save_alignments")
+
+    start = time.perf_counter()
+    src, tgt = read_corpus(opt.src, opt.lower), read_corpus(opt.tgt, opt.lower)
+    if len(src) != len(tgt):
+        raise UserError(f"{opt.src} has {len(src)} lines but {opt.tgt} has {len(tgt)}; they must be line-parallel")
+    print(f"pairs: {len(src)}, tokens: {sum(map(len, src))} source, {sum(map(len, tgt))} target")
+
+    if opt.alignments is not None:
+        alignments = read_pharaoh(opt.alignments, [len(s) for s in src], [len(t) for t in tgt])
+        print(f"read alignments from {opt.alignments}")
+    else:
+        sym = opt.sym or "grow-diag-final-and"
+        alignments = align_corpus(src, tgt, sym, config, log=print)
+        print(f"symmetrised with {sym}")
+    print(f"links: {sum(map(len, alignments))}")
+
+    lexicon = extract_lexicon(src, tgt, alignments, opt.min_count)
+    if opt.save_alignments:
+        atomic_write_text(opt.save_alignments, format_pharaoh(alignments))
+    atomic_write_text(opt.output, format_lexicon(lexicon))
+    print(f"lexicon: {len(lexicon)} entries written to {opt.output} ({time.perf_counter() - start:.2f} s in all)")
