@@ -1,0 +1,582 @@
+"""Streaming reader for pretrained word vectors in text form (plain or ``.gz``).
+
+Two layouts are read, one vector per line, fields separated by spaces:
+
+* GloVe: ``word v1 ... vd``;
+* word2vec / fastText ``.vec``: the same, after a first line ``COUNT DIM``.
+
+A first line of exactly two integers is taken as such a header whatever format the user
+named. Without a header the dimension is the number of values on the first line.
+
+The file is never held in memory: it is read in chunks of ``chunk_bytes`` and each block of
+lines is parsed at once with numpy (see ``_parse_fixed``); only the vectors of the words the
+caller asks for are kept, plus a running sum of the other vectors for an ``<unk>`` average.
+
+Line rules (the same in every parsing path):
+
+* the word is everything before the first space (it may be empty or a non-breaking space);
+  trailing whitespace is ignored; values are separated by single spaces (the fast path)
+  or any other whitespace (read more slowly);
+* a line whose number of values is not ``dim`` (field count != dim + 1), or with a value
+  that is not a finite number, or whose word is not valid UTF-8, is *malformed*: skipped,
+  counted and its line number reported. If most lines have the wrong count, the dimension
+  itself is wrong and reading stops with an error;
+* a word seen before is a duplicate: the first vector wins, later ones are counted and
+  ignored (also for the ``<unk>`` average).
+"""
+
+import os
+import time
+import warnings
+import zlib
+from collections import Counter
+from contextlib import closing
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+
+from onmt_cont.utils.errors import UserError
+
+DEFAULT_CHUNK_BYTES = 1 << 18  # 256 KiB: fastest here; larger blocks spill the caches
+MAX_EXAMPLES = 5
+# Once this many lines are read, a file where most lines have the wrong count stops early.
+EARLY_DIM_CHECK_LINES = 1000
+_BOM = b"\xef\xbb\xbf"
+_GZIP_MAGIC = b"\x1f\x8b"
+_TRAILING_SPACE = b" \t\r\v\f"
+
+
+@dataclass
+class EmbeddingFile:
+    """What :func:`read_embeddings` found.
+
+    ``vectors[r]`` is the vector of the word that ``wanted`` maps to row ``r`` (zeros where
+    ``found[r]`` is False). ``other_sum`` / ``other_count`` sum the vectors of all valid,
+    first-seen words *not* in ``wanted`` (each normalised first when asked); ``sum_sq_norm``
+    sums the squared norms of all valid first-seen vectors, for a typical vector length.
+    """
+
+    path: str
+    dim: int
+    header: tuple | None
+    vectors: np.ndarray  # [n_rows, dim] float32
+    found: np.ndarray  # [n_rows] bool
+    other_sum: np.ndarray  # [dim] float64
+    other_count: int
+    sum_sq_norm: float
+    n_vectors: int = 0  # valid, first-seen vectors
+    n_lines: int = 0  # lines after the header
+    n_malformed: int = 0
+    malformed_examples: list = field(default_factory=list)  # [(line number, reason)]
+    n_wrong_count: int = 0
+    wrong_counts: Counter = field(default_factory=Counter)  # value count -> lines
+    n_duplicates: int = 0
+    duplicate_examples: list = field(default_factory=list)  # [(line number, word)]
+    seconds: float = 0.0
+
+    @property
+    def rms_norm(self):
+        """Root-mean-square length of the file's vectors (0 if none)."""
+        return float(np.sqrt(self.sum_sq_norm / self.n_vectors)) if self.n_vectors else 0.0
+
+
+def iter_chunks(path, chunk_bytes=DEFAULT_CHUNK_BYTES):
+    """Yield the bytes of a plain or ``.gz`` file, about ``chunk_bytes`` at a time.
+
+    A gzip file (recognised by its first bytes, whatever its name) is inflated with zlib
+    directly, which is faster than the gzip module. Read errors, including a corrupt or
+    truncated ``.gz``, become a UserError naming the file. Close the generator
+    (``contextlib.closing``) to stop early."""
+    if not os.path.exists(path):
+        raise UserError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise UserError(f"{path}: is a directory, expected a vector file")
+    try:
+        with open(path, "rb") as f:
+            if f.peek(2)[:2] == _GZIP_MAGIC:
+                yield from _inflate(f, chunk_bytes)
+            else:
+                yield from iter(partial(f.read, chunk_bytes), b"")
+    except (OSError, EOFError, zlib.error) as exc:
+        raise UserError(f"{path}: cannot read ({exc})") from None
+
+
+def _inflate(raw, chunk_bytes, in_bytes=1 << 20):
+    """Decompress a gzip stream (several members allowed, zero padding between them skipped),
+    yielding at most ``chunk_bytes`` at a time. zlib checks each member's CRC and length."""
+    inflater, started, pending = zlib.decompressobj(31), False, b""
+    while True:
+        if not pending:
+            pending = raw.read(in_bytes)
+            if not pending:
+                tail = inflater.flush()
+                if tail:
+                    yield tail
+                if started and not inflater.eof:
+                    raise EOFError("compressed file ended before the end-of-stream marker was reached")
+                return
+        started, before = True, len(pending)
+        out = inflater.decompress(pending, chunk_bytes)
+        pending = inflater.unconsumed_tail
+        if not out and len(pending) == before and not inflater.eof:
+            raise zlib.error("decompression makes no progress")  # never loop forever
+        if inflater.eof:  # the rest is in unused_data (unconsumed_tail may repeat it)
+            pending = inflater.unused_data.lstrip(b"\0")
+            inflater, started = zlib.decompressobj(31), False
+        if out:
+            yield out
+
+
+def iter_word_blocks(chunks):
+    """Turn byte chunks into blocks ``(words, rests)``, one entry per complete line: the
+    bytes before the line's first space, and what follows that space without trailing
+    whitespace (a memoryview into the chunk where possible: no copy). A line that spans
+    chunks is carried over whole; a last line without ``\\n`` is kept; a UTF-8 byte-order
+    mark at the start of the file is dropped."""
+    carry, bom = b"", _BOM  # the mark is only dropped from the first line
+    for data in chunks:
+        last = data.rfind(b"\n")
+        if last < 0:
+            carry += data
+            continue
+        first = data.find(b"\n")
+        word, _, rest = (carry + data[:first]).removeprefix(bom).partition(b" ")
+        words, rests, bom = [word], [rest.rstrip()], b""
+        view, find = memoryview(data), data.find
+        pos = first + 1
+        while pos <= last:
+            end = find(b"\n", pos)
+            space = find(b" ", pos, end)
+            if space < 0:
+                words.append(data[pos:end])
+                rests.append(b"")
+            else:
+                words.append(data[pos:space])
+                stop = end
+                while stop > space + 1 and data[stop - 1] in _TRAILING_SPACE:
+                    stop -= 1
+                rests.append(view[space + 1 : stop])
+            pos = end + 1
+        carry = data[last + 1 :]
+        yield words, rests
+    carry = carry.removeprefix(bom)
+    if carry:
+        word, _, rest = carry.partition(b" ")
+        yield [word], [rest.rstrip()]
+
+
+def parse_header(line):
+    """``(count, dim)`` if ``line`` is a word2vec/fastText ``COUNT DIM`` header, else None."""
+    parts = line.split()
+    if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
+        return int(parts[0]), int(parts[1])
+    return None
+
+
+def read_embedding_words(path, chunk_bytes=DEFAULT_CHUNK_BYTES):
+    """The words of a vector file (header skipped), without parsing the numbers.
+
+    A word counts if its line has something after it; a word on a malformed line is
+    included (the full reader would skip that line). Words that are not valid UTF-8 are
+    left out, like the full reader does."""
+    found = set()
+    with closing(iter_chunks(path, chunk_bytes)) as chunks:
+        for block, (words, rests) in enumerate(iter_word_blocks(chunks)):
+            if block == 0 and parse_header(words[0] + b" " + bytes(rests[0])) is not None:
+                words, rests = words[1:], rests[1:]
+            for word, rest in zip(words, rests, strict=True):
+                if rest:
+                    try:
+                        found.add(word.decode("utf-8"))
+                    except UnicodeDecodeError:
+                        pass
+    return found
+
+
+def read_embeddings(path, wanted, n_rows=None, normalize_others=False, chunk_bytes=DEFAULT_CHUNK_BYTES):
+    """Stream the vector file at ``path``.
+
+    wanted: word -> row in the returned ``vectors`` table ([n_rows, dim], n_rows defaults to
+        1 + the largest row); every other valid word adds to ``other_sum``.
+    normalize_others: add unit-length versions of the other vectors to ``other_sum``.
+
+    Raises UserError (naming the file) for a missing/unreadable file, a file without any
+    valid vector, or one where most lines disagree with the dimension.
+    """
+    if n_rows is None:
+        n_rows = max(wanted.values(), default=-1) + 1
+    reader = _Reader(path, wanted, n_rows, normalize_others)
+    start = time.perf_counter()
+    with closing(iter_chunks(path, chunk_bytes)) as chunks:
+        for words, rests in iter_word_blocks(chunks):
+            reader.feed(words, rests)
+    result = reader.finish()
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+class _Reader:
+    """Block-by-block state of :func:`read_embeddings`."""
+
+    def __init__(self, path, wanted, n_rows, normalize_others):
+        self.path = path
+        # Looked up by the word's bytes: decoding is only needed to check it is UTF-8.
+        self.wanted_bytes = {word.encode("utf-8", "surrogatepass"): row for word, row in wanted.items()}
+        self.n_rows = n_rows
+        self.normalize_others = normalize_others
+        self.seen = set()  # bytes of every first-seen word, for duplicates
+        self.scratch = Scratch()
+        self.block_malformed = []
+        self.lineno = 0  # number of the last line fed
+        self.result = None  # EmbeddingFile, once the dimension is known
+
+    # -- first line ---------------------------------------------------------------------
+
+    def _start(self, word, rest):
+        """Read the header or take the dimension from the first line; return whether the
+        first line is a vector line to parse."""
+        first_line = word + b" " + bytes(rest)
+        header = parse_header(first_line)
+        if header is not None:
+            dim, is_vector = header[1], False
+            if dim < 1:
+                raise UserError(f"{self.path}, line 1: header {first_line!r} gives dimension {dim}")
+        else:
+            dim, is_vector = len(bytes(rest).split()), True
+            if dim < 1:
+                raise UserError(
+                    f"{self.path}, line 1: expected 'COUNT DIM' or 'word v1 ... vd', got {first_line[:80]!r}"
+                )
+        self.result = EmbeddingFile(
+            path=self.path,
+            dim=dim,
+            header=header,
+            vectors=np.zeros((self.n_rows, dim), np.float32),
+            found=np.zeros(self.n_rows, bool),
+            other_sum=np.zeros(dim, np.float64),
+            other_count=0,
+            sum_sq_norm=0.0,
+        )
+        return is_vector
+
+    # -- blocks -------------------------------------------------------------------------
+
+    def feed(self, words, rests):
+        """Take one block from :func:`iter_word_blocks`."""
+        first_lineno = self.lineno + 1
+        self.lineno += len(words)
+        if self.result is None and not self._start(words[0], rests[0]):
+            words, rests, first_lineno = words[1:], rests[1:], first_lineno + 1
+            if not words:
+                return
+        res = self.result
+        res.n_lines += len(words)
+        values, bad = parse_values(rests, res.dim, self.scratch)
+        self.block_malformed = []  # (line number, reason), reported in line order
+        for i, reason, n_values in bad:
+            if n_values is not None:
+                res.n_wrong_count += 1
+                res.wrong_counts[n_values] += 1
+            self.block_malformed.append((first_lineno + i, reason))
+        self._assign(words, values, {i for i, _, _ in bad}, first_lineno)
+        res.n_malformed += len(self.block_malformed)
+        room = MAX_EXAMPLES - len(res.malformed_examples)
+        res.malformed_examples += sorted(self.block_malformed)[: max(room, 0)]
+        if res.n_lines >= EARLY_DIM_CHECK_LINES:
+            self._check_dimension()
+
+    def _assign(self, words, values, bad, first_lineno):
+        """Store the wanted vectors of a block and add the others to the running sums."""
+        res = self.result
+        use, keep_lines, keep_rows = self._select(words, bad, first_lineno)
+        if keep_lines:
+            res.vectors[keep_rows] = values[keep_lines]
+            res.found[keep_rows] = True
+        sq = np.einsum("ij,ij->i", values, values)
+        weight = use.astype(np.float64)
+        res.n_vectors += int(np.count_nonzero(use))
+        res.sum_sq_norm += float(weight @ sq)
+        weight[keep_lines] = 0.0
+        res.other_count += int(np.count_nonzero(weight))
+        if self.normalize_others:
+            norms = np.sqrt(sq)
+            np.divide(weight, norms, out=weight, where=norms > 0)
+        res.other_sum += weight @ values
+
+    def _select(self, words, bad, first_lineno):
+        """``(use, keep_lines, keep_rows)``: which lines count (valid, first seen, UTF-8) and
+        which of them are wanted, at which rows. A block without bad lines, duplicates or
+        bad UTF-8 (the usual case) is done with whole-block set and map operations."""
+        if not bad:
+            block = set(words)
+            if len(block) == len(words) and self.seen.isdisjoint(block):
+                try:
+                    b"\n".join(words).decode("utf-8")  # valid iff every word is
+                except UnicodeDecodeError:
+                    pass
+                else:
+                    self.seen |= block
+                    rows = list(map(self.wanted_bytes.get, words))
+                    keep_lines = [i for i, row in enumerate(rows) if row is not None]
+                    return np.ones(len(words), bool), keep_lines, [rows[i] for i in keep_lines]
+        res, seen = self.result, self.seen
+        use = np.ones(len(words), bool)
+        keep_lines, keep_rows = [], []
+        for i, word in enumerate(words):
+            if i in bad:
+                use[i] = False
+            elif word in seen:
+                use[i] = False
+                res.n_duplicates += 1
+                if len(res.duplicate_examples) < MAX_EXAMPLES:
+                    res.duplicate_examples.append((first_lineno + i, word.decode("utf-8", "replace")))
+            else:
+                try:
+                    word.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    use[i] = False
+                    reason = f"word is not valid UTF-8 ({exc.reason} at byte {exc.start})"
+                    self.block_malformed.append((first_lineno + i, reason))
+                    continue
+                seen.add(word)
+                row = self.wanted_bytes.get(word)
+                if row is not None:
+                    keep_lines.append(i)
+                    keep_rows.append(row)
+        return use, keep_lines, keep_rows
+
+    def _check_dimension(self):
+        res = self.result
+        if res.n_wrong_count * 2 <= res.n_lines:
+            return
+        where = f"the header says {res.dim}" if res.header else f"line 1 has {res.dim}"
+        count, lines = res.wrong_counts.most_common(1)[0]
+        raise UserError(
+            f"{self.path}: inconsistent dimension: {where} values per word, but {res.n_wrong_count} "
+            f"of {res.n_lines} vector lines have another count ({lines} lines have {count} values)"
+        )
+
+    def finish(self):
+        res = self.result
+        if res is None:
+            raise UserError(f"{self.path}: empty file, expected word vectors")
+        self._check_dimension()
+        if res.n_vectors == 0:
+            detail = f" ({res.n_malformed} malformed lines)" if res.n_malformed else ""
+            raise UserError(f"{self.path}: no valid vector in the file{detail}")
+        return res
+
+
+# -- parsing blocks of numbers --------------------------------------------------------
+
+
+def parse_values(rests, dim, scratch=None):
+    """Parse the numeric part of many lines (bytes or memoryviews, no trailing whitespace;
+    values separated by single spaces for the fast paths, any whitespace otherwise).
+
+    Returns ``(values [n, dim] float64, bad)`` where ``bad`` lists ``(index, reason,
+    n_values or None)`` of malformed lines (their rows are zeros); ``n_values`` is set when
+    the line had the wrong number of values. Values equal Python's ``float()`` of the text.
+    """
+    n = len(rests)
+    if n == 0:
+        return np.zeros((0, dim)), []
+    values = _parse_fixed(rests, dim, scratch or Scratch())
+    if values is not None:
+        return values, []
+    rests = [bytes(r) for r in rests]  # memoryviews lack the bytes methods used below
+    values = _parse_block_fromstring(rests, dim)
+    if values is not None:
+        return values, []
+    return _parse_lines(rests, dim)
+
+
+def _parse_block_fromstring(rests, dim):
+    """One ``np.fromstring`` call for the block, when every line has ``dim`` fields."""
+    if any(r.count(b" ") != dim - 1 for r in rests):
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)  # older numpy only warned
+            values = np.fromstring(b" ".join(rests), dtype=np.float64, sep=" ")
+    except (ValueError, DeprecationWarning):
+        return None
+    # Each space-separated field gives at most one value, so the total pins every line.
+    if values.size != len(rests) * dim or not np.isfinite(values).all():
+        return None
+    return values.reshape(len(rests), dim)
+
+
+def _parse_lines(rests, dim):
+    """Line by line: slow, but says which lines are malformed and why."""
+    values = np.zeros((len(rests), dim))
+    bad = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        for i, rest in enumerate(rests):
+            try:
+                row = np.fromstring(rest, dtype=np.float64, sep=" ")
+            except (ValueError, DeprecationWarning):
+                row = None
+            n_fields = len(rest.split())
+            if n_fields != dim:
+                bad.append((i, f"expected {dim} values after the word, found {n_fields}", n_fields))
+            elif row is None or row.size != dim:
+                bad.append((i, "a value is not a number", None))
+            elif not np.isfinite(row).all():
+                bad.append((i, "a value is not finite (nan or inf)", None))
+            else:
+                values[i] = row
+    return values, bad
+
+
+# The fixed-point fast path works on 8-byte little-endian words (SWAR: "SIMD within a
+# register"): for each token it loads the 8 bytes that start at the digit before the '.',
+# ``I . f1 .. f6``, checks them and turns the digits into an integer with three multiply-adds.
+_U = np.uint64
+_ZEROS = _U(0x3030303030303030)  # eight '0'
+_HIGH_NIBBLES = _U(0xF0F0F0F0F0F0F0F0)
+_SIXES = _U(0x0606060606060606)
+_SPACES = _U(0x2020202020202020)
+_ONES = _U(0x0101010101010101)
+_TOP_BITS_FROM_BYTE3 = _U(0x8080808080000000)
+_DECIMAL_BYTES = _U(0xFFFFFFFFFFFF0000)
+_ZEROS_BUT_BYTE1 = _U(0x3030303030300030)
+_LEAD = b"\0" * 7
+
+
+class Scratch:
+    """Work arrays kept from block to block: allocating fresh large temporaries for every
+    block (and faulting their pages in) is a measurable part of the parsing time."""
+
+    def __init__(self):
+        self._arrays = {}
+
+    def get(self, name, size, dtype):
+        arr = self._arrays.get(name)
+        if arr is None or arr.size < size or arr.dtype != dtype:
+            arr = np.empty(max(size, 1024), dtype)
+            self._arrays[name] = arr
+        return arr[:size]
+
+
+def _parse8(x):
+    """Eight ASCII digits (first digit in the lowest byte) -> their integer value, in place
+    (the multiply-shift steps of simdjson's parse_eight_digits_unrolled)."""
+    for mask, mul, shift in (
+        (0x0F0F0F0F0F0F0F0F, 2561, 8),  # 10 * 256 + 1: pairs of digits
+        (0x00FF00FF00FF00FF, 6553601, 16),  # 100 * 65536 + 1: groups of four
+        (0x0000FFFF0000FFFF, 42949672960001, 32),  # 10000 * 2**32 + 1: all eight
+    ):
+        x &= _U(mask)
+        x *= _U(mul)
+        x >>= _U(shift)
+    return x
+
+
+def _parse_fixed(rests, dim, scratch):
+    """Vectorised parse of a block where every value is ``-?\\d{1,2}\\.\\d{1,6}`` (what
+    fastText, word2vec and GloVe text files contain) and every line has ``dim`` values.
+
+    Returns None (caller falls back) if any token or line does not fit. Exact: each value is
+    an integer of at most 8 digits divided by 1e6, which IEEE division rounds correctly, the
+    same as ``float()``. Why the checks suffice: every byte is accounted for, because each
+    '.' claims a token ``[-]D[D].F..F `` whose bytes are checked, tokens cannot overlap (a
+    token's trailing space cannot lie inside the next one), and their lengths add up to the
+    whole block.
+    """
+    n = len(rests)
+    ntok = n * dim
+    lens = np.fromiter(map(len, rests), np.int64, n)
+    core_len = int(lens.sum()) + n - 1
+    # 7 zero bytes, b" ", the rests joined by spaces, b" ", zeros up to a multiple of 8 bytes
+    # (at least 8). The core starts at byte 8, so "k bytes before a dot" is a view a[8-k:].
+    buf = b" ".join([_LEAD, *rests, b"\0" * (8 + (-(core_len + 1)) % 8)])
+    a = np.frombuffer(buf, np.uint8)
+    is_dot = np.equal(a[8 : 8 + core_len], 46, out=scratch.get("is_dot", core_len, bool))
+    dots = np.flatnonzero(is_dot)  # relative to byte 8
+    if dots.size != ntok:
+        return None
+    words64 = np.frombuffer(buf, "<u8")
+    if not words64.flags.aligned:
+        words64 = words64.copy()
+    u, t1, t2 = (scratch.get(name, ntok, np.uint64) for name in ("u", "t1", "t2"))
+    # u: the 8 bytes from the digit before each dot (byte 7 + dot), from two aligned loads.
+    p = np.add(dots, 7, out=scratch.get("p", ntok, np.int64))
+    np.bitwise_and(p.view(np.uint64), _U(7), out=t1)
+    t1 <<= _U(3)
+    p >>= 3
+    np.take(words64, p, out=u)
+    u >>= t1
+    np.subtract(_U(64), t1, out=t1)
+    np.take(words64[1:], p, out=t2)
+    t2 <<= t1  # a shift by 64 gives 0 in numpy
+    u |= t2
+    # The first space among bytes 3..7 of u ends the token (lowest flag of the classic
+    # zero-byte test, which is exact); none there means 6 decimals and a space after u.
+    np.bitwise_xor(u, _SPACES, out=t1)
+    np.subtract(t1, _ONES, out=t2)
+    np.invert(t1, out=t1)
+    t2 &= t1
+    t2 &= _TOP_BITS_FROM_BYTE3
+    np.negative(t2, out=t1)
+    t1 &= t2  # 2**(8k+7) for a space at byte k, or 0
+    # Decimals = k - 2, from the float32 exponent 127+8k+7: bits >> 26 = 16 + k (0 for none).
+    exps = t1.astype(np.float32).view(np.int32)
+    exps >>= 26
+    no_space = exps == 0
+    n_no_space = int(np.count_nonzero(no_space))
+    if n_no_space:
+        if not (a[15:].take(dots[no_space]) == 32).all():
+            return None
+        exps[no_space] = 24
+    # x: '0', the integer digit where the '.' was, the decimals (bytes 2 .. k-1), then '0's:
+    # eight digits whose value is I*10^6 + decimals*10^(6-n_decimals).
+    t1 >>= _U(7)
+    t1 -= _U(1)  # bytes 0..k-1 (all 8 bytes when there was no space in u)
+    t1 &= _DECIMAL_BYTES
+    x = np.bitwise_and(u, t1, out=t2)
+    np.invert(t1, out=t1)
+    t1 &= _ZEROS_BUT_BYTE1
+    x |= t1
+    u &= _U(0xFF)
+    u <<= _U(8)
+    x |= u
+    # Every byte of x must be '0'..'9': high nibble 3, also after adding 6.
+    np.bitwise_and(x, _HIGH_NIBBLES, out=t1)
+    t1 ^= _ZEROS
+    t3 = np.add(x, _SIXES, out=p.view(np.uint64))
+    t3 &= _HIGH_NIBBLES
+    t3 ^= _ZEROS
+    t1 |= t3
+    if t1.any():
+        return None
+    # Before the integer digit: a sign, a space, or one more digit (then a sign or space).
+    b2 = a[6:].take(dots)
+    neg = b2 == 45
+    two_digits = b2 >= 48
+    n_two = int(np.count_nonzero(two_digits))
+    if n_two:
+        two_digits &= b2 <= 57
+        n_two = int(np.count_nonzero(two_digits))
+        b3 = a[5:].take(dots)
+        if (two_digits & (b3 >= 48) & (b3 <= 57)).any():
+            return None
+        neg[two_digits] = b3[two_digits] == 45
+    n_neg = int(np.count_nonzero(neg))
+    n_decimals = int(exps.sum(dtype=np.int64)) - 18 * ntok
+    if n_decimals + 3 * ntok + n_two + n_neg != core_len + 1:
+        return None
+    last = slice(dim - 1, None, dim)  # the last token of each line ends the line
+    if not np.array_equal(dots[last] + exps[last] - 17, np.cumsum(lens + 1) - 1):
+        return None
+    mant = _parse8(x)  # (I*10^n_decimals + decimals) * 10^(6-n_decimals)
+    if n_two:
+        mant += np.where(two_digits, b2 - np.uint8(48), np.uint8(0)).astype(np.uint64) * _U(10_000_000)
+    values = mant.view(np.int64).astype(np.float64)
+    values /= 1e6
+    t1[...] = neg
+    t1 <<= _U(63)
+    values.view(np.uint64)[...] |= t1  # the sign bit
+    return values.reshape(n, dim)
