@@ -1,0 +1,304 @@
+"""train.py: train an encoder-decoder with a softmax or a continuous output layer."""
+
+import logging
+import os
+import random
+import sys
+
+import torch
+
+from onmt_cont import opts
+from onmt_cont.inputters.batching import ShardedIterator, collate, make_batches
+from onmt_cont.inputters.corpus import load_shard, shard_paths
+from onmt_cont.inputters.vocab import load_vocabs
+from onmt_cont.losses import CONTINUOUS_LOSSES, LOSSES, build_loss
+from onmt_cont.models.checkpoint import is_better, load_checkpoint, save_checkpoint
+from onmt_cont.models.generators import frozen_count, parameter_count
+from onmt_cont.models.model import build_model
+from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer
+from onmt_cont.utils.errors import UserError, cli_main
+from onmt_cont.utils.io import load_checkpoint_data
+
+# Options that define the network; -train_from takes them from the checkpoint.
+MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
+              "brnn", "generator", "loss", "tie_emb")
+logger = logging.getLogger("onmt_cont.train")
+
+
+def build_parser():
+    p = opts.new_parser("Train an NMT model with a softmax or continuous (embedding-prediction) output layer.")
+    g = p.add_argument_group("Data")
+    g.add_argument("-data", help="prefix given to preprocess.py -save_data")
+    g.add_argument("-save_model", help="checkpoint prefix: PREFIX_step_N.pt, PREFIX_best.pt, PREFIX_last.pt")
+    g.add_argument("-tgt_emb", help="target embedding table OUT.dec.pt from embeddings_to_torch.py "
+                   "(unit-normalised and frozen here); required by continuous losses and -tie_emb")
+    g = p.add_argument_group("Model")
+    g.add_argument("-rnn_size", type=int, default=1024, help="LSTM hidden size (paper: 1024)")
+    g.add_argument("-word_vec_size", type=int, default=512, help="input embedding size (paper: 512)")
+    g.add_argument("-src_word_vec_size", type=int, default=None, help="source embedding size (default -word_vec_size)")
+    g.add_argument("-tgt_word_vec_size", type=int, default=None,
+                   help="target input embedding size (default -word_vec_size)")
+    g.add_argument("-enc_layers", type=int, default=1, help="encoder LSTM layers (paper: 1)")
+    g.add_argument("-dec_layers", type=int, default=2, help="decoder LSTM layers (paper: 2)")
+    g.add_argument("-brnn", action="store_true", help="bidirectional encoder (the paper's)")
+    g.add_argument("-dropout", type=float, default=0.3, help="dropout probability")
+    g.add_argument("-param_init", type=float, default=0.1, help="uniform init in [-x, x]; 0 keeps PyTorch's init")
+    g.add_argument("-generator", choices=["linear", "nonlinear"], default="linear",
+                   help="output layer: with -loss ce a softmax over the vocabulary; with a continuous loss "
+                   "a layer to the embedding size (nonlinear: Linear-ReLU-Linear)")
+    g.add_argument("-tie_emb", action="store_true", help="decoder input embeddings = the frozen pretrained target "
+                   "vectors (-tgt_emb), mapped to -tgt_word_vec_size by a trainable linear layer if sizes differ")
+    g = p.add_argument_group("Loss")
+    g.add_argument("-loss", choices=sorted(LOSSES), default="ce", help="ce: softmax cross-entropy; l2, cosine, "
+                   "maxmargin, nllvmf: continuous losses against the pretrained target vector")
+    g.add_argument("-label_smoothing", type=float, default=0.0, help="ce only")
+    g.add_argument("-margin", type=float, default=0.5, help="margin γ of the margin losses")
+    g.add_argument("-lambda1", type=float, default=0.02, help="nllvmf: weight of ‖ê‖ (reg1; paper 0.02)")
+    g.add_argument("-lambda2", type=float, default=0.1, help="nllvmf: weight of êᵀe(w) (reg2; paper 0.1; "
+                   "-lambda1 0 -lambda2 1 is plain NLLvMF)")
+    g.add_argument("-vmf_approx", action="store_true", help="nllvmf: replace −log C_m(κ) by the appendix's "
+                   "√((v+1)²+κ²) − (v−1)·log(v−1+√((v+1)²+κ²)), v=m/2−1, whose derivative approximates the exact "
+                   "one; its value is NOT equal to −log C_m, so reported losses are not NLLs")
+    g = p.add_argument_group("Training")
+    g.add_argument("-epochs", type=int, default=10, help="passes over the training data")
+    g.add_argument("-train_steps", type=int, default=None, help="stop after this many updates (a cap)")
+    g.add_argument("-batch_size", type=int, default=64, help="sentences, or tokens with -batch_type tokens")
+    g.add_argument("-batch_type", choices=["sents", "tokens"], default="sents")
+    g.add_argument("-valid_batch_size", type=int, default=64, help="validation batch size in sentences")
+    g.add_argument("-optim", choices=["adam", "sgd"], default="adam")
+    g.add_argument("-learning_rate", type=float, default=None,
+                   help="default: 5e-4 for continuous losses, 2e-4 for ce (the paper's)")
+    g.add_argument("-adam_beta1", type=float, default=0.9)
+    g.add_argument("-adam_beta2", type=float, default=0.999)
+    g.add_argument("-max_grad_norm", type=float, default=5.0, help="clip the gradient norm (0: off)")
+    g.add_argument("-seed", type=int, default=3435, help="random seed (init, dropout, batch order)")
+    g.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent")
+    g.add_argument("-valid_steps", type=int, default=1000, help="validate every N steps (and at each epoch end)")
+    g.add_argument("-early_stopping", type=int, default=0, help="stop after N validations without improvement")
+    g.add_argument("-save_checkpoint_steps", type=int, default=5000, help="write PREFIX_step_N.pt every N steps")
+    g.add_argument("-train_from", help="resume from this checkpoint: model, optimiser, step, data position, RNG")
+    g = p.add_argument_group("Logging")
+    g.add_argument("-report_every", type=int, default=50, help="log loss and tokens/s every N steps")
+    g.add_argument("-log_file", help="also write the log here")
+    g.add_argument("-save_config", help="write the effective options to this YAML file and exit")
+    return p
+
+
+def setup_logging(log_file):
+    for h in list(logger.handlers):  # an earlier in-process run's handlers: close its log file
+        logger.removeHandler(h)
+        if isinstance(h, logging.FileHandler):
+            h.close()
+    logger.setLevel(logging.INFO)
+    fmt = logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S")
+    handlers = [logging.StreamHandler(sys.stdout)]
+    if log_file:
+        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+    for h in handlers:
+        h.setFormatter(fmt)
+        logger.addHandler(h)
+
+
+def _check_options(opt):
+    if opt.loss in CONTINUOUS_LOSSES and not opt.tgt_emb:
+        raise UserError(f"-loss {opt.loss} predicts pretrained target vectors: give -tgt_emb OUT.dec.pt")
+    if opt.tie_emb and not opt.tgt_emb:
+        raise UserError("-tie_emb uses the pretrained target vectors: give -tgt_emb OUT.dec.pt")
+    if opt.loss == "ce" and opt.generator != "linear":
+        raise UserError(f"-loss ce is a softmax loss: -generator {opt.generator} does not fit (use linear)")
+    for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "epochs", "report_every",
+                 "valid_steps", "save_checkpoint_steps", "train_steps"):
+        if getattr(opt, name) is not None and getattr(opt, name) < 1:
+            raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
+    if not 0.0 <= opt.label_smoothing < 1.0:
+        raise UserError(f"-label_smoothing must be in [0, 1), got {opt.label_smoothing}")
+    if opt.learning_rate is not None and not opt.learning_rate > 0:
+        raise UserError(f"-learning_rate must be positive, got {opt.learning_rate}")
+    if opt.learning_rate is None:
+        opt.learning_rate = 5e-4 if opt.loss in CONTINUOUS_LOSSES else 2e-4
+
+
+def load_table(path, tgt_vocab):
+    if not os.path.isfile(path):
+        raise UserError(f"-tgt_emb {path}: no such file")
+    try:
+        table = load_checkpoint_data(path)
+    except UserError:
+        raise
+    except Exception as exc:  # a text, .vec.gz or otherwise unreadable file: torch.load's errors vary
+        raise UserError(f"-tgt_emb {path}: cannot be read as a tensor file written by embeddings_to_torch.py "
+                        f"({type(exc).__name__})") from None
+    if not isinstance(table, torch.Tensor) or table.dim() != 2 or not table.is_floating_point():
+        raise UserError(f"-tgt_emb {path}: expected a float tensor [vocab, dim] written by embeddings_to_torch.py")
+    if table.size(0) != len(tgt_vocab):
+        raise UserError(f"-tgt_emb {path} has {table.size(0)} rows but the target vocabulary has {len(tgt_vocab)} "
+                        "words: run embeddings_to_torch.py with this -data's vocab.pt")
+    if not torch.isfinite(table).all():
+        raise UserError(f"-tgt_emb {path} holds NaN or inf")
+    return table
+
+
+def make_optimizer(opt, model):
+    params = [p for p in model.parameters() if p.requires_grad]
+    if opt.optim == "adam":
+        return torch.optim.Adam(params, lr=opt.learning_rate, betas=(opt.adam_beta1, opt.adam_beta2))
+    return torch.optim.SGD(params, lr=opt.learning_rate)
+
+
+def report_parameters(model):
+    emb = model.decoder.embeddings
+    logger.info(f"parameters: encoder {parameter_count(model.encoder):,}; decoder "
+                f"{parameter_count(model.decoder) - parameter_count(emb):,}")
+    logger.info(f"input layer (decoder embeddings): {parameter_count(emb):,} trainable, {frozen_count(emb):,} frozen")
+    logger.info(f"output layer (generator): {parameter_count(model.generator):,} trainable, "
+                f"{frozen_count(model.generator):,} frozen (embedding table)")
+
+
+class Run:
+    """Everything one training run holds, and the loop over epochs."""
+
+    def __init__(self, opt, device):
+        self.opt = opt
+        self.device = device
+        self.src_vocab, self.tgt_vocab, vocab_data = load_vocabs(opt.data + ".vocab.pt")
+        self.lower = bool(vocab_data.get("lower", False))  # translate.py lowercases input the same way
+        self.train_paths = shard_paths(opt.data, "train")
+        valid_examples = load_shard(shard_paths(opt.data, "valid")[0])
+        self.valid = [collate(valid_examples, b, device)
+                      for b in make_batches(valid_examples, opt.valid_batch_size, "sents")]
+        table = load_table(opt.tgt_emb, self.tgt_vocab) if opt.tgt_emb else None
+        torch.manual_seed(opt.seed)
+        random.seed(opt.seed)
+        try:
+            self.model = build_model(opt, len(self.src_vocab), len(self.tgt_vocab), table).to(device)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        self.optimizer = make_optimizer(opt, self.model)
+        gen_table = getattr(self.model.generator, "table", None)
+        self.trainer = Trainer(self.model, build_loss(opt, gen_table), self.optimizer, opt.max_grad_norm)
+        self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, "best_score": None, "bad_validations": 0}
+        self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device)
+
+    def resume(self, ckpt):
+        self.model.load_state_dict(ckpt["model"])
+        if ckpt.get("optim"):
+            self.optimizer.load_state_dict(ckpt["optim"])
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.opt.learning_rate
+        self.progress.update(ckpt["progress"])
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        if self.device.type == "cuda" and ckpt["rng"]["cuda"]:
+            torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
+        logger.info(f"resumed from step {self.progress['step']} (epoch {self.progress['epoch'] + 1})")
+
+    def save(self, name):
+        path = f"{self.opt.save_model}_{name}.pt"
+        save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab, self.progress,
+                        lower=self.lower)
+        return path
+
+    def validate(self):
+        stats = self.trainer.validate(self.valid)
+        extra = (f"cosine {stats['cosine']:.4f}; nn accuracy {stats['accuracy']:.2%}" if "cosine" in stats
+                 else f"ppl {stats['ppl']:.2f}; accuracy {stats['accuracy']:.2%}")
+        logger.info(f"validation at step {self.progress['step']}: loss {stats['loss']:.4f}; {extra}")
+        if is_better(stats["loss"], self.progress["best_score"]):
+            self.progress["best_score"] = stats["loss"]
+            self.progress["bad_validations"] = 0
+            logger.info(f"new best validation loss: wrote {self.save('best')}")
+        else:
+            self.progress["bad_validations"] += 1
+        return stats
+
+    def stop_early(self):
+        n = self.opt.early_stopping
+        return n > 0 and self.progress["bad_validations"] >= n
+
+    def train(self):
+        opt, pr = self.opt, self.progress
+        meter = Meter()
+        cap = opt.train_steps
+        while pr["epoch"] < opt.epochs and (cap is None or pr["step"] < cap):
+            for si, bi, batch in self.iterator.epoch(pr["epoch"], pr["shard"], pr["batch"]):
+                loss, n = self.trainer.train_step(batch, pr["step"] + 1)
+                pr["step"] += 1
+                pr["shard"], pr["batch"] = si, bi + 1
+                meter.update(loss, n, int(batch["src_lengths"].sum()))
+                if pr["step"] % opt.report_every == 0:
+                    logger.info(meter.line(pr["step"], self.optimizer.param_groups[0]["lr"]))
+                    meter.reset()
+                if pr["step"] % opt.valid_steps == 0:
+                    self.validate()
+                if pr["step"] % opt.save_checkpoint_steps == 0:
+                    self.save(f"step_{pr['step']}")
+                if (cap is not None and pr["step"] >= cap) or self.stop_early():
+                    break
+            else:
+                pr["epoch"], pr["shard"], pr["batch"] = pr["epoch"] + 1, 0, 0
+                logger.info(f"epoch {pr['epoch']} done at step {pr['step']}")
+                if pr["step"] % opt.valid_steps:
+                    self.validate()
+                if self.stop_early():
+                    logger.info(f"early stopping: {pr['bad_validations']} validations without improvement")
+                    break
+                continue
+            if self.stop_early():
+                logger.info(f"early stopping: {pr['bad_validations']} validations without improvement")
+            break
+        if pr["step"] % opt.save_checkpoint_steps:
+            self.save(f"step_{pr['step']}")
+        logger.info(f"finished at step {pr['step']}: wrote {self.save('last')}")
+
+
+def resolve_device(gpu):
+    if gpu is None:
+        return torch.device("cpu")
+    if not torch.cuda.is_available():
+        raise UserError(f"-gpu {gpu}: CUDA is not available on this machine (this PyTorch: {torch.__version__})")
+    if gpu >= torch.cuda.device_count():
+        raise UserError(f"-gpu {gpu}: only {torch.cuda.device_count()} CUDA device(s)")
+    torch.cuda.set_device(gpu)
+    return torch.device("cuda", gpu)
+
+
+@cli_main
+def main(argv=None):
+    parser = build_parser()
+    opt = opts.parse(parser, argv)
+    if opt.save_config:
+        opts.save_config(opt, opt.save_config)
+        print(f"wrote {opt.save_config}")
+        return
+    missing = [f"-{k}" for k in ("data", "save_model") if not getattr(opt, k)]
+    if missing:
+        raise UserError(f"missing required option(s): {' '.join(missing)}")
+    ckpt = None
+    if opt.train_from:
+        ckpt = load_checkpoint(opt.train_from)
+        for k in MODEL_OPTS:
+            if k in ckpt["opt"]:
+                given = getattr(opt, k)
+                if given != parser.get_default(k) and given != ckpt["opt"][k]:
+                    raise UserError(f"-{k} {given} conflicts with the checkpoint -train_from {opt.train_from} "
+                                    f"(trained with -{k} {ckpt['opt'][k]}); leave it out to resume")
+                setattr(opt, k, ckpt["opt"][k])
+    _check_options(opt)
+    save_dir = os.path.dirname(os.path.abspath(opt.save_model))
+    if not os.path.isdir(save_dir):
+        raise UserError(f"-save_model {opt.save_model}: directory {save_dir} does not exist")
+    if opt.log_file and not os.path.isdir(os.path.dirname(os.path.abspath(opt.log_file))):
+        raise UserError(f"-log_file {opt.log_file}: directory {os.path.dirname(os.path.abspath(opt.log_file))} "
+                        "does not exist")
+    device = resolve_device(opt.gpu)
+    run = Run(opt, device)  # reads and checks every input: a failure leaves no log file behind
+    setup_logging(opt.log_file)
+    if ckpt is not None:
+        run.resume(ckpt)
+    logger.info(f"model: -loss {opt.loss} -generator {opt.generator}{' -tie_emb' if opt.tie_emb else ''}; "
+                f"device {device}; lr {opt.learning_rate}")
+    report_parameters(run.model)
+    try:
+        run.train()
+    except NonFiniteLoss as exc:
+        raise UserError(str(exc)) from None
+    return run

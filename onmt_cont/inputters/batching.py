@@ -1,0 +1,76 @@
+"""Length-bucketed batches, reproducible from (seed, epoch) so training can resume mid-epoch."""
+
+import torch
+
+from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
+from onmt_cont.inputters.corpus import load_shard
+
+
+def make_batches(examples, batch_size, batch_type="sents", generator=None):
+    """Group examples of similar length; ``examples``: list of (src, tgt) 1-D tensors.
+
+    Returns a list of index lists. With ``batch_type='tokens'`` a batch holds at most
+    ``batch_size`` padded tokens (max of source and target side, <s>/</s> included). With a
+    ``generator`` the order within equal lengths and the batch order are shuffled."""
+    n = len(examples)
+    noise = torch.rand(n, generator=generator) if generator is not None else torch.zeros(n)
+    keys = sorted(range(n), key=lambda i: (len(examples[i][0]), len(examples[i][1]), float(noise[i])))
+    batches, cur, cur_max = [], [], 0
+    for i in keys:
+        length = max(len(examples[i][0]), len(examples[i][1]) + 2)
+        new_max = max(cur_max, length)
+        size = new_max * (len(cur) + 1) if batch_type == "tokens" else len(cur) + 1
+        if cur and size > batch_size:
+            batches.append(cur)
+            cur, new_max = [], length
+        cur.append(i)
+        cur_max = new_max
+    if cur:
+        batches.append(cur)
+    if generator is not None:
+        order = torch.randperm(len(batches), generator=generator).tolist()
+        batches = [batches[i] for i in order]
+    return batches
+
+
+def collate(examples, indices, device="cpu"):
+    """-> dict with src [B, S], src_lengths [B], tgt [B, T+2] (<s> y </s>), all padded with PAD_ID."""
+    srcs = [examples[i][0] for i in indices]
+    tgts = [examples[i][1] for i in indices]
+    B = len(indices)
+    S = max(len(s) for s in srcs)
+    T = max(len(t) for t in tgts) + 2
+    src = torch.full((B, S), PAD_ID, dtype=torch.long)
+    tgt = torch.full((B, T), PAD_ID, dtype=torch.long)
+    for b, (s, t) in enumerate(zip(srcs, tgts)):
+        src[b, : len(s)] = s
+        tgt[b, 0] = BOS_ID
+        tgt[b, 1 : len(t) + 1] = t
+        tgt[b, len(t) + 1] = EOS_ID
+    lengths = torch.tensor([len(s) for s in srcs], dtype=torch.long)
+    return {"src": src.to(device), "src_lengths": lengths, "tgt": tgt.to(device), "size": B}
+
+
+class ShardedIterator:
+    """Epoch-wise iteration over the training shards, one shard in memory at a time.
+
+    The batches of (epoch, shard) are a pure function of the seed, so a position
+    ``(epoch, shard_index, batch_index)`` is enough to resume exactly."""
+
+    def __init__(self, shard_paths, batch_size, batch_type, seed, device="cpu"):
+        self.paths = list(shard_paths)
+        self.batch_size = batch_size
+        self.batch_type = batch_type
+        self.seed = seed
+        self.device = device
+
+    def epoch(self, epoch, start_shard=0, start_batch=0):
+        """Yield (shard_index, batch_index, batch) from the given position on."""
+        gen = torch.Generator().manual_seed(self.seed * 1000003 + epoch)
+        shard_order = torch.randperm(len(self.paths), generator=gen).tolist()
+        for si in range(start_shard, len(self.paths)):
+            examples = load_shard(self.paths[shard_order[si]])
+            shard_gen = torch.Generator().manual_seed(self.seed * 1000003 + epoch * 7919 + si)
+            batches = make_batches(examples, self.batch_size, self.batch_type, shard_gen)
+            for bi in range(start_batch if si == start_shard else 0, len(batches)):
+                yield si, bi, collate(examples, batches[bi], self.device)

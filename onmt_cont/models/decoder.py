@@ -1,0 +1,96 @@
+"""The LSTM decoder with Luong global attention and input feeding."""
+
+import torch
+from torch import nn
+
+
+class GlobalAttention(nn.Module):
+    """Luong et al. (2015) "general" attention: score(h_t, h_s) = h_tᵀ W h_s."""
+
+    def __init__(self, hidden_size):
+        super().__init__()
+        self.linear_in = nn.Linear(hidden_size, hidden_size, bias=False)
+        self.linear_out = nn.Linear(2 * hidden_size, hidden_size, bias=False)
+
+    def forward(self, query, memory_bank, src_mask):
+        """query: [batch, hidden]; memory_bank: [batch, src_len, hidden]; src_mask: [batch, src_len]
+        True at real tokens. Returns attentional state [batch, hidden] and weights [batch, src_len]."""
+        scores = torch.bmm(memory_bank, self.linear_in(query).unsqueeze(2)).squeeze(2)
+        scores = scores.masked_fill(~src_mask, float("-inf"))
+        align = torch.softmax(scores, dim=-1)
+        context = torch.bmm(align.unsqueeze(1), memory_bank).squeeze(1)
+        return torch.tanh(self.linear_out(torch.cat([context, query], dim=-1))), align
+
+
+class TargetEmbeddings(nn.Module):
+    """Decoder input embeddings: trainable, or (``-tie_emb``) the frozen pretrained target table
+    mapped to the decoder's input size by a trainable linear layer when the sizes differ."""
+
+    def __init__(self, vocab_size, emb_size, pretrained=None, pad_id=0):
+        super().__init__()
+        if pretrained is None:
+            self.table = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
+            self.proj = None
+        else:
+            self.table = nn.Embedding.from_pretrained(pretrained, freeze=True, padding_idx=pad_id)
+            dim = pretrained.size(1)
+            self.proj = nn.Linear(dim, emb_size) if dim != emb_size else None
+        self.out_size = emb_size
+
+    def forward(self, ids):
+        emb = self.table(ids)
+        return self.proj(emb) if self.proj is not None else emb
+
+
+class InputFeedRNNDecoder(nn.Module):
+    """A stacked LSTM whose input at step t is [embedding(y_{t-1}); attentional state at t-1]."""
+
+    def __init__(self, embeddings, hidden_size, num_layers=2, dropout=0.0, enc_hidden=None, enc_layers=1):
+        super().__init__()
+        self.embeddings = embeddings
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.dropout = nn.Dropout(dropout)
+        self.cells = nn.ModuleList(
+            nn.LSTMCell(embeddings.out_size + hidden_size if i == 0 else hidden_size, hidden_size)
+            for i in range(num_layers)
+        )
+        self.attn = GlobalAttention(hidden_size)
+        # The paper's encoder has 1 layer and its decoder 2: a bridge maps the encoder's final
+        # state (all its layers) to every decoder layer's initial state.
+        enc_hidden = enc_hidden or hidden_size
+        self.bridge = nn.Linear(2 * enc_layers * enc_hidden, 2 * num_layers * hidden_size)
+
+    def init_state(self, enc_final):
+        """enc_final: (h, c), each [enc_layers, batch, enc_hidden] -> decoder state dict with
+        h, c: [num_layers, batch, hidden] and input_feed: [batch, hidden]."""
+        h, c = enc_final
+        batch = h.size(1)
+        flat = torch.cat([h, c], dim=0).transpose(0, 1).reshape(batch, -1)
+        init = torch.tanh(self.bridge(flat)).view(batch, 2, self.num_layers, self.hidden_size)
+        return {
+            "h": init[:, 0].transpose(0, 1).contiguous(),
+            "c": init[:, 1].transpose(0, 1).contiguous(),
+            "input_feed": h.new_zeros(batch, self.hidden_size),
+        }
+
+    def forward(self, tgt_in, memory_bank, src_mask, state):
+        """tgt_in: [batch, tgt_len] ids; memory_bank: [batch, src_len, hidden]; src_mask:
+        [batch, src_len]. Returns dec_out [batch, tgt_len, hidden], attn [batch, tgt_len, src_len]
+        and the new state (for step-by-step decoding)."""
+        emb = self.dropout(self.embeddings(tgt_in))
+        h = list(state["h"].unbind(0))
+        c = list(state["c"].unbind(0))
+        input_feed = state["input_feed"]
+        outs, attns = [], []
+        for t in range(emb.size(1)):
+            x = torch.cat([emb[:, t], input_feed], dim=-1)
+            for i, cell in enumerate(self.cells):
+                h[i], c[i] = cell(x, (h[i], c[i]))
+                x = self.dropout(h[i]) if i + 1 < self.num_layers else h[i]
+            attn_h, align = self.attn(x, memory_bank, src_mask)
+            input_feed = self.dropout(attn_h)
+            outs.append(input_feed)
+            attns.append(align)
+        new_state = {"h": torch.stack(h), "c": torch.stack(c), "input_feed": input_feed}
+        return torch.stack(outs, 1), torch.stack(attns, 1), new_state

@@ -1,0 +1,44 @@
+"""The LSTM encoder."""
+
+import torch
+from torch import nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+
+class RNNEncoder(nn.Module):
+    """Embeds the source and runs a (bi)LSTM over it.
+
+    With ``bidirectional`` each direction has ``hidden_size // 2`` units, so the memory bank
+    is ``hidden_size`` wide either way (OpenNMT's convention).
+    """
+
+    def __init__(self, vocab_size, emb_size, hidden_size, num_layers=1, bidirectional=True, dropout=0.0, pad_id=0):
+        super().__init__()
+        if bidirectional and hidden_size % 2:
+            raise ValueError(f"-rnn_size must be even with -brnn, got {hidden_size}")
+        self.embeddings = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
+        self.dropout = nn.Dropout(dropout)
+        self.rnn = nn.LSTM(
+            emb_size,
+            hidden_size // 2 if bidirectional else hidden_size,
+            num_layers=num_layers,
+            bidirectional=bidirectional,
+            dropout=dropout if num_layers > 1 else 0.0,
+            batch_first=True,
+        )
+        self.bidirectional = bidirectional
+        self.num_layers = num_layers
+
+    def forward(self, src, lengths):
+        """src: [batch, src_len] ids; lengths: [batch] (on CPU or the same device).
+
+        Returns memory_bank [batch, src_len, hidden] and final (h, c), each
+        [num_layers, batch, hidden] (the two directions concatenated)."""
+        emb = self.dropout(self.embeddings(src))
+        packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
+        out, (h, c) = self.rnn(packed)
+        memory_bank, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
+        if self.bidirectional:
+            h = torch.cat([h[0::2], h[1::2]], dim=2)
+            c = torch.cat([c[0::2], c[1::2]], dim=2)
+        return memory_bank, (h, c)

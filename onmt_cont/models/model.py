@@ -1,0 +1,76 @@
+"""The encoder-decoder, and building it from options."""
+
+import torch
+from torch import nn
+
+from onmt_cont.constants import PAD_ID
+from onmt_cont.losses import CONTINUOUS_LOSSES, decode_criterion
+from onmt_cont.models.decoder import InputFeedRNNDecoder, TargetEmbeddings
+from onmt_cont.models.encoder import RNNEncoder
+from onmt_cont.models.generators import ContinuousGenerator, SoftmaxGenerator, normalize_table
+
+
+class NMTModel(nn.Module):
+    def __init__(self, encoder, decoder, generator):
+        super().__init__()
+        self.encoder = encoder
+        self.decoder = decoder
+        self.generator = generator
+
+    def encode(self, src, src_lengths):
+        """-> memory_bank [batch, src_len, hidden], src_mask [batch, src_len], decoder state."""
+        memory_bank, enc_final = self.encoder(src, src_lengths)
+        src_mask = src != PAD_ID
+        return memory_bank, src_mask, self.decoder.init_state(enc_final)
+
+    def forward(self, src, src_lengths, tgt_in):
+        """src: [batch, src_len]; tgt_in: [batch, tgt_len] (starting with <s>).
+        Returns the generator's output [batch, tgt_len, d] and attention [batch, tgt_len, src_len]."""
+        memory_bank, src_mask, state = self.encode(src, src_lengths)
+        dec_out, attn, _ = self.decoder(tgt_in, memory_bank, src_mask, state)
+        return self.generator(dec_out), attn
+
+
+def _generator_kind(opt):
+    """Check that -generator and -loss fit together; return 'softmax' or 'continuous'."""
+    if opt.loss in CONTINUOUS_LOSSES:
+        if opt.generator not in ("linear", "nonlinear"):
+            raise ValueError(f"-loss {opt.loss} needs a continuous generator (-generator linear|nonlinear), "
+                             f"not -generator {opt.generator}")
+        return "continuous"
+    if opt.generator not in ("linear",):
+        raise ValueError(f"-loss {opt.loss} is a softmax loss: use -generator linear (got -generator {opt.generator})")
+    return "softmax"
+
+
+def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
+    """Build the model from options (a Namespace or anything with the same attributes).
+
+    ``tgt_table`` [tgt_vocab, m]: the pretrained target vectors (normalised here), needed by
+    continuous losses and by ``-tie_emb``."""
+    kind = _generator_kind(opt)
+    if tgt_table is not None:
+        tgt_table = normalize_table(tgt_table)
+    if (kind == "continuous" or opt.tie_emb) and tgt_table is None:
+        raise ValueError(f"-loss {opt.loss}{' -tie_emb' if opt.tie_emb else ''} needs -tgt_emb")
+    src_emb = opt.src_word_vec_size or opt.word_vec_size
+    tgt_emb = opt.tgt_word_vec_size or opt.word_vec_size
+    encoder = RNNEncoder(src_vocab_size, src_emb, opt.rnn_size, opt.enc_layers, opt.brnn, opt.dropout, PAD_ID)
+    embeddings = TargetEmbeddings(tgt_vocab_size, tgt_emb, tgt_table if opt.tie_emb else None, PAD_ID)
+    decoder = InputFeedRNNDecoder(embeddings, opt.rnn_size, opt.dec_layers, opt.dropout,
+                                  enc_hidden=opt.rnn_size, enc_layers=opt.enc_layers)
+    if kind == "continuous":
+        generator = ContinuousGenerator(opt.rnn_size, tgt_table, opt.generator == "nonlinear",
+                                        decode_criterion(opt.loss))
+    else:
+        generator = SoftmaxGenerator(opt.rnn_size, tgt_vocab_size)
+    model = NMTModel(encoder, decoder, generator)
+    if opt.param_init:
+        for p in model.parameters():
+            if p.requires_grad:
+                torch.nn.init.uniform_(p, -opt.param_init, opt.param_init)
+    with torch.no_grad():
+        encoder.embeddings.weight[PAD_ID].zero_()
+        if not opt.tie_emb:
+            embeddings.table.weight[PAD_ID].zero_()
+    return model

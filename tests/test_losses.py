@@ -1,0 +1,237 @@
+"""Hand-computed values for every training loss and for the continuous generators' word scores.
+
+Tiny tensors (2-3 tokens, 3-4 dims) against a 5-word unit table whose row 0 (padding) is zero::
+
+    e1 = (1, 0, 0), e2 = (0, 1, 0), e3 = (0, 0, 1), e4 = (0.6, 0.8, 0)
+"""
+
+import math
+from argparse import Namespace
+
+import mpmath
+import pytest
+import torch
+import torch.nn.functional as F
+
+from onmt_cont.losses import CONTINUOUS_LOSSES, LOSSES, build_loss, decode_criterion
+from onmt_cont.losses.continuous import most_informative_negative
+from onmt_cont.models.generators import ContinuousGenerator, SoftmaxGenerator
+
+TABLE3 = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.6, 0.8, 0.0]])
+# The same words in 4 dims, for the vMF tests at m = 4.
+TABLE4 = F.pad(TABLE3, (0, 1))
+
+
+def options(**kw):
+    base = {"label_smoothing": 0.0, "margin": 0.5, "lambda1": 0.02, "lambda2": 0.1, "vmf_approx": False}
+    base.update(kw)
+    return Namespace(**base)
+
+
+def loss_of(name, output, target, table=None, **kw):
+    opt = options(**kw)
+    opt.loss = name
+    return build_loss(opt, table)(output, target)
+
+
+def test_registry():
+    assert set(LOSSES) == {"ce", "l2", "cosine", "maxmargin", "nllvmf"}
+    assert CONTINUOUS_LOSSES == {"l2", "cosine", "maxmargin", "nllvmf"}
+    assert [decode_criterion(n) for n in ("nllvmf", "l2", "cosine", "maxmargin")] == ["vmf", "l2", "cosine", "cosine"]
+
+
+# --- softmax --------------------------------------------------------------------------------------
+
+# softmax(log [1, 2, 1, 4]) = [1/8, 2/8, 1/8, 4/8]: -log p = [3, 2, 3, 1] * log 2.
+LOGITS = torch.log(torch.tensor([[1.0, 2.0, 1.0, 4.0], [1.0, 2.0, 1.0, 4.0]]))
+CE_TARGET = torch.tensor([3, 1])
+
+
+def test_ce():
+    got = loss_of("ce", LOGITS, CE_TARGET)
+    assert got.shape == (2,)
+    torch.testing.assert_close(got, torch.tensor([1.0, 2.0]) * math.log(2))
+
+
+def test_ce_label_smoothing():
+    # (1 - eps) * (-log p_target) + eps * mean_j(-log p_j); the mean is (3+2+3+1)/4 log 2 = 2.25 log 2.
+    got = loss_of("ce", LOGITS, CE_TARGET, label_smoothing=0.1)
+    want = torch.tensor([0.9 * 1 + 0.1 * 2.25, 0.9 * 2 + 0.1 * 2.25]) * math.log(2)
+    torch.testing.assert_close(got, want)
+
+
+# --- l2, cosine ---------------------------------------------------------------------------------
+
+
+def test_l2():
+    pred = torch.tensor([[1.0, 0.0, 0.0], [0.5, 0.5, 2.0], [0.6, 0.8, 0.0]])
+    target = torch.tensor([2, 3, 4])
+    # |(1,-1,0)|^2 = 2; |(0.5,0.5,1)|^2 = 1.5; exact hit = 0
+    torch.testing.assert_close(loss_of("l2", pred, target, TABLE3), torch.tensor([2.0, 1.5, 0.0]))
+
+
+def test_cosine():
+    pred = torch.tensor([[1.0, 1.0, 0.0], [3.0, 4.0, 0.0], [0.0, -2.0, 0.0]])
+    target = torch.tensor([1, 4, 2])
+    # 1 - 1/sqrt(2); same direction (scale-free) = 0; opposite = 2
+    want = torch.tensor([1 - 1 / math.sqrt(2), 0.0, 2.0])
+    torch.testing.assert_close(loss_of("cosine", pred, target, TABLE3), want)
+
+
+# --- max margin ---------------------------------------------------------------------------------
+
+# Token 0: target e1, e_hat along e4.  cos(e_hat, e_j)     = [-, 0.6, 0.8, 0, 1.0]
+#                                     cos(e1, e_j)         = [-, 1,   0,   0, 0.6]
+#                                     difference           = [-, (target), 0.8, 0, 0.4]
+# so the most informative negative is e2 (not e4, the word closest to e_hat); loss 0.5 + 0.8 - 0.6.
+# Token 1: target e3, e_hat = (0.1, 0, 1): differences [-, 0.0995, 0, (target), 0.0597] -> e1;
+# loss max(0, 0.5 + 0.0995 - 0.995) = 0.
+MM_PRED = torch.tensor([[1.2, 1.6, 0.0], [0.1, 0.0, 1.0]])
+MM_TARGET = torch.tensor([1, 3])
+
+
+def test_maxmargin_negative_is_most_informative():
+    neg = most_informative_negative(MM_PRED, MM_TARGET, TABLE3)
+    assert neg.tolist() == [2, 1]
+    # The target never wins, even when it is the best-scoring word, and padding is never chosen:
+    # e_hat = -e1 scores -1 on the target e1 and 0 on padding.
+    neg = most_informative_negative(torch.tensor([[-1.0, 0.0, 0.0], [0.6, 0.8, 0.0]]), torch.tensor([1, 4]), TABLE3)
+    assert 1 != neg[0].item() != 0 and neg[1].item() not in (0, 4)
+
+
+def test_maxmargin_value():
+    got = loss_of("maxmargin", MM_PRED, MM_TARGET, TABLE3)
+    torch.testing.assert_close(got, torch.tensor([0.5 + 0.8 - 0.6, 0.0]))
+    got = loss_of("maxmargin", MM_PRED, MM_TARGET, TABLE3, margin=2.0)
+    want = 2.0 + 0.1 / math.sqrt(1.01) - 1 / math.sqrt(1.01)
+    torch.testing.assert_close(got, torch.tensor([2.0 + 0.8 - 0.6, want]))
+
+
+def test_maxmargin_gradient_only_through_prediction():
+    """The negative is picked without gradient and its (frozen) embedding gets none: the gradient
+    of token 0 is that of cos(e_hat, e2) - cos(e_hat, e1) with e2 held fixed; token 1 is inside
+    the margin, so it gets no gradient at all."""
+    pred = MM_PRED.clone().requires_grad_(True)
+    table = TABLE3.clone()
+    assert most_informative_negative(pred, MM_TARGET, table).grad_fn is None
+    loss = loss_of("maxmargin", pred, MM_TARGET, table)
+    loss.sum().backward()
+    assert table.grad is None
+
+    def d_cos(x, e):  # d/dx cos(x, e) for a unit e
+        n = x.norm()
+        return e / n - (x @ e) * x / n**3
+
+    x = MM_PRED[0]
+    want0 = d_cos(x, TABLE3[2]) - d_cos(x, TABLE3[1])
+    torch.testing.assert_close(pred.grad[0], want0)
+    torch.testing.assert_close(pred.grad[1], torch.zeros(3))
+
+
+# --- nllvmf ---------------------------------------------------------------------------------------
+
+
+def neg_log_cm(kappa, m):
+    """-log C_m(kappa) at 40 digits: -(m/2-1) log k + (m/2) log 2pi + log I_{m/2-1}(k)."""
+    with mpmath.workdps(40):
+        k, nu = mpmath.mpf(kappa), mpmath.mpf(m) / 2 - 1
+        value = -nu * mpmath.log(k) + mpmath.mpf(m) / 2 * mpmath.log(2 * mpmath.pi) + mpmath.log(mpmath.besseli(nu, k))
+        return float(value)
+
+
+def vmf_ratio_ref(kappa, m):
+    with mpmath.workdps(40):
+        nu = mpmath.mpf(m) / 2 - 1
+        return float(mpmath.besseli(nu + 1, kappa) / mpmath.besseli(nu, kappa))
+
+
+VMF_PRED = torch.tensor([[3.0, 4.0, 0.0, 0.0], [0.0, 0.5, 0.0, 0.0], [0.0, 0.0, -12.0, 5.0]], dtype=torch.float64)
+VMF_TARGET = torch.tensor([4, 2, 3])
+
+
+@pytest.mark.parametrize("lambda1,lambda2", [(0.02, 0.1), (0.0, 1.0)])
+@pytest.mark.parametrize("m", [3, 4])
+def test_nllvmf_value_and_gradient(m, lambda1, lambda2):
+    table = (TABLE3 if m == 3 else TABLE4).double()
+    pred = VMF_PRED[:, :m].clone().requires_grad_(True)
+    got = loss_of("nllvmf", pred, VMF_TARGET, table, lambda1=lambda1, lambda2=lambda2)
+    want, grads = [], []
+    for x, t in zip(VMF_PRED[:, :m].tolist(), VMF_TARGET.tolist(), strict=True):
+        kappa = math.sqrt(sum(v * v for v in x))
+        dot = sum(a * b for a, b in zip(x, table[t].tolist(), strict=True))
+        want.append(neg_log_cm(kappa, m) - lambda2 * dot + lambda1 * kappa)
+        # d/d e_hat = (I_{m/2}/I_{m/2-1}(k) + lambda1) e_hat / k - lambda2 e(w)
+        scale = (vmf_ratio_ref(kappa, m) + lambda1) / kappa
+        grads.append([scale * a - lambda2 * b for a, b in zip(x, table[t].tolist(), strict=True)])
+    torch.testing.assert_close(got.double(), torch.tensor(want, dtype=torch.float64), rtol=1e-6, atol=1e-6)
+    got.sum().backward()
+    torch.testing.assert_close(pred.grad, torch.tensor(grads, dtype=torch.float64), rtol=1e-6, atol=1e-6)
+
+
+def test_nllvmf_hand_values():
+    """Two literal checks at m = 3, where I_{1/2}(k) = sqrt(2/(pi k)) sinh k, so
+    -log C_3(k) = log(4 pi sinh(k) / k)."""
+    pred = torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, -2.0]])
+    target = torch.tensor([4, 3])
+    got = loss_of("nllvmf", pred, target, TABLE3, lambda1=0.0, lambda2=1.0)
+    want = [math.log(4 * math.pi * math.sinh(5) / 5) - 5.0, math.log(4 * math.pi * math.sinh(2) / 2) + 2.0]
+    torch.testing.assert_close(got, torch.tensor(want))
+
+
+@pytest.mark.parametrize("lambda1,lambda2", [(0.02, 0.1), (0.0, 1.0)])
+def test_nllvmf_approx_value(lambda1, lambda2):
+    """-vmf_approx: sqrt((v+1)^2 + k^2) - (v-1) log(v - 1 + sqrt((v+1)^2 + k^2)), v = m/2 - 1."""
+    m = 3
+    pred = VMF_PRED[:, :m].float()
+    got = loss_of("nllvmf", pred, VMF_TARGET, TABLE3, lambda1=lambda1, lambda2=lambda2, vmf_approx=True)
+    v = m / 2 - 1
+    want = []
+    for x, t in zip(pred.tolist(), VMF_TARGET.tolist(), strict=True):
+        kappa = math.sqrt(sum(a * a for a in x))
+        s = math.sqrt((v + 1) ** 2 + kappa**2)
+        dot = sum(a * b for a, b in zip(x, TABLE3[t].tolist(), strict=True))
+        want.append(s - (v - 1) * math.log(v - 1 + s) - lambda2 * dot + lambda1 * kappa)
+    torch.testing.assert_close(got, torch.tensor(want))
+    # e_hat = (3, 4, 0), k = 5: s = sqrt(2.25 + 25) = sqrt(27.25), v - 1 = -0.5
+    s = math.sqrt(27.25)
+    assert got[0].item() == pytest.approx(s + 0.5 * math.log(s - 0.5) - lambda2 * 5.0 + lambda1 * 5.0, rel=1e-6)
+
+
+# --- generators' scores ---------------------------------------------------------------------------
+
+# The closest word (largest e_hat . e(w)) of each row is listed in NN. The zero padding row
+# scores 0 (cosine, vMF dot) or -|e_hat|^2 (l2): it beats every word under l2 in row 1 (short
+# e_hat) and under cosine and vMF in row 2 (every dot negative), so a generator that did not
+# exclude padding would return 0 there.
+NN_PRED = torch.tensor([[0.1, 0.9, 1.8], [0.06, 0.24, 0.0], [-1.0, -0.1, -0.2], [2.0, 2.0, 0.1]])
+NN = [3, 2, 2, 4]
+
+
+@pytest.mark.parametrize("criterion", ContinuousGenerator.CRITERIA)
+def test_generator_nearest_neighbour(criterion):
+    gen = ContinuousGenerator(8, TABLE3.clone(), nonlinear=False, criterion=criterion)
+    scores = gen.scores(NN_PRED)
+    assert scores.shape == (4, 5)
+    assert scores.argmax(-1).tolist() == NN
+    assert scores.topk(1, dim=-1).indices.squeeze(-1).tolist() == NN
+    # batch-first 3-D input too, as beam search passes it
+    assert gen.scores(NN_PRED.view(2, 2, 3)).argmax(-1).view(-1).tolist() == NN
+
+
+def test_generator_score_values():
+    gen = {c: ContinuousGenerator(8, TABLE3.clone(), criterion=c) for c in ContinuousGenerator.CRITERIA}
+    x = NN_PRED[0]
+    words = TABLE3[1:]
+    norm = x.norm().item()
+    dots = words @ x
+    torch.testing.assert_close(gen["cosine"].scores(x)[1:], dots / norm)
+    torch.testing.assert_close(gen["l2"].scores(x)[1:], -((x - words) ** 2).sum(-1))
+    log_c = -neg_log_cm(norm, 3)  # log C_3(|e_hat|) + e_hat . e(w)
+    torch.testing.assert_close(gen["vmf"].scores(x)[1:], log_c + dots)
+
+
+def test_softmax_generator_scores():
+    gen = SoftmaxGenerator(4, 4)
+    scores = gen.scores(LOGITS)
+    torch.testing.assert_close(scores, torch.log(torch.tensor([1 / 8, 2 / 8, 1 / 8, 4 / 8])).expand(2, 4))
+    assert scores.argmax(-1).tolist() == [3, 3]

@@ -1,0 +1,457 @@
+"""train.py in-process: a generator x loss x tie_emb matrix of tiny models that learn a memorisation
+task, exact resumption, plain-data checkpoints, and bad input that fails before training."""
+
+import math
+import os
+import random
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+import onmt_cont.losses
+from onmt_cont.bin import preprocess, train
+from onmt_cont.inputters.vocab import load_vocabs
+from onmt_cont.trainer import Trainer
+
+EMB_DIM = 64
+BATCHES_PER_EPOCH = 4  # 20 pairs, -batch_size 5
+
+
+def memorisation_corpus(n=20, seed=0):
+    """n short pairs whose target is a word-by-word mapping of the source."""
+    rng = random.Random(seed)
+    src_words = "le la un une chat chien rouge bleu mange dort petit grand".split()
+    tgt_words = "the a one an cat dog red blue eats sleeps small big".split()
+    src, tgt = [], []
+    for _ in range(n):
+        ids = [rng.randrange(len(src_words)) for _ in range(rng.randint(3, 6))]
+        src.append(" ".join(src_words[i] for i in ids))
+        tgt.append(" ".join(tgt_words[i] for i in ids))
+    return src, tgt
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """Shards of the memorisation corpus (validation: its first 8 pairs) and a random unit table."""
+    d = tmp_path_factory.mktemp("data")
+    src, tgt = memorisation_corpus()
+    for name, lines in (("train.fr", src), ("train.en", tgt), ("valid.fr", src[:8]), ("valid.en", tgt[:8])):
+        (d / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    prefix = str(d / "d")
+    preprocess.main(["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"),
+                     "-valid_src", str(d / "valid.fr"), "-valid_tgt", str(d / "valid.en"), "-save_data", prefix])
+    _, tgt_vocab, _ = load_vocabs(prefix + ".vocab.pt")
+    gen = torch.Generator().manual_seed(0)
+    table = torch.nn.functional.normalize(torch.randn(len(tgt_vocab), EMB_DIM, generator=gen), dim=-1)
+    table[0] = 0
+    torch.save(table, d / "emb.pt")
+    return {"dir": d, "prefix": prefix, "emb": str(d / "emb.pt"), "tgt_vocab_size": len(tgt_vocab)}
+
+
+SMALL = {"-rnn_size": "32", "-word_vec_size": "16", "-dropout": "0", "-batch_size": "5", "-seed": "1",
+         "-learning_rate": "0.01", "-report_every": str(BATCHES_PER_EPOCH), "-valid_steps": "1000",
+         "-save_checkpoint_steps": "1000", "-epochs": "1"}
+
+
+def argv(ds, out, **opts):
+    """-data/-save_model/-tgt_emb plus SMALL, overridden by opts (``tie_emb=True`` -> -tie_emb,
+    ``x=None`` drops -x)."""
+    merged = {"-data": ds["prefix"], "-save_model": str(out / "m"), "-tgt_emb": ds["emb"], **SMALL}
+    merged.update({f"-{k}": v for k, v in opts.items()})
+    args = []
+    for k, v in merged.items():
+        if v is True:
+            args.append(k)
+        elif v is not None and v is not False:
+            args += [k, str(v)]
+    return args
+
+
+def run_train(data, out, **opts):
+    out.mkdir(parents=True, exist_ok=True)
+    opts.setdefault("log_file", str(out / "train.log"))
+    return train.main(argv(data, out, **opts))
+
+
+def log_values(path, pattern):
+    return [float(x) for x in re.findall(pattern, Path(path).read_text(encoding="utf-8"))]
+
+
+def reported_losses(path):
+    return log_values(path, r"\] step \d+: loss (-?[\d.]+)")
+
+
+def fails(capsys, args, *needles):
+    """main(args) exits 2 before training; stderr names every needle. Returns stderr."""
+    with pytest.raises(SystemExit) as exc:
+        train.main(args)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    for needle in needles:
+        assert needle in err, err
+    return err
+
+
+# --- the matrix ---------------------------------------------------------------------------------
+
+CASES = [("ce", "linear", False), ("ce", "linear", True)] + [
+    (loss, gen, tie)
+    for loss in ("l2", "cosine", "maxmargin", "nllvmf", "nllvmf_approx")
+    for gen in ("linear", "nonlinear")
+    for tie in (False, True)
+]
+
+
+# Least decrease, first epoch -> mean of the last two, well below what each case shows (ce 0.5,
+# l2 0.2, cosine 0.24, maxmargin 0.05, nllvmf 2.9 or more).
+MIN_DECREASE = {"ce": 0.15, "l2": 0.05, "cosine": 0.05, "maxmargin": 0.02, "nllvmf": 0.5, "nllvmf_approx": 0.5}
+
+
+@pytest.mark.parametrize("loss,generator,tie_emb", CASES, ids=lambda v: {True: "tie", False: "untied"}.get(v, v))
+def test_matrix_learns(data, tmp_path, loss, generator, tie_emb):
+    """Eight epochs of four batches; -report_every 4 makes each report the mean over one full
+    epoch, so every report averages the same examples.
+
+    NLLvMF runs unregularised (-lambda1 0 -lambda2 1): with the defaults the loss can only fall
+    by about (lambda2 cos - lambda1)^2 m / 2, a few hundredths here, too little to tell learning
+    from noise. The defaults are trained in test_nllvmf_memorises."""
+    epochs = 8
+    extra = {"lambda1": "0", "lambda2": "1", "vmf_approx": loss == "nllvmf_approx"} if "nllvmf" in loss else {}
+    run = run_train(data, tmp_path, loss=loss.replace("_approx", ""), generator=generator, tie_emb=tie_emb,
+                    epochs=epochs, tgt_emb=None if loss == "ce" and not tie_emb else data["emb"], **extra)
+    losses = reported_losses(tmp_path / "train.log")
+    assert len(losses) == epochs and all(math.isfinite(x) for x in losses)
+    assert (losses[-1] + losses[-2]) / 2 < losses[0] - MIN_DECREASE[loss], losses
+    assert run.progress["step"] == epochs * BATCHES_PER_EPOCH
+    assert run.model.generator.continuous == (loss != "ce")
+    assert run.model.decoder.embeddings.table.weight.requires_grad != tie_emb
+    if "nllvmf" in loss:
+        assert (run.opt.lambda1, run.opt.lambda2, run.opt.vmf_approx) == (0.0, 1.0, loss == "nllvmf_approx")
+
+
+def test_nllvmf_memorises(data, tmp_path):
+    """With the paper's regularisers (the defaults) NLLvMF learns the task: nearest-neighbour
+    accuracy on seen pairs goes from chance to (nearly) all words."""
+    run_train(data, tmp_path, loss="nllvmf", epochs=80, report_every=40)
+    acc = log_values(tmp_path / "train.log", r"nn accuracy ([\d.]+)%")
+    cos = log_values(tmp_path / "train.log", r"cosine (-?[\d.]+)")
+    assert len(acc) == 80 and acc[0] < 40.0 and acc[-1] > 90.0, acc
+    assert cos[-1] > 0.9, cos
+
+
+# --- start-up errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra,needles", [
+    ({"loss": "ce", "generator": "nonlinear"}, ["-loss ce", "-generator nonlinear"]),
+    ({"loss": "nllvmf", "tgt_emb": None}, ["-loss nllvmf", "-tgt_emb"]),
+    ({"loss": "ce", "tie_emb": True, "tgt_emb": None}, ["-tie_emb", "-tgt_emb"]),
+    ({"loss": "hinge"}, ["-loss", "hinge"]),
+    ({"bogus_option": "1"}, ["-bogus_option"]),
+    ({"valid_steps": "0"}, ["-valid_steps"]),
+    ({"save_checkpoint_steps": "0"}, ["-save_checkpoint_steps"]),
+    ({"brnn": True, "rnn_size": "33"}, ["-rnn_size", "33"]),
+    ({"loss": "ce", "label_smoothing": "1.5"}, ["-label_smoothing", "1.5"]),
+    ({"learning_rate": "-1"}, ["-learning_rate", "-1"]),
+    ({"dropout": "1.5"}, ["dropout", "1.5"]),
+    ({"log_file": "/nonexistent_dir/train.log"}, ["-log_file", "/nonexistent_dir"]),
+])
+def test_bad_options(data, tmp_path, capsys, extra, needles):
+    fails(capsys, argv(data, tmp_path, **extra), *needles)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_data(data, tmp_path, capsys):
+    missing = str(tmp_path / "nope" / "d")
+    fails(capsys, argv(data, tmp_path, data=missing, loss="ce"), missing + ".vocab.pt")
+    fails(capsys, argv(data, tmp_path, data=None, loss="ce"), "-data")
+    fails(capsys, argv(data, tmp_path, save_model=str(tmp_path / "no_dir" / "m")), str(tmp_path / "no_dir"))
+    assert not list(tmp_path.glob("*.pt"))
+
+
+def test_missing_train_shards(data, tmp_path, capsys):
+    prefix = tmp_path / "d"
+    os.symlink(data["prefix"] + ".vocab.pt", str(prefix) + ".vocab.pt")
+    fails(capsys, argv(data, tmp_path, data=str(prefix), loss="ce"), "no train shards", str(prefix))
+
+
+def test_table_rows_must_fit_vocab(data, tmp_path, capsys):
+    v = data["tgt_vocab_size"]
+    bad = tmp_path / "short.pt"
+    torch.save(torch.nn.functional.normalize(torch.randn(v - 1, EMB_DIM)), bad)
+    log = tmp_path / "train.log"
+    fails(capsys, argv(data, tmp_path, loss="l2", tgt_emb=str(bad), log_file=str(log)), str(bad), f"{v - 1} rows",
+          f"{v} words")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["short.pt"]  # no checkpoint, no log
+
+
+@pytest.mark.parametrize("kind", ["dict", "text", "gzip_vec", "int_tensor", "vector", "nan", "missing"])
+def test_tgt_emb_not_a_table(data, tmp_path, capsys, kind):
+    path = tmp_path / f"emb.{kind}"
+    v = data["tgt_vocab_size"]
+    if kind == "dict":
+        torch.save({"table": torch.zeros(v, EMB_DIM)}, path)
+    elif kind == "text":
+        path.write_text("the 0.1 0.2\n", encoding="utf-8")
+    elif kind == "gzip_vec":
+        path = Path(__file__).resolve().parents[1] / "data" / "en.vec.gz"
+    elif kind == "int_tensor":
+        torch.save(torch.zeros(v, EMB_DIM, dtype=torch.long), path)
+    elif kind == "vector":
+        torch.save(torch.zeros(v), path)
+    elif kind == "nan":
+        torch.save(torch.full((v, EMB_DIM), float("nan")), path)
+    fails(capsys, argv(data, tmp_path, loss="cosine", tgt_emb=str(path)), f"-tgt_emb {path}")
+    assert not list(tmp_path.glob("m_*"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_gpu_without_cuda(data, tmp_path, capsys):
+    fails(capsys, argv(data, tmp_path, loss="ce", gpu="0"), "-gpu 0", "CUDA")
+    assert not list(tmp_path.glob("m_*"))
+
+
+def test_train_from_not_a_checkpoint(data, tmp_path, capsys):
+    bad = tmp_path / "bad.pt"
+    bad.write_text("not a checkpoint\n", encoding="utf-8")
+    fails(capsys, argv(data, tmp_path, loss="ce", train_from=str(bad)), str(bad), "checkpoint")
+
+
+# --- non-finite loss ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("save_every", ["1", "1000"])
+def test_nan_loss_stops(data, tmp_path, capsys, monkeypatch, save_every):
+    """The l2 loss returns NaN at its third call (step 3; no validation before it)."""
+    real = onmt_cont.losses.LOSSES["l2"]
+
+    def nan_at_step_3(opt, table):
+        fn, calls = real(opt, table), [0]
+
+        def loss(output, target):
+            calls[0] += 1
+            out = fn(output, target)
+            return out * float("nan") if calls[0] == 3 else out
+
+        return loss
+
+    monkeypatch.setitem(onmt_cont.losses.LOSSES, "l2", nan_at_step_3)
+    fails(capsys, argv(data, tmp_path, loss="l2", save_checkpoint_steps=save_every, epochs=3), "step 3", "nan")
+    written = sorted(p.name for p in tmp_path.iterdir())
+    assert written == (["m_step_1.pt", "m_step_2.pt"] if save_every == "1" else [])
+
+
+def test_huge_learning_rate_stops(data, tmp_path, capsys):
+    """An absurd SGD rate drives the loss to inf/NaN deterministically; nothing is written."""
+    err = fails(capsys, argv(data, tmp_path, loss="l2", optim="sgd", learning_rate="1e30", max_grad_norm="0",
+                             epochs=5), "step ")
+    assert re.search(r"step \d+: the (training loss|gradient norm) is (nan|inf)", err), err
+    assert not list(tmp_path.glob("m_*"))
+
+
+# --- checkpoints and resuming -----------------------------------------------------------------------
+
+
+def record_steps(monkeypatch):
+    """Wrap Trainer.train_step to record (step, loss sum) of every update."""
+    seen = []
+    real = Trainer.train_step
+
+    def wrapped(self, batch, step):
+        value, n = real(self, batch, step)
+        seen.append((step, value))
+        return value, n
+
+    monkeypatch.setattr(Trainer, "train_step", wrapped)
+    return seen
+
+
+@pytest.mark.parametrize("loss", ["nllvmf", "ce"])
+def test_resume_is_exact(data, tmp_path, monkeypatch, loss):
+    """Train 10 steps (2.5 epochs of 4 batches, dropout on, checkpoints every 2, validation every 3
+    and at each epoch end); resume from step 4 (an epoch's end, before its validation) and from
+    step 6 (mid-epoch): every later step's loss, the final parameters and the progress (best
+    validation loss included) equal the uninterrupted run's."""
+    seen = record_steps(monkeypatch)
+    common = {"loss": loss, "dropout": "0.3", "epochs": "5", "train_steps": "10", "save_checkpoint_steps": "2",
+              "report_every": "1", "valid_steps": "3"}
+    full = run_train(data, tmp_path / "full", **common)
+    reference = dict(seen)
+    assert sorted(reference) == list(range(1, 11))
+    logged = reported_losses(tmp_path / "full" / "train.log")
+    assert len(logged) == 10
+    for k in (4, 6):
+        seen.clear()
+        ckpt = tmp_path / "full" / f"m_step_{k}.pt"
+        resumed = run_train(data, tmp_path / f"from{k}", train_from=str(ckpt), **common)
+        assert [s for s, _ in seen] == list(range(k + 1, 11))
+        for step, value in seen:
+            assert value == reference[step], (k, step)
+        for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+            assert torch.equal(a, b), name
+        assert resumed.progress == full.progress
+
+
+def test_checkpoints_plain_data(data, tmp_path):
+    run_train(data, tmp_path, loss="maxmargin", tie_emb=True, epochs=2, save_checkpoint_steps=3, valid_steps=2)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["m_best.pt", "m_last.pt", "m_step_3.pt", "m_step_6.pt", "m_step_8.pt", "train.log"], names
+    for name in names[:-1]:
+        ckpt = torch.load(tmp_path / name, weights_only=True)
+        assert ckpt["format_version"] == 1
+        assert set(ckpt) == {"format_version", "model", "optim", "opt", "vocab", "progress", "rng"}
+        assert all(isinstance(v, (str, int, float, bool, type(None))) for v in ckpt["opt"].values())
+        assert ckpt["opt"]["loss"] == "maxmargin" and ckpt["opt"]["tie_emb"] is True
+        assert all(isinstance(t, str) for t in ckpt["vocab"]["tgt"])
+        assert all(isinstance(t, torch.Tensor) for t in ckpt["model"].values())
+    last = torch.load(tmp_path / "m_last.pt", weights_only=True)
+    assert last["progress"]["step"] == 8 and last["progress"]["epoch"] == 2
+    step6 = torch.load(tmp_path / "m_step_6.pt", weights_only=True)
+    assert step6["progress"]["step"] == 6
+    table = last["model"]["generator.table"]
+    torch.testing.assert_close(table.norm(dim=-1)[1:], torch.ones(table.size(0) - 1))
+
+
+def test_train_from_keeps_model_options(data, tmp_path):
+    run_train(data, tmp_path / "a", loss="cosine", generator="nonlinear", epochs=1)
+    # The network is defined by the checkpoint; its options win over the defaults.
+    run = run_train(data, tmp_path / "b", train_from=str(tmp_path / "a" / "m_last.pt"), epochs=2)
+    assert run.opt.loss == "cosine" and run.opt.generator == "nonlinear"
+    assert run.progress["step"] == 2 * BATCHES_PER_EPOCH
+
+
+def test_train_from_conflicting_model_option(data, tmp_path, capsys):
+    run_train(data, tmp_path / "a", loss="cosine", epochs=1)
+    ckpt = str(tmp_path / "a" / "m_last.pt")
+    fails(capsys, argv(data, tmp_path / "b", train_from=ckpt, loss="l2"), "-loss l2", ckpt, "-loss cosine")
+    fails(capsys, argv(data, tmp_path / "b", train_from=ckpt, rnn_size="64"), "-rnn_size 64", "-rnn_size 32")
+
+
+# --- options and logging --------------------------------------------------------------------------
+
+
+def test_batch_type_tokens(data, tmp_path):
+    run = run_train(data, tmp_path, loss="l2", batch_type="tokens", batch_size="24", epochs=2, report_every=1)
+    steps = run.progress["step"]
+    assert steps > 2 * BATCHES_PER_EPOCH  # up to 8 padded tokens a sentence: 3 or 4 per batch
+    assert len(reported_losses(tmp_path / "train.log")) == steps
+
+
+def test_early_stopping(data, tmp_path, monkeypatch):
+    """Validation loss that never improves after the first: stop after 2 bad validations."""
+    values = iter([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    real = Trainer.validate
+
+    def validate(self, batches):
+        stats = real(self, batches)
+        stats["loss"] = next(values)
+        return stats
+
+    monkeypatch.setattr(Trainer, "validate", validate)
+    run = run_train(data, tmp_path, loss="ce", epochs=10, valid_steps=2, early_stopping=2)
+    assert run.progress["step"] == 6
+    log = (tmp_path / "train.log").read_text(encoding="utf-8")
+    assert "early stopping: 2 validations without improvement" in log
+    assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["m_best.pt", "m_last.pt", "m_step_6.pt"]
+
+
+def test_config_and_save_config(data, tmp_path, capsys):
+    cfg = tmp_path / "train.yaml"
+    out = tmp_path / "run"
+    out.mkdir()
+    # -save_config writes the effective options and trains nothing
+    train.main(argv(data, out, loss="cosine", generator="nonlinear", epochs=2, save_config=str(cfg),
+                    log_file=str(out / "log")))
+    assert cfg.exists() and not list(out.iterdir())  # nothing trained, no log
+    saved = yaml.safe_load(cfg.read_text(encoding="utf-8"))
+    assert saved["loss"] == "cosine" and saved["generator"] == "nonlinear" and saved["epochs"] == 2
+    assert saved["tie_emb"] is False and saved["rnn_size"] == 32 and saved["dropout"] == 0.0
+    assert "save_config" not in saved and "config" not in saved
+    # it round-trips: the same options again (given both ways and equal: no conflict)
+    cfg2 = tmp_path / "again.yaml"
+    train.main(["-config", str(cfg), "-save_config", str(cfg2)])
+    assert yaml.safe_load(cfg2.read_text(encoding="utf-8")) == saved
+    run = train.main(["-config", str(cfg), "-epochs", "2"])
+    assert run.opt.loss == "cosine" and run.opt.generator == "nonlinear" and run.opt.rnn_size == 32
+    assert run.progress["step"] == 2 * BATCHES_PER_EPOCH
+    assert (out / "m_last.pt").exists() and "finished at step 8" in (out / "log").read_text(encoding="utf-8")
+    capsys.readouterr()
+    # a conflicting value, and an unknown key, are errors naming the option
+    fails(capsys, ["-config", str(cfg), "-epochs", "3"], "-epochs", str(cfg))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("rnn_sise: 32\n", encoding="utf-8")
+    fails(capsys, ["-config", str(bad)], "rnn_sise", str(bad))
+
+
+def test_log_file_and_validation_stats(data, tmp_path, capsys):
+    vmf_run = run_train(data, tmp_path / "vmf", loss="nllvmf", epochs=2, valid_steps=4, report_every=2)
+    ce_run = run_train(data, tmp_path / "ce", loss="ce", tgt_emb=None, epochs=2, valid_steps=4, report_every=2,
+                       label_smoothing="0.1")
+    stdout = capsys.readouterr().out
+    vmf = (tmp_path / "vmf" / "train.log").read_text(encoding="utf-8")
+    ce = (tmp_path / "ce" / "train.log").read_text(encoding="utf-8")
+    for log in (vmf, ce):
+        assert len(re.findall(r"step \d+: loss -?[\d.]+; lr 1\.00e-02", log)) == 4
+        assert "finished at step 8" in log
+    assert "-loss nllvmf -generator linear" in vmf and "-loss ce -generator linear" in ce
+    assert len(re.findall(r"validation at step [48]: loss -?[\d.]+; cosine -?[\d.]+; nn accuracy [\d.]+%", vmf)) == 2
+    assert len(re.findall(r"validation at step [48]: loss [\d.]+; ppl [\d.]+; accuracy [\d.]+%", ce)) == 2
+    assert "validation at step 8" in stdout  # the log goes to stdout too
+
+    # the last line's numbers, recomputed from the final model
+    def nll_and_accuracy(run):
+        run.model.eval()
+        nll, right, n = 0.0, 0, 0
+        with torch.no_grad():
+            for batch in run.valid:
+                output, gold = run.trainer._forward(batch)
+                if run.model.generator.continuous:
+                    nll += torch.nn.functional.cosine_similarity(output, run.model.generator.table[gold]).sum().item()
+                    scores = output @ run.model.generator.table[1:].t()  # unit rows: best dot = nearest
+                    right += (scores.argmax(-1) + 1 == gold).sum().item()
+                else:
+                    nll += torch.nn.functional.cross_entropy(output, gold, reduction="sum").item()
+                    right += (output.argmax(-1) == gold).sum().item()
+                n += gold.numel()
+        return nll / n, 100.0 * right / n
+
+    nll, acc = nll_and_accuracy(ce_run)
+    last = re.findall(r"validation at step 8: loss ([\d.]+); ppl ([\d.]+); accuracy ([\d.]+)%", ce)[0]
+    assert float(last[1]) == pytest.approx(math.exp(nll), abs=0.006)  # exp(NLL), not exp(smoothed loss)
+    assert float(last[0]) > nll + 0.01  # the smoothed loss is another number
+    assert float(last[2]) == pytest.approx(acc, abs=0.006)
+    cos, acc = nll_and_accuracy(vmf_run)
+    last = re.findall(r"validation at step 8: loss -?[\d.]+; cosine (-?[\d.]+); nn accuracy ([\d.]+)%", vmf)[0]
+    assert float(last[0]) == pytest.approx(cos, abs=6e-5)
+    assert float(last[1]) == pytest.approx(acc, abs=0.006)
+
+
+def test_no_temp_files_left(data, tmp_path):
+    run_train(data, tmp_path, loss="l2", epochs=2, save_checkpoint_steps=1, valid_steps=1)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".") or "tmp" in p.name]
+
+
+@pytest.mark.skipif(not (Path(__file__).resolve().parents[1] / "embeddings_to_torch.py").exists(),
+                    reason="embeddings_to_torch.py not there yet")
+def test_with_fasttext_table(tmp_path):
+    """The sample data and a table from embeddings_to_torch.py (first 100 pairs, a few steps)."""
+    pytest.importorskip("onmt_cont.bin.embeddings_to_torch")
+    from onmt_cont.bin import embeddings_to_torch
+
+    root = Path(__file__).resolve().parents[1] / "data"
+    for split, n in (("train", 100), ("valid", 20)):
+        for lang in ("fr", "en"):
+            lines = (root / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
+            (tmp_path / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    prefix = str(tmp_path / "d")
+    preprocess.main(["-train_src", str(tmp_path / "train.fr"), "-train_tgt", str(tmp_path / "train.en"),
+                     "-valid_src", str(tmp_path / "valid.fr"), "-valid_tgt", str(tmp_path / "valid.en"),
+                     "-save_data", prefix, "-tgt_emb", str(root / "en.vec.gz")])
+    embeddings_to_torch.main(["-emb_file_dec", str(root / "en.vec.gz"), "-dict_file", prefix + ".vocab.pt",
+                              "-output_file", str(tmp_path / "emb"), "-normalize"])
+    data = {"prefix": prefix, "emb": str(tmp_path / "emb.dec.pt")}
+    run = run_train(data, tmp_path / "run", loss="nllvmf", train_steps=4, batch_size=16, report_every=1)
+    assert run.model.generator.table.size(1) == 300
