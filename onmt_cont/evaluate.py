@@ -1,0 +1,30 @@
+"""BLEU: sacreBLEU on detokenized text (with its signature) and tokenized BLEU (as the papers report)."""
+
+import sacrebleu
+from mosestokenizer import MosesDetokenizer
+
+
+def detokenize(lines, lang):
+    with MosesDetokenizer(lang) as detok:
+        return [detok(line.split()) if line.strip() else "" for line in lines]
+
+
+def bleu_report(hyps, refs, lang="en", refs_tokenized=True, lowercase=False):
+    """hyps: tokenized output lines; refs: reference lines (tokenized, or raw with
+    ``refs_tokenized=False``). Returns printable lines: detokenized sacreBLEU with its signature,
+    then tokenized BLEU (tokenize='none' on the tokenized text, like multi-bleu.perl), and the
+    detokenized score (NaN for no sentences)."""
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    if not hyps:  # sacreBLEU cannot score an empty corpus
+        return ["BLEU: no sentences to score"], float("nan")
+    detok_hyps = detokenize(hyps, lang)
+    detok_refs = detokenize(refs, lang) if refs_tokenized else [r.strip() for r in refs]
+    metric = sacrebleu.BLEU(lowercase=lowercase)
+    score = metric.corpus_score(detok_hyps, [detok_refs])
+    lines = [f"sacreBLEU (detokenized): {score.score:.2f}  {metric.get_signature()}", f"  {score}"]
+    if refs_tokenized:
+        tok_metric = sacrebleu.BLEU(tokenize="none", lowercase=lowercase)
+        tok = tok_metric.corpus_score([h.strip() for h in hyps], [[r.strip() for r in refs]])
+        lines.append(f"tokenized BLEU: {tok.score:.2f}  {tok_metric.get_signature()}")
+    return lines, score.score

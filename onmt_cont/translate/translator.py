@@ -1,0 +1,61 @@
+"""Translate a file with a trained checkpoint: batches by length, output in input order."""
+
+import torch
+
+from onmt_cont.constants import UNK_ID
+from onmt_cont.inputters.batching import collate
+from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
+from onmt_cont.translate.search import beam_search, greedy_search
+from onmt_cont.translate.unk import replace_unk
+
+
+class Translator:
+    def __init__(self, checkpoint_path, device="cpu", beam_size=1, max_length=None, max_length_ratio=2.0,
+                 length_penalty="avg", alpha=0.0, replace_unk=False, lexicon=None):
+        data = load_checkpoint(checkpoint_path)
+        self.model, self.opt, self.src_vocab, self.tgt_vocab = model_from_checkpoint(data, device)
+        self.lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
+        self.model.eval()
+        self.device = device
+        self.beam_size = beam_size
+        self.max_length = max_length
+        self.max_length_ratio = max_length_ratio
+        self.length_penalty = length_penalty
+        self.alpha = alpha
+        self.replace_unk = replace_unk
+        self.lexicon = lexicon
+
+    def _max_lengths(self, src_lengths):
+        if self.max_length is not None:
+            return torch.full_like(src_lengths, self.max_length)
+        return (src_lengths.float() * self.max_length_ratio).long() + 10
+
+    def translate_batch(self, token_lists):
+        """token_lists: non-empty source sentences (lists of tokens) -> (outputs, attentions)."""
+        examples = [(torch.tensor(self.src_vocab.encode(toks)), torch.tensor([UNK_ID])) for toks in token_lists]
+        batch = collate(examples, list(range(len(examples))), self.device)
+        max_lengths = self._max_lengths(batch["src_lengths"])
+        if self.beam_size > 1:
+            ids, attns = beam_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
+                                     self.length_penalty, self.alpha)
+        else:
+            ids, attns = greedy_search(self.model, batch["src"], batch["src_lengths"], max_lengths)
+        outputs = []
+        for toks, seq, attn in zip(token_lists, ids, attns, strict=True):
+            words = self.tgt_vocab.decode(seq)
+            if self.replace_unk:
+                words = replace_unk(words, attn, toks, self.lexicon)
+            outputs.append(words)
+        return outputs, attns
+
+    def translate_lines(self, lines, batch_size=32, lower=False):
+        """Translate sentences (strings); an empty line gives an empty line. Order is kept."""
+        token_lists = [(line.lower() if lower else line).split() for line in lines]
+        order = sorted((i for i, t in enumerate(token_lists) if t), key=lambda i: len(token_lists[i]))
+        results = [""] * len(lines)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            outputs, _ = self.translate_batch([token_lists[i] for i in chunk])
+            for i, words in zip(chunk, outputs, strict=True):
+                results[i] = " ".join(words)
+        return results
