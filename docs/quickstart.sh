@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole chain on the shipped sample (data/: Multi30k fr->en, 3,000 training pairs):
+# preprocess -> embeddings_to_torch -> lexicon -> train (nllvmf, tied) -> translate -replace_unk -> BLEU.
+# A small model that trains in a few minutes on 2 CPU cores. Outputs go to runs/quickstart/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-runs/quickstart}
+mkdir -p "$OUT"
+
+python preprocess.py -train_src data/train.fr -train_tgt data/train.en \
+  -valid_src data/valid.fr -valid_tgt data/valid.en \
+  -save_data "$OUT/data" -tgt_emb data/en.vec.gz -shard_size 1000 -shuffle
+
+python embeddings_to_torch.py -emb_file_dec data/en.vec.gz -dict_file "$OUT/data.vocab.pt" \
+  -output_file "$OUT/emb" -normalize
+
+python build_lexicon.py -src data/train.fr -tgt data/train.en -output "$OUT/lexicon.txt"
+
+python train.py -data "$OUT/data" -save_model "$OUT/model" -tgt_emb "$OUT/emb.dec.pt" \
+  -loss nllvmf -tie_emb -generator linear -brnn -rnn_size 256 -word_vec_size 256 \
+  -enc_layers 1 -dec_layers 2 -dropout 0.2 -batch_size 32 -epochs ${EPOCHS:-12} \
+  -valid_steps 100000 -save_checkpoint_steps 100000 -report_every 50 -log_file "$OUT/train.log"
+
+python translate.py -model "$OUT/model_best.pt" -src data/test.fr -output "$OUT/test.pred.en" \
+  -tgt data/test.en -replace_unk -lookup_dict "$OUT/lexicon.txt"
