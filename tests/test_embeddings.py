@@ -10,7 +10,8 @@ import torch
 
 from onmt_cont.bin.embeddings_to_torch import main
 from onmt_cont.constants import SPECIALS
-from onmt_cont.inputters.embeddings import parse_values, read_embedding_words, read_embeddings
+from onmt_cont.inputters.embeddings import read_embedding_words, read_embeddings
+from onmt_cont.inputters.numparse import parse_values
 from onmt_cont.inputters.vocab import Vocab, save_vocabs
 from onmt_cont.utils.errors import UserError
 

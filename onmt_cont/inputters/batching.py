@@ -42,7 +42,7 @@ def collate(examples, indices, device="cpu"):
     T = max(len(t) for t in tgts) + 2
     src = torch.full((B, S), PAD_ID, dtype=torch.long)
     tgt = torch.full((B, T), PAD_ID, dtype=torch.long)
-    for b, (s, t) in enumerate(zip(srcs, tgts)):
+    for b, (s, t) in enumerate(zip(srcs, tgts, strict=True)):
         src[b, : len(s)] = s
         tgt[b, 0] = BOS_ID
         tgt[b, 1 : len(t) + 1] = t
