@@ -21,12 +21,14 @@ class Trainer:
         self.max_grad_norm = max_grad_norm
 
     def _forward(self, batch):
-        """-> generator output over non-padding positions [N, d], their targets [N]."""
+        """-> the generator's output over the non-padding positions (for N positions: [N, d], or
+        what that generator's loss takes), and their targets [N]."""
         tgt = batch["tgt"]
-        output, _ = self.model(batch["src"], batch["src_lengths"], tgt[:, :-1])
+        dec_out, _ = self.model(batch["src"], batch["src_lengths"], tgt[:, :-1])
         gold = tgt[:, 1:]
         mask = gold != PAD_ID
-        return output[mask], gold[mask]
+        gold = gold[mask]
+        return self.model.generator(dec_out[mask], gold), gold
 
     def train_step(self, batch, step):
         """Forward, mean per-token loss, backward, clip, update. Returns (loss sum, tokens)."""

@@ -35,9 +35,11 @@ def loss_of(name, output, target, table=None, **kw):
 
 
 def test_registry():
-    assert set(LOSSES) == {"ce", "l2", "cosine", "maxmargin", "nllvmf"}
-    assert CONTINUOUS_LOSSES == {"l2", "cosine", "maxmargin", "nllvmf"}
-    assert [decode_criterion(n) for n in ("nllvmf", "l2", "cosine", "maxmargin")] == ["vmf", "l2", "cosine", "cosine"]
+    margins = {"maxmargin", "synmargin_proj", "synmargin_diff", "margin_random"}
+    assert set(LOSSES) == {"ce", "l2", "cosine", "nllvmf"} | margins
+    assert CONTINUOUS_LOSSES == {"l2", "cosine", "nllvmf"} | margins
+    assert [decode_criterion(n) for n in ("nllvmf", "l2", "cosine")] == ["vmf", "l2", "cosine"]
+    assert {decode_criterion(n) for n in margins} == {"cosine"}  # margin-trained: cosine nearest neighbour
 
 
 # --- softmax --------------------------------------------------------------------------------------

@@ -102,12 +102,31 @@ CASES = [("ce", "linear", False), ("ce", "linear", True)] + [
     for loss in ("l2", "cosine", "maxmargin", "nllvmf", "nllvmf_approx")
     for gen in ("linear", "nonlinear")
     for tie in (False, True)
-]
+] + [
+    # The seed-paper methods, pairwise rather than every combination (the generator and -tie_emb do
+    # not touch their code): the papers' setups (tied margin losses, untied ReWE) and the others.
+    (loss, gen, tie)
+    for loss in ("synmargin_proj", "synmargin_diff", "margin_random")
+    for gen, tie in (("linear", True), ("nonlinear", False))
+] + [("ce_rewe", "linear", False), ("ce_rewe", "linear", True), ("ce_joint", "joint", False),
+     ("ce_joint_sampled", "joint", True)]
 
+# Case names that are not a -loss value: the -loss and the options they stand for.
+VARIANTS = {
+    "nllvmf": ("nllvmf", {"lambda1": "0", "lambda2": "1"}),
+    "nllvmf_approx": ("nllvmf", {"lambda1": "0", "lambda2": "1", "vmf_approx": True}),
+    "ce_rewe": ("ce", {"rewe_lambda": "20"}),
+    "ce_joint": ("ce", {}),
+    # 12 of the 16 words: a batch's ~10 distinct target words and a few sampled negatives
+    "ce_joint_sampled": ("ce", {"joint_sample": "0.75"}),
+}
 
 # Least decrease, first epoch -> mean of the last two, well below what each case shows (ce 0.5,
-# l2 0.2, cosine 0.24, maxmargin 0.05, nllvmf 2.9 or more).
-MIN_DECREASE = {"ce": 0.15, "l2": 0.05, "cosine": 0.05, "maxmargin": 0.02, "nllvmf": 0.5, "nllvmf_approx": 0.5}
+# l2 0.2, cosine 0.24, maxmargin 0.05, synmargin 0.28, margin_random 0.13, nllvmf 2.9 or more,
+# ReWE (NLL + 20 x cosine) 4.4, joint 0.21, sampled joint 0.17).
+MIN_DECREASE = {"ce": 0.15, "l2": 0.05, "cosine": 0.05, "maxmargin": 0.02, "synmargin_proj": 0.1,
+                "synmargin_diff": 0.1, "margin_random": 0.05, "nllvmf": 0.5, "nllvmf_approx": 0.5, "ce_rewe": 1.5,
+                "ce_joint": 0.08, "ce_joint_sampled": 0.06}
 
 
 @pytest.mark.parametrize("loss,generator,tie_emb", CASES, ids=lambda v: {True: "tie", False: "untied"}.get(v, v))
@@ -119,15 +138,19 @@ def test_matrix_learns(data, tmp_path, loss, generator, tie_emb):
     by about (lambda2 cos - lambda1)^2 m / 2, a few hundredths here, too little to tell learning
     from noise. The defaults are trained in test_nllvmf_memorises."""
     epochs = 8
-    extra = {"lambda1": "0", "lambda2": "1", "vmf_approx": loss == "nllvmf_approx"} if "nllvmf" in loss else {}
-    run = run_train(data, tmp_path, loss=loss.replace("_approx", ""), generator=generator, tie_emb=tie_emb,
-                    epochs=epochs, tgt_emb=None if loss == "ce" and not tie_emb else data["emb"], **extra)
+    name, extra = VARIANTS.get(loss, (loss, {}))
+    softmax = name == "ce"
+    run = run_train(data, tmp_path, loss=name, generator=generator, tie_emb=tie_emb, epochs=epochs,
+                    tgt_emb=None if loss in ("ce", "ce_joint", "ce_joint_sampled") and not tie_emb else data["emb"],
+                    **extra)
     losses = reported_losses(tmp_path / "train.log")
     assert len(losses) == epochs and all(math.isfinite(x) for x in losses)
     assert (losses[-1] + losses[-2]) / 2 < losses[0] - MIN_DECREASE[loss], losses
     assert run.progress["step"] == epochs * BATCHES_PER_EPOCH
-    assert run.model.generator.continuous == (loss != "ce")
+    assert run.model.generator.continuous == (not softmax)
     assert run.model.decoder.embeddings.table.weight.requires_grad != tie_emb
+    kind = "ReWE" if loss == "ce_rewe" else "Joint" if generator == "joint" else "Softmax" if softmax else "Continuous"
+    assert type(run.model.generator).__name__ == kind + "Generator"
     if "nllvmf" in loss:
         assert (run.opt.lambda1, run.opt.lambda2, run.opt.vmf_approx) == (0.0, 1.0, loss == "nllvmf_approx")
 
@@ -149,6 +172,17 @@ def test_nllvmf_memorises(data, tmp_path):
     ({"loss": "ce", "generator": "nonlinear"}, ["-loss ce", "-generator nonlinear"]),
     ({"loss": "nllvmf", "tgt_emb": None}, ["-loss nllvmf", "-tgt_emb"]),
     ({"loss": "ce", "tie_emb": True, "tgt_emb": None}, ["-tie_emb", "-tgt_emb"]),
+    ({"loss": "ce", "rewe_lambda": "20", "tgt_emb": None}, ["-rewe_lambda", "-tgt_emb"]),
+    ({"loss": "cosine", "rewe_lambda": "20"}, ["-rewe_lambda", "-loss ce", "-loss cosine"]),
+    ({"loss": "ce", "generator": "joint", "rewe_lambda": "20"}, ["-rewe_lambda", "-generator joint"]),
+    ({"loss": "ce", "rewe_lambda": "-1"}, ["-rewe_lambda", "-1"]),
+    ({"loss": "synmargin_proj", "generator": "joint"}, ["-generator joint", "-loss synmargin_proj"]),
+    ({"loss": "ce", "generator": "joint", "joint_sample": "0"}, ["-joint_sample", "(0, 1]"]),
+    ({"loss": "ce", "generator": "joint", "joint_sample": "1.5"}, ["-joint_sample", "1.5"]),
+    ({"loss": "ce", "joint_sample": "0.25"}, ["-joint_sample", "-generator joint"]),
+    ({"loss": "ce", "generator": "joint", "joint_dim": "0"}, ["-joint_dim", "0"]),
+    ({"loss": "margin_random", "num_negatives": "0"}, ["-num_negatives", "0"]),
+    ({"loss": "ce", "rewe_hidden": "16"}, ["-rewe_hidden", "-rewe_lambda"]),
     ({"loss": "hinge"}, ["-loss", "hinge"]),
     ({"bogus_option": "1"}, ["-bogus_option"]),
     ({"valid_steps": "0"}, ["-valid_steps"]),
@@ -269,15 +303,17 @@ def record_steps(monkeypatch):
     return seen
 
 
-@pytest.mark.parametrize("loss", ["nllvmf", "ce"])
+@pytest.mark.parametrize("loss", ["nllvmf", "ce", "margin_random", "ce_joint_sampled"])
 def test_resume_is_exact(data, tmp_path, monkeypatch, loss):
     """Train 10 steps (2.5 epochs of 4 batches, dropout on, checkpoints every 2, validation every 3
     and at each epoch end); resume from step 4 (an epoch's end, before its validation) and from
     step 6 (mid-epoch): every later step's loss, the final parameters and the progress (best
-    validation loss included) equal the uninterrupted run's."""
+    validation loss included) equal the uninterrupted run's. margin_random draws its negatives and
+    the sampled joint softmax its candidates from the global RNG, which checkpoints carry."""
     seen = record_steps(monkeypatch)
+    extra = {"loss": "ce", "generator": "joint", "joint_sample": "0.75"} if loss == "ce_joint_sampled" else {}
     common = {"loss": loss, "dropout": "0.3", "epochs": "5", "train_steps": "10", "save_checkpoint_steps": "2",
-              "report_every": "1", "valid_steps": "3"}
+              "report_every": "1", "valid_steps": "3", **extra}
     full = run_train(data, tmp_path / "full", **common)
     reference = dict(seen)
     assert sorted(reference) == list(range(1, 11))

@@ -13,7 +13,7 @@ from onmt_cont.inputters.corpus import load_shard, shard_paths
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.losses import CONTINUOUS_LOSSES, LOSSES, build_loss
 from onmt_cont.models.checkpoint import is_better, load_checkpoint, save_checkpoint
-from onmt_cont.models.generators import frozen_count, parameter_count
+from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
 from onmt_cont.models.model import build_model
 from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer
 from onmt_cont.utils.errors import UserError, cli_main
@@ -21,7 +21,7 @@ from onmt_cont.utils.io import load_checkpoint_data
 
 # Options that define the network; -train_from takes them from the checkpoint.
 MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
-              "brnn", "generator", "loss", "tie_emb")
+              "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden")
 logger = logging.getLogger("onmt_cont.train")
 
 
@@ -43,16 +43,37 @@ def build_parser():
     g.add_argument("-brnn", action="store_true", help="bidirectional encoder (the paper's)")
     g.add_argument("-dropout", type=float, default=0.3, help="dropout probability")
     g.add_argument("-param_init", type=float, default=0.1, help="uniform init in [-x, x]; 0 keeps PyTorch's init")
-    g.add_argument("-generator", choices=["linear", "nonlinear"], default="linear",
-                   help="output layer: with -loss ce a softmax over the vocabulary; with a continuous loss "
-                   "a layer to the embedding size (nonlinear: Linear-ReLU-Linear)")
+    g.add_argument("-generator", choices=["linear", "nonlinear", "joint"], default="linear",
+                   help="output layer: with -loss ce a softmax over the vocabulary (linear), or Pappas et al.'s "
+                   "structure-aware joint input-output layer (joint); with a continuous loss a layer to the "
+                   "embedding size (linear, or nonlinear: Linear-ReLU-Linear)")
+    g.add_argument("-joint_dim", type=int, default=512, help="joint: size d_j of the joint input-output space "
+                   "(paper: chosen on validation data among 512, 2048, 4096)")
+    g.add_argument("-joint_sample", type=float, default=None,
+                   help="joint: in training, each batch's softmax covers its target words plus uniform negatives, "
+                   "this fraction of the vocabulary in all (paper: 0.25 for |V| ~ 128K, or d_j >= 2048 at 64K); "
+                   "validation and decoding use the full softmax. Default: the full softmax throughout")
+    g.add_argument("-joint_dropout", type=float, default=None, help="joint: dropout after both joint-space "
+                   "projections (default: -dropout; the paper drops 0.3 after each layer)")
+    g.add_argument("-rewe_hidden", type=int, default=None, help="ReWE: hidden size of the head "
+                   "W2·ReLU(W1·s + b1) + b2 (default: -rnn_size, the size of s)")
     g.add_argument("-tie_emb", action="store_true", help="decoder input embeddings = the frozen pretrained target "
                    "vectors (-tgt_emb), mapped to -tgt_word_vec_size by a trainable linear layer if sizes differ")
     g = p.add_argument_group("Loss")
     g.add_argument("-loss", choices=sorted(LOSSES), default="ce", help="ce: softmax cross-entropy; l2, cosine, "
-                   "maxmargin, nllvmf: continuous losses against the pretrained target vector")
+                   "maxmargin, synmargin_proj, synmargin_diff, margin_random, nllvmf: continuous losses against "
+                   "the pretrained target vector")
     g.add_argument("-label_smoothing", type=float, default=0.0, help="ce only")
-    g.add_argument("-margin", type=float, default=0.5, help="margin γ of the margin losses")
+    g.add_argument("-margin", type=float, default=0.5, help="margin γ of the margin losses (maxmargin, synmargin_*, "
+                   "margin_random; Bhat et al. tune it on development data and do not report it)")
+    g.add_argument("-num_negatives", type=int, default=5, help="margin_random: negatives drawn uniformly per token, "
+                   "the loss averaged over them (Bhat et al.: 5)")
+    g.add_argument("-rewe_lambda", type=float, default=None, help="ReWE (Jauregi Unanue et al.): add a head that "
+                   "regresses the gold word's pretrained vector (-tgt_emb) and train on NLL + λ·ReWE loss "
+                   "(paper: 20); needs -loss ce -generator linear. The head is ignored at inference. 0 builds the "
+                   "head but trains exactly like plain -loss ce")
+    g.add_argument("-rewe_loss", choices=["cosine", "mse"], default="cosine", help="ReWE: 1 − cos (the paper's "
+                   "cosine embedding loss, its best) or the squared error ‖ê − e(y)‖²")
     g.add_argument("-lambda1", type=float, default=0.02, help="nllvmf: weight of ‖ê‖ (reg1; paper 0.02)")
     g.add_argument("-lambda2", type=float, default=0.1, help="nllvmf: weight of êᵀe(w) (reg2; paper 0.1; "
                    "-lambda1 0 -lambda2 1 is plain NLLvMF)")
@@ -104,10 +125,30 @@ def _check_options(opt):
         raise UserError(f"-loss {opt.loss} predicts pretrained target vectors: give -tgt_emb OUT.dec.pt")
     if opt.tie_emb and not opt.tgt_emb:
         raise UserError("-tie_emb uses the pretrained target vectors: give -tgt_emb OUT.dec.pt")
-    if opt.loss == "ce" and opt.generator != "linear":
-        raise UserError(f"-loss ce is a softmax loss: -generator {opt.generator} does not fit (use linear)")
+    if opt.loss == "ce" and opt.generator not in ("linear", "joint"):
+        raise UserError(f"-loss ce is a softmax loss: -generator {opt.generator} does not fit (use linear or joint)")
+    if opt.loss in CONTINUOUS_LOSSES and opt.generator == "joint":
+        raise UserError(f"-generator joint is a softmax output layer: use it with -loss ce, not -loss {opt.loss}")
+    if opt.generator != "joint":
+        for name in ("joint_sample", "joint_dropout"):
+            if getattr(opt, name) is not None:
+                raise UserError(f"-{name} is only used with -generator joint (got -generator {opt.generator})")
+    if opt.rewe_lambda is None and opt.rewe_hidden is not None:
+        raise UserError("-rewe_hidden is only used with -rewe_lambda")
+    if opt.rewe_lambda is not None:
+        if opt.loss != "ce" or opt.generator != "linear":
+            raise UserError("-rewe_lambda adds a ReWE head to a softmax model: it needs -loss ce -generator linear "
+                            f"(got -loss {opt.loss} -generator {opt.generator})")
+        if not opt.tgt_emb:
+            raise UserError("-rewe_lambda regresses the pretrained target vectors: give -tgt_emb OUT.dec.pt")
+        if not opt.rewe_lambda >= 0:
+            raise UserError(f"-rewe_lambda must be at least 0, got {opt.rewe_lambda}")
+    if opt.joint_sample is not None and not 0.0 < opt.joint_sample <= 1.0:
+        raise UserError(f"-joint_sample must be in (0, 1], got {opt.joint_sample}")
+    if opt.joint_dropout is not None and not 0.0 <= opt.joint_dropout < 1.0:
+        raise UserError(f"-joint_dropout must be in [0, 1), got {opt.joint_dropout}")
     for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "epochs", "report_every",
-                 "valid_steps", "save_checkpoint_steps", "train_steps"):
+                 "valid_steps", "save_checkpoint_steps", "train_steps", "joint_dim", "num_negatives", "rewe_hidden"):
         if getattr(opt, name) is not None and getattr(opt, name) < 1:
             raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
     if not 0.0 <= opt.label_smoothing < 1.0:
@@ -150,8 +191,20 @@ def report_parameters(model):
     logger.info(f"parameters: encoder {parameter_count(model.encoder):,}; decoder "
                 f"{parameter_count(model.decoder) - parameter_count(emb):,}")
     logger.info(f"input layer (decoder embeddings): {parameter_count(emb):,} trainable, {frozen_count(emb):,} frozen")
-    logger.info(f"output layer (generator): {parameter_count(model.generator):,} trainable, "
-                f"{frozen_count(model.generator):,} frozen (embedding table)")
+    gen = model.generator
+    if isinstance(gen, JointGenerator):
+        d_j, d = gen.word_proj.weight.shape
+        logger.info(f"output layer (joint generator): {parameter_count(gen):,} trainable = U {d_j}x{d} + b_u {d_j} + "
+                    f"V {d_j}x{gen.context_proj.in_features} + b_v {d_j} + b {gen.bias.numel()}; "
+                    "E is the decoder's input embeddings (counted above)")
+        return
+    head = parameter_count(gen.head) if isinstance(gen, ReWEGenerator) else 0
+    logger.info(f"output layer (generator): {parameter_count(gen) - head:,} trainable, "
+                f"{frozen_count(gen):,} frozen (embedding table)")
+    if isinstance(gen, ReWEGenerator):
+        w1, w2 = gen.head.w1, gen.head.w2
+        logger.info(f"ReWE head: {head:,} trainable = W1 {w1.out_features}x{w1.in_features} + b1 + "
+                    f"W2 {w2.out_features}x{w2.in_features} + b2 (training only; ignored at inference)")
 
 
 class Run:
@@ -294,7 +347,8 @@ def main(argv=None):
     setup_logging(opt.log_file)
     if ckpt is not None:
         run.resume(ckpt)
-    logger.info(f"model: -loss {opt.loss} -generator {opt.generator}{' -tie_emb' if opt.tie_emb else ''}; "
+    extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample") if getattr(opt, k) is not None)
+    logger.info(f"model: -loss {opt.loss} -generator {opt.generator}{' -tie_emb' if opt.tie_emb else ''}{extra}; "
                 f"device {device}; lr {opt.learning_rate}")
     report_parameters(run.model)
     try:

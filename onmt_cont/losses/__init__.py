@@ -1,8 +1,11 @@
 """Training losses: one registry from the ``-loss`` name to a builder.
 
 Each builder takes the options and the unit-length target table (``None`` for softmax
-models) and returns a pure function ``loss(output [N, d], target [N]) -> [N]`` of per-token
-losses over the non-padding positions only (the trainer selects them).
+models without ReWE) and returns a function ``loss(output, target [N]) -> [N]`` of per-token
+losses over the non-padding positions only (the trainer selects them); ``output`` is what the
+generator's forward returned ([N, d], or a SampledLogits / ReWEOutput). The losses are pure
+functions of their inputs, except that margin_random draws its negatives from the global RNG
+(saved in checkpoints, so -train_from resumes exactly).
 """
 
 from onmt_cont.losses import continuous, softmax
@@ -12,6 +15,9 @@ LOSSES = {
     "l2": continuous.build_l2,
     "cosine": continuous.build_cosine,
     "maxmargin": continuous.build_maxmargin,
+    "synmargin_proj": continuous.build_synmargin("proj"),
+    "synmargin_diff": continuous.build_synmargin("diff"),
+    "margin_random": continuous.build_margin_random,
     "nllvmf": continuous.build_nllvmf,
 }
 

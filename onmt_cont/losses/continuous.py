@@ -39,6 +39,51 @@ def max_margin(pred, target, table, margin):
     return torch.relu(margin + neg_cos - pos_cos)
 
 
+def synthetic_negative(unit_pred, target_vec, how):
+    """Bhat et al.'s synthetic negative for û (unit) and u = e(w), detached from the graph:
+
+    - ``proj``: u_orth = normalize(û − (ûᵀu)u), the part of û orthogonal to u;
+    - ``diff``: u_diff = normalize(û − u).
+
+    When û = u the residual is zero and so is the negative (normalize divides by max(‖·‖, eps)),
+    hence u_negᵀû = 0 and no NaN. Near there u_orthᵀû = sin θ and u_diffᵀû = sin(θ/2), θ the angle
+    between û and u, so the loss is continuous across that point."""
+    with torch.no_grad():
+        if how == "proj":
+            residual = unit_pred - (unit_pred * target_vec).sum(-1, keepdim=True) * target_vec
+        elif how == "diff":
+            residual = unit_pred - target_vec
+        else:
+            raise ValueError(f"how must be 'proj' or 'diff', got {how!r}")
+        return F.normalize(residual, dim=-1, eps=1e-12)
+
+
+def syn_margin(pred, target_vec, margin, how):
+    """max(0, γ + u_negᵀû − uᵀû) with û = ê/‖ê‖ and the detached :func:`synthetic_negative`.
+    In closed form: max(0, γ + sin θ − cos θ) (proj) and max(0, γ + sin(θ/2) − cos θ) (diff)."""
+    unit = F.normalize(pred, dim=-1, eps=1e-8)
+    neg = synthetic_negative(unit, target_vec, how)
+    return torch.relu(margin + (neg * unit).sum(-1) - (target_vec * unit).sum(-1))
+
+
+def random_negatives(target, vocab_size, k):
+    """k word ids per target [N] -> [N, k], uniform over the words other than padding (id 0) and the
+    target itself: a draw from 1..vocab−2 (global RNG) is shifted up by one when it is at or past the
+    target, so it never hits the target and nothing is redrawn."""
+    draws = torch.randint(1, vocab_size - 1, (target.numel(), k), device=target.device)
+    return draws + (draws >= target.unsqueeze(1)).long()
+
+
+def margin_random(pred, target, table, margin, k):
+    """mean over k random negatives e(w′) of max(0, γ + cos(ê, e(w′)) − cos(ê, e(w))): the
+    negative-sampling baseline of Bhat et al. The table rows are unit length."""
+    unit = F.normalize(pred, dim=-1, eps=1e-8)
+    neg = table[random_negatives(target, table.size(0), k)]  # [N, k, m]
+    neg_cos = (neg @ unit.unsqueeze(-1)).squeeze(-1)
+    pos_cos = (unit * table[target]).sum(-1, keepdim=True)
+    return torch.relu(margin + neg_cos - pos_cos).mean(-1)
+
+
 def nll_vmf(pred, target_vec, lambda1=0.02, lambda2=0.1, approx=False):
     """−log C_m(‖ê‖) − λ2·êᵀe(w) + λ1·‖ê‖ (the paper's reg1 and reg2; λ1=0, λ2=1 is plain NLLvMF).
 
@@ -62,6 +107,19 @@ def build_cosine(opt, table):
 def build_maxmargin(opt, table):
     margin = opt.margin
     return lambda output, target: max_margin(output.float(), target, table, margin)
+
+
+def build_synmargin(how):
+    def build(opt, table):
+        margin = opt.margin
+        return lambda output, target: syn_margin(output.float(), table[target], margin, how)
+
+    return build
+
+
+def build_margin_random(opt, table):
+    margin, k = opt.margin, opt.num_negatives
+    return lambda output, target: margin_random(output.float(), target, table, margin, k)
 
 
 def build_nllvmf(opt, table):

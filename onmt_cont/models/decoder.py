@@ -41,6 +41,13 @@ class TargetEmbeddings(nn.Module):
         emb = self.table(ids)
         return self.proj(emb) if self.proj is not None else emb
 
+    def matrix(self, ids=None):
+        """The vectors the decoder consumes for ``ids`` [K] (all words when None): [K or vocab, out_size].
+        Looked up like the decoder's input, so the padding row gets no gradient."""
+        if ids is None:
+            ids = torch.arange(self.table.num_embeddings, device=self.table.weight.device)
+        return self(ids)
+
 
 class InputFeedRNNDecoder(nn.Module):
     """A stacked LSTM whose input at step t is [embedding(y_{t-1}); attentional state at t-1]."""

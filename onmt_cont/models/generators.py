@@ -2,12 +2,18 @@
 
 All share one interface, so the trainer and the decoders need no special cases:
 
-- ``forward(dec_out)``: the output the loss is computed on (logits, or a predicted vector ê);
+- ``forward(dec_out, gold=None)``: the output the loss is computed on (logits, or a predicted
+  vector ê). ``gold`` [N], the reference ids of the N positions of ``dec_out`` [N, hidden], is
+  given when training and validating and is None when decoding; most generators ignore it. The
+  joint generator samples its training softmax's candidates around it (:class:`SampledLogits`)
+  and the ReWE generator adds its head's prediction (:class:`ReWEOutput`).
 - ``scores(output)``: a score per target word, higher is better; greedy decoding takes the
   top-1 and beam search the top-k. For a continuous generator that is nearest-neighbour
   search against the unit-length target table.
 """
 
+import math
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -17,6 +23,20 @@ from onmt_cont.constants import PAD_ID
 from onmt_cont.vmf import log_cmk
 
 
+class SampledLogits(NamedTuple):
+    """A softmax over a subset of the vocabulary (joint generator, ``-joint_sample``)."""
+
+    logits: torch.Tensor  # [N, K]: the scores of the candidate words only
+    candidates: torch.Tensor  # [K]: their ids, sorted ascending, every gold id among them
+
+
+class ReWEOutput(NamedTuple):
+    """A softmax model's logits and its ReWE head's predicted embedding (training and validation)."""
+
+    logits: torch.Tensor  # [N, vocab]
+    embedding: torch.Tensor  # [N, m]
+
+
 class SoftmaxGenerator(nn.Module):
     continuous = False
 
@@ -24,7 +44,7 @@ class SoftmaxGenerator(nn.Module):
         super().__init__()
         self.proj = nn.Linear(hidden_size, vocab_size)
 
-    def forward(self, dec_out):
+    def forward(self, dec_out, gold=None):
         """dec_out: [..., hidden] -> logits [..., vocab]."""
         return self.proj(dec_out)
 
@@ -62,7 +82,7 @@ class ContinuousGenerator(nn.Module):
         self.register_buffer("table", table)  # [vocab, m], unit rows (padding row zero)
         self.criterion = criterion
 
-    def forward(self, dec_out):
+    def forward(self, dec_out, gold=None):
         """dec_out: [..., hidden] -> ê [..., m]."""
         return self.proj(dec_out)
 
@@ -84,6 +104,135 @@ class ContinuousGenerator(nn.Module):
         return scores
 
 
+# The ReWE head's generator is seeded with -seed plus this offset, so that its draws are not the
+# ones the global RNG (seeded with -seed) gives the encoder.
+REWE_SEED_OFFSET = 104729
+
+
+class ReWEHead(nn.Module):
+    """ReWE(s) = W2·ReLU(W1·s + b1) + b2 (Jauregi Unanue et al. 2019, eq. 5): [..., hidden] -> [..., m].
+
+    Built without drawing from the global RNG (``skip_init``) and initialised from its own
+    ``torch.Generator``: uniform in [-init, init], or PyTorch's Linear bound 1/sqrt(fan_in) when
+    ``init`` is 0. ``build_model``'s global initialisation skips it (``self_initialised``), so adding
+    the head leaves every other parameter's initial value, and the dropout masks, unchanged. No
+    dropout inside (its input, the decoder's output, has had the decoder's)."""
+
+    self_initialised = True
+
+    def __init__(self, in_size, hidden_size, out_size, init=0.1, seed=0):
+        super().__init__()
+        self.w1 = nn.utils.skip_init(nn.Linear, in_size, hidden_size)
+        self.w2 = nn.utils.skip_init(nn.Linear, hidden_size, out_size)
+        gen = torch.Generator().manual_seed(seed + REWE_SEED_OFFSET)
+        with torch.no_grad():
+            for layer in (self.w1, self.w2):
+                bound = init or 1.0 / math.sqrt(layer.in_features)
+                for p in layer.parameters():
+                    p.uniform_(-bound, bound, generator=gen)
+
+    def forward(self, dec_out):
+        return self.w2(torch.relu(self.w1(dec_out)))
+
+
+class ReWEGenerator(SoftmaxGenerator):
+    """A softmax generator with a ReWE head that regresses the gold word's pretrained embedding.
+
+    ``forward`` returns :class:`ReWEOutput` when ``gold`` is given (training, validation) and the
+    plain logits when decoding: at inference the head is ignored. ``table`` [vocab, m] (unit rows) is
+    the regression target, kept as a buffer for the loss."""
+
+    def __init__(self, hidden_size, vocab_size, table, head_hidden, init=0.1, seed=0):
+        super().__init__(hidden_size, vocab_size)
+        self.head = ReWEHead(hidden_size, head_hidden, table.size(1), init, seed)
+        self.register_buffer("table", table)
+
+    def forward(self, dec_out, gold=None):
+        logits = self.proj(dec_out)
+        return logits if gold is None else ReWEOutput(logits, self.head(dec_out))
+
+    def scores(self, output):
+        return super().scores(output.logits if isinstance(output, ReWEOutput) else output)
+
+
+def sample_candidates(gold, vocab_size, fraction):
+    """The words a sampled softmax is computed over: every distinct id of ``gold`` plus negatives
+    drawn uniformly without replacement (global RNG) from the other words, up to
+    ceil(fraction·vocab_size) words in all (never fewer than the gold words). Returns sorted ids [K].
+
+    With ``fraction`` 1 every word is a candidate and nothing is drawn."""
+    positives = torch.unique(gold)  # sorted
+    n_neg = max(0, math.ceil(fraction * vocab_size) - positives.numel())
+    if n_neg == 0:
+        return positives
+    others = torch.ones(vocab_size, dtype=torch.bool, device=gold.device)
+    others[positives] = False
+    others = others.nonzero().squeeze(1)
+    if n_neg < others.numel():
+        others = others[torch.randperm(others.numel(), device=gold.device)[:n_neg]]
+    return torch.cat([positives, others]).sort().values
+
+
+class JointGenerator(nn.Module):
+    """Pappas et al. (2018)'s structure-aware output layer (eq. 14):
+
+        logits = tanh(U·Eᵀ + b_u)ᵀ · tanh(V·h + b_v) + b
+
+    E [vocab, d] is what the decoder consumes as input embeddings (with -tie_emb the frozen
+    pretrained table through its trainable projection), U [d_j, d], V [d_j, hidden], b_u, b_v [d_j]
+    and b [vocab] are trained here. Dropout follows both joint-space projections (the paper drops
+    after each layer).
+
+    ``sample`` (-joint_sample): in training each call's softmax covers :func:`sample_candidates` of
+    its gold words only (:class:`SampledLogits`); validation and decoding use the full softmax."""
+
+    continuous = False
+
+    def __init__(self, hidden_size, embeddings, vocab_size, joint_dim, dropout=0.0, sample=None):
+        super().__init__()
+        self.word_proj = nn.Linear(embeddings.out_size, joint_dim)  # U, b_u
+        self.context_proj = nn.Linear(hidden_size, joint_dim)  # V, b_v
+        self.bias = nn.Parameter(torch.zeros(vocab_size))  # b
+        self.dropout = nn.Dropout(dropout)
+        self.vocab_size = vocab_size
+        self.sample = sample
+        # E is read from the decoder's embeddings at each call, so it follows their training. Kept
+        # out of the registered submodules: their parameters belong to the decoder, and are saved
+        # and counted there once.
+        self.__dict__["embeddings"] = embeddings
+        self._cache = None
+
+    def _words(self, ids=None):
+        """g_out(E) = tanh(U·Eᵀ + b_u)ᵀ of ``ids`` [K] (all words when None): [K, d_j], no dropout."""
+        return torch.tanh(self.word_proj(self.embeddings.matrix(ids)))
+
+    def _all_words(self):
+        if self.training or torch.is_grad_enabled():
+            return self.dropout(self._words())
+        # Decoding and validation: the same at every step until a parameter changes, so computed
+        # once per parameter state: an optimiser step or load_state_dict (in place) bumps a tensor's
+        # _version, a move to another device or dtype changes its storage.
+        tensors = (*self.word_proj.parameters(), *self.embeddings.parameters(), *self.embeddings.buffers())
+        key = tuple((id(t), t.data_ptr(), t._version) for t in tensors)
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self._words())
+        return self._cache[1]
+
+    def forward(self, dec_out, gold=None):
+        """dec_out: [..., hidden] -> logits [..., vocab], or (training with ``sample`` and ``gold``
+        [N] for dec_out [N, hidden]) :class:`SampledLogits` over the candidates."""
+        context = self.dropout(torch.tanh(self.context_proj(dec_out)))
+        if self.training and gold is not None and self.sample is not None:
+            candidates = sample_candidates(gold, self.vocab_size, self.sample)
+            words = self.dropout(self._words(candidates))
+            return SampledLogits(context @ words.t() + self.bias[candidates], candidates)
+        return context @ self._all_words().t() + self.bias
+
+    def scores(self, output):
+        """Log-probabilities [..., vocab]."""
+        return torch.log_softmax(output.float(), dim=-1)
+
+
 def normalize_table(table):
     """Unit-length rows; an all-zero row (padding) stays zero."""
     return F.normalize(table.float(), dim=-1, eps=1e-12)
@@ -97,5 +246,3 @@ def frozen_count(module):
     return sum(p.numel() for p in module.parameters() if not p.requires_grad) + sum(
         b.numel() for b in module.buffers()
     )
-
-

@@ -7,7 +7,13 @@ from onmt_cont.constants import PAD_ID
 from onmt_cont.losses import CONTINUOUS_LOSSES, decode_criterion
 from onmt_cont.models.decoder import InputFeedRNNDecoder, TargetEmbeddings
 from onmt_cont.models.encoder import RNNEncoder
-from onmt_cont.models.generators import ContinuousGenerator, SoftmaxGenerator, normalize_table
+from onmt_cont.models.generators import (
+    ContinuousGenerator,
+    JointGenerator,
+    ReWEGenerator,
+    SoftmaxGenerator,
+    normalize_table,
+)
 
 
 class NMTModel(nn.Module):
@@ -25,50 +31,80 @@ class NMTModel(nn.Module):
 
     def forward(self, src, src_lengths, tgt_in):
         """src: [batch, src_len]; tgt_in: [batch, tgt_len] (starting with <s>).
-        Returns the generator's output [batch, tgt_len, d] and attention [batch, tgt_len, src_len]."""
+        Returns the decoder's states [batch, tgt_len, hidden] (the trainer gives those of the real
+        target positions to the generator) and attention [batch, tgt_len, src_len]."""
         memory_bank, src_mask, state = self.encode(src, src_lengths)
         dec_out, attn, _ = self.decoder(tgt_in, memory_bank, src_mask, state)
-        return self.generator(dec_out), attn
+        return dec_out, attn
 
 
 def _generator_kind(opt):
-    """Check that -generator and -loss fit together; return 'softmax' or 'continuous'."""
+    """Check that -generator, -loss and -rewe_lambda fit together; return 'softmax', 'rewe',
+    'joint' or 'continuous'."""
     if opt.loss in CONTINUOUS_LOSSES:
         if opt.generator not in ("linear", "nonlinear"):
             raise ValueError(f"-loss {opt.loss} needs a continuous generator (-generator linear|nonlinear), "
                              f"not -generator {opt.generator}")
-        return "continuous"
-    if opt.generator not in ("linear",):
-        raise ValueError(f"-loss {opt.loss} is a softmax loss: use -generator linear (got -generator {opt.generator})")
-    return "softmax"
+        kind = "continuous"
+    elif opt.generator == "joint":
+        kind = "joint"
+    elif opt.generator == "linear":
+        kind = "softmax"
+    else:
+        raise ValueError(f"-loss {opt.loss} is a softmax loss: use -generator linear or joint "
+                         f"(got -generator {opt.generator})")
+    if getattr(opt, "rewe_lambda", None) is not None:
+        if kind != "softmax":
+            raise ValueError("-rewe_lambda adds a ReWE head to a softmax model: it needs -loss ce -generator linear "
+                             f"(got -loss {opt.loss} -generator {opt.generator})")
+        kind = "rewe"
+    return kind
+
+
+def init_uniform(model, scale):
+    """Every trainable parameter uniform in [-scale, scale] from the global RNG, in registration
+    order, except those of modules that initialise themselves from their own generator
+    (``self_initialised``, the ReWE head): adding such a module changes no other initial value."""
+    own = {id(p) for m in model.modules() if getattr(m, "self_initialised", False) for p in m.parameters()}
+    for p in model.parameters():
+        if p.requires_grad and id(p) not in own:
+            torch.nn.init.uniform_(p, -scale, scale)
+
+
+def build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table):
+    if kind == "continuous":
+        return ContinuousGenerator(opt.rnn_size, tgt_table, opt.generator == "nonlinear", decode_criterion(opt.loss))
+    if kind == "joint":
+        dropout = opt.dropout if getattr(opt, "joint_dropout", None) is None else opt.joint_dropout
+        return JointGenerator(opt.rnn_size, embeddings, tgt_vocab_size, opt.joint_dim, dropout,
+                              getattr(opt, "joint_sample", None))
+    if kind == "rewe":
+        hidden = getattr(opt, "rewe_hidden", None) or opt.rnn_size
+        return ReWEGenerator(opt.rnn_size, tgt_vocab_size, tgt_table, hidden, opt.param_init, opt.seed)
+    return SoftmaxGenerator(opt.rnn_size, tgt_vocab_size)
 
 
 def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
     """Build the model from options (a Namespace or anything with the same attributes).
 
     ``tgt_table`` [tgt_vocab, m]: the pretrained target vectors (normalised here), needed by
-    continuous losses and by ``-tie_emb``."""
+    continuous losses, by ``-tie_emb`` and by ``-rewe_lambda``."""
     kind = _generator_kind(opt)
     if tgt_table is not None:
         tgt_table = normalize_table(tgt_table)
-    if (kind == "continuous" or opt.tie_emb) and tgt_table is None:
-        raise ValueError(f"-loss {opt.loss}{' -tie_emb' if opt.tie_emb else ''} needs -tgt_emb")
+    if (kind in ("continuous", "rewe") or opt.tie_emb) and tgt_table is None:
+        needs = "-rewe_lambda" if kind == "rewe" else f"-loss {opt.loss}{' -tie_emb' if opt.tie_emb else ''}"
+        raise ValueError(f"{needs} needs -tgt_emb")
     src_emb = opt.src_word_vec_size or opt.word_vec_size
     tgt_emb = opt.tgt_word_vec_size or opt.word_vec_size
     encoder = RNNEncoder(src_vocab_size, src_emb, opt.rnn_size, opt.enc_layers, opt.brnn, opt.dropout, PAD_ID)
     embeddings = TargetEmbeddings(tgt_vocab_size, tgt_emb, tgt_table if opt.tie_emb else None, PAD_ID)
     decoder = InputFeedRNNDecoder(embeddings, opt.rnn_size, opt.dec_layers, opt.dropout,
                                   enc_hidden=opt.rnn_size, enc_layers=opt.enc_layers)
-    if kind == "continuous":
-        generator = ContinuousGenerator(opt.rnn_size, tgt_table, opt.generator == "nonlinear",
-                                        decode_criterion(opt.loss))
-    else:
-        generator = SoftmaxGenerator(opt.rnn_size, tgt_vocab_size)
+    generator = build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table)
     model = NMTModel(encoder, decoder, generator)
     if opt.param_init:
-        for p in model.parameters():
-            if p.requires_grad:
-                torch.nn.init.uniform_(p, -opt.param_init, opt.param_init)
+        init_uniform(model, opt.param_init)
     with torch.no_grad():
         encoder.embeddings.weight[PAD_ID].zero_()
         if not opt.tie_emb:
