@@ -34,11 +34,30 @@ def build_parser():
     g.add_argument("-beam_size", type=int, default=1, help="1: greedy. For continuous models each hypothesis "
                    "expands to its k nearest neighbours, scored by the generator's criterion")
     g.add_argument("-length_penalty", choices=["none", "avg", "wu"], default="avg",
-                   help="beam search: rank finished hypotheses by score / length (avg) or GNMT's penalty (wu)")
+                   help="beam search: rank finished hypotheses by score / length (avg) or GNMT's penalty (wu). "
+                   "Continuous models: per-step scores (cosines, vMF log-densities) are mostly positive, so "
+                   "'none' favours long outputs; 'avg' ranks by the mean per-step score")
     g.add_argument("-alpha", type=float, default=0.0, help="exponent of -length_penalty wu")
     g.add_argument("-replace_unk", action="store_true", help="replace each <unk> through the attention: the "
                    "most-attended source word, translated by -lookup_dict, or copied when it is not there")
     g.add_argument("-lookup_dict", help="bilingual lexicon: 'source_word target_word' per line (build_lexicon.py)")
+    g = p.add_argument_group("Open vocabulary and approximate search (continuous models)")
+    g.add_argument("-tgt_emb_extend", help="decode over every word of this table too (.vec/.vec.gz, or a .pt "
+                   "written by embeddings_to_torch.py with -tgt_emb_extend_vocab): the training target "
+                   "vocabulary keeps its rows, the other words are appended, unit length. Tied models feed a "
+                   "new word's vector to the next step, untied ones feed <unk>")
+    g.add_argument("-tgt_emb_extend_vocab", help="the vocabulary (PREFIX.vocab.pt or PREFIX.vocab.tgt.txt) whose "
+                   "rows a .pt -tgt_emb_extend follows")
+    g.add_argument("-ann", choices=["faiss"], default=None,
+                   help="approximate nearest-neighbour search (faiss-cpu) instead of exact search, for tables "
+                   "of 300K words and more; the index proposes beam_size+2 words, rescored exactly")
+    g.add_argument("-ann_index", choices=["ivf", "hnsw"], default="ivf",
+                   help="IndexIVFFlat (k-means cells, built in seconds) or IndexHNSWFlat (minutes to build at "
+                   "300K words on one core); inner product on unit rows. See docs/open_vocabulary.md")
+    g.add_argument("-ann_nlist", type=int, default=None, help="ivf: number of cells (default sqrt(words))")
+    g.add_argument("-ann_nprobe", type=int, default=16, help="ivf: cells searched per query")
+    g.add_argument("-ann_hnsw_m", type=int, default=16, help="hnsw: links per node")
+    g.add_argument("-ann_ef_search", type=int, default=64, help="hnsw: candidate list size when searching")
     g.add_argument("-verbose", action="store_true", help="print each source and translation")
     return p
 
@@ -61,8 +80,19 @@ def main(argv=None):
     if refs is not None and len(refs) != len(lines):
         raise UserError(f"-tgt {opt.tgt} has {len(refs)} lines but -src {opt.src} has {len(lines)}")
     device = resolve_device(opt.gpu)
+    if opt.tgt_emb_extend_vocab and not opt.tgt_emb_extend:
+        raise UserError("-tgt_emb_extend_vocab is only used with -tgt_emb_extend")
+    ann = None
+    if opt.ann:
+        ann = {"kind": opt.ann_index, "nlist": opt.ann_nlist, "nprobe": opt.ann_nprobe, "hnsw_m": opt.ann_hnsw_m,
+               "ef_search": opt.ann_ef_search}
     translator = Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
-                            opt.length_penalty, opt.alpha, opt.replace_unk, lexicon)
+                            opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.tgt_emb_extend,
+                            opt.tgt_emb_extend_vocab, ann)
+    if opt.tgt_emb_extend:
+        added = len(translator.tgt_vocab) - translator.n_train_words
+        print(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
+              f"+ {added:,} new words")
     start = time.time()
     with torch.no_grad():
         outputs = translator.translate_lines(lines, opt.batch_size, lower=translator.lower)

@@ -3,6 +3,8 @@
 import torch
 from torch import nn
 
+from onmt_cont.constants import UNK_ID
+
 
 class GlobalAttention(nn.Module):
     """Luong et al. (2015) "general" attention: score(h_t, h_s) = h_tᵀ W h_s."""
@@ -36,8 +38,21 @@ class TargetEmbeddings(nn.Module):
             dim = pretrained.size(1)
             self.proj = nn.Linear(dim, emb_size) if dim != emb_size else None
         self.out_size = emb_size
+        self.known = None  # untied and extended (open vocabulary): ids >= known are read as <unk>
+
+    def extend(self, extra):
+        """Open-vocabulary decoding: words appended after the training vocabulary, with unit
+        vectors ``extra`` [n, dim]. Tied: their own vectors are appended to the frozen table;
+        untied (trained rows for the training words only): they are consumed as ``<unk>``."""
+        if self.proj is not None or not self.table.weight.requires_grad:
+            weight = torch.cat([self.table.weight, extra.to(self.table.weight)], 0)
+            self.table = nn.Embedding.from_pretrained(weight, freeze=True, padding_idx=self.table.padding_idx)
+        elif self.known is None:
+            self.known = self.table.num_embeddings
 
     def forward(self, ids):
+        if self.known is not None:
+            ids = ids.masked_fill(ids >= self.known, UNK_ID)
         emb = self.table(ids)
         return self.proj(emb) if self.proj is not None else emb
 

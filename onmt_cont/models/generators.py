@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from onmt_cont.constants import PAD_ID
+from onmt_cont.constants import PAD_ID, SPECIALS
 from onmt_cont.vmf import log_cmk
 
 
@@ -64,7 +64,12 @@ class ContinuousGenerator(nn.Module):
     - ``l2``: −‖ê − e(w)‖².
 
     With a unit-length table all three pick the same nearest neighbour (never the zero padding
-    row); they differ as beam scores.
+    row); they differ as beam scores, where a hypothesis scores the sum over its steps: the vMF
+    log-density (a real log-likelihood: κ=‖ê‖ says how sure each step is), the sum of cosines
+    (each in [−1, 1], mostly positive, so an unnormalised sum favours longer outputs), or the
+    sum of −‖ê − e(w)‖² (always ≤ 0: favours shorter ones, like log-probabilities). Models
+    trained with l2 decode by l2; max-margin and the other margin losses by cosine
+    (``losses.decode_criterion``).
     """
 
     continuous = True
@@ -81,27 +86,61 @@ class ContinuousGenerator(nn.Module):
             self.proj = nn.Linear(hidden_size, m)
         self.register_buffer("table", table)  # [vocab, m], unit rows (padding row zero)
         self.criterion = criterion
+        self.index, self.index_k = None, 0  # approximate search (decoding only): see set_index
 
     def forward(self, dec_out, gold=None):
         """dec_out: [..., hidden] -> ê [..., m]."""
         return self.proj(dec_out)
 
     def scores(self, output):
-        """output ê: [..., m] -> scores [..., vocab]; padding scores −inf."""
+        """output ê: [..., m] -> scores [..., vocab]; padding scores −inf.
+
+        With an approximate index (:meth:`set_index`) only the index's ``index_k`` nearest words
+        and the specials get their (exact) score; every other word scores −inf."""
         out = output.float()
-        dots = out @ self.table.t()
-        if self.criterion == "vmf":
-            kappa = out.norm(dim=-1, keepdim=True)
-            scores = log_cmk(kappa, self.table.size(1)) + dots
-        elif self.criterion == "cosine":
-            scores = dots / out.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-        else:
-            sq = (out * out).sum(-1, keepdim=True)
-            scores = -(sq - 2 * dots + (self.table * self.table).sum(-1))
+        if self.index is not None:
+            return self._index_scores(out)
+        scores = self._criterion(out, out @ self.table.t(), self.table.size(1))
         # The zero padding row is no word, yet it would beat every word under cosine and vMF
         # when all êᵀe(w) < 0, and under l2 when all êᵀe(w) < 1/2.
         scores[..., PAD_ID] = float("-inf")
         return scores
+
+    def _criterion(self, out, dots, m, row_sq=None):
+        """The decode criterion from ê [..., m] and the dot products êᵀe(w) [..., n] (row_sq:
+        ‖e(w)‖² of those rows, l2 only; default the whole table's)."""
+        if self.criterion == "vmf":
+            return log_cmk(out.norm(dim=-1, keepdim=True), m) + dots
+        if self.criterion == "cosine":
+            return dots / out.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        if row_sq is None:
+            row_sq = (self.table * self.table).sum(-1)
+        return -((out * out).sum(-1, keepdim=True) - 2 * dots + row_sq)
+
+    def set_table(self, table):
+        """Decode over another unit-length table [vocab', m] (open vocabulary); drops the index."""
+        self.table = table
+        self.index = None
+
+    def set_index(self, index, k):
+        """Approximate nearest-neighbour search: ``index.search(queries [n, m], k)`` returns the ids
+        [n, k] of the rows of ``self.table`` with the largest inner products (-1 when fewer)."""
+        self.index, self.index_k = index, k
+
+    def _index_scores(self, out):
+        flat = out.reshape(-1, out.size(-1))
+        ids = self.index.search(flat, self.index_k).to(flat.device)  # [n, k]
+        # The specials are always scored: </s> must be able to end a sentence.
+        ids = torch.cat([torch.arange(1, len(SPECIALS), device=flat.device).expand(flat.size(0), -1), ids], 1)
+        valid = ids > PAD_ID  # -1: fewer than k found; 0: padding
+        ids = ids.clamp_min(0)
+        rows = self.table[ids]  # [n, k', m]
+        dots = torch.einsum("nm,nkm->nk", flat, rows)
+        found = self._criterion(flat, dots, self.table.size(1), (rows * rows).sum(-1))
+        found = found.masked_fill(~valid, float("-inf"))
+        scores = torch.full((flat.size(0), self.table.size(0)), float("-inf"), device=flat.device)
+        scores.scatter_(1, ids, found)
+        return scores.view(*out.shape[:-1], -1)
 
 
 # The ReWE head's generator is seeded with -seed plus this offset, so that its draws are not the

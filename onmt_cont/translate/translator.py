@@ -5,15 +5,32 @@ import torch
 from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.batching import collate
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
-from onmt_cont.translate.search import beam_search, greedy_search
+from onmt_cont.translate.ann import FaissIndex
+from onmt_cont.translate.open_vocab import extend_model, read_extension
+from onmt_cont.translate.search import BANNED, beam_search, greedy_search
 from onmt_cont.translate.unk import replace_unk
+from onmt_cont.utils.errors import UserError
 
 
 class Translator:
     def __init__(self, checkpoint_path, device="cpu", beam_size=1, max_length=None, max_length_ratio=2.0,
-                 length_penalty="avg", alpha=0.0, replace_unk=False, lexicon=None):
+                 length_penalty="avg", alpha=0.0, replace_unk=False, lexicon=None, tgt_emb_extend=None,
+                 tgt_emb_extend_vocab=None, ann=None):
+        """``tgt_emb_extend``: open-vocabulary decoding over that table (see open_vocab.py);
+        ``ann``: None (exact search) or a dict of :class:`~onmt_cont.translate.ann.FaissIndex`
+        arguments besides the table, built once here over the final table."""
         data = load_checkpoint(checkpoint_path)
         self.model, self.opt, self.src_vocab, self.tgt_vocab = model_from_checkpoint(data, device)
+        self.n_train_words = len(self.tgt_vocab)
+        if tgt_emb_extend:
+            words, vectors = read_extension(tgt_emb_extend, tgt_emb_extend_vocab)
+            self.tgt_vocab, _ = extend_model(self.model, self.tgt_vocab, words, vectors)
+        if ann is not None:
+            gen = self.model.generator
+            if not getattr(gen, "continuous", False):
+                raise UserError("-ann searches the table of a continuous-output model; this model has a softmax")
+            # The beam's k plus the specials that search bans (padding, <s>), so k words survive.
+            gen.set_index(FaissIndex(gen.table, **ann), beam_size + len(BANNED))
         self.lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
         self.model.eval()
         self.device = device

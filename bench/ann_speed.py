@@ -1,0 +1,158 @@
+"""Approximate vs exact nearest-neighbour search over synthetic unit-length target tables.
+
+    python bench/ann_speed.py                       # 50K, 300K and 1M words, IVF
+    python bench/ann_speed.py -sizes 300000 -kind hnsw -sweep 64 128
+
+For each table size: recall@1 of the faiss index against exact search (the exact argmax of
+êᵀe(w), what greedy decoding picks), the time per query of both, in batches of ``-batch`` queries
+(decoding searches once per step for a batch of sentences), the speed-up, and the index build
+time. One thread for torch and faiss unless ``-threads``.
+
+The table: rows of the same cluster share a centre (cos ≈ 0.7 to it), like the groups of related
+words in real embedding tables; a table of independent random directions has no neighbourhood
+structure and no index can beat a scan on it. Queries: a table row plus noise, so that the
+cosine to the row is ≈ 0.7 (a trained model's prediction has cos ≈ 0.68 to the gold word on the
+Multi30k validation set).
+
+``measure(n, ...)`` returns one result dict; bench/decode_speed.py can import it.
+"""
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from onmt_cont.translate.ann import FaissIndex  # noqa: E402
+
+
+def synthetic_table(n, dim=300, words_per_cluster=50, spread=1.0, seed=0):
+    """[n + 1, dim] unit rows (row 0 the zero padding row), in clusters of ``words_per_cluster``."""
+    gen = torch.Generator().manual_seed(seed)
+    centres = torch.randn(max(1, n // words_per_cluster), dim, generator=gen)
+    centres = torch.nn.functional.normalize(centres, dim=-1)
+    rows = centres[torch.randint(len(centres), (n,), generator=gen)]
+    rows += spread * torch.randn(n, dim, generator=gen) / math.sqrt(dim)
+    table = torch.zeros(n + 1, dim)
+    table[1:] = torch.nn.functional.normalize(rows, dim=-1)
+    return table
+
+
+def synthetic_queries(table, n_queries, noise=1.0, seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    rows = table[1 + torch.randint(table.size(0) - 1, (n_queries,), generator=gen)]
+    return rows + noise * torch.randn(rows.shape, generator=gen) / math.sqrt(table.size(1))
+
+
+def exact_top1(table, queries, batch):
+    """The decoder's exact search: ids [n] of the largest êᵀe(w), padding excluded."""
+    out = []
+    for q in queries.split(batch):
+        dots = q @ table.t()
+        dots[:, 0] = float("-inf")
+        out.append(dots.argmax(-1))
+    return torch.cat(out)
+
+
+def _timed(fn, repeat=1):
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def measure(
+    n, dim=300, n_queries=512, batch=32, kind="ivf", sweep=None, threads=1, seed=0, query_noise=1.0, **index_args
+):
+    """Recall@1 and speed of a :class:`FaissIndex` against exact search on ``n`` synthetic words.
+
+    ``sweep``: search-time settings to try on the one index (``efSearch`` for hnsw, ``nprobe``
+    for ivf; default the index's own). Returns one dict per setting: {"words", "kind",
+    "setting", "recall_at_1", "exact_ms_per_query", "ann_ms_per_query", "speedup", "build_s"}."""
+    torch.set_num_threads(threads)
+    table = synthetic_table(n, dim, seed=seed)
+    queries = synthetic_queries(table, n_queries, query_noise, seed=seed + 1)
+    exact_s, exact = _timed(lambda: exact_top1(table, queries, batch), repeat=2)
+    build_s, index = _timed(lambda: FaissIndex(table, kind, threads=threads, **index_args))
+    results = []
+    for setting in sweep or [None]:
+        if setting is not None:
+            if kind == "hnsw":
+                index.index.hnsw.efSearch = setting
+            else:
+                index.index.nprobe = setting
+        ann_s, approx = _timed(lambda: torch.cat([index.search(q, 1)[:, 0] for q in queries.split(batch)]), 2)
+        results.append(
+            {
+                "words": n,
+                "kind": kind,
+                "setting": (
+                    f"efSearch={index.index.hnsw.efSearch}" if kind == "hnsw" else f"nprobe={index.index.nprobe}"
+                ),
+                "recall_at_1": (approx == exact).float().mean().item(),
+                "exact_ms_per_query": 1000 * exact_s / n_queries,
+                "ann_ms_per_query": 1000 * ann_s / n_queries,
+                "speedup": exact_s / ann_s,
+                "build_s": build_s,
+            }
+        )
+    return results
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("-sizes", type=int, nargs="+", default=[50_000, 300_000, 1_000_000])
+    p.add_argument("-kind", choices=["ivf", "hnsw"], default="ivf")
+    p.add_argument(
+        "-sweep",
+        type=int,
+        nargs="+",
+        default=None,
+        help="search settings to try on each index: efSearch (hnsw, default 64 128) or nprobe (ivf, default 16 32 64)",
+    )
+    p.add_argument("-nlist", type=int, default=None, help="ivf: cells (default sqrt(words))")
+    p.add_argument("-hnsw_m", type=int, default=16, help="hnsw: links per node")
+    p.add_argument("-queries", type=int, default=512)
+    p.add_argument(
+        "-query_noise",
+        type=float,
+        default=1.0,
+        help="noise added to a table row to make a query, relative to the row's length: 1.0 gives "
+        "cos(query, row) ≈ 0.7 (our small Multi30k models), 0.5 ≈ 0.9",
+    )
+    p.add_argument("-batch", type=int, default=32)
+    p.add_argument("-threads", type=int, default=1)
+    opt = p.parse_args(argv)
+    extra = {"nlist": opt.nlist} if opt.kind == "ivf" else {"hnsw_m": opt.hnsw_m}
+    sweep = opt.sweep or ([16, 32, 64] if opt.kind == "ivf" else [64, 128])
+    print(
+        f"{'words':>9} {'index':>5} {'setting':>13} {'recall@1':>8} {'exact ms/q':>10} {'ann ms/q':>9} "
+        f"{'speed-up':>8} {'build s':>7}"
+    )
+    for n in opt.sizes:
+        for r in measure(
+            n,
+            n_queries=opt.queries,
+            batch=opt.batch,
+            kind=opt.kind,
+            sweep=sweep,
+            threads=opt.threads,
+            query_noise=opt.query_noise,
+            **extra,
+        ):
+            print(
+                f"{r['words']:>9,} {r['kind']:>5} {r['setting']:>13} {r['recall_at_1']:>8.3f} "
+                f"{r['exact_ms_per_query']:>10.3f} {r['ann_ms_per_query']:>9.3f} {r['speedup']:>7.1f}x "
+                f"{r['build_s']:>7.1f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,98 @@
+"""Open-vocabulary statistics of translations: output words outside the training target
+vocabulary (how many, which, how many of them are right) and word F1 by training frequency.
+
+    python bench/open_vocab_eval.py -train_tgt train.en -vocab data.vocab.tgt.txt -ref test.en \\
+        -hyp greedy.en greedy_ext.en
+
+Word F1 of a frequency bucket (after compare-mt): per sentence, a hypothesis word matches up to
+as many times as it occurs in the reference; precision = matches / hypothesis words of the
+bucket, recall = matches / reference words of the bucket, over the whole test set. Buckets by
+the word's count in the training targets: 0 (never seen as a target), 1-4, 5-99, 100+.
+"""
+
+import argparse
+import os
+import sys
+from collections import Counter
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from onmt_cont.constants import SPECIALS, UNK  # noqa: E402
+
+BUCKETS = ((0, 0), (1, 4), (5, 99), (100, float("inf")))
+
+
+def read(path):
+    """Tokens per line; <unk> (and any other special) left out: it is no word of either text."""
+    with open(path, encoding="utf-8") as f:
+        return [[w for w in line.split() if w not in SPECIALS] for line in f]
+
+
+def bucket_of(count):
+    return next(i for i, (lo, hi) in enumerate(BUCKETS) if lo <= count <= hi)
+
+
+def word_f1(hyps, refs, train_counts):
+    """-> list of (bucket label, ref words, hyp words, precision, recall, F1)."""
+    match, n_hyp, n_ref = Counter(), Counter(), Counter()
+    for hyp, ref in zip(hyps, refs, strict=True):
+        h, r = Counter(hyp), Counter(ref)
+        for w, c in h.items():
+            b = bucket_of(train_counts.get(w, 0))
+            n_hyp[b] += c
+            match[b] += min(c, r.get(w, 0))
+        for w, c in r.items():
+            n_ref[bucket_of(train_counts.get(w, 0))] += c
+    rows = []
+    for b, (lo, hi) in enumerate(BUCKETS):
+        p = match[b] / n_hyp[b] if n_hyp[b] else 0.0
+        rc = match[b] / n_ref[b] if n_ref[b] else 0.0
+        f = 2 * p * rc / (p + rc) if p + rc else 0.0
+        label = f"{lo}" if lo == hi else (f"{lo}+" if hi == float("inf") else f"{lo}-{hi}")
+        rows.append((label, n_ref[b], n_hyp[b], p, rc, f))
+    return rows
+
+
+def new_words(hyps, refs, vocab):
+    """Output tokens outside ``vocab``: (count, Counter of types, correct count)."""
+    types, correct, total = Counter(), 0, 0
+    for hyp, ref in zip(hyps, refs, strict=True):
+        r = Counter(ref)
+        for w, c in Counter(w for w in hyp if w not in vocab).items():
+            types[w] += c
+            total += c
+            correct += min(c, r.get(w, 0))
+    return total, types, correct
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("-train_tgt", required=True, help="tokenized training targets")
+    p.add_argument("-vocab", required=True, help="PREFIX.vocab.tgt.txt of the model")
+    p.add_argument("-ref", required=True)
+    p.add_argument("-hyp", nargs="+", required=True)
+    opt = p.parse_args(argv)
+    train_counts = Counter(w for line in read(opt.train_tgt) for w in line)
+    with open(opt.vocab, encoding="utf-8") as f:
+        vocab = {line.split("\t")[0].strip() for line in f}
+    refs = read(opt.ref)
+    ref_oov = sum(1 for r in refs for w in r if w not in vocab)
+    print(f"reference tokens outside the training target vocabulary: {ref_oov} of {sum(map(len, refs))}")
+    for path in opt.hyp:
+        hyps = read(path)
+        with open(path, encoding="utf-8") as f:
+            n_unk = sum(line.split().count(UNK) for line in f)
+        total, types, correct = new_words(hyps, refs, vocab)
+        n = sum(map(len, hyps))
+        print(
+            f"\n{path}: {n} words and {n_unk} {UNK}; outside the training vocabulary: {total} tokens "
+            f"({100 * total / max(n, 1):.2f}%), {len(types)} types, {correct} also in the reference"
+        )
+        print("  most frequent: " + ", ".join(f"{w} ({c})" for w, c in types.most_common(15)))
+        print(f"  {'train count':>11} {'ref':>6} {'hyp':>6} {'prec':>6} {'recall':>6} {'F1':>6}")
+        for label, nr, nh, pr, rc, f in word_f1(hyps, refs, train_counts):
+            print(f"  {label:>11} {nr:>6} {nh:>6} {pr:>6.3f} {rc:>6.3f} {f:>6.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,72 @@
+"""Approximate nearest-neighbour search over a unit-length target table with faiss (``-ann faiss``).
+
+The decode criterion of every continuous model is the largest inner product êᵀe(w) against
+unit rows (vMF: log C_m(‖ê‖) is the same for every word; cosine: ê's norm is too; l2 on a unit
+table: −‖ê‖² + 2êᵀe(w) − 1), so one inner-product index serves all of them. The index only
+proposes candidates: :class:`~onmt_cont.models.generators.ContinuousGenerator` rescores them
+exactly with its criterion.
+
+Two index kinds (both ``METRIC_INNER_PRODUCT``):
+
+- ``ivf``: ``IndexIVFFlat``, ``nlist`` k-means cells (default √N; k-means on 64 rows per cell,
+  10 iterations), ``nprobe`` cells searched;
+- ``hnsw``: ``IndexHNSWFlat`` with ``M`` links per node and ``efSearch`` candidates.
+
+Built once per table (the Translator builds it after any ``-tgt_emb_extend``), never saved.
+"""
+
+import math
+
+import numpy as np
+import torch
+
+from onmt_cont.utils.errors import UserError
+
+KINDS = ("ivf", "hnsw")
+
+
+def import_faiss():
+    try:
+        import faiss
+    except ImportError as exc:
+        raise UserError(
+            f"-ann faiss needs the faiss-cpu package ({exc}): python3 -m pip install faiss-cpu, "
+            "or decode with exact search (leave out -ann)"
+        ) from None
+    return faiss
+
+
+class FaissIndex:
+    """Inner-product index over rows 1.. of ``table`` [vocab, m] (row 0, padding, is no word).
+
+    ``search(queries [n, m], k)`` -> LongTensor [n, k] of table row ids, best first, −1 where the
+    index found fewer than k."""
+
+    def __init__(self, table, kind="ivf", nlist=None, nprobe=16, hnsw_m=16, ef_search=64, threads=None, seed=1234):
+        faiss = import_faiss()
+        if kind not in KINDS:
+            raise UserError(f"-ann_index must be one of {KINDS}, got {kind!r}")
+        if threads:
+            faiss.omp_set_num_threads(threads)
+        rows = np.ascontiguousarray(table[1:].detach().cpu().float().numpy())
+        n, d = rows.shape
+        if kind == "hnsw":
+            index = faiss.IndexHNSWFlat(d, hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            index.hnsw.efSearch = ef_search
+        else:
+            nlist = nlist or max(1, min(n // 39, round(math.sqrt(n))))  # faiss wants ≥ 39 points per cell
+            quantizer = faiss.IndexFlatIP(d)
+            index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
+            index.cp.seed, index.cp.niter = seed, 10
+            # k-means on a sample: 64 points per cell is plenty for the cells' centroids.
+            sample = rows if n <= 64 * nlist else rows[np.random.default_rng(seed).choice(n, 64 * nlist, replace=False)]
+            index.train(sample)
+            index.nprobe = min(nprobe, nlist)
+        index.add(rows)
+        self.index, self.kind, self.size = index, kind, n
+
+    def search(self, queries, k):
+        q = np.ascontiguousarray(queries.detach().cpu().float().numpy())
+        _, ids = self.index.search(q, k)
+        ids = torch.from_numpy(ids)
+        return torch.where(ids >= 0, ids + 1, ids)

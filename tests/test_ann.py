@@ -1,0 +1,90 @@
+"""-ann faiss: recall of the approximate index against exact search on a small synthetic table,
+exact rescoring of its candidates by the generator, decoding through it, and a clear error
+when faiss is missing."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from onmt_cont.constants import EOS_ID, PAD_ID
+from onmt_cont.models.generators import ContinuousGenerator
+from onmt_cont.utils.errors import UserError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from ann_speed import exact_top1, synthetic_queries, synthetic_table  # noqa: E402
+
+faiss = pytest.importorskip("faiss")
+from onmt_cont.translate.ann import FaissIndex  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    faiss.omp_set_num_threads(1)
+    yield
+    torch.set_num_threads(saved)
+
+
+@pytest.fixture(scope="module")
+def table():
+    return synthetic_table(4000, dim=32, words_per_cluster=20)
+
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_recall_against_exact_search(table, kind):
+    queries = synthetic_queries(table, 300)
+    exact = exact_top1(table, queries, 32)
+    found = FaissIndex(table, kind).search(queries, 1)[:, 0]
+    assert (found == exact).float().mean() >= 0.95
+    assert (found != PAD_ID).all()  # the padding row is not in the index
+
+
+def test_ivf_with_every_cell_probed_is_exact(table):
+    queries = synthetic_queries(table, 100)
+    index = FaissIndex(table, "ivf", nlist=16, nprobe=16)
+    assert torch.equal(index.search(queries, 1)[:, 0], exact_top1(table, queries, 32))
+
+
+@pytest.mark.parametrize("criterion", ContinuousGenerator.CRITERIA)
+def test_generator_rescores_the_candidates_exactly(table, criterion):
+    gen = ContinuousGenerator(4, table, criterion=criterion)
+    out = 3 * synthetic_queries(table, 20)
+    exact = gen.scores(out)
+    gen.set_index(FaissIndex(table, "ivf", nlist=16, nprobe=16), 5)
+    approx = gen.scores(out)
+    assert approx.shape == exact.shape
+    finite = approx.isfinite()
+    assert (finite.sum(-1) >= 5).all() and finite[:, EOS_ID].all()  # k words plus the specials
+    torch.testing.assert_close(approx[finite], exact[finite])
+    torch.testing.assert_close(approx.topk(5).indices, exact.topk(5).indices)
+
+
+def test_missing_faiss_is_a_clear_error(table, monkeypatch):
+    monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss now raises ImportError
+    with pytest.raises(UserError, match="pip install faiss-cpu"):
+        FaissIndex(table)
+
+
+def test_translate_with_ann(tmp_path, capsys, monkeypatch):
+    from test_open_vocab import NEW_VEC, NEW_WORD, checkpoint, write_vec
+
+    from onmt_cont.bin import translate
+
+    model = checkpoint(tmp_path, True, NEW_VEC)
+    ext = write_vec(
+        tmp_path / "e.vec.gz", [(f"w{i}", torch.randn(8).tolist()) for i in range(200)] + [(NEW_WORD, NEW_VEC.tolist())]
+    )
+    src = tmp_path / "src.txt"
+    src.write_text("un chien\nchien\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    argv = ["-model", model, "-src", str(src), "-output", str(out), "-tgt_emb_extend", ext, "-max_length", "2"]
+    for extra in (["-ann", "faiss"], ["-ann", "faiss", "-ann_index", "hnsw", "-beam_size", "3"]):
+        translate.main(argv + extra)
+        assert out.read_text(encoding="utf-8") == f"{NEW_WORD} {NEW_WORD}\n" * 2
+    monkeypatch.setitem(sys.modules, "faiss", None)
+    with pytest.raises(SystemExit) as exc:
+        translate.main(argv + ["-ann", "faiss"])
+    assert exc.value.code == 2 and "pip install faiss-cpu" in capsys.readouterr().err
