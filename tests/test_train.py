@@ -187,6 +187,7 @@ def test_nllvmf_memorises(data, tmp_path):
     ({"bogus_option": "1"}, ["-bogus_option"]),
     ({"valid_steps": "0"}, ["-valid_steps"]),
     ({"save_checkpoint_steps": "0"}, ["-save_checkpoint_steps"]),
+    ({"save_checkpoint_epochs": "0"}, ["-save_checkpoint_epochs"]),
     ({"brnn": True, "rnn_size": "33"}, ["-rnn_size", "33"]),
     ({"loss": "ce", "label_smoothing": "1.5"}, ["-label_smoothing", "1.5"]),
     ({"learning_rate": "-1"}, ["-learning_rate", "-1"]),
@@ -349,6 +350,15 @@ def test_checkpoints_plain_data(data, tmp_path):
     assert step6["progress"]["step"] == 6
     table = last["model"]["generator.table"]
     torch.testing.assert_close(table.norm(dim=-1)[1:], torch.ones(table.size(0) - 1))
+
+
+def test_save_checkpoint_epochs(data, tmp_path):
+    run_train(data, tmp_path, loss="cosine", epochs=4, save_checkpoint_epochs=2)
+    names = sorted(p.name for p in tmp_path.iterdir() if "epoch" in p.name)
+    assert names == ["m_epoch_2.pt", "m_epoch_4.pt"], names
+    for n in (2, 4):
+        progress = torch.load(tmp_path / f"m_epoch_{n}.pt", weights_only=True)["progress"]
+        assert progress["epoch"] == n and progress["step"] == n * BATCHES_PER_EPOCH
 
 
 def test_train_from_keeps_model_options(data, tmp_path):

@@ -97,6 +97,8 @@ def build_parser():
     g.add_argument("-valid_steps", type=int, default=1000, help="validate every N steps (and at each epoch end)")
     g.add_argument("-early_stopping", type=int, default=0, help="stop after N validations without improvement")
     g.add_argument("-save_checkpoint_steps", type=int, default=5000, help="write PREFIX_step_N.pt every N steps")
+    g.add_argument("-save_checkpoint_epochs", type=int, default=None,
+                   help="also write PREFIX_epoch_N.pt at the end of every N-th epoch (for convergence curves)")
     g.add_argument("-train_from", help="resume from this checkpoint: model, optimiser, step, data position, RNG")
     g = p.add_argument_group("Logging")
     g.add_argument("-report_every", type=int, default=50, help="log loss and tokens/s every N steps")
@@ -148,7 +150,8 @@ def _check_options(opt):
     if opt.joint_dropout is not None and not 0.0 <= opt.joint_dropout < 1.0:
         raise UserError(f"-joint_dropout must be in [0, 1), got {opt.joint_dropout}")
     for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "epochs", "report_every",
-                 "valid_steps", "save_checkpoint_steps", "train_steps", "joint_dim", "num_negatives", "rewe_hidden"):
+                 "valid_steps", "save_checkpoint_steps", "save_checkpoint_epochs", "train_steps", "joint_dim",
+                 "num_negatives", "rewe_hidden"):
         if getattr(opt, name) is not None and getattr(opt, name) < 1:
             raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
     if not 0.0 <= opt.label_smoothing < 1.0:
@@ -291,6 +294,8 @@ class Run:
                 logger.info(f"epoch {pr['epoch']} done at step {pr['step']}")
                 if pr["step"] % opt.valid_steps:
                     self.validate()
+                if opt.save_checkpoint_epochs and pr["epoch"] % opt.save_checkpoint_epochs == 0:
+                    self.save(f"epoch_{pr['epoch']}")
                 if self.stop_early():
                     logger.info(f"early stopping: {pr['bad_validations']} validations without improvement")
                     break

@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# Multi30k (task 1) recipe on the shared data: tokenize -> preprocess -tgt_emb -> embeddings_to_torch
+# -normalize -> build_lexicon -> train each configuration -> translate test_2016_flickr and
+# test_2017_flickr with -replace_unk -lookup_dict -> BLEU, rare-word F1, accuracy@k, and val BLEU per
+# epoch for the convergence plot. Every stage is skipped when its output exists, so a rerun resumes;
+# a row trained for fewer epochs than EPOCHS is continued exactly (-train_from) and re-evaluated.
+# Results of this recipe: docs/results.md.
+#
+#   bash docs/recipes/multi30k.sh                                  # fr->en, the default configs
+#   SRC=de CONFIGS="ce nllvmf_reg12_tied" EPOCHS=20 SEEDS="1 2 3" bash docs/recipes/multi30k.sh
+#
+# Environment (defaults in brackets):
+#   SRC, TGT        direction [fr, en]; the target needs $SHARED/embeddings/$TGT.ft300.vec.gz
+#   SHARED          the shared data folder [../shared/data beside the checkout]
+#   OUT             run folder [runs/m30k_$SRC-$TGT]
+#   CONFIGS         configurations to train, names from config_flags below [all of them]
+#   SEEDS           training seeds [1]
+#   EPOCHS          epochs for every configuration [10]
+#   MODEL           model-size flags shared by every row
+#   CE_BEAMS        beams for the ce row [1 5]; SOFTMAX_BEAMS: for rewe and joint [1 5]
+#                   (continuous rows decode greedily by nearest neighbour)
+#   CONVERGE        configurations whose per-epoch (and SAVE_STEPS) checkpoints are translated on val [ce nllvmf_reg12_tied synmargin_proj]
+#   SAVE_STEPS      also write PREFIX_step_N.pt every N steps (translated on val for CONVERGE rows) [1000000]
+#   RESULTS         where the small metric files and logs are copied [docs/results/m30k_$SRC-$TGT]
+#   THREADS         torch/OMP threads per process [2]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SRC=${SRC:-fr}; TGT=${TGT:-en}
+SHARED=${SHARED:-../shared/data}
+OUT=${OUT:-runs/m30k_$SRC-$TGT}
+SEEDS=${SEEDS:-1}
+EPOCHS=${EPOCHS:-10}
+MODEL=${MODEL:--brnn -enc_layers 1 -dec_layers 2 -rnn_size 256 -word_vec_size 256 -dropout 0.3 -batch_size 64}
+ALL_CONFIGS="ce l2 cosine maxmargin nllvmf_reg1 nllvmf_reg1_tied nllvmf_reg12 nllvmf_reg12_tied synmargin_proj synmargin_diff margin_random rewe joint"
+CONFIGS=${CONFIGS:-$ALL_CONFIGS}
+CE_BEAMS=${CE_BEAMS:-1 5}
+SOFTMAX_BEAMS=${SOFTMAX_BEAMS:-1 5}
+CONVERGE=${CONVERGE:-ce nllvmf_reg12_tied synmargin_proj}
+RESULTS=${RESULTS:-docs/results/m30k_$SRC-$TGT}
+SAVE_STEPS=${SAVE_STEPS:-1000000}
+export OMP_NUM_THREADS=${THREADS:-2} MKL_NUM_THREADS=${THREADS:-2}
+TESTS="test_2016_flickr test_2017_flickr"
+EMB=$SHARED/embeddings/$TGT.ft300.vec.gz
+TOK=$OUT/tok
+mkdir -p "$TOK" "$RESULTS"
+log() { echo "[$(date -u +%H:%M:%S)] $*"; }
+
+config_flags() {  # the training flags of one configuration (besides MODEL)
+  case $1 in
+    ce)                echo "-loss ce" ;;
+    l2)                echo "-loss l2" ;;
+    cosine)            echo "-loss cosine" ;;
+    maxmargin)         echo "-loss maxmargin -margin 0.5" ;;
+    nllvmf_reg1)       echo "-loss nllvmf -lambda1 0.02 -lambda2 1" ;;
+    nllvmf_reg1_tied)  echo "-loss nllvmf -lambda1 0.02 -lambda2 1 -tie_emb" ;;
+    nllvmf_reg12)      echo "-loss nllvmf -lambda1 0.02 -lambda2 0.1" ;;
+    nllvmf_reg12_tied) echo "-loss nllvmf -lambda1 0.02 -lambda2 0.1 -tie_emb" ;;
+    synmargin_proj)    echo "-loss synmargin_proj -margin 0.5 -tie_emb" ;;
+    synmargin_diff)    echo "-loss synmargin_diff -margin 0.5 -tie_emb" ;;
+    margin_random)     echo "-loss margin_random -margin 0.5 -num_negatives 5 -tie_emb" ;;
+    rewe)              echo "-loss ce -rewe_lambda 20 -rewe_loss cosine" ;;
+    joint)             echo "-loss ce -generator joint -joint_dim 256" ;;
+    *) echo "unknown config $1 (known: $ALL_CONFIGS)" >&2; return 1 ;;
+  esac
+}
+is_softmax() { case $1 in ce|rewe|joint) return 0 ;; *) return 1 ;; esac; }
+
+# 1. tokenize exactly as the shared README says (Moses, no escaping, lowercase)
+for split in train val $TESTS; do
+  for l in $SRC $TGT; do
+    [ -s "$TOK/$split.$l" ] || python tools/moses_tok.py -lang $l < "$SHARED/multi30k/$split.$l" > "$TOK/$split.$l"
+  done
+done
+
+# 2. preprocess (target vocabulary restricted to words with a vector), 3. table, 4. lexicon
+[ -s "$OUT/data.vocab.pt" ] || python preprocess.py -train_src "$TOK/train.$SRC" -train_tgt "$TOK/train.$TGT" \
+  -valid_src "$TOK/val.$SRC" -valid_tgt "$TOK/val.$TGT" -save_data "$OUT/data" -tgt_emb "$EMB" -shuffle \
+  2>&1 | tee "$OUT/preprocess.log"
+[ -s "$OUT/emb.dec.pt" ] || python embeddings_to_torch.py -emb_file_dec "$EMB" -dict_file "$OUT/data.vocab.pt" \
+  -output_file "$OUT/emb" -normalize 2>&1 | tee "$OUT/emb.log"
+[ -s "$OUT/lexicon.txt" ] || python build_lexicon.py -src "$TOK/train.$SRC" -tgt "$TOK/train.$TGT" \
+  -output "$OUT/lexicon.txt" 2>&1 | tee "$OUT/lexicon.log"
+cp "$OUT"/preprocess.log "$OUT"/emb.log "$RESULTS/" 2>/dev/null || true
+
+# 5. per configuration and seed: train, translate the tests, evaluate; then greedy val BLEU of the
+#    per-epoch (and, with SAVE_STEPS, per-N-step) checkpoints of the CONVERGE configurations
+for cfg in $CONFIGS; do
+  flags=$(config_flags "$cfg")
+  for seed in $SEEDS; do
+    run=$OUT/$cfg.s$seed; res=$RESULTS/$cfg.s$seed
+    mkdir -p "$run" "$res"
+    # a finished run with fewer epochs than EPOCHS is resumed exactly (-train_from) up to EPOCHS
+    done_epochs=0
+    [ -s "$run/model_last.pt" ] && done_epochs=$(grep -c "done at step" "$run/train.log" || true)
+    if [ "$done_epochs" -lt "$EPOCHS" ]; then
+      log "train $cfg seed $seed (epochs $done_epochs -> $EPOCHS)"
+      resume=(); [ "$done_epochs" -gt 0 ] && resume=(-train_from "$run/model_last.pt")
+      rm -f "$run"/test_*.txt   # evaluation of the old best checkpoint
+      start=$(date +%s)
+      # shellcheck disable=SC2086
+      python train.py -data "$OUT/data" -save_model "$run/model" -tgt_emb "$OUT/emb.dec.pt" $flags $MODEL \
+        -epochs "$EPOCHS" -seed "$seed" -valid_steps 1000000 -save_checkpoint_steps "$SAVE_STEPS" \
+        -save_checkpoint_epochs 1 -report_every 50 -log_file "$run/train.log" "${resume[@]}" >> "$run/train.stdout" 2>&1
+      echo "train_wall_s $(( $(date +%s) - start )) epochs $done_epochs-$EPOCHS" >> "$run/train_time.txt"
+    fi
+    cp "$run/train.log" "$run/train_time.txt" "$res/"
+    beams=1; [ "$cfg" = ce ] && beams=$CE_BEAMS; case $cfg in rewe|joint) beams=$SOFTMAX_BEAMS ;; esac
+    for t in $TESTS; do
+      for b in $beams; do
+        pred=$run/$t.beam$b.$TGT
+        if [ ! -s "$pred.bleu.txt" ]; then
+          log "translate $cfg seed $seed $t beam $b"
+          python translate.py -model "$run/model_best.pt" -src "$TOK/$t.$SRC" -output "$pred" -tgt "$TOK/$t.$TGT" \
+            -tgt_lang "$TGT" -beam_size "$b" -replace_unk -lookup_dict "$OUT/lexicon.txt" > "$pred.bleu.txt"
+        fi
+        cp "$pred.bleu.txt" "$res/"
+        [ -s "$pred.f1.txt" ] || python tools/rare_word_f1.py -train "$TOK/train.$TGT" -ref "$TOK/$t.$TGT" \
+          -hyp "$pred" > "$pred.f1.txt"
+        cp "$pred.f1.txt" "$res/"
+      done
+      [ -s "$run/$t.acc.txt" ] || python tools/accuracy_at_k.py -model "$run/model_best.pt" -src "$TOK/$t.$SRC" \
+        -tgt "$TOK/$t.$TGT" -threads "${THREADS:-2}" > "$run/$t.acc.txt"
+      cp "$run/$t.acc.txt" "$res/"
+    done
+    case " $CONVERGE " in *" $cfg "*) ;; *) continue ;; esac
+    [ "$seed" = "${SEEDS%% *}" ] || continue
+    for ck in "$run"/model_epoch_*.pt "$run"/model_step_*.pt; do
+      [ -e "$ck" ] || continue
+      tag=${ck##*/model_}; tag=${tag%.pt}; tag=${tag/_/}   # epoch3, step1000
+      # the step checkpoint written at an epoch's end is the same model as that epoch's checkpoint
+      [[ $tag == step* ]] && grep -q "done at step ${tag#step}\$" "$run/train.log" && continue
+      f=$run/val.$tag.bleu.txt
+      if [ ! -s "$f" ]; then
+        log "val BLEU $cfg seed $seed $tag"
+        python translate.py -model "$ck" -src "$TOK/val.$SRC" -output "$run/val.$tag.$TGT" \
+          -tgt "$TOK/val.$TGT" -tgt_lang "$TGT" -replace_unk -lookup_dict "$OUT/lexicon.txt" > "$f"
+      fi
+      cp "$f" "$res/"
+    done
+    grep -h "done at step" "$run/train.log" > "$res/epoch_steps.txt" || true
+  done
+done
+log "done"

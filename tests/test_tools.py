@@ -1,0 +1,123 @@
+"""tools/rare_word_f1.py and tools/accuracy_at_k.py on hand-made inputs."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
+from onmt_cont.inputters.vocab import Vocab
+from onmt_cont.models.generators import ContinuousGenerator, SoftmaxGenerator
+
+TOOLS = Path(__file__).resolve().parent.parent / "tools"
+
+
+def load_tool(name):
+    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+rwf = load_tool("rare_word_f1")
+acc = load_tool("accuracy_at_k")
+
+
+def test_bins():
+    assert [rwf.bin_of(n) for n in (0, 1, 2, 3, 4, 5, 9, 10, 99, 100, 999, 1000, 10**6)] == \
+        ["0", "1", "2", "3", "4", "5-9", "5-9", "10-99", "10-99", "100-999", "100-999", "1000+", "1000+"]
+
+
+def test_rare_word_f1_by_hand():
+    train = ["the cat"] * 10 + ["a zebra"]  # the, cat: 10; a, zebra: 1
+    ref = ["the cat sat", "the zebra"]       # sat: unseen (bin 0)
+    hyp = ["the the dog", "a zebra"]         # dog: bin 0
+    t = rwf.rare_word_f1(train, ref, hyp)
+    # bin 10-99: ref the,cat,the (3); hyp the,the (2); matches clipped per sentence: the min(2,1)=1, cat 0,
+    # then the min(0,1)=0 -> 1; P 1/2, R 1/3, F1 0.4
+    assert (t["10-99"]["ref"], t["10-99"]["hyp"], t["10-99"]["match"]) == (3, 2, 1)
+    assert t["10-99"]["precision"] == 0.5 and t["10-99"]["recall"] == pytest.approx(1 / 3)
+    assert t["10-99"]["f1"] == pytest.approx(0.4)
+    # bin 1: ref zebra (1); hyp a, zebra (2); match 1 -> P 1/2, R 1, F1 2/3
+    assert (t["1"]["ref"], t["1"]["hyp"], t["1"]["match"]) == (1, 2, 1)
+    assert t["1"]["f1"] == pytest.approx(2 / 3)
+    # bin 0: ref sat, hyp dog: no match
+    assert (t["0"]["ref"], t["0"]["hyp"], t["0"]["match"], t["0"]["f1"]) == (1, 1, 0, 0.0)
+    assert t["1000+"] == {"ref": 0, "hyp": 0, "match": 0, "precision": 0.0, "recall": 0.0, "f1": 0.0}
+
+
+def test_rare_word_f1_perfect_and_mismatch(tmp_path, capsys):
+    train, ref = ["a b b c c c"], ["a b c", "c c"]
+    t = rwf.rare_word_f1(train, ref, ref)
+    assert all(t[b]["f1"] == 1.0 for b in ("1", "2", "3"))
+    with pytest.raises(ValueError):
+        rwf.rare_word_f1(train, ref, ref[:1])
+    for name, lines in (("train", train), ("ref", ref), ("hyp", ref)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    rwf.main(["-train", str(tmp_path / "train"), "-ref", str(tmp_path / "ref"), "-hyp", str(tmp_path / "hyp")])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("bin\t") and "3\t3\t3\t3\t1.0000\t1.0000\t1.0000" in out[4]
+
+
+class FakeModel(nn.Module):
+    """Decoder state at position t = a fixed vector per previous token, so the scores are hand-made."""
+
+    def __init__(self, states, generator):
+        super().__init__()
+        self.states = states  # [vocab, hidden]: state after reading token id
+        self.generator = generator
+
+    def forward(self, src, src_lengths, tgt_in):
+        return self.states[tgt_in], None
+
+
+def words():
+    return Vocab(["<blank>", "<unk>", "<s>", "</s>", "a", "b", "c"])
+
+
+def test_accuracy_at_k_continuous():
+    # table rows: pad 0, unk, <s>, </s>, a, b, c in 3-d; cosine criterion; projection = identity.
+    table = torch.tensor([[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 0, 0],
+                          [0.6, 0.8, 0], [0.8, 0.6, 0], [0, 0.6, 0.8]], dtype=torch.float)
+    table = torch.nn.functional.normalize(table, dim=-1)
+    table[0] = 0
+    gen = ContinuousGenerator(3, table, criterion="cosine")
+    with torch.no_grad():
+        gen.proj.weight.copy_(torch.eye(3))
+        gen.proj.bias.zero_()
+    # after <s> predict exactly e(a) -> "a" ranks 1; after "a" predict e(</s>) -> ranks of </s> 1, of b 2.
+    states = torch.zeros(7, 3)
+    states[BOS_ID] = table[4]
+    states[4] = table[3]
+    model = FakeModel(states, gen)
+    v = words()
+    # sentence 1: "a" -> positions: a (rank 1), </s> (rank 1)
+    # sentence 2: "a b" -> a (1), b after a: prediction e(</s>): cos with b = .8 > a .6; </s> 1.0 -> b rank 2;
+    #             </s> after b: state 0 -> all scores 0 -> rank 1 (ties do not count against gold)
+    r = acc.accuracy_at_k(model, v, v, ["x", "x y"], ["a", "a b"], ks=(1, 2, 5))
+    assert r["positions"] == 5 and r["unk_positions"] == 0
+    assert r["acc@1"] == pytest.approx(4 / 5) and r["acc@2"] == 1.0 and r["acc@5"] == 1.0
+
+
+def test_accuracy_at_k_softmax_and_unk():
+    gen = SoftmaxGenerator(7, 7)
+    with torch.no_grad():
+        gen.proj.weight.copy_(torch.eye(7))
+        gen.proj.bias.zero_()
+    logits = torch.zeros(7, 7)
+    logits[BOS_ID] = torch.tensor([0, 0.5, 0, 0, 3, 2, 1])  # after <s>: a > b > c > unk
+    logits[UNK_ID] = torch.tensor([0, 0, 0, 9, 0, 0, 0])    # after <unk>: </s>
+    model = FakeModel(logits, gen)
+    v = words()
+    # "zzz" is <unk>: rank 4 after <s> (a, b, c beat it); </s> after <unk>: rank 1
+    r = acc.accuracy_at_k(model, v, v, ["x"], ["zzz"], ks=(1, 2, 5, 10))
+    assert r["positions"] == 2 and r["unk_positions"] == 1
+    assert r["acc@1"] == 0.5 and r["acc@2"] == 0.5 and r["acc@5"] == 1.0
+    assert r["known_acc@1"] == 1.0
+    # gold ranks directly
+    v2 = acc.collate([(torch.tensor([4]), torch.tensor([6]))], [0])
+    ranks, gold = acc.gold_ranks(model, v2)
+    assert ranks.tolist() == [3, 1] and gold.tolist() == [6, EOS_ID]
+    assert PAD_ID not in gold.tolist()

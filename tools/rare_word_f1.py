@@ -1,0 +1,76 @@
+#!/usr/bin/env python
+"""Unigram F1 of test words by their frequency in the training targets (the vMF paper's Table 5).
+
+    python tools/rare_word_f1.py -train train.en -ref test.en -hyp test.pred.en [-json out.json]
+
+Following Kumar & Tsvetkov (2019, section 5, Table 5; the compare-mt "word accuracy by frequency
+bucket" analysis): every word type w is put in the bin of its count in the tokenized training
+targets (1, 2, 3, 4, 5-9, 10-99, 100-999, 1000+; words never seen in training go to bin 0, which
+the paper's table does not show). Per sentence, the matches of w are min(count in hypothesis,
+count in reference) (clipped, as in BLEU's unigram precision). For each bin,
+recall = matches / reference occurrences of the bin's words, precision = matches / hypothesis
+occurrences of the bin's words, F1 = 2PR / (P + R). Inputs are tokenized, one sentence per line.
+"""
+
+import argparse
+import json
+import sys
+from collections import Counter
+
+BINS = [("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4", 4, 4), ("5-9", 5, 9), ("10-99", 10, 99),
+        ("100-999", 100, 999), ("1000+", 1000, float("inf"))]
+
+
+def bin_of(freq):
+    for name, lo, hi in BINS:
+        if lo <= freq <= hi:
+            return name
+    raise ValueError(freq)
+
+
+def rare_word_f1(train_lines, ref_lines, hyp_lines):
+    """-> {bin: {"ref": n, "hyp": n, "match": n, "precision": p, "recall": r, "f1": f}} for every bin."""
+    if len(ref_lines) != len(hyp_lines):
+        raise ValueError(f"{len(ref_lines)} reference lines but {len(hyp_lines)} hypothesis lines")
+    freq = Counter(w for line in train_lines for w in line.split())
+    stats = {name: Counter() for name, _, _ in BINS}
+    for ref, hyp in zip(ref_lines, hyp_lines, strict=True):
+        rc, hc = Counter(ref.split()), Counter(hyp.split())
+        for w, n in rc.items():
+            s = stats[bin_of(freq[w])]
+            s["ref"] += n
+            s["match"] += min(n, hc[w])
+        for w, n in hc.items():
+            stats[bin_of(freq[w])]["hyp"] += n
+    out = {}
+    for name, s in stats.items():
+        p = s["match"] / s["hyp"] if s["hyp"] else 0.0
+        r = s["match"] / s["ref"] if s["ref"] else 0.0
+        f = 2 * p * r / (p + r) if p + r else 0.0
+        out[name] = {"ref": s["ref"], "hyp": s["hyp"], "match": s["match"], "precision": p, "recall": r, "f1": f}
+    return out
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-train", required=True, help="tokenized training targets (the frequencies)")
+    p.add_argument("-ref", required=True, help="tokenized reference")
+    p.add_argument("-hyp", required=True, help="tokenized hypothesis (the model's output)")
+    p.add_argument("-json", help="also write the table as JSON here")
+    args = p.parse_args(argv)
+    table = rare_word_f1(read(args.train), read(args.ref), read(args.hyp))
+    print("bin\tref\thyp\tmatch\tprecision\trecall\tf1")
+    for name, s in table.items():
+        print(f"{name}\t{s['ref']}\t{s['hyp']}\t{s['match']}\t{s['precision']:.4f}\t{s['recall']:.4f}\t{s['f1']:.4f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(table, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
