@@ -5,7 +5,9 @@ import time
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
+from onmt_cont import distributed
 from onmt_cont.constants import PAD_ID
 
 
@@ -13,40 +15,77 @@ class NonFiniteLoss(RuntimeError):
     pass
 
 
-class Trainer:
-    def __init__(self, model, loss_fn, optimizer, max_grad_norm=0.0):
-        self.model = model
-        self.loss_fn = loss_fn
-        self.optimizer = optimizer
-        self.max_grad_norm = max_grad_norm
+class TrainingForward(nn.Module):
+    """Model -> generator over the non-padding target positions, as one module, so that
+    DistributedDataParallel sees every trainable parameter used inside its forward."""
 
-    def _forward(self, batch):
-        """-> the generator's output over the non-padding positions (for N positions: [N, d], or
-        what that generator's loss takes), and their targets [N]."""
-        tgt = batch["tgt"]
-        dec_out, _ = self.model(batch["src"], batch["src_lengths"], tgt[:, :-1])
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src, src_lengths, tgt):
+        """tgt: [batch, tgt_len] (<s> y </s>) -> (the generator's output over the N non-padding
+        positions: [N, d] or what that generator's loss takes, their targets [N])."""
+        dec_out, _ = self.model(src, src_lengths, tgt[:, :-1])
         gold = tgt[:, 1:]
         mask = gold != PAD_ID
         gold = gold[mask]
         return self.model.generator(dec_out[mask], gold), gold
 
+
+class Trainer:
+    """``forward``: a :class:`TrainingForward`, possibly wrapped in DistributedDataParallel;
+    ``ctx``: the distributed context (one process by default); ``amp``: an autocast dtype or None."""
+
+    def __init__(self, model, loss_fn, optimizer, max_grad_norm=0.0, forward=None, ctx=None, amp=None):
+        self.model = model
+        self.loss_fn = loss_fn
+        self.optimizer = optimizer
+        self.max_grad_norm = max_grad_norm
+        self.forward = forward if forward is not None else TrainingForward(model)
+        self.ctx = ctx if ctx is not None else distributed.Context()
+        self.amp = amp
+        device_type = next(model.parameters()).device.type
+        self.device_type = device_type
+        # fp16 needs loss scaling to keep small gradients from flushing to zero; bf16 does not
+        self.scaler = torch.amp.GradScaler(device_type) if amp == torch.float16 else None
+
+    def _forward(self, batch, module=None):
+        return (module or self.forward)(batch["src"], batch["src_lengths"], batch["tgt"])
+
     def train_step(self, batch, step):
-        """Forward, mean per-token loss, backward, clip, update. Returns (loss sum, tokens)."""
+        """Forward, mean per-token loss over the global batch, backward, clip, update.
+        Returns (loss sum, tokens) of the global batch."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        output, gold = self._forward(batch)
-        losses = self.loss_fn(output, gold)
-        loss = losses.sum()
-        n = gold.numel()
-        value = loss.item()
+        with torch.autocast(self.device_type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
+            output, gold = self._forward(batch)
+            loss = self.loss_fn(output, gold).float().sum()
+        # one all-reduce gives every rank the global loss (for the NaN check and the log) and
+        # the global token count (the normaliser of the gradient)
+        counts = [gold.numel(), int(batch["src_lengths"].sum())]
+        totals = distributed.all_reduce_sum(torch.cat([loss.detach().view(1), loss.new_tensor(counts)]), self.ctx)
+        value, n = totals[0].item(), int(totals[1].item())
+        self.last_src_tokens = int(totals[2].item())  # of the global batch, for tokens/s
         if not math.isfinite(value):
             raise NonFiniteLoss(f"step {step}: the training loss is {value}; stopping (no checkpoint written)")
-        (loss / n).backward()
+        # DDP averages gradients over ranks: world * local_sum / global_tokens averages to the
+        # single-process gradient of the global batch
+        scaled = loss * (self.ctx.world / max(n, 1))
+        if self.scaler is not None:
+            self.scaler.scale(scaled).backward()
+            self.scaler.unscale_(self.optimizer)
+        else:
+            scaled.backward()
         params = [p for p in self.model.parameters() if p.requires_grad]
         if self.max_grad_norm > 0:
             norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
         else:
             norm = torch.norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
+        if self.scaler is not None:  # fp16: an overflowing step is skipped and the scale lowered
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            return value, n
         if not torch.isfinite(norm):
             raise NonFiniteLoss(f"step {step}: the gradient norm is {norm.item()}; stopping (no checkpoint written)")
         self.optimizer.step()
@@ -59,8 +98,9 @@ class Trainer:
         self.model.eval()
         gen = self.model.generator
         total, n, correct, cos_sum, nll = 0.0, 0, 0, 0.0, 0.0
+        plain = TrainingForward(self.model)  # validation runs outside DDP, identically on every rank
         for batch in batches:
-            output, gold = self._forward(batch)
+            output, gold = self._forward(batch, plain)
             total += self.loss_fn(output, gold).sum().item()
             n += gold.numel()
             scores = gen.scores(output)

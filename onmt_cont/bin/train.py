@@ -6,8 +6,9 @@ import random
 import sys
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 
-from onmt_cont import opts
+from onmt_cont import distributed, opts
 from onmt_cont.inputters.batching import ShardedIterator, collate, make_batches
 from onmt_cont.inputters.corpus import load_shard, shard_paths
 from onmt_cont.inputters.vocab import load_vocabs
@@ -15,7 +16,7 @@ from onmt_cont.losses import CONTINUOUS_LOSSES, LOSSES, build_loss
 from onmt_cont.models.checkpoint import is_better, load_checkpoint, save_checkpoint
 from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
 from onmt_cont.models.model import build_model
-from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer
+from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer, TrainingForward
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import load_checkpoint_data
 
@@ -93,7 +94,12 @@ def build_parser():
     g.add_argument("-adam_beta2", type=float, default=0.999)
     g.add_argument("-max_grad_norm", type=float, default=5.0, help="clip the gradient norm (0: off)")
     g.add_argument("-seed", type=int, default=3435, help="random seed (init, dropout, batch order)")
-    g.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent")
+    g.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent. Under torchrun each "
+                   "process takes the GPU of its LOCAL_RANK")
+    g.add_argument("-amp", action="store_true", help="mixed precision: autocast the forward pass (-amp_dtype); "
+                   "the vMF normaliser and the loss reductions stay in float32/float64")
+    g.add_argument("-amp_dtype", choices=["bf16", "fp16"], default="bf16",
+                   help="autocast type of -amp; fp16 (GPU only) adds dynamic loss scaling")
     g.add_argument("-valid_steps", type=int, default=1000, help="validate every N steps (and at each epoch end)")
     g.add_argument("-early_stopping", type=int, default=0, help="stop after N validations without improvement")
     g.add_argument("-save_checkpoint_steps", type=int, default=5000, help="write PREFIX_step_N.pt every N steps")
@@ -107,11 +113,15 @@ def build_parser():
     return p
 
 
-def setup_logging(log_file):
+def setup_logging(log_file, main=True):
     for h in list(logger.handlers):  # an earlier in-process run's handlers: close its log file
         logger.removeHandler(h)
         if isinstance(h, logging.FileHandler):
             h.close()
+    if not main:  # only rank 0 logs
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+        return
     logger.setLevel(logging.INFO)
     fmt = logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S")
     handlers = [logging.StreamHandler(sys.stdout)]
@@ -213,9 +223,10 @@ def report_parameters(model):
 class Run:
     """Everything one training run holds, and the loop over epochs."""
 
-    def __init__(self, opt, device):
+    def __init__(self, opt, device, ctx=None):
         self.opt = opt
         self.device = device
+        self.ctx = ctx if ctx is not None else distributed.Context()
         self.src_vocab, self.tgt_vocab, vocab_data = load_vocabs(opt.data + ".vocab.pt")
         self.lower = bool(vocab_data.get("lower", False))  # translate.py lowercases input the same way
         self.train_paths = shard_paths(opt.data, "train")
@@ -231,9 +242,18 @@ class Run:
             raise UserError(str(exc)) from None
         self.optimizer = make_optimizer(opt, self.model)
         gen_table = getattr(self.model.generator, "table", None)
-        self.trainer = Trainer(self.model, build_loss(opt, gen_table), self.optimizer, opt.max_grad_norm)
+        forward = TrainingForward(self.model)
+        if self.ctx.distributed:
+            # a ReWE head at lambda 0 is left out of the graph: DDP must be told some parameters go unused
+            unused = getattr(opt, "rewe_lambda", None) == 0
+            forward = DistributedDataParallel(forward, device_ids=[device.index] if device.type == "cuda" else None,
+                                              find_unused_parameters=unused)
+        amp = {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if opt.amp else None
+        self.trainer = Trainer(self.model, build_loss(opt, gen_table), self.optimizer, opt.max_grad_norm,
+                               forward, self.ctx, amp)
         self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, "best_score": None, "bad_validations": 0}
-        self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device)
+        self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
+                                        self.ctx.rank, self.ctx.world)
 
     def resume(self, ckpt):
         self.model.load_state_dict(ckpt["model"])
@@ -248,9 +268,14 @@ class Run:
         logger.info(f"resumed from step {self.progress['step']} (epoch {self.progress['epoch'] + 1})")
 
     def save(self, name):
+        """Rank 0 writes (atomically); the others only wait for it."""
         path = f"{self.opt.save_model}_{name}.pt"
+        if not self.ctx.is_main:
+            distributed.barrier(self.ctx)
+            return path
         save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab, self.progress,
                         lower=self.lower)
+        distributed.barrier(self.ctx)
         return path
 
     def validate(self):
@@ -279,7 +304,7 @@ class Run:
                 loss, n = self.trainer.train_step(batch, pr["step"] + 1)
                 pr["step"] += 1
                 pr["shard"], pr["batch"] = si, bi + 1
-                meter.update(loss, n, int(batch["src_lengths"].sum()))
+                meter.update(loss, n, self.trainer.last_src_tokens)
                 if pr["step"] % opt.report_every == 0:
                     logger.info(meter.line(pr["step"], self.optimizer.param_groups[0]["lr"]))
                     meter.reset()
@@ -306,6 +331,11 @@ class Run:
         if pr["step"] % opt.save_checkpoint_steps:
             self.save(f"step_{pr['step']}")
         logger.info(f"finished at step {pr['step']}: wrote {self.save('last')}")
+        if self.ctx.distributed:
+            same = distributed.parameters_identical(self.model, self.ctx)
+            logger.info(f"parameters identical on all {self.ctx.world} ranks: {'yes' if same else 'NO'}")
+            if not same:
+                raise RuntimeError("ranks ended with different parameters")
 
 
 def resolve_device(gpu):
@@ -347,17 +377,25 @@ def main(argv=None):
     if opt.log_file and not os.path.isdir(os.path.dirname(os.path.abspath(opt.log_file))):
         raise UserError(f"-log_file {opt.log_file}: directory {os.path.dirname(os.path.abspath(opt.log_file))} "
                         "does not exist")
-    device = resolve_device(opt.gpu)
-    run = Run(opt, device)  # reads and checks every input: a failure leaves no log file behind
-    setup_logging(opt.log_file)
+    if opt.amp and opt.amp_dtype == "fp16" and opt.gpu is None:
+        raise UserError("-amp -amp_dtype fp16 needs a GPU (-gpu); on CPU use -amp_dtype bf16")
+    ctx = distributed.init(use_gpu=opt.gpu is not None)
+    device = resolve_device(ctx.local_rank if ctx.distributed and opt.gpu is not None else opt.gpu)
+    run = Run(opt, device, ctx)  # reads and checks every input: a failure leaves no log file behind
+    setup_logging(opt.log_file if ctx.is_main else None, ctx.is_main)
     if ckpt is not None:
         run.resume(ckpt)
     extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample") if getattr(opt, k) is not None)
     logger.info(f"model: -loss {opt.loss} -generator {opt.generator}{' -tie_emb' if opt.tie_emb else ''}{extra}; "
                 f"device {device}; lr {opt.learning_rate}")
     report_parameters(run.model)
+    if ctx.distributed:
+        logger.info(f"distributed: {ctx.world} processes ({'nccl' if device.type == 'cuda' else 'gloo'}); "
+                    f"each takes 1/{ctx.world} of every batch of -batch_size {opt.batch_size}")
     try:
         run.train()
     except NonFiniteLoss as exc:
         raise UserError(str(exc)) from None
+    finally:
+        distributed.cleanup(ctx)
     return run

@@ -57,12 +57,14 @@ class ShardedIterator:
     The batches of (epoch, shard) are a pure function of the seed, so a position
     ``(epoch, shard_index, batch_index)`` is enough to resume exactly."""
 
-    def __init__(self, shard_paths, batch_size, batch_type, seed, device="cpu"):
+    def __init__(self, shard_paths, batch_size, batch_type, seed, device="cpu", rank=0, world=1):
         self.paths = list(shard_paths)
         self.batch_size = batch_size
         self.batch_type = batch_type
         self.seed = seed
         self.device = device
+        self.rank = rank
+        self.world = world
 
     def epoch(self, epoch, start_shard=0, start_batch=0):
         """Yield (shard_index, batch_index, batch) from the given position on."""
@@ -73,4 +75,8 @@ class ShardedIterator:
             shard_gen = torch.Generator().manual_seed(self.seed * 1000003 + epoch * 7919 + si)
             batches = make_batches(examples, self.batch_size, self.batch_type, shard_gen)
             for bi in range(start_batch if si == start_shard else 0, len(batches)):
-                yield si, bi, collate(examples, batches[bi], self.device)
+                # With several ranks each takes its share of the global batch; a batch too
+                # small to give every rank an example is skipped by all of them alike.
+                if len(batches[bi]) < self.world:
+                    continue
+                yield si, bi, collate(examples, batches[bi][self.rank :: self.world], self.device)

@@ -1,0 +1,69 @@
+"""Multi-process training with PyTorch's own engine: ``torchrun ... train.py``.
+
+torchrun sets ``RANK``, ``WORLD_SIZE`` and ``LOCAL_RANK``; with ``WORLD_SIZE`` > 1 the process
+group uses nccl on GPUs and gloo on CPU. Every rank builds the same global batches (they are a
+pure function of the seed and the data position) and takes its share ``indices[rank::world]``,
+so an epoch has no duplicated examples and the data position in a checkpoint means the same
+thing whatever the number of ranks. DistributedDataParallel averages the gradients; the
+trainer scales each rank's loss so that the average equals the single-process gradient of the
+global batch.
+"""
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Context:
+    rank: int = 0
+    world: int = 1
+    local_rank: int = 0
+
+    @property
+    def is_main(self):
+        return self.rank == 0
+
+    @property
+    def distributed(self):
+        return self.world > 1
+
+
+def init(use_gpu):
+    """Join the process group torchrun describes; a single process needs none."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return Context()
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if use_gpu else "gloo")
+    return Context(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def all_reduce_sum(tensor, ctx):
+    if ctx.distributed:
+        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    return tensor
+
+
+def barrier(ctx):
+    if ctx.distributed:
+        dist.barrier()
+
+
+def parameters_identical(model, ctx):
+    """True when every rank holds bit-identical trainable parameters (gathers one checksum
+    vector per rank: the sum and the sum of squares of each parameter, in float64)."""
+    if not ctx.distributed:
+        return True
+    sums = torch.stack([torch.stack([p.double().sum(), (p.double() ** 2).sum()])
+                        for p in model.parameters() if p.requires_grad]).flatten()
+    gathered = [torch.empty_like(sums) for _ in range(ctx.world)]
+    dist.all_gather(gathered, sums)
+    return all(torch.equal(gathered[0], g) for g in gathered[1:])
+
+
+def cleanup(ctx):
+    if ctx.distributed and dist.is_initialized():
+        dist.destroy_process_group()

@@ -1,0 +1,94 @@
+"""torchrun with 2 gloo processes on CPU matches single-process training."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from onmt_cont.bin import preprocess
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMMON = ["-loss", "nllvmf", "-tie_emb", "-rnn_size", "32", "-word_vec_size", "16", "-brnn", "-dropout", "0",
+          "-batch_size", "16", "-train_steps", "6", "-report_every", "1", "-valid_steps", "100",
+          "-save_checkpoint_steps", "100", "-seed", "7"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ddp")
+    src = [" ".join(f"s{(i * 7 + j) % 23}" for j in range(3 + i % 5)) for i in range(96)]
+    tgt = [" ".join(f"t{(i * 7 + j) % 23}" for j in range(3 + i % 4)) for i in range(96)]
+    for name, lines in (("src", src), ("tgt", tgt)):
+        (d / f"train.{name}").write_text("\n".join(lines) + "\n")
+    preprocess.main(["-train_src", str(d / "train.src"), "-train_tgt", str(d / "train.tgt"),
+                     "-valid_src", str(d / "train.src"), "-valid_tgt", str(d / "train.tgt"),
+                     "-save_data", str(d / "data")])
+    vocab = torch.load(d / "data.vocab.pt", weights_only=True)
+    gen = torch.Generator().manual_seed(0)
+    table = torch.nn.functional.normalize(torch.randn(len(vocab["tgt"]["tokens"]), 8, generator=gen), dim=-1)
+    table[0] = 0
+    torch.save(table, d / "emb.pt")
+    return d
+
+
+def _train(data, prefix, nproc):
+    args = ["train.py", "-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"),
+            "-save_model", str(data / prefix), *COMMON]
+    if nproc > 1:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *args]
+    else:
+        cmd = [sys.executable, *args]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    losses = [float(x) for x in re.findall(r"step \d+: loss (-?[\d.]+)", out.stdout)]
+    return out.stdout, losses
+
+
+def test_two_gloo_ranks_match_one_process(data):
+    single_log, single = _train(data, "single", 1)
+    multi_log, multi = _train(data, "multi", 2)
+    assert len(single) == len(multi) == 6
+    assert multi == pytest.approx(single, abs=1e-3), (single, multi)
+    assert "parameters identical on all 2 ranks: yes" in multi_log
+    assert multi_log.count("finished at step 6") == 1  # only rank 0 logs
+    a = torch.load(data / "single_last.pt", weights_only=True)["model"]
+    b = torch.load(data / "multi_last.pt", weights_only=True)["model"]
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=1e-4), name
+    assert not [f for f in os.listdir(data) if f.startswith(".tmp-")]
+
+
+def test_resume_two_ranks_onto_one(data):
+    _train(data, "r2", 2)
+    args = ["-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model", str(data / "r1"),
+            "-train_from", str(data / "r2_last.pt"), *COMMON[:-8], "-train_steps", "8", "-report_every", "1",
+            "-valid_steps", "100", "-save_checkpoint_steps", "100", "-seed", "7"]
+    from onmt_cont.bin import train
+
+    run = train.main(args)
+    assert run.progress["step"] == 8
+
+
+def test_amp_bf16_keeps_the_vmf_loss_finite(data, capsys):
+    from onmt_cont.bin import train
+
+    args = ["-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model", str(data / "amp"),
+            *COMMON, "-amp", "-amp_dtype", "bf16"]
+    run = train.main(args)
+    losses = [float(x) for x in re.findall(r"step \d+: loss (-?[\d.]+)", capsys.readouterr().out)]
+    assert run.progress["step"] == 6 and len(losses) == 6
+    assert all(map(lambda x: x == x and abs(x) < 1e6, losses))
+
+
+def test_amp_fp16_needs_a_gpu(data, capsys):
+    from onmt_cont.bin import train
+
+    with pytest.raises(SystemExit) as exc:
+        train.main(["-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model",
+                    str(data / "fp16"), *COMMON, "-amp", "-amp_dtype", "fp16"])
+    assert exc.value.code == 2
+    assert "needs a GPU" in capsys.readouterr().err
