@@ -1,0 +1,204 @@
+"""What the speed benchmarks share: model sizes, synthetic tables and batches, devices, timing.
+
+Everything goes through the toolkit's own code (``train.py``'s option parser and checks,
+``build_model``, ``build_loss``, ``Trainer``), so a benchmark row is exactly what
+``train.py`` with the same options would run, minus the data files: the target table is
+random unit vectors and the batches are random word ids of realistic lengths.
+"""
+
+import contextlib
+import io
+import os
+import resource
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from onmt_cont.bin import train as train_cli  # noqa: E402
+from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
+from onmt_cont.losses import build_loss  # noqa: E402
+from onmt_cont.models.generators import frozen_count, parameter_count  # noqa: E402
+from onmt_cont.models.model import build_model  # noqa: E402
+from onmt_cont.trainer import Trainer  # noqa: E402
+from onmt_cont.utils.errors import UserError  # noqa: E402
+
+# Encoder and decoder options per size; every row adds only its generator and loss options.
+# "paper": Kumar & Tsvetkov (2019), section 4 and Table 7 (a 1-layer bidirectional encoder, a
+# 2-layer decoder of 1024 units, input embeddings of 512); "small": what a 2-core CPU trains.
+SIZES = {
+    "paper": ["-rnn_size", "1024", "-word_vec_size", "512", "-enc_layers", "1", "-dec_layers", "2", "-brnn"],
+    "small": ["-rnn_size", "256", "-word_vec_size", "128", "-enc_layers", "1", "-dec_layers", "2", "-brnn"],
+}
+EMB_DIM = 300  # m, the pretrained target vectors' size (the paper's)
+SRC_VOCAB = 50_000  # the paper's source vocabulary (Table 7); only the target vocabulary varies
+SRC_LEN = 20  # about the mean length of an IWSLT TED sentence, in words
+# Spread (sd, words) of the target lengths within one batch. make_batches sorts by source and then
+# target length and cuts runs of consecutive sentences, so a batch's targets differ by a word or two.
+# The decoder runs over the padded length and the generator over the real tokens, so a wider spread
+# (-tgt_len_sd) adds decoder work that every row shares.
+TGT_LEN_SD = 0.6
+
+
+def busy_cores(samples=10, interval=0.05):
+    """Processes running now, other than this one: the mean over a moment of /proc/loadavg's
+    running count (the load average would also count a benchmark that has just finished)."""
+    counts = []
+    for _ in range(samples):
+        try:
+            with open("/proc/loadavg", encoding="utf-8") as f:
+                counts.append(int(f.read().split()[3].split("/")[0]) - 1)
+        except (OSError, ValueError, IndexError):
+            return 0.0
+        time.sleep(interval)
+    return sum(counts) / len(counts)
+
+
+def auto_threads(requested=None):
+    """``requested``, else the cores that no other process is using now: all of them on an idle
+    machine (2 on the 2-core benchmark machine), fewer while other processes run. PyTorch's
+    intra-op threads wait for each other at the end of every operation, so a thread that has
+    lost its core to another process stalls them all: on 2 busy cores a small-size update took
+    19 s with 2 threads and 2.3 s with 1."""
+    if requested:
+        return requested
+    cores = os.cpu_count() or 1
+    return max(1, min(cores, int(cores - busy_cores() + 0.5)))
+
+
+def set_threads(n):
+    torch.set_num_threads(n)
+    torch.set_num_interop_threads(1)
+
+
+def resolve_device(gpu):
+    """``None`` -> CPU; an id -> that CUDA device (a UserError when CUDA is not there)."""
+    return train_cli.resolve_device(gpu)
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def timed(fn, device):
+    """Wall-clock seconds of ``fn()``, with the device's queue drained before and after."""
+    sync(device)
+    start = time.perf_counter()
+    fn()
+    sync(device)
+    return time.perf_counter() - start
+
+
+def max_rss_mb():
+    """This process's peak resident set size so far (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def row_options(size, row_args, gpu=None):
+    """train.py's options for a benchmark row: parsed and checked by train.py's own code.
+
+    Raises UserError when this checkout's train.py does not know an option or refuses the
+    combination (a loss or generator not implemented yet)."""
+    argv = SIZES[size] + list(row_args) + ["-tgt_emb", "<synthetic>"]
+    if gpu is not None:
+        argv += ["-gpu", str(gpu)]
+    with contextlib.redirect_stderr(io.StringIO()):  # argparse's usage text: the UserError says it all
+        opt = train_cli.build_parser().parse_args(argv)
+    train_cli._check_options(opt)  # the defaults train.py fills in (learning rate) and its refusals
+    return opt
+
+
+def needs_table(opt, tgt_vocab):
+    """Whether this model keeps the pretrained target table (continuous losses, -tie_emb, ReWE):
+    build_model refuses to build such a model without one, before it allocates anything."""
+    try:
+        with torch.device("meta"):
+            build_model(opt, 8, tgt_vocab, None)
+    except ValueError:
+        return True
+    return False
+
+
+def synthetic_table(vocab, device="cpu", seed=0):
+    """[vocab, m] random directions (build_model normalises them); the padding row zero."""
+    gen = torch.Generator().manual_seed(seed)
+    table = torch.randn(vocab, EMB_DIM, generator=gen)
+    table[PAD_ID] = 0
+    return table.to(device)
+
+
+def synthetic_batch(batch_size, src_vocab, tgt_vocab, device, seed=0, src_len=SRC_LEN, tgt_len_sd=TGT_LEN_SD):
+    """A batch like one of make_batches': every source ``src_len`` words long and the targets about
+    as long (normal, sd ``tgt_len_sd``, rounded, clipped to [3, 2·src_len]), random word ids.
+
+    Returns collate's dict: src [B, S], src_lengths [B], tgt [B, T+2] (<s> y </s>, padded)."""
+    gen = torch.Generator().manual_seed(seed)
+    lengths = (torch.randn(batch_size, generator=gen) * tgt_len_sd + src_len).round().long().clamp(3, 2 * src_len)
+    src = torch.randint(4, src_vocab, (batch_size, src_len), generator=gen)
+    tgt = torch.full((batch_size, int(lengths.max()) + 2), PAD_ID, dtype=torch.long)
+    for b, n in enumerate(lengths.tolist()):
+        tgt[b, 0] = BOS_ID
+        tgt[b, 1 : n + 1] = torch.randint(4, tgt_vocab, (n,), generator=gen)
+        tgt[b, n + 1] = EOS_ID
+    return {
+        "src": src.to(device),
+        "src_lengths": torch.full((batch_size,), src_len, dtype=torch.long),
+        "tgt": tgt.to(device),
+        "size": batch_size,
+    }
+
+
+def target_tokens(batch):
+    """Tokens the loss is computed on (the words and </s>)."""
+    return int((batch["tgt"][:, 1:] != PAD_ID).sum())
+
+
+def median(values):
+    s = sorted(values)
+    n = len(s)
+    return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
+
+
+def machine_line(device):
+    """One line naming the machine, for the logs and docs/benchmarks.md."""
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            mem = f", {int(f.readline().split()[1]) / 2**20:.0f} GiB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    where = (
+        f"{torch.cuda.get_device_name(device)}"
+        if device.type == "cuda"
+        else f"CPU, {torch.get_num_threads()} thread(s)"
+    )
+    return (
+        f"{where}; host {os.cpu_count()} cores ({cpu}){mem}; torch {torch.__version__}; "
+        f"python {sys.version.split()[0]}; load average {os.getloadavg()[0]:.1f} at start"
+    )
+
+
+__all__ = [
+    "SIZES",
+    "EMB_DIM",
+    "SRC_VOCAB",
+    "Trainer",
+    "UserError",
+    "build_loss",
+    "build_model",
+    "frozen_count",
+    "parameter_count",
+    "train_cli",
+]

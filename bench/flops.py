@@ -1,0 +1,85 @@
+"""Matrix-multiply FLOPs of one training step, forward and backward, for any model train.py builds.
+
+The decoder, generator and loss are run once on PyTorch's ``meta`` device (shapes only, no
+data, no time) under ``torch.utils.flop_counter.FlopCounterMode``, which counts 2·m·n·k per
+matrix product of the forward pass and of the backward pass as autograd really runs it: a
+frozen table gets no weight gradient, a loss's no-grad search (maxmargin's most informative
+negative) is counted once. So a new generator or loss is counted without changes here.
+
+The counter has no formula for the fused LSTM of the encoder (``nn.LSTM``), so the encoder is
+counted by hand: per source token, direction and layer, forward 2·4h·(in + h); the backward
+(gradients of the inputs and of the weights) twice that.
+
+Elementwise work, the embedding gradients and the optimiser step are not FLOPs here: they are
+memory-bound, and docs/benchmarks.md says where they matter.
+"""
+
+import math
+from contextlib import contextmanager
+from unittest import mock
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from onmt_cont.losses import build_loss
+from onmt_cont.models import generators
+from onmt_cont.models.model import build_model
+
+META = torch.device("meta")
+
+
+def encoder_flops(opt, src_tokens):
+    """Forward + backward matmul FLOPs of the LSTM encoder over ``src_tokens`` real tokens."""
+    directions = 2 if opt.brnn else 1
+    h = opt.rnn_size // directions
+    size_in = opt.src_word_vec_size or opt.word_vec_size
+    total = 0
+    for _ in range(opt.enc_layers):
+        total += directions * 2 * 4 * h * (size_in + h)
+        size_in = h * directions
+    return 3 * total * src_tokens
+
+
+@contextmanager
+def _meta_sampling():
+    """The sampled joint softmax draws its candidate words with torch.unique, whose output size
+    depends on the data, which the meta device has not got. Its size is ceil(fraction·vocab) (the
+    gold words plus uniform negatives up to that count), so counting uses a stand-in of that size."""
+
+    def candidates(gold, vocab_size, fraction):
+        return torch.arange(max(1, math.ceil(fraction * vocab_size)), device=gold.device)
+
+    with mock.patch.object(generators, "sample_candidates", candidates):
+        yield
+
+
+def step_flops(opt, src_vocab, tgt_vocab, batch, with_table, emb_dim=300):
+    """FLOPs of one training step on ``batch`` (collate's dict, any device): returns a dict with
+    ``encoder``, ``decoder+generator+loss`` and ``total``."""
+    B, S = batch["src"].shape
+    T = batch["tgt"].size(1) - 1
+    n = int((batch["tgt"][:, 1:] != 0).sum())
+    src_tokens = int(batch["src_lengths"].sum())
+    with torch.device(META):
+        table = torch.empty(tgt_vocab, emb_dim) if with_table else None
+        # to_empty: a module that builds its parameters on the CPU itself (the ReWE head) joins the rest.
+        model = build_model(opt, src_vocab, tgt_vocab, table).to_empty(device=META)
+        loss_fn = build_loss(opt, getattr(model.generator, "table", None))
+        model.train()
+        H = opt.rnn_size
+        memory_bank = torch.empty(B, S, H, requires_grad=True)
+        enc_h = torch.empty(opt.enc_layers, B, H, requires_grad=True)
+        enc_c = torch.empty(opt.enc_layers, B, H, requires_grad=True)
+        src_mask = torch.ones(B, S, dtype=torch.bool)
+        tgt_in = torch.zeros(B, T, dtype=torch.long)
+        gold = torch.zeros(n, dtype=torch.long)
+        counter = FlopCounterMode(display=False)
+        with counter, _meta_sampling():
+            state = model.decoder.init_state((enc_h, enc_c))
+            dec_out, _, _ = model.decoder(tgt_in, memory_bank, src_mask, state)
+            # The trainer gives the generator the real target positions only (dec_out[mask]).
+            output = model.generator(dec_out.reshape(-1, H)[:n], gold)
+            loss_fn(output, gold).sum().backward()
+    rest = counter.get_total_flops()
+    enc = encoder_flops(opt, src_tokens)
+    return {"encoder": enc, "decoder+generator+loss": rest, "total": enc + rest}

@@ -1,0 +1,69 @@
+"""The benchmarks' FLOP model against hand counts, and their synthetic batches."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
+
+import benchlib  # noqa: E402
+import flops  # noqa: E402
+
+from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
+
+H, E, V, M, B, S = 8, 6, 50, 300, 3, 5
+
+
+def tiny_options(*row):
+    opt = benchlib.train_cli.build_parser().parse_args(
+        ["-rnn_size", str(H), "-word_vec_size", str(E), "-brnn", "-dec_layers", "2", "-tgt_emb", "x", *row]
+    )
+    benchlib.train_cli._check_options(opt)
+    return opt
+
+
+def hand_count(batch, generator_fwd):
+    """3x the forward matmul FLOPs (forward, input gradient, weight gradient), counted by hand."""
+    T = batch["tgt"].size(1) - 1
+    per_step = (
+        2 * 4 * H * (E + H + H)  # decoder layer 1: [embedding; input feed] and h
+        + 2 * 4 * H * (H + H)  # decoder layer 2
+        + 2 * H * H  # attention linear_in
+        + 2 * 2 * S * H  # scores and context (bmm)
+        + 2 * 2 * H * H  # attention linear_out
+    )
+    bridge = 2 * B * (2 * H) * (2 * 2 * H)
+    n = int((batch["tgt"][:, 1:] != PAD_ID).sum())
+    h = H // 2
+    encoder = 2 * 2 * 4 * h * (E + h) * B * S
+    return 3 * (B * T * per_step + bridge + n * generator_fwd + encoder)
+
+
+@pytest.mark.parametrize(
+    ("row", "generator_fwd"),
+    [(["-loss", "ce"], 2 * H * V), (["-loss", "nllvmf"], 2 * H * M), (["-loss", "cosine"], 2 * H * M)],
+)
+def test_step_flops_match_a_hand_count(row, generator_fwd):
+    batch = benchlib.synthetic_batch(B, V, V, "cpu", src_len=S)
+    opt = tiny_options(*row)
+    got = flops.step_flops(opt, V, V, batch, benchlib.needs_table(opt, V))["total"]
+    assert got == hand_count(batch, generator_fwd)
+
+
+def test_maxmargin_adds_its_no_grad_search_once():
+    batch = benchlib.synthetic_batch(B, V, V, "cpu", src_len=S)
+    n = int((batch["tgt"][:, 1:] != PAD_ID).sum())
+    base = flops.step_flops(tiny_options("-loss", "cosine"), V, V, batch, True)["total"]
+    mm = flops.step_flops(tiny_options("-loss", "maxmargin"), V, V, batch, True)["total"]
+    assert mm - base == 2 * (2 * n * M * V)  # ê·tableᵀ and e(w)·tableᵀ, forward only
+
+
+def test_synthetic_batch_is_a_length_bucket():
+    batch = benchlib.synthetic_batch(16, 100, 200, "cpu", seed=3)
+    tgt = batch["tgt"]
+    assert batch["src"].shape == (16, benchlib.SRC_LEN) and (batch["src"] >= 4).all()
+    assert (tgt[:, 0] == BOS_ID).all()
+    lengths = (tgt != PAD_ID).sum(1) - 2
+    assert (tgt[range(16), lengths + 1] == EOS_ID).all()
+    assert tgt.size(1) == int(lengths.max()) + 2 and int(lengths.min()) >= 3
