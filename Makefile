@@ -19,4 +19,5 @@ quickstart:
 	bash docs/quickstart.sh
 
 bench:
+	$(PYTHON) bench/train_speed.py -quick
 	$(PYTHON) bench/embeddings_speed.py

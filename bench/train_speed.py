@@ -15,7 +15,7 @@ changes in machine load hit every row alike; a row's "x ce" is its median update
 the median of the ce updates timed in the same turns.
 
     python bench/train_speed.py -quick          # < 1 min on 2 CPU cores: ce, nllvmf, cosine
-    python bench/train_speed.py                 # the tables of docs/benchmarks.md (CPU: ~15 min)
+    python bench/train_speed.py                 # the tables of docs/benchmarks.md (2-core CPU: ~17 min)
     python bench/train_speed.py -gpu 0          # on a GPU, plus the largest batch per memory budget
 """
 
