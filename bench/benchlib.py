@@ -73,6 +73,17 @@ def set_threads(n):
     torch.set_num_interop_threads(1)
 
 
+def setup(args, script):
+    """The common start of a benchmark: thread count (auto: the idle cores) and device.
+    Sets ``args.threads``; returns the device, or exits with ``SCRIPT: message``."""
+    args.threads = auto_threads(args.threads)
+    set_threads(args.threads)
+    try:
+        return resolve_device(args.gpu)
+    except UserError as exc:
+        sys.exit(f"{script}: {exc}")
+
+
 def resolve_device(gpu):
     """``None`` -> CPU; an id -> that CUDA device (a UserError when CUDA is not there)."""
     return train_cli.resolve_device(gpu)

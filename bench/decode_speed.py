@@ -105,12 +105,7 @@ def measure(size, vocab, args, device):
 
 def main():
     args = build_parser().parse_args()
-    args.threads = benchlib.auto_threads(args.threads)
-    benchlib.set_threads(args.threads)
-    try:
-        device = benchlib.resolve_device(args.gpu)
-    except UserError as exc:
-        sys.exit(f"decode_speed.py: {exc}")
+    device = benchlib.setup(args, "decode_speed.py")
     start = time.perf_counter()
     print(f"machine: {benchlib.machine_line(device)}")
     print(

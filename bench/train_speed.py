@@ -445,12 +445,7 @@ def run_max_batch(args, wanted):
 
 def main():
     args = build_parser().parse_args()
-    args.threads = benchlib.auto_threads(args.threads)
-    benchlib.set_threads(args.threads)
-    try:
-        device = benchlib.resolve_device(args.gpu)
-    except UserError as exc:
-        sys.exit(f"train_speed.py: {exc}")
+    device = benchlib.setup(args, "train_speed.py")
     start = time.perf_counter()
     if args.quick:
         sizes, vocabs, wanted = ["small"], [50_000], ["ce", "nllvmf", "cosine"]
