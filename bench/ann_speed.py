@@ -14,7 +14,12 @@ structure and no index can beat a scan on it. Queries: a table row plus noise, s
 cosine to the row is ≈ 0.7 (a trained model's prediction has cos ≈ 0.68 to the gold word on the
 Multi30k validation set).
 
-``measure(n, ...)`` returns one result dict; bench/decode_speed.py can import it.
+``-like FILE`` (a .vec/.vec.gz) replaces the clustered table by draws from a Gaussian with the
+mean and covariance of that file's unit vectors, normalised: a real table's overall shape
+without its neighbourhoods, the hard case for any index (a check on how much the clustered
+numbers depend on the clusters).
+
+``measure(n, ...)`` returns one result dict per setting; bench/decode_speed.py imports it.
 """
 
 import argparse
@@ -39,6 +44,23 @@ def synthetic_table(n, dim=300, words_per_cluster=50, spread=1.0, seed=0):
     rows += spread * torch.randn(n, dim, generator=gen) / math.sqrt(dim)
     table = torch.zeros(n + 1, dim)
     table[1:] = torch.nn.functional.normalize(rows, dim=-1)
+    return table
+
+
+def gaussian_table_like(path, n, seed=0):
+    """[n + 1, dim] unit rows drawn from a Gaussian fitted to the unit vectors of the vector file
+    at ``path`` (row 0 the zero padding row)."""
+    from onmt_cont.translate.open_vocab import read_extension
+
+    _, vectors = read_extension(path)
+    unit = torch.nn.functional.normalize(vectors.double(), dim=-1)
+    mean = unit.mean(0)
+    cov = torch.cov(unit.t())
+    chol = torch.linalg.cholesky(cov + 1e-8 * torch.eye(cov.size(0), dtype=cov.dtype))
+    gen = torch.Generator().manual_seed(seed)
+    rows = mean + torch.randn(n, len(mean), generator=gen, dtype=torch.float64) @ chol.t()
+    table = torch.zeros(n + 1, len(mean))
+    table[1:] = torch.nn.functional.normalize(rows, dim=-1).float()
     return table
 
 
@@ -68,7 +90,17 @@ def _timed(fn, repeat=1):
 
 
 def measure(
-    n, dim=300, n_queries=512, batch=32, kind="ivf", sweep=None, threads=1, seed=0, query_noise=1.0, **index_args
+    n,
+    dim=300,
+    n_queries=512,
+    batch=32,
+    kind="ivf",
+    sweep=None,
+    threads=1,
+    seed=0,
+    query_noise=1.0,
+    like=None,
+    **index_args,
 ):
     """Recall@1 and speed of a :class:`FaissIndex` against exact search on ``n`` synthetic words.
 
@@ -76,7 +108,7 @@ def measure(
     for ivf; default the index's own). Returns one dict per setting: {"words", "kind",
     "setting", "recall_at_1", "exact_ms_per_query", "ann_ms_per_query", "speedup", "build_s"}."""
     torch.set_num_threads(threads)
-    table = synthetic_table(n, dim, seed=seed)
+    table = synthetic_table(n, dim, seed=seed) if like is None else gaussian_table_like(like, n, seed=seed)
     queries = synthetic_queries(table, n_queries, query_noise, seed=seed + 1)
     exact_s, exact = _timed(lambda: exact_top1(table, queries, batch), repeat=2)
     build_s, index = _timed(lambda: FaissIndex(table, kind, threads=threads, **index_args))
@@ -127,6 +159,9 @@ def main(argv=None):
         "cos(query, row) ≈ 0.7 (our small Multi30k models), 0.5 ≈ 0.9",
     )
     p.add_argument("-batch", type=int, default=32)
+    p.add_argument(
+        "-like", default=None, help="a .vec/.vec.gz: Gaussian table with its unit vectors' mean and covariance"
+    )
     p.add_argument("-threads", type=int, default=1)
     opt = p.parse_args(argv)
     extra = {"nlist": opt.nlist} if opt.kind == "ivf" else {"hnsw_m": opt.hnsw_m}
@@ -144,6 +179,7 @@ def main(argv=None):
             sweep=sweep,
             threads=opt.threads,
             query_noise=opt.query_noise,
+            like=opt.like,
             **extra,
         ):
             print(

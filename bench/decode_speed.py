@@ -11,8 +11,15 @@ The weights are untrained, so </s> is made impossible (its softmax bias at -1e4,
 zero: cosine 0 and vMF êᵀe = 0 lose to the best of V random directions): every sentence then
 decodes exactly ``-max_length`` words and all models do the same number of steps.
 
-    python bench/decode_speed.py                # small and paper sizes, 50K and 300K words
-    python bench/decode_speed.py -sizes small -vocabs 50000 -sentences 64
+Then approximate search (``-ann faiss``): recall@1 of the faiss index against exact search and
+its speed-up over exact search per query, on synthetic tables of ``-ann_sizes`` words, with the
+index settings translate.py uses by default (or ``-ann_sweep``). See bench/ann_speed.py for how the
+tables and queries are made. faiss runs on the CPU, so this part is a CPU measurement even with
+``-gpu``.
+
+    python bench/decode_speed.py                # small and paper sizes, 50K and 300K words; ANN at 50K, 300K, 1M
+    python bench/decode_speed.py -sizes small -vocabs 50000 -sentences 64 -ann_sizes none
+    python bench/decode_speed.py -sizes none -ann_sizes 300000 -ann_sweep 16 32 64   # ANN only
 """
 
 import argparse
@@ -24,6 +31,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import ann_speed  # noqa: E402
 import benchlib  # noqa: E402
 from benchlib import UserError  # noqa: E402
 
@@ -35,7 +43,7 @@ ROWS = [("softmax (ce)", ["-loss", "ce"]), ("nllvmf", ["-loss", "nllvmf"]), ("co
 
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-sizes", default="small,paper", help="comma list of benchlib.SIZES")
+    p.add_argument("-sizes", default="small,paper", help="comma list of benchlib.SIZES, or none")
     p.add_argument("-vocabs", default="50000,300000", help="target vocabulary sizes")
     p.add_argument("-batch_size", type=int, default=32, help="sentences per batch (translate.py's default)")
     p.add_argument("-sentences", type=int, default=None, help="sentences per timing (default: 128 small, 64 paper)")
@@ -50,7 +58,71 @@ def build_parser():
     )
     p.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent")
     p.add_argument("-seed", type=int, default=1)
+    p.add_argument(
+        "-ann_sizes", default="50000,300000,1000000", help="table sizes for the approximate-search rows, or none"
+    )
+    p.add_argument("-ann_index", choices=["ivf", "hnsw"], default="ivf", help="as translate.py -ann_index")
+    p.add_argument(
+        "-ann_sweep",
+        type=int,
+        nargs="+",
+        default=None,
+        help="search settings to try (nprobe for ivf, efSearch for hnsw); default: translate.py's default",
+    )
+    p.add_argument("-ann_queries", type=int, default=512, help="queries per table")
+    p.add_argument(
+        "-ann_query_noise",
+        type=float,
+        default=1.0,
+        help="query = a table row + this much noise (relative to its length): 1.0 gives cos ≈ 0.7 to the row, "
+        "what our Multi30k models' predictions have to the gold word; 0.5 gives cos ≈ 0.9",
+    )
+    p.add_argument(
+        "-ann_like",
+        default=None,
+        help="a .vec/.vec.gz: draw the tables from a Gaussian with its unit vectors' mean and covariance "
+        "(no clusters: the hard case) instead of the clustered synthetic table",
+    )
     return p
+
+
+def ann_rows(args, threads):
+    """Recall@1 and speed-up of approximate search, one printed row per table size and setting."""
+    print()
+    print(
+        f"approximate search (-ann faiss -ann_index {args.ann_index}), CPU, {threads} thread(s), "
+        f"{args.ann_queries} queries in batches of {args.batch_size}, query noise {args.ann_query_noise}, "
+        f"table: {'Gaussian like ' + args.ann_like if args.ann_like else 'clustered (50 words per cluster)'}"
+    )
+    head = (
+        f"{'target words':>12s} {'setting':>13s} {'recall@1':>8s} {'exact ms/query':>14s} {'ann ms/query':>12s} "
+        f"{'speed-up':>8s} {'build s':>7s}"
+    )
+    print(head)
+    print("-" * len(head))
+    found = {}
+    for n in [int(v) for v in args.ann_sizes.split(",")]:
+        for r in ann_speed.measure(
+            n,
+            n_queries=args.ann_queries,
+            batch=args.batch_size,
+            kind=args.ann_index,
+            sweep=args.ann_sweep,
+            threads=threads,
+            query_noise=args.ann_query_noise,
+            like=args.ann_like,
+        ):
+            print(
+                f"{n:12,d} {r['setting']:>13s} {r['recall_at_1']:8.3f} {r['exact_ms_per_query']:14.3f} "
+                f"{r['ann_ms_per_query']:12.3f} {r['speedup']:7.1f}x {r['build_s']:7.1f}",
+                flush=True,
+            )
+            found.setdefault(n, r)
+    for n, r in found.items():
+        print(
+            f"ANN {args.ann_index} ({r['setting']}) at {n} words: recall@1 {r['recall_at_1']:.3f} "
+            f"at {r['speedup']:.1f}x the speed of exact search"
+        )
 
 
 def build(size, row_args, vocab, device, seed):
@@ -103,8 +175,8 @@ def measure(size, vocab, args, device):
     return out, n
 
 
-def main():
-    args = build_parser().parse_args()
+def main(argv=None):
+    args = build_parser().parse_args(argv)
     device = benchlib.setup(args, "decode_speed.py")
     start = time.perf_counter()
     print(f"machine: {benchlib.machine_line(device)}")
@@ -112,11 +184,13 @@ def main():
         f"greedy decoding, batches of {args.batch_size}, {benchlib.SRC_LEN}-word sources, {args.max_length} words "
         f"out per sentence; median of {args.reps}"
     )
+    sizes = [] if args.sizes == "none" else args.sizes.split(",")
     head = f"{'size':6s} {'target words':>12s} " + " ".join(f"{label + ' sent/s':>20s}" for label, _ in ROWS)
     head += " " + " ".join(f"{label + ' / ce':>14s}" for label, _ in ROWS[1:])
-    print(head)
-    print("-" * len(head))
-    for size in args.sizes.split(","):
+    if sizes:
+        print(head)
+        print("-" * len(head))
+    for size in sizes:
         for vocab in [int(v) for v in args.vocabs.split(",")]:
             res, _ = measure(size, vocab, args, device)
             ce = res[ROWS[0][0]].get("sent_s")
@@ -128,6 +202,8 @@ def main():
                 for label, _ in ROWS[1:]
             ]
             print(f"{size:6s} {vocab:12,d} " + " ".join(cells) + " " + " ".join(ratios), flush=True)
+    if args.ann_sizes != "none":
+        ann_rows(args, args.threads)
     print(f"(ran {time.perf_counter() - start:.0f} s; load average {os.getloadavg()[0]:.1f} at the end)")
 
 

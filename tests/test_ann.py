@@ -88,3 +88,31 @@ def test_translate_with_ann(tmp_path, capsys, monkeypatch):
     with pytest.raises(SystemExit) as exc:
         translate.main(argv + ["-ann", "faiss"])
     assert exc.value.code == 2 and "pip install faiss-cpu" in capsys.readouterr().err
+
+
+def test_decode_speed_reports_ann_recall_and_speedup(capsys):
+    import decode_speed
+
+    decode_speed.main(["-sizes", "none", "-ann_sizes", "3000", "-ann_queries", "64", "-threads", "1"])
+    out = capsys.readouterr().out
+    summary = [line for line in out.splitlines() if line.startswith("ANN ivf (nprobe=32) at 3000 words")]
+    assert len(summary) == 1, out
+    recall = float(summary[0].split("recall@1 ")[1].split()[0])
+    assert 0.9 <= recall <= 1.0
+    assert "x the speed of exact search" in summary[0]
+
+
+def test_gaussian_table_like_a_vector_file(tmp_path):
+    from ann_speed import gaussian_table_like
+    from test_open_vocab import write_vec
+
+    gen = torch.Generator().manual_seed(0)
+    base = torch.randn(8, generator=gen)
+    path = write_vec(
+        tmp_path / "v.vec", [(f"w{i}", (base + 0.3 * torch.randn(8, generator=gen)).tolist()) for i in range(50)]
+    )
+    table = gaussian_table_like(str(path), 400)
+    assert table.shape == (401, 8) and torch.equal(table[0], torch.zeros(8))
+    torch.testing.assert_close(table[1:].norm(dim=-1), torch.ones(400))
+    # the draws share the file's direction: mean cosine to the file's mean direction is high
+    assert (table[1:] @ torch.nn.functional.normalize(base, dim=0)).mean() > 0.8

@@ -23,6 +23,7 @@ import torch
 from onmt_cont.utils.errors import UserError
 
 KINDS = ("ivf", "hnsw")
+SAMPLE_PER_CELL = 64
 
 
 def import_faiss():
@@ -42,7 +43,7 @@ class FaissIndex:
     ``search(queries [n, m], k)`` -> LongTensor [n, k] of table row ids, best first, −1 where the
     index found fewer than k."""
 
-    def __init__(self, table, kind="ivf", nlist=None, nprobe=16, hnsw_m=16, ef_search=64, threads=None, seed=1234):
+    def __init__(self, table, kind="ivf", nlist=None, nprobe=32, hnsw_m=16, ef_search=64, threads=None, seed=1234):
         faiss = import_faiss()
         if kind not in KINDS:
             raise UserError(f"-ann_index must be one of {KINDS}, got {kind!r}")
@@ -54,12 +55,14 @@ class FaissIndex:
             index = faiss.IndexHNSWFlat(d, hnsw_m, faiss.METRIC_INNER_PRODUCT)
             index.hnsw.efSearch = ef_search
         else:
-            nlist = nlist or max(1, min(n // 39, round(math.sqrt(n))))  # faiss wants ≥ 39 points per cell
+            # faiss's guideline: 4·√N to 16·√N cells; it wants ≥ 39 training points per cell.
+            nlist = nlist or max(1, min(n // 39, round(4 * math.sqrt(n))))
             quantizer = faiss.IndexFlatIP(d)
             index = faiss.IndexIVFFlat(quantizer, d, nlist, faiss.METRIC_INNER_PRODUCT)
             index.cp.seed, index.cp.niter = seed, 10
-            # k-means on a sample: 64 points per cell is plenty for the cells' centroids.
-            sample = rows if n <= 64 * nlist else rows[np.random.default_rng(seed).choice(n, 64 * nlist, replace=False)]
+            # k-means on a sample of SAMPLE_PER_CELL points per cell: enough for the cells' centroids.
+            m = SAMPLE_PER_CELL * nlist
+            sample = rows if n <= m else rows[np.random.default_rng(seed).choice(n, m, replace=False)]
             index.train(sample)
             index.nprobe = min(nprobe, nlist)
         index.add(rows)
