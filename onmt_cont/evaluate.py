@@ -24,7 +24,8 @@ def bleu_report(hyps, refs, lang="en", refs_tokenized=True, lowercase=False):
     score = metric.corpus_score(detok_hyps, [detok_refs])
     lines = [f"sacreBLEU (detokenized): {score.score:.2f}  {metric.get_signature()}", f"  {score}"]
     if refs_tokenized:
-        tok_metric = sacrebleu.BLEU(tokenize="none", lowercase=lowercase)
+        # force: scoring tokenized text is the point here, so no "forgot to detokenize" warning
+        tok_metric = sacrebleu.BLEU(tokenize="none", lowercase=lowercase, force=True)
         tok = tok_metric.corpus_score([h.strip() for h in hyps], [[r.strip() for r in refs]])
         lines.append(f"tokenized BLEU: {tok.score:.2f}  {tok_metric.get_signature()}")
     return lines, score.score

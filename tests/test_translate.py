@@ -445,3 +445,24 @@ def test_failure_during_translation_writes_nothing(work, capsys, tmp_path, monke
         translate.main(["-model", work["ce"], "-src", src, "-output", str(out)])
     assert out.read_text(encoding="utf-8") == "previous\n"  # the old file is untouched
     assert sorted(os.listdir(tmp_path)) == ["out.txt", "src.txt"]
+
+
+def test_remove_bpe_function():
+    assert translate.remove_bpe("a cat@@ s sat on the mat@@") == "a cats sat on the mat"
+    assert translate.remove_bpe("un@@ believ@@ able .") == "unbelievable ."
+    assert translate.remove_bpe("") == "" and translate.remove_bpe("no pieces") == "no pieces"
+
+
+def test_remove_bpe_joins_the_models_pieces(work, capsys, tmp_path):
+    """A checkpoint whose target words are renamed to BPE pieces ('w@@'): -remove_bpe joins them in
+    the written output, and only there."""
+    data = load_checkpoint(work["ce"])
+    data["vocab"]["tgt"] = [w if i < 4 else w + "@@" for i, w in enumerate(data["vocab"]["tgt"])]
+    path = str(work["dir"] / "bpe_last.pt")
+    torch.save(data, path)
+    src = ["un homme avec un chapeau .", "deux chiens ."]
+    raw, _ = run_translate(capsys, path, src, tmp_path, "-max_length", 5, name="raw.txt")
+    joined, _ = run_translate(capsys, path, src, tmp_path, "-max_length", 5, "-remove_bpe", name="joined.txt")
+    assert all("@@" in line for line in raw)
+    assert joined == [translate.remove_bpe(line) for line in raw]
+    assert all("@@" not in line and " " not in line for line in joined)

@@ -41,6 +41,8 @@ def build_parser():
     g.add_argument("-replace_unk", action="store_true", help="replace each <unk> through the attention: the "
                    "most-attended source word, translated by -lookup_dict, or copied when it is not there")
     g.add_argument("-lookup_dict", help="bilingual lexicon: 'source_word target_word' per line (build_lexicon.py)")
+    g.add_argument("-remove_bpe", action="store_true", help="the model's target side is subword-nmt BPE: join "
+                   "the pieces ('@@ ' and a final '@@' removed) before writing the output and scoring it")
     g = p.add_argument_group("Open vocabulary and approximate search (continuous models)")
     g.add_argument("-tgt_emb_extend", help="decode over every word of this table too (.vec/.vec.gz, or a .pt "
                    "written by embeddings_to_torch.py with -tgt_emb_extend_vocab): the training target "
@@ -54,12 +56,19 @@ def build_parser():
     g.add_argument("-ann_index", choices=["ivf", "hnsw"], default="ivf",
                    help="IndexIVFFlat (k-means cells, built in seconds) or IndexHNSWFlat (minutes to build at "
                    "300K words on one core); inner product on unit rows. See docs/open_vocabulary.md")
-    g.add_argument("-ann_nlist", type=int, default=None, help="ivf: number of cells (default sqrt(words))")
-    g.add_argument("-ann_nprobe", type=int, default=16, help="ivf: cells searched per query")
+    g.add_argument("-ann_nlist", type=int, default=None,
+                   help="ivf: number of cells (default 4·sqrt(words), faiss's guideline)")
+    g.add_argument("-ann_nprobe", type=int, default=32, help="ivf: cells searched per query")
     g.add_argument("-ann_hnsw_m", type=int, default=16, help="hnsw: links per node")
     g.add_argument("-ann_ef_search", type=int, default=64, help="hnsw: candidate list size when searching")
     g.add_argument("-verbose", action="store_true", help="print each source and translation")
     return p
+
+
+def remove_bpe(line):
+    """Join subword-nmt pieces: 'the cat@@ s sat' -> 'the cats sat' (a final '@@' is dropped)."""
+    line = line.replace("@@ ", "")
+    return line[:-2] if line.endswith("@@") else line
 
 
 @cli_main
@@ -97,6 +106,8 @@ def main(argv=None):
     with torch.no_grad():
         outputs = translator.translate_lines(lines, opt.batch_size, lower=translator.lower)
     elapsed = time.time() - start
+    if opt.remove_bpe:
+        outputs = [remove_bpe(o) for o in outputs]
     atomic_write_text(opt.output, "".join(o + "\n" for o in outputs))
     if opt.verbose:
         for i, (src, out) in enumerate(zip(lines, outputs, strict=True), 1):
