@@ -95,7 +95,7 @@ def test_decode_speed_reports_ann_recall_and_speedup(capsys):
 
     decode_speed.main(["-sizes", "none", "-ann_sizes", "3000", "-ann_queries", "64", "-threads", "1"])
     out = capsys.readouterr().out
-    summary = [line for line in out.splitlines() if line.startswith("ANN ivf (nprobe=32) at 3000 words")]
+    summary = [line for line in out.splitlines() if line.startswith("ANN ivf (nprobe=64) at 3000 words")]
     assert len(summary) == 1, out
     recall = float(summary[0].split("recall@1 ")[1].split()[0])
     assert 0.9 <= recall <= 1.0

@@ -121,3 +121,21 @@ def test_accuracy_at_k_softmax_and_unk():
     ranks, gold = acc.gold_ranks(model, v2)
     assert ranks.tolist() == [3, 1] and gold.tolist() == [6, EOS_ID]
     assert PAD_ID not in gold.tolist()
+
+
+def test_report_seed_table(tmp_path):
+    """tools/m30k_report.py: mean ± sample std over seeds, only for rows with two or more seeds."""
+    report = load_tool("m30k_report")
+    sig = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    scores = {"ce.s1": (10.0, 20.0), "ce.s2": (12.0, 23.0), "joint.s1": (30.0, 31.0)}
+    for run, pair in scores.items():
+        (tmp_path / run).mkdir()
+        for t, b in zip(report.TESTS, pair, strict=True):
+            (tmp_path / run / f"{t}.beam1.en.bleu.txt").write_text(
+                f"sacreBLEU (detokenized): {b:.2f}  {sig}\ntokenized BLEU: {b:.2f}  {sig}\n", encoding="utf-8"
+            )
+    lines = report.seed_table(sorted(str(tmp_path / r) for r in scores))
+    rows = [line for line in lines if line.startswith("| ce ")]
+    assert rows == ["| ce | greedy | 2 | 11.00 ± 1.41 | 21.50 ± 2.12 |"]
+    assert not any(line.startswith("| joint") for line in lines)
+    assert report.seed_table([str(tmp_path / "joint.s1")]) == []

@@ -11,6 +11,7 @@ import glob
 import json
 import os
 import re
+import statistics
 import sys
 
 TESTS = ["test_2016_flickr", "test_2017_flickr"]
@@ -72,6 +73,30 @@ def f1_table(path):
     return rows
 
 
+def seed_table(runs):
+    """Mean ± sample standard deviation of sacreBLEU over the seeds of each configuration and
+    decoding that has two or more seeds (markdown lines; none when no row has)."""
+    groups = {}  # (config, beam) -> {test: [BLEU per seed]}
+    for d in runs:
+        cfg = os.path.basename(d).rsplit(".s", 1)[0]
+        for t in TESTS:
+            for f in glob.glob(os.path.join(d, f"{t}.beam*.bleu.txt")):
+                beam = int(re.search(r"\.beam(\d+)\.", os.path.basename(f)).group(1))
+                groups.setdefault((cfg, beam), {}).setdefault(t, []).append(bleu(f)["detok"])
+    rows = [(k, v) for k, v in groups.items() if min(len(x) for x in v.values()) >= 2 and len(v) == len(TESTS)]
+    if not rows:
+        return []
+    out = ["### sacreBLEU over seeds (mean ± std)\n"]
+    out.append("| row | decoding | seeds | " + " | ".join(TESTS) + " |")
+    out.append("|---|---|---|" + "---|" * len(TESTS))
+    for (cfg, beam), v in rows:
+        cells = [f"{statistics.mean(v[t]):.2f} ± {statistics.stdev(v[t]):.2f}" for t in TESTS]
+        dec = "greedy" if beam == 1 else f"beam {beam}"
+        out.append(f"| {cfg} | {dec} | {min(len(x) for x in v.values())} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-results", required=True)
@@ -80,11 +105,13 @@ def main(argv=None):
     args = p.parse_args(argv)
     runs = sorted(d for d in glob.glob(os.path.join(args.results, "*.s*")) if os.path.isdir(d))
     order = ["ce", "l2", "cosine", "maxmargin", "nllvmf_reg1", "nllvmf_reg1_tied", "nllvmf_reg12",
-             "nllvmf_reg12_tied", "synmargin_proj", "synmargin_diff", "margin_random", "rewe", "joint"]
+             "nllvmf_reg12_tied", "synmargin_proj", "synmargin_diff", "margin_random", "rewe", "joint",
+             "ce_word2bpe", "ce_bpe2bpe", "nllvmf_bpe2word_tied"]
     runs.sort(key=lambda d: (order.index(os.path.basename(d).rsplit(".s", 1)[0])
                              if os.path.basename(d).rsplit(".s", 1)[0] in order else 99, d))
     out = []
     sigs = set()
+    out.extend(seed_table(runs))
     out.append("### BLEU (best-validation-loss checkpoint; -replace_unk -lookup_dict)\n")
     out.append("| row | decoding | " + " | ".join(f"{t} sacreBLEU | {t} tok. BLEU" for t in TESTS) + " |")
     out.append("|---|---|" + "---|---|" * len(TESTS))

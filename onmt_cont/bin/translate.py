@@ -58,7 +58,7 @@ def build_parser():
                    "300K words on one core); inner product on unit rows. See docs/open_vocabulary.md")
     g.add_argument("-ann_nlist", type=int, default=None,
                    help="ivf: number of cells (default 4·sqrt(words), faiss's guideline)")
-    g.add_argument("-ann_nprobe", type=int, default=32, help="ivf: cells searched per query")
+    g.add_argument("-ann_nprobe", type=int, default=64, help="ivf: cells searched per query")
     g.add_argument("-ann_hnsw_m", type=int, default=16, help="hnsw: links per node")
     g.add_argument("-ann_ef_search", type=int, default=64, help="hnsw: candidate list size when searching")
     g.add_argument("-verbose", action="store_true", help="print each source and translation")

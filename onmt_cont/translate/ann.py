@@ -8,7 +8,7 @@ exactly with its criterion.
 
 Two index kinds (both ``METRIC_INNER_PRODUCT``):
 
-- ``ivf``: ``IndexIVFFlat``, ``nlist`` k-means cells (default √N; k-means on 64 rows per cell,
+- ``ivf``: ``IndexIVFFlat``, ``nlist`` k-means cells (default 4·√N; k-means on 64 rows per cell,
   10 iterations), ``nprobe`` cells searched;
 - ``hnsw``: ``IndexHNSWFlat`` with ``M`` links per node and ``efSearch`` candidates.
 
@@ -43,7 +43,7 @@ class FaissIndex:
     ``search(queries [n, m], k)`` -> LongTensor [n, k] of table row ids, best first, −1 where the
     index found fewer than k."""
 
-    def __init__(self, table, kind="ivf", nlist=None, nprobe=32, hnsw_m=16, ef_search=64, threads=None, seed=1234):
+    def __init__(self, table, kind="ivf", nlist=None, nprobe=64, hnsw_m=16, ef_search=64, threads=None, seed=1234):
         faiss = import_faiss()
         if kind not in KINDS:
             raise UserError(f"-ann_index must be one of {KINDS}, got {kind!r}")
