@@ -466,3 +466,27 @@ def test_remove_bpe_joins_the_models_pieces(work, capsys, tmp_path):
     assert all("@@" in line for line in raw)
     assert joined == [translate.remove_bpe(line) for line in raw]
     assert all("@@" not in line and " " not in line for line in joined)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_ban_unk_token(work, unk_model, capsys, tmp_path, beam):
+    """The unk_model's best word is always <unk>: without the ban every decoded word is <unk> (and
+    the count says so); with -ban_unk_token none is, and the sentences still end."""
+    src = ["un homme avec un chapeau .", "deux chiens ."]
+    lines, stdout = run_translate(capsys, unk_model, src, tmp_path, "-beam_size", beam, "-max_length", 6)
+    n = sum(len(line.split()) for line in lines)
+    assert all(w == "<unk>" for line in lines for w in line.split()) and n > 0
+    assert f"decoded {n} words, {n} of them <unk> (100.0%)" in stdout
+    banned, stdout = run_translate(
+        capsys, unk_model, src, tmp_path, "-beam_size", beam, "-max_length", 6, "-ban_unk_token", name="ban.txt"
+    )
+    assert len(banned) == 2 and all("<unk>" not in line for line in banned)
+    assert ", 0 of them <unk> (0.0%)" in stdout
+
+
+def test_unk_count_before_replacement(work, unk_model, capsys, tmp_path):
+    lines, stdout = run_translate(
+        capsys, unk_model, ["deux chiens ."], tmp_path, "-max_length", 3, "-replace_unk", "-lookup_dict", work["lexicon"]
+    )
+    assert "<unk>" not in lines[0]
+    assert "decoded 3 words, 3 of them <unk> (100.0%), each replaced (-replace_unk)" in stdout

@@ -38,6 +38,9 @@ def build_parser():
                    "Continuous models: per-step scores (cosines, vMF log-densities) are mostly positive, so "
                    "'none' favours long outputs; 'avg' ranks by the mean per-step score")
     g.add_argument("-alpha", type=float, default=0.0, help="exponent of -length_penalty wu")
+    g.add_argument("-ban_unk_token", action="store_true", help="never produce <unk> (OpenNMT-py's flag). For "
+                   "continuous models whose training targets had no <unk> (preprocess.py -tgt_emb), its row, the "
+                   "mean of the out-of-vocabulary vectors, is a hub that uncertain predictions fall on")
     g.add_argument("-replace_unk", action="store_true", help="replace each <unk> through the attention: the "
                    "most-attended source word, translated by -lookup_dict, or copied when it is not there")
     g.add_argument("-lookup_dict", help="bilingual lexicon: 'source_word target_word' per line (build_lexicon.py)")
@@ -97,7 +100,7 @@ def main(argv=None):
                "ef_search": opt.ann_ef_search}
     translator = Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
                             opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.tgt_emb_extend,
-                            opt.tgt_emb_extend_vocab, ann)
+                            opt.tgt_emb_extend_vocab, ann, opt.ban_unk_token)
     if opt.tgt_emb_extend:
         added = len(translator.tgt_vocab) - translator.n_train_words
         print(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
@@ -114,6 +117,9 @@ def main(argv=None):
             print(f"SENT {i}: {src}\nPRED {i}: {out}")
     print(f"translated {len(lines)} lines in {elapsed:.1f}s ({len(lines) / max(elapsed, 1e-9):.1f} sent/s): "
           f"wrote {opt.output}")
+    share = translator.unk_out / max(translator.words_out, 1)
+    print(f"decoded {translator.words_out} words, {translator.unk_out} of them <unk> ({100 * share:.1f}%)"
+          + (", each replaced (-replace_unk)" if opt.replace_unk else ""))
     if refs is not None:
         from onmt_cont.evaluate import bleu_report
 

@@ -3,27 +3,31 @@ for softmax models, nearest-neighbour scores against the embedding table for con
 
 import torch
 
-from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
+from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
-# Never produced: padding and <s>. (<unk> can be produced; -replace_unk fixes it afterwards.)
+# Never produced: padding and <s>. (<unk> can be produced, and -replace_unk fixes it afterwards,
+# unless translate.py -ban_unk_token adds it: BANNED_WITH_UNK.)
 BANNED = (PAD_ID, BOS_ID)
+BANNED_WITH_UNK = (PAD_ID, BOS_ID, UNK_ID)
 
 
-def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False):
+def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False, banned=BANNED):
     """One decoder step. last_ids: [batch] -> scores [batch, vocab], attn [batch, src_len], state.
 
-    ``ban_eos`` at the first step: a non-empty source never gets an empty translation."""
+    ``banned``: ids never produced. ``ban_eos`` at the first step: a non-empty source never gets
+    an empty translation."""
     dec_out, attn, state = model.decoder(last_ids.unsqueeze(1), memory_bank, src_mask, state)
     scores = model.generator.scores(model.generator(dec_out[:, 0]))
-    scores[:, list(BANNED) + ([EOS_ID] if ban_eos else [])] = float("-inf")
+    scores[:, list(banned) + ([EOS_ID] if ban_eos else [])] = float("-inf")
     return scores, attn[:, 0], state
 
 
 @torch.no_grad()
-def greedy_search(model, src, src_lengths, max_lengths):
+def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED):
     """Batched greedy decoding; the chosen word's embedding feeds the next step.
 
-    src: [batch, src_len]; max_lengths: [batch] longest output (without </s>).
+    src: [batch, src_len]; max_lengths: [batch] longest output (without </s>); banned: ids never
+    produced.
     Returns (list of id lists without </s>, list of attention tensors [len, src_len])."""
     memory_bank, src_mask, state = model.encode(src, src_lengths)
     batch = src.size(0)
@@ -33,7 +37,7 @@ def greedy_search(model, src, src_lengths, max_lengths):
     max_lengths = torch.as_tensor(max_lengths, device=src.device)
     limit = int(max_lengths.max())
     for t in range(limit):  # a sentence still going at the limit ends there
-        scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=t == 0)
+        scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=t == 0, banned=banned)
         last = scores.argmax(-1)
         last = torch.where(max_lengths <= t, torch.full_like(last, EOS_ID), last)
         ids.append(last.masked_fill(done, PAD_ID))
@@ -62,7 +66,7 @@ def length_penalty(length, kind, alpha):
 
 
 @torch.no_grad()
-def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", alpha=0.0):
+def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", alpha=0.0, banned=BANNED):
     """Beam search, one sentence at a time for clarity (batch of beams inside).
 
     A hypothesis's score is the sum of its per-step scores (log-probabilities, or the
@@ -72,14 +76,14 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
     for b in range(src.size(0)):
         n = int(src_lengths[b])
         ids, attn = _beam_one(model, src[b : b + 1, :n], src_lengths[b : b + 1], int(max_lengths[b]),
-                              beam_size, penalty, alpha)
+                              beam_size, penalty, alpha, banned)
         pad = torch.zeros(attn.size(0), src.size(1) - n, device=attn.device)
         out_ids.append(ids)
         out_attn.append(torch.cat([attn, pad], 1))
     return out_ids, out_attn
 
 
-def _beam_one(model, src, src_lengths, max_len, k, penalty, alpha):
+def _beam_one(model, src, src_lengths, max_len, k, penalty, alpha, banned):
     memory_bank, src_mask, state = model.encode(src, src_lengths)
     device = src.device
     seqs = [[]]
@@ -91,7 +95,7 @@ def _beam_one(model, src, src_lengths, max_len, k, penalty, alpha):
         live = len(seqs)
         scores, attn, state = decode_step(
             model, last, memory_bank.expand(live, -1, -1), src_mask.expand(live, -1), state,
-            ban_eos=t == 0 and max_len > 0,
+            ban_eos=t == 0 and max_len > 0, banned=banned,
         )
         if t == max_len:  # only </s> may follow
             keep = torch.full_like(scores, float("-inf"))

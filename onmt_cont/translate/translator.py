@@ -7,7 +7,7 @@ from onmt_cont.inputters.batching import collate
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.translate.ann import FaissIndex
 from onmt_cont.translate.open_vocab import extend_model, read_extension
-from onmt_cont.translate.search import BANNED, beam_search, greedy_search
+from onmt_cont.translate.search import BANNED, BANNED_WITH_UNK, beam_search, greedy_search
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError
 
@@ -15,8 +15,9 @@ from onmt_cont.utils.errors import UserError
 class Translator:
     def __init__(self, checkpoint_path, device="cpu", beam_size=1, max_length=None, max_length_ratio=2.0,
                  length_penalty="avg", alpha=0.0, replace_unk=False, lexicon=None, tgt_emb_extend=None,
-                 tgt_emb_extend_vocab=None, ann=None):
+                 tgt_emb_extend_vocab=None, ann=None, ban_unk=False):
         """``tgt_emb_extend``: open-vocabulary decoding over that table (see open_vocab.py);
+        ``ban_unk``: never produce <unk> (translate.py -ban_unk_token);
         ``ann``: None (exact search) or a dict of :class:`~onmt_cont.translate.ann.FaissIndex`
         arguments besides the table, built once here over the final table."""
         data = load_checkpoint(checkpoint_path)
@@ -25,12 +26,13 @@ class Translator:
         if tgt_emb_extend:
             words, vectors = read_extension(tgt_emb_extend, tgt_emb_extend_vocab)
             self.tgt_vocab, _ = extend_model(self.model, self.tgt_vocab, words, vectors)
+        self.banned = BANNED_WITH_UNK if ban_unk else BANNED
         if ann is not None:
             gen = self.model.generator
             if not getattr(gen, "continuous", False):
                 raise UserError("-ann searches the table of a continuous-output model; this model has a softmax")
-            # The beam's k plus the specials that search bans (padding, <s>), so k words survive.
-            gen.set_index(FaissIndex(gen.table, **ann), beam_size + len(BANNED))
+            # The beam's k plus the specials that search bans (padding, <s>, maybe <unk>), so k words survive.
+            gen.set_index(FaissIndex(gen.table, **ann), beam_size + len(self.banned))
         self.lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
         self.model.eval()
         self.device = device
@@ -41,6 +43,7 @@ class Translator:
         self.alpha = alpha
         self.replace_unk = replace_unk
         self.lexicon = lexicon
+        self.words_out = self.unk_out = 0  # words decoded so far, and how many were <unk> (before replacement)
 
     def _max_lengths(self, src_lengths):
         if self.max_length is not None:
@@ -54,12 +57,14 @@ class Translator:
         max_lengths = self._max_lengths(batch["src_lengths"])
         if self.beam_size > 1:
             ids, attns = beam_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
-                                     self.length_penalty, self.alpha)
+                                     self.length_penalty, self.alpha, self.banned)
         else:
-            ids, attns = greedy_search(self.model, batch["src"], batch["src_lengths"], max_lengths)
+            ids, attns = greedy_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.banned)
         outputs = []
         for toks, seq, attn in zip(token_lists, ids, attns, strict=True):
             words = self.tgt_vocab.decode(seq)
+            self.words_out += len(seq)
+            self.unk_out += seq.count(UNK_ID)
             if self.replace_unk:
                 words = replace_unk(words, attn, toks, self.lexicon)
             outputs.append(words)
