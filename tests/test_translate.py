@@ -485,8 +485,7 @@ def test_ban_unk_token(work, unk_model, capsys, tmp_path, beam):
 
 
 def test_unk_count_before_replacement(work, unk_model, capsys, tmp_path):
-    lines, stdout = run_translate(
-        capsys, unk_model, ["deux chiens ."], tmp_path, "-max_length", 3, "-replace_unk", "-lookup_dict", work["lexicon"]
-    )
+    extra = ["-max_length", 3, "-replace_unk", "-lookup_dict", work["lexicon"]]
+    lines, stdout = run_translate(capsys, unk_model, ["deux chiens ."], tmp_path, *extra)
     assert "<unk>" not in lines[0]
     assert "decoded 3 words, 3 of them <unk> (100.0%), each replaced (-replace_unk)" in stdout

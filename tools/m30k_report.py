@@ -73,6 +73,31 @@ def f1_table(path):
     return rows
 
 
+def unk_table(runs):
+    """Markdown lines: per row with docs/recipes/unk_analysis.sh's files, the share of <unk> among the
+    greedy output's words and tokenized BLEU without -replace_unk, with it (the main table's), and
+    with -ban_unk_token -replace_unk."""
+    out = []
+    for t in TESTS:
+        rows = []
+        for d in runs:
+            raw, ban = os.path.join(d, f"{t}.raw.bleu.txt"), os.path.join(d, f"{t}.banunk.bleu.txt")
+            main = glob.glob(os.path.join(d, f"{t}.beam1.*.bleu.txt"))
+            if not (os.path.exists(raw) and os.path.exists(ban) and main):
+                continue
+            m = re.search(r"decoded (\d+) words, (\d+) of them <unk>", read(raw))
+            share = f"{100 * int(m.group(2)) / max(int(m.group(1)), 1):.1f}" if m else "–"
+            rows.append(f"| {os.path.basename(d)} | {share} | {bleu(raw)['tok']:.2f} | {bleu(main[0])['tok']:.2f} | "
+                        f"{bleu(ban)['tok']:.2f} |")
+        if rows:
+            out.append(f"\n### <unk> in the greedy output and what -replace_unk adds, {t} (tokenized BLEU)\n")
+            out.append("| row | % of output words that are <unk> | BLEU without -replace_unk | with -replace_unk "
+                       "| -ban_unk_token -replace_unk |")
+            out.append("|---|---|---|---|---|")
+            out.extend(rows)
+    return out
+
+
 def seed_table(runs):
     """Mean ± sample standard deviation of sacreBLEU over the seeds of each configuration and
     decoding that has two or more seeds (markdown lines; none when no row has)."""
@@ -174,6 +199,8 @@ def main(argv=None):
             out.append(f"| {os.path.basename(d)} | {a['positions']} ({a['unk_positions']}) | "
                        + " | ".join(f"{100 * a[f'acc@{k}']:.1f}" for k in (1, 2, 5, 10)) + " | "
                        + " | ".join(f"{100 * a[f'known_acc@{k}']:.1f}" for k in (1, 2, 5, 10)) + " |")
+
+    out.extend(unk_table(runs))
 
     curves = {}  # row -> [(epochs, BLEU)]; step checkpoints are placed at step / (steps per epoch)
     for d in runs:

@@ -58,7 +58,10 @@ def main(argv=None):
     print(f"{'model':48s} {'|h|>0.99':>8s} {'mean ||e||':>10s} {'distinct outputs':>16s}  first output")
     for path in args.model:
         r = diagnose(path, lines)
-        print(f"{path:48s} {r['saturated']:8.3f} {r['norm']:10.1f} {r['distinct']:>7d} of {r['lines']:<6d}  {r['first'][:50]}")
+        print(
+            f"{path:48s} {r['saturated']:8.3f} {r['norm']:10.1f} {r['distinct']:>7d} of {r['lines']:<6d}  "
+            f"{r['first'][:50]}"
+        )
 
 
 if __name__ == "__main__":
