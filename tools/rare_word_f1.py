@@ -21,27 +21,31 @@ BINS = [("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4", 4, 4), ("5-9",
         ("100-999", 100, 999), ("1000+", 1000, float("inf"))]
 
 
-def bin_of(freq):
-    for name, lo, hi in BINS:
+def bin_of(freq, bins=BINS):
+    for name, lo, hi in bins:
         if lo <= freq <= hi:
             return name
     raise ValueError(freq)
 
 
-def rare_word_f1(train_lines, ref_lines, hyp_lines):
-    """-> {bin: {"ref": n, "hyp": n, "match": n, "precision": p, "recall": r, "f1": f}} for every bin."""
+def rare_word_f1(train_lines, ref_lines, hyp_lines, bins=BINS, ignore=()):
+    """-> {bin: {"ref": n, "hyp": n, "match": n, "precision": p, "recall": r, "f1": f}} for every bin.
+
+    ``bins``: (name, lowest, highest training count) triples; ``ignore``: tokens that are no word of
+    either text (tools/open_vocab_eval.py leaves out <unk>)."""
     if len(ref_lines) != len(hyp_lines):
         raise ValueError(f"{len(ref_lines)} reference lines but {len(hyp_lines)} hypothesis lines")
     freq = Counter(w for line in train_lines for w in line.split())
-    stats = {name: Counter() for name, _, _ in BINS}
+    stats = {name: Counter() for name, _, _ in bins}
     for ref, hyp in zip(ref_lines, hyp_lines, strict=True):
-        rc, hc = Counter(ref.split()), Counter(hyp.split())
+        rc = Counter(w for w in ref.split() if w not in ignore)
+        hc = Counter(w for w in hyp.split() if w not in ignore)
         for w, n in rc.items():
-            s = stats[bin_of(freq[w])]
+            s = stats[bin_of(freq[w], bins)]
             s["ref"] += n
             s["match"] += min(n, hc[w])
         for w, n in hc.items():
-            stats[bin_of(freq[w])]["hyp"] += n
+            stats[bin_of(freq[w], bins)]["hyp"] += n
     out = {}
     for name, s in stats.items():
         p = s["match"] / s["hyp"] if s["hyp"] else 0.0

@@ -1,13 +1,12 @@
 """Open-vocabulary statistics of translations: output words outside the training target
 vocabulary (how many, which, how many of them are right) and word F1 by training frequency.
 
-    python bench/open_vocab_eval.py -train_tgt train.en -vocab data.vocab.tgt.txt -ref test.en \\
+    python tools/open_vocab_eval.py -train_tgt train.en -vocab data.vocab.tgt.txt -ref test.en \\
         -hyp greedy.en greedy_ext.en
 
-Word F1 of a frequency bucket (after compare-mt): per sentence, a hypothesis word matches up to
-as many times as it occurs in the reference; precision = matches / hypothesis words of the
-bucket, recall = matches / reference words of the bucket, over the whole test set. Buckets by
-the word's count in the training targets: 0 (never seen as a target), 1-4, 5-99, 100+.
+Word F1 by training frequency is tools/rare_word_f1.py's (compare-mt's definition), in four coarse
+buckets of the word's count in the training targets: 0 (never seen as a target), 1-4, 5-99, 100+;
+<unk> and the other specials are no word of either text here.
 """
 
 import argparse
@@ -15,11 +14,14 @@ import os
 import sys
 from collections import Counter
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, ".."), HERE]
+
+from rare_word_f1 import rare_word_f1  # noqa: E402
 
 from onmt_cont.constants import SPECIALS, UNK  # noqa: E402
 
-BUCKETS = ((0, 0), (1, 4), (5, 99), (100, float("inf")))
+BUCKETS = [("0", 0, 0), ("1-4", 1, 4), ("5-99", 5, 99), ("100+", 100, float("inf"))]
 
 
 def read(path):
@@ -28,29 +30,12 @@ def read(path):
         return [[w for w in line.split() if w not in SPECIALS] for line in f]
 
 
-def bucket_of(count):
-    return next(i for i, (lo, hi) in enumerate(BUCKETS) if lo <= count <= hi)
-
-
-def word_f1(hyps, refs, train_counts):
+def word_f1(hyps, refs, train_lines):
     """-> list of (bucket label, ref words, hyp words, precision, recall, F1)."""
-    match, n_hyp, n_ref = Counter(), Counter(), Counter()
-    for hyp, ref in zip(hyps, refs, strict=True):
-        h, r = Counter(hyp), Counter(ref)
-        for w, c in h.items():
-            b = bucket_of(train_counts.get(w, 0))
-            n_hyp[b] += c
-            match[b] += min(c, r.get(w, 0))
-        for w, c in r.items():
-            n_ref[bucket_of(train_counts.get(w, 0))] += c
-    rows = []
-    for b, (lo, hi) in enumerate(BUCKETS):
-        p = match[b] / n_hyp[b] if n_hyp[b] else 0.0
-        rc = match[b] / n_ref[b] if n_ref[b] else 0.0
-        f = 2 * p * rc / (p + rc) if p + rc else 0.0
-        label = f"{lo}" if lo == hi else (f"{lo}+" if hi == float("inf") else f"{lo}-{hi}")
-        rows.append((label, n_ref[b], n_hyp[b], p, rc, f))
-    return rows
+    table = rare_word_f1(
+        [" ".join(t) for t in train_lines], [" ".join(r) for r in refs], [" ".join(h) for h in hyps], BUCKETS, SPECIALS
+    )
+    return [(b, s["ref"], s["hyp"], s["precision"], s["recall"], s["f1"]) for b, s in table.items()]
 
 
 def new_words(hyps, refs, vocab):
@@ -72,7 +57,7 @@ def main(argv=None):
     p.add_argument("-ref", required=True)
     p.add_argument("-hyp", nargs="+", required=True)
     opt = p.parse_args(argv)
-    train_counts = Counter(w for line in read(opt.train_tgt) for w in line)
+    train_lines = read(opt.train_tgt)
     with open(opt.vocab, encoding="utf-8") as f:
         vocab = {line.split("\t")[0].strip() for line in f}
     refs = read(opt.ref)
@@ -90,7 +75,7 @@ def main(argv=None):
         )
         print("  most frequent: " + ", ".join(f"{w} ({c})" for w, c in types.most_common(15)))
         print(f"  {'train count':>11} {'ref':>6} {'hyp':>6} {'prec':>6} {'recall':>6} {'F1':>6}")
-        for label, nr, nh, pr, rc, f in word_f1(hyps, refs, train_counts):
+        for label, nr, nh, pr, rc, f in word_f1(hyps, refs, train_lines):
             print(f"  {label:>11} {nr:>6} {nh:>6} {pr:>6.3f} {rc:>6.3f} {f:>6.3f}")
 
 
