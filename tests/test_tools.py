@@ -139,3 +139,16 @@ def test_report_seed_table(tmp_path):
     assert rows == ["| ce | greedy | 2 | 11.00 ± 1.41 | 21.50 ± 2.12 |"]
     assert not any(line.startswith("| joint") for line in lines)
     assert report.seed_table([str(tmp_path / "joint.s1")]) == []
+
+
+def test_open_vocab_eval_buckets_and_new_words():
+    ove = load_tool("open_vocab_eval")
+    train = [["a", "cat", "a"], ["a", "dog"]]  # a: 3, cat: 1, dog: 1
+    refs = [["a", "zebra", "cat"]]
+    hyps = [["a", "zebra", "zebra", "okapi"]]  # zebra, okapi: never seen as targets
+    rows = {label: (nr, nh, f) for label, nr, nh, _, _, f in ove.word_f1(hyps, refs, train)}
+    assert rows["0"][:2] == (1, 3)  # zebra once in the reference; zebra twice + okapi in the output
+    assert rows["0"][2] == pytest.approx(2 * (1 / 3) * 1 / (1 / 3 + 1))
+    assert rows["1-4"][:2] == (2, 1)  # a and cat in the reference; a in the output
+    total, types, correct = ove.new_words(hyps, refs, {"a", "cat", "dog"})
+    assert (total, correct) == (3, 1) and types == {"zebra": 2, "okapi": 1}
