@@ -73,6 +73,25 @@ def f1_table(path):
     return rows
 
 
+def f1_section(runs, t, kind, title):
+    """Markdown lines: the rare-word F1 table of test ``t`` over the rows with a ``t.KIND.f1.txt``."""
+    cols, counts = [], None
+    for d in runs:
+        f = sorted(glob.glob(os.path.join(d, f"{t}.{kind}.f1.txt")))
+        if f:
+            tab = f1_table(f[0])
+            cols.append((os.path.basename(d), tab))
+            counts = counts or tab
+    if not cols:
+        return []
+    out = [f"\n### Unigram F1 by training frequency of the word, {t} ({title})\n"]
+    out.append("| train freq | ref tokens | " + " | ".join(c[0] for c in cols) + " |")
+    out.append("|---|---|" + "---|" * len(cols))
+    for b in BINS:
+        out.append(f"| {b} | {counts[b]['ref']} | " + " | ".join(f"{c[1][b]['f1']:.3f}" for c in cols) + " |")
+    return out
+
+
 def unk_table(runs):
     """Markdown lines: per row with docs/recipes/unk_analysis.sh's files, the share of <unk> among the
     greedy output's words and tokenized BLEU without -replace_unk, with it (the main table's), and
@@ -172,20 +191,9 @@ def main(argv=None):
                    f"{i['encoder']} | {i['decoder']} | {i['input']} | {i['output']} |")
 
     for t in TESTS:
-        out.append(f"\n### Unigram F1 by training frequency of the word, {t} (greedy / the row's first decoding)\n")
-        cols, counts = [], None
-        for d in runs:
-            f = sorted(glob.glob(os.path.join(d, f"{t}.beam1.*.f1.txt")))
-            if f:
-                tab = f1_table(f[0])
-                cols.append((os.path.basename(d), tab))
-                counts = counts or tab
-        if not cols:
-            continue
-        out.append("| train freq | ref tokens | " + " | ".join(c[0] for c in cols) + " |")
-        out.append("|---|---|" + "---|" * len(cols))
-        for b in BINS:
-            out.append(f"| {b} | {counts[b]['ref']} | " + " | ".join(f"{c[1][b]['f1']:.3f}" for c in cols) + " |")
+        out.extend(f1_section(runs, t, "beam1.*", "greedy / the row's first decoding, -replace_unk"))
+    for t in TESTS:
+        out.extend(f1_section(runs, t, "raw", "greedy, without -replace_unk: the words the model itself produced"))
 
     for t in TESTS:
         out.append(f"\n### Accuracy@k with teacher forcing, {t}\n")

@@ -2,8 +2,9 @@
 # How much of each Multi30k row's BLEU comes from -replace_unk: after docs/recipes/multi30k.sh, translate
 # the tests again from each row's model_best.pt (greedy) (a) without -replace_unk, scoring the raw
 # output, and (b) with -ban_unk_token -replace_unk; the share of <unk> among the decoded words is in
-# both logs ("decoded N words, K of them <unk>"). Word-target rows only (the BPE-target rows decode
-# pieces). Writes RESULTS/ROW/TEST.{raw,banunk}.bleu.txt; tools/m30k_report.py tabulates them.
+# both logs ("decoded N words, K of them <unk>"), and the rare-word F1 of the raw output. Word-target rows
+# only (the BPE-target rows decode pieces). Writes RESULTS/ROW/TEST.{raw,banunk}.bleu.txt and
+# TEST.raw.f1.txt; tools/m30k_report.py tabulates them.
 #
 #   bash docs/recipes/unk_analysis.sh                      # fr->en, every finished row of runs/m30k_fr-en
 #   SRC=de bash docs/recipes/unk_analysis.sh
@@ -31,6 +32,10 @@ for run in "$OUT"/*.s[0-9]*; do
       fi
       cp "$f" "$RESULTS/$row/"
     done
+    # rare-word F1 of the raw output: which rare words the model itself produces
+    [ -s "$run/$t.raw.f1.txt" ] || python tools/rare_word_f1.py -train "$OUT/tok/train.$TGT" -ref "$OUT/tok/$t.$TGT" \
+      -hyp "$run/$t.raw.$TGT" > "$run/$t.raw.f1.txt"
+    cp "$run/$t.raw.f1.txt" "$RESULTS/$row/"
   done
 done
 echo "[$(date -u +%H:%M:%S)] done"
