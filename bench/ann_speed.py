@@ -1,12 +1,11 @@
-"""Approximate vs exact nearest-neighbour search over synthetic unit-length target tables.
-
-    python bench/ann_speed.py                       # 50K, 300K and 1M words, IVF
-    python bench/ann_speed.py -sizes 300000 -kind hnsw -sweep 64 128
+"""Approximate vs exact nearest-neighbour search over synthetic unit-length target tables: the
+measurement behind ``bench/decode_speed.py``'s approximate-search rows (run that script:
+``python bench/decode_speed.py -sizes none -ann_sweep 32 64 128``).
 
 For each table size: recall@1 of the faiss index against exact search (the exact argmax of
-êᵀe(w), what greedy decoding picks), the time per query of both, in batches of ``-batch`` queries
+êᵀe(w), what greedy decoding picks), the time per query of both, in batches of ``batch`` queries
 (decoding searches once per step for a batch of sentences), the speed-up, and the index build
-time. One thread for torch and faiss unless ``-threads``.
+time.
 
 The table: rows of the same cluster share a centre (cos ≈ 0.7 to it), like the groups of related
 words in real embedding tables; a table of independent random directions has no neighbourhood
@@ -14,15 +13,14 @@ structure and no index can beat a scan on it. Queries: a table row plus noise, s
 cosine to the row is ≈ 0.7 (a trained model's prediction has cos ≈ 0.68 to the gold word on the
 Multi30k validation set).
 
-``-like FILE`` (a .vec/.vec.gz) replaces the clustered table by draws from a Gaussian with the
-mean and covariance of that file's unit vectors, normalised: a real table's overall shape
-without its neighbourhoods, the hard case for any index (a check on how much the clustered
-numbers depend on the clusters).
+``like=FILE`` (a .vec/.vec.gz; decode_speed.py's ``-ann_like``) replaces the clustered table by
+draws from a Gaussian with the mean and covariance of that file's unit vectors, normalised: a
+real table's overall shape without its neighbourhoods, the hard case for any index (a check on
+how much the clustered numbers depend on the clusters).
 
-``measure(n, ...)`` returns one result dict per setting; bench/decode_speed.py imports it.
+``measure(n, ...)`` returns one result dict per setting.
 """
 
-import argparse
 import math
 import os
 import sys
@@ -135,60 +133,3 @@ def measure(
             }
         )
     return results
-
-
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("-sizes", type=int, nargs="+", default=[50_000, 300_000, 1_000_000])
-    p.add_argument("-kind", choices=["ivf", "hnsw"], default="ivf")
-    p.add_argument(
-        "-sweep",
-        type=int,
-        nargs="+",
-        default=None,
-        help="search settings to try on each index: efSearch (hnsw, default 64 128) or nprobe (ivf, default 16 32 64)",
-    )
-    p.add_argument("-nlist", type=int, default=None, help="ivf: cells (default sqrt(words))")
-    p.add_argument("-hnsw_m", type=int, default=16, help="hnsw: links per node")
-    p.add_argument("-queries", type=int, default=512)
-    p.add_argument(
-        "-query_noise",
-        type=float,
-        default=1.0,
-        help="noise added to a table row to make a query, relative to the row's length: 1.0 gives "
-        "cos(query, row) ≈ 0.7 (our small Multi30k models), 0.5 ≈ 0.9",
-    )
-    p.add_argument("-batch", type=int, default=32)
-    p.add_argument(
-        "-like", default=None, help="a .vec/.vec.gz: Gaussian table with its unit vectors' mean and covariance"
-    )
-    p.add_argument("-threads", type=int, default=1)
-    opt = p.parse_args(argv)
-    extra = {"nlist": opt.nlist} if opt.kind == "ivf" else {"hnsw_m": opt.hnsw_m}
-    sweep = opt.sweep or ([16, 32, 64] if opt.kind == "ivf" else [64, 128])
-    print(
-        f"{'words':>9} {'index':>5} {'setting':>13} {'recall@1':>8} {'exact ms/q':>10} {'ann ms/q':>9} "
-        f"{'speed-up':>8} {'build s':>7}"
-    )
-    for n in opt.sizes:
-        for r in measure(
-            n,
-            n_queries=opt.queries,
-            batch=opt.batch,
-            kind=opt.kind,
-            sweep=sweep,
-            threads=opt.threads,
-            query_noise=opt.query_noise,
-            like=opt.like,
-            **extra,
-        ):
-            print(
-                f"{r['words']:>9,} {r['kind']:>5} {r['setting']:>13} {r['recall_at_1']:>8.3f} "
-                f"{r['exact_ms_per_query']:>10.3f} {r['ann_ms_per_query']:>9.3f} {r['speedup']:>7.1f}x "
-                f"{r['build_s']:>7.1f}",
-                flush=True,
-            )
-
-
-if __name__ == "__main__":
-    main()

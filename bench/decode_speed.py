@@ -13,8 +13,8 @@ decodes exactly ``-max_length`` words and all models do the same number of steps
 
 Then approximate search (``-ann faiss``): recall@1 of the faiss index against exact search and
 its speed-up over exact search per query, on synthetic tables of ``-ann_sizes`` words, with the
-index settings translate.py uses by default (or ``-ann_sweep``). See bench/ann_speed.py for how the
-tables and queries are made. faiss runs on the CPU, so this part is a CPU measurement even with
+index settings translate.py uses by default (or ``-ann_sweep``). bench/ann_speed.py makes the
+tables and queries and does the measurement. faiss runs on the CPU, so this part is a CPU measurement even with
 ``-gpu``.
 
     python bench/decode_speed.py                # small and paper sizes, 50K and 300K words; ANN at 50K, 300K, 1M
@@ -69,6 +69,8 @@ def build_parser():
         default=None,
         help="search settings to try (nprobe for ivf, efSearch for hnsw); default: translate.py's default",
     )
+    p.add_argument("-ann_nlist", type=int, default=None, help="ivf cells (default translate.py's, 4·sqrt(words))")
+    p.add_argument("-ann_hnsw_m", type=int, default=16, help="hnsw links per node")
     p.add_argument("-ann_queries", type=int, default=512, help="queries per table")
     p.add_argument(
         "-ann_query_noise",
@@ -111,6 +113,7 @@ def ann_rows(args, threads):
             threads=threads,
             query_noise=args.ann_query_noise,
             like=args.ann_like,
+            **({"nlist": args.ann_nlist} if args.ann_index == "ivf" else {"hnsw_m": args.ann_hnsw_m}),
         ):
             print(
                 f"{n:12,d} {r['setting']:>13s} {r['recall_at_1']:8.3f} {r['exact_ms_per_query']:14.3f} "
