@@ -246,7 +246,9 @@ def main(argv=None):
         ax.set_ylabel("val sacreBLEU (greedy, detokenized)")
         ax.set_title("Multi30k " + os.path.basename(os.path.normpath(args.results)).replace("m30k_", "")
                      + ": validation BLEU by epochs trained")
-        ax.set_xticks(sorted({e for v in curves.values() for e, _ in v}))
+        xs = sorted({e for v in curves.values() for e, _ in v})
+        # every checkpoint's position when they fit; whole epochs only on longer runs
+        ax.set_xticks(xs if xs[-1] <= 3 else range(int(xs[-1]) + 1))
         ax.set_xlim(left=0)
         ax.grid(alpha=0.3)
         ax.legend()
