@@ -73,6 +73,18 @@ def set_threads(n):
     torch.set_num_interop_threads(1)
 
 
+def add_setup_args(p):
+    """The flags :func:`setup` reads: -threads and -gpu."""
+    p.add_argument(
+        "-threads",
+        type=int,
+        default=None,
+        help="torch intra-op threads (default: the idle cores, from the load average: 2 on the idle 2-core "
+        "benchmark machine, 1 while another process keeps a core busy)",
+    )
+    p.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent")
+
+
 def setup(args, script):
     """The common start of a benchmark: thread count (auto: the idle cores) and device.
     Sets ``args.threads``; returns the device, or exits with ``SCRIPT: message``."""

@@ -49,14 +49,7 @@ def build_parser():
     p.add_argument("-sentences", type=int, default=None, help="sentences per timing (default: 128 small, 64 paper)")
     p.add_argument("-max_length", type=int, default=benchlib.SRC_LEN, help="words decoded per sentence")
     p.add_argument("-reps", type=int, default=3, help="timings per model (median), after one warm-up batch")
-    p.add_argument(
-        "-threads",
-        type=int,
-        default=None,
-        help="torch intra-op threads (default: the idle cores, from the load average: 2 on the idle 2-core "
-        "benchmark machine, 1 while another process keeps a core busy)",
-    )
-    p.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent")
+    benchlib.add_setup_args(p)
     p.add_argument("-seed", type=int, default=1)
     p.add_argument(
         "-ann_sizes", default="50000,300000,1000000", help="table sizes for the approximate-search rows, or none"

@@ -90,15 +90,8 @@ def build_parser():
     p.add_argument("-sweep_reps", type=int, default=2, help="timed updates per batch size in the sweep")
     p.add_argument("-plot", default="docs/bench_batch_sweep.png", help="where the sweep's PNG goes")
     p.add_argument("-json", default=None, help="also write every measurement to this JSON file")
-    p.add_argument(
-        "-threads",
-        type=int,
-        default=None,
-        help="torch intra-op threads (default: the idle cores, from the load average: 2 on the idle 2-core "
-        "benchmark machine, 1 while another process keeps a core busy)",
-    )
+    benchlib.add_setup_args(p)
     p.add_argument("-concurrent", type=int, default=6, help="most workers alive at once (memory permitting)")
-    p.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent")
     p.add_argument(
         "-mem_budget_gb",
         type=float,

@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from onmt_cont.constants import PAD_ID, UNK_ID
 from onmt_cont.inputters.batching import collate
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
+from onmt_cont.utils.io import read_lines
 
 
 def gold_ranks(model, batch):
@@ -62,8 +63,7 @@ def accuracy_at_k(model, src_vocab, tgt_vocab, src_lines, tgt_lines, ks=(1, 2, 5
 
 
 def read(path):
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+    return [line for _, line in read_lines(path)]
 
 
 def main(argv=None):

@@ -14,8 +14,13 @@ occurrences of the bin's words, F1 = 2PR / (P + R). Inputs are tokenized, one se
 
 import argparse
 import json
+import os
 import sys
 from collections import Counter
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
+
+from onmt_cont.utils.io import read_lines  # noqa: E402
 
 BINS = [("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4", 4, 4), ("5-9", 5, 9), ("10-99", 10, 99),
         ("100-999", 100, 999), ("1000+", 1000, float("inf"))]
@@ -56,8 +61,7 @@ def rare_word_f1(train_lines, ref_lines, hyp_lines, bins=BINS, ignore=()):
 
 
 def read(path):
-    with open(path, encoding="utf-8") as f:
-        return [line.rstrip("\n") for line in f]
+    return [line for _, line in read_lines(path)]
 
 
 def main(argv=None):
