@@ -37,9 +37,9 @@ target table (-init, -alpha, -unk_vector, -center, -center_pcs; the .dec table o
                         length; two distinct rows have cosine at most 1 - 2/dim)
   -init mixed           the paper's combined embeddings: row = unit(alpha * e_pre +
                         (1 - alpha) * e_rand), e_pre the -init pretrained -normalize row
-                        (so -normalize is required), e_rand the
-                        -init random_sphere row of the same -seed (alpha 1: the normalised
-                        pretrained table; alpha 0: exactly the random_sphere table)
+                        (so -normalize is required), e_rand the -init random_sphere row of
+                        the same -seed (alpha 1: the normalised pretrained table; alpha 0:
+                        exactly the random_sphere table)
   random_*/mixed rows are unit length whatever -normalize says; -seed fixes them.
   -center removes the mean of the vocabulary-word rows (rows 4..V-1) from every row except
   padding and zero rows; -center_pcs K then also removes the projections on the top K
@@ -56,7 +56,8 @@ UNK_HELP = (
     "fresh unit Gaussian direction, scaled to the RMS word-row length without -normalize). zero: zeros: "
     "never a nearest neighbour of a prediction with a positive cosine to any row, and training on a "
     "<unk> target gets no direction from the loss. vocab_mean: the mean of the vocabulary-word rows, "
-    "the centroid, a control with the most hubness by construction (zero after -center, so it stays zero)"
+    "the direction of highest mean cosine to the words: a control that should be the worst hub (zero after "
+    "-center, so it stays zero)"
 )
 
 
