@@ -110,6 +110,8 @@ def _check_writable(path: str, flag: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise UserError(f"{flag} {path}: directory {directory} does not exist")
+    if os.path.isdir(path):
+        raise UserError(f"{flag} {path}: is a directory, expected a file name")
 
 
 @cli_main
@@ -130,7 +132,10 @@ def main(argv: list[str] | None = None) -> None:
     src, tgt = read_corpus(opt.src, opt.lower), read_corpus(opt.tgt, opt.lower)
     if len(src) != len(tgt):
         raise UserError(f"{opt.src} has {len(src)} lines but {opt.tgt} has {len(tgt)}; they must be line-parallel")
-    print(f"pairs: {len(src)}, tokens: {sum(map(len, src))} source, {sum(map(len, tgt))} target")
+    n_src, n_tgt = sum(map(len, src)), sum(map(len, tgt))
+    if not n_src or not n_tgt:  # an empty lexicon would make -replace_unk silently copy every word
+        raise UserError(f"nothing to align: {opt.src if not n_src else opt.tgt} has no words ({len(src)} lines)")
+    print(f"pairs: {len(src)}, tokens: {n_src} source, {n_tgt} target")
 
     if opt.alignments is not None:
         alignments = read_pharaoh(opt.alignments, [len(s) for s in src], [len(t) for t in tgt])

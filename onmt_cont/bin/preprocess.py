@@ -164,8 +164,15 @@ def main(argv=None):
     # Everything that can fail on bad input happens before the first file is written.
     src_counts, tgt_counts, stats = count_corpus(opt.train_src, opt.train_tgt, opt)
     _, _, vstats = count_corpus(opt.valid_src, opt.valid_tgt, opt)
-    if stats["kept"] == 0:
-        raise UserError(f"no training pair of {opt.train_src} / {opt.train_tgt} survives filtering")
+    # an empty validation set would score every checkpoint 0.0 and make the first one "best"
+    for split, (src, tgt), st in (("training", (opt.train_src, opt.train_tgt), stats),
+                                  ("validation", (opt.valid_src, opt.valid_tgt), vstats)):
+        if st["kept"] == 0:
+            raise UserError(
+                f"no {split} pair of {src} / {tgt} survives filtering ({st['read']} read: {st['empty']} with an "
+                f"empty side, {st['too_long']} longer than -src_seq_length {opt.src_seq_length} / "
+                f"-tgt_seq_length {opt.tgt_seq_length})"
+            )
     if opt.src_vocab:
         src_vocab = read_vocab_text(opt.src_vocab)
     else:
