@@ -147,6 +147,9 @@ def main(argv=None):
     opt = opts.parse(build_parser(), argv, required=("train_src", "train_tgt", "valid_src", "valid_tgt", "save_data"))
     if opt.shard_size < 1:
         raise UserError(f"-shard_size must be at least 1, got {opt.shard_size}")
+    for name in ("src_seq_length", "tgt_seq_length"):
+        if getattr(opt, name) < 1:  # would drop every pair
+            raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
     for name in ("src_vocab_size", "tgt_vocab_size"):
         if getattr(opt, name) < 0:  # a negative size would slice words off the end of the list
             raise UserError(f"-{name} must be at least 0, got {getattr(opt, name)}")
