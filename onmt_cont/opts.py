@@ -124,8 +124,9 @@ def _config_value(action, value, where):
     if value is None:
         if action.default is None:
             return None
-        raise UserError(f"{where}: no value (YAML null); give one, or remove the line to keep the default "
-                        f"{action.default!r}")
+        raise UserError(
+            f"{where}: no value (YAML null); give one, or remove the line to keep the default {action.default!r}"
+        )
     if action.nargs == 0:  # store_true / store_false
         if not isinstance(value, bool):
             raise UserError(f"{where}: expected true or false, got {value!r}")
@@ -134,8 +135,9 @@ def _config_value(action, value, where):
     if isinstance(value, dict) or (isinstance(value, list) and not several):
         raise UserError(f"{where}: expected a single value, got a YAML {type(value).__name__} {value!r}")
     if isinstance(value, bool) and action.type in (None, str):  # int/float options say "invalid value" below
-        raise UserError(f"{where}: got the YAML boolean {value!r} (yes/no/on/off/true/false); "
-                        "quote it if you mean the text")
+        raise UserError(
+            f"{where}: got the YAML boolean {value!r} (yes/no/on/off/true/false); quote it if you mean the text"
+        )
     convert = action.type or str
     try:
         if isinstance(value, list):

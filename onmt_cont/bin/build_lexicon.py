@@ -20,7 +20,19 @@ from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_write_text, read_lines
 
 # Options that only make sense when we train the aligner ourselves.
-_TRAINING_OPTIONS = ("iterations", "p0", "tension", "optimize_tension", "vb_alpha", "sym", "save_alignments")
+_TRAINING_OPTIONS = (
+    "iterations",
+    "p0",
+    "tension",
+    "optimize_tension",
+    "vb_alpha",
+    "sym",
+    "save_alignments",
+    "max_length",
+)
+# fast_align's model holds a few numbers per (source word, target word) cell of a pair: a pair of
+# two 3,000-token lines takes 0.7 GB and 14 s, one of two 100K-token lines would take ~800 GB.
+DEFAULT_MAX_LENGTH = 1000
 
 
 def extract_lexicon(
@@ -77,6 +89,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     al.add_argument(
         "-sym", choices=sorted(SYMMETRISERS), help="how to combine the two directions (default grow-diag-final-and)"
+    )
+    al.add_argument(
+        "-max_length",
+        type=int,
+        help=f"leave pairs with a side longer than this many tokens unaligned (no links): memory and time "
+        f"grow with source x target length (default {DEFAULT_MAX_LENGTH}; 0: no limit)",
     )
     lx = p.add_argument_group("lexicon")
     lx.add_argument(
@@ -142,7 +160,18 @@ def main(argv: list[str] | None = None) -> None:
         print(f"read alignments from {opt.alignments}")
     else:
         sym = opt.sym or "grow-diag-final-and"
-        alignments = align_corpus(src, tgt, sym, config, log=print)
+        limit = DEFAULT_MAX_LENGTH if opt.max_length is None else opt.max_length
+        if limit < 0:
+            raise UserError(f"-max_length must be at least 0, got {limit}")
+        too_long = {k for k, (s, t) in enumerate(zip(src, tgt, strict=True)) if limit and max(len(s), len(t)) > limit}
+        if too_long:
+            print(
+                f"{len(too_long)} pair(s) with a side longer than -max_length {limit} tokens left unaligned "
+                f"(first: line {min(too_long) + 1})"
+            )
+        short_src = [[] if k in too_long else s for k, s in enumerate(src)]
+        short_tgt = [[] if k in too_long else t for k, t in enumerate(tgt)]
+        alignments = align_corpus(short_src, short_tgt, sym, config, log=print)
         print(f"symmetrised with {sym}")
     print(f"links: {sum(map(len, alignments))}")
 

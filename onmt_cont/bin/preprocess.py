@@ -168,8 +168,10 @@ def main(argv=None):
     src_counts, tgt_counts, stats = count_corpus(opt.train_src, opt.train_tgt, opt)
     _, _, vstats = count_corpus(opt.valid_src, opt.valid_tgt, opt)
     # an empty validation set would score every checkpoint 0.0 and make the first one "best"
-    for split, (src, tgt), st in (("training", (opt.train_src, opt.train_tgt), stats),
-                                  ("validation", (opt.valid_src, opt.valid_tgt), vstats)):
+    for split, (src, tgt), st in (
+        ("training", (opt.train_src, opt.train_tgt), stats),
+        ("validation", (opt.valid_src, opt.valid_tgt), vstats),
+    ):
         if st["kept"] == 0:
             raise UserError(
                 f"no {split} pair of {src} / {tgt} survives filtering ({st['read']} read: {st['empty']} with an "

@@ -217,7 +217,8 @@ def check_resumable(ckpt, opt, model, src_vocab, tgt_vocab):
     try:
         model.load_state_dict(ckpt["model"])
     except RuntimeError as exc:
-        raise UserError(f"-train_from {opt.train_from} does not fit the model built from these options: {exc}") from None
+        raise UserError(f"-train_from {opt.train_from} does not fit the model built from these options: "
+                        f"{exc}") from None
 
 
 def make_optimizer(opt, model):
