@@ -113,6 +113,18 @@ def test_preprocess_empty_validation_set_is_an_error(tmp_path, capsys, valid_src
     assert os.listdir(tmp_path / "out") == []
 
 
+def test_preprocess_empty_training_files(tmp_path, capsys):
+    files = pp_files(tmp_path, "", "")
+    fails(
+        capsys,
+        preprocess.main,
+        pp_argv(files),
+        f"no training pair of {files['-train_src']} / {files['-train_tgt']}",
+        "(0 read: 0 with an empty side",
+    )
+    assert os.listdir(tmp_path / "out") == []
+
+
 @pytest.mark.parametrize("flag", ["-src_seq_length", "-tgt_seq_length"])
 def test_preprocess_seq_length_below_one(tmp_path, capsys, flag):
     files = pp_files(tmp_path, "le chat\n", "the cat\n")
@@ -386,26 +398,21 @@ def test_train_from_with_a_table_or_data_that_does_not_fit(model, tmp_path, caps
     assert sorted(os.listdir(tmp_path)) == before  # no checkpoint, no log
 
 
-def test_tgt_emb_extend_table_with_nan(model, tmp_path, capsys):
-    table = torch.load(model["emb16"], weights_only=True)
-    table[5, 0] = float("nan")
+@pytest.mark.parametrize("case", ["nan", "dim"])
+def test_tgt_emb_extend_table_that_does_not_fit(model, tmp_path, capsys, case):
+    table = torch.load(model["emb16" if case == "nan" else "emb24"], weights_only=True)
+    table[5, 0] = float("nan") if case == "nan" else table[5, 0]
     torch.save(table, tmp_path / "ext.pt")
+    needle = {
+        "nan": f"-tgt_emb_extend {tmp_path / 'ext.pt'}: expected finite float vectors",
+        "dim": "-tgt_emb_extend: vectors of dimension 24, but the model's target table has dimension 16",
+    }[case]
+    argv = ["-model", model["ckpt"], "-src", model["src"], "-output", tmp_path / "out.txt", "-tgt_emb_extend"]
     fails(
         capsys,
         translate.main,
-        [
-            "-model",
-            model["ckpt"],
-            "-src",
-            model["src"],
-            "-output",
-            tmp_path / "out.txt",
-            "-tgt_emb_extend",
-            tmp_path / "ext.pt",
-            "-tgt_emb_extend_vocab",
-            model["prefix"] + ".vocab.pt",
-        ],
-        f"-tgt_emb_extend {tmp_path / 'ext.pt'}: expected finite float vectors",
+        argv + [tmp_path / "ext.pt", "-tgt_emb_extend_vocab", model["prefix"] + ".vocab.pt"],
+        needle,
     )
     assert not (tmp_path / "out.txt").exists()
 

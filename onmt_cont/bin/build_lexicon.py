@@ -30,8 +30,9 @@ _TRAINING_OPTIONS = (
     "save_alignments",
     "max_length",
 )
-# fast_align's model holds a few numbers per (source word, target word) cell of a pair: a pair of
-# two 3,000-token lines takes 0.7 GB and 14 s, one of two 100K-token lines would take ~800 GB.
+# fast_align's model holds a few numbers per (source word, target word) cell of a pair, ~50 bytes:
+# one pair of two 3,000-token lines takes 0.45 GB more and 14-26 s (docs/reliability.md), one of
+# two 100K-token lines would take ~500 GB.
 DEFAULT_MAX_LENGTH = 1000
 
 
