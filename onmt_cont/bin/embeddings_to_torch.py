@@ -35,7 +35,7 @@ what each row of the table gets:
 Random vectors come from -seed, so reruns give identical tables: a Gaussian direction scaled
 to the root-mean-square length of the file's vectors (unit length with -normalize).
 A first line of two integers ('COUNT DIM') is read as a word2vec/fastText header whatever
--type says. Malformed lines (wrong number of values, a value that is not a finite number,
+-type says. Malformed lines (wrong number of values, a value that is nan, inf or beyond float32,
 a word that is not UTF-8) are skipped and reported; duplicate words keep their first vector.
 """
 
@@ -80,8 +80,9 @@ def build_parser():
 
 
 def _unit(rows):
-    """Rows scaled to unit length in place; zero rows stay zero."""
-    norms = np.linalg.norm(rows, axis=-1, keepdims=True)
+    """Rows scaled to unit length in place; zero rows stay zero. Lengths are summed in float64:
+    in float32 the squares of values beyond 1.8e19 would overflow to inf and zero the row."""
+    norms = np.sqrt(np.einsum("...i,...i->...", rows, rows, dtype=np.float64))[..., None]
     np.divide(rows, norms, out=rows, where=norms > 0)
     return rows
 
