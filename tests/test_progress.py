@@ -1,8 +1,10 @@
 """Readable progress: the training log's cosine and accuracy (hand-made cases, and in a real run's
 log), progress bars that stay off when stderr is not a terminal, and the scripts' summaries."""
 
+import io
 import math
 import re
+import sys
 
 import pytest
 import torch
@@ -11,6 +13,7 @@ import torch.nn.functional as F
 from onmt_cont.losses import LOSSES
 from onmt_cont.models.generators import ContinuousGenerator, SampledLogits, SoftmaxGenerator
 from onmt_cont.trainer import STATS, Meter, batch_stats, summarize
+from onmt_cont.utils.progress import progress
 
 
 def continuous_gen(criterion="cosine"):
@@ -147,3 +150,86 @@ def test_training_log_reports_cosine_and_accuracy(tiny, loss, capsys, monkeypatc
     # once per batch in between
     assert len(scored_steps) == 2 + len(run.valid)
     assert [int(m.group(3)) for m in found] == [scored_steps[0], scored_steps[-1]]
+
+
+class Terminal(io.StringIO):
+    """A stderr that says it is a terminal."""
+
+    def isatty(self):
+        return True
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch, capsys):
+    assert list(progress(range(3), "not shown")) == [0, 1, 2]
+    assert capsys.readouterr().err == ""  # pytest's stderr is no terminal: no bar, no carriage return
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    assert list(progress(range(3), "shown", total=3)) == [0, 1, 2]
+    assert "shown:" in term.getvalue() and "/3" in term.getvalue()
+
+
+SUMMARY = r"^\S.* in \d+\.\ds( \([\d,.]+ \w+/s\))?: wrote \S"
+
+
+def test_long_jobs_show_bars_and_end_with_a_summary(tiny, tmp_path, monkeypatch, capsys):
+    """preprocess, embeddings_to_torch, build_lexicon and translate draw a bar on a terminal and none
+    otherwise, and end with '<done> in <T>s: wrote <files, with what they hold>'."""
+    from onmt_cont.bin import build_lexicon, embeddings_to_torch, preprocess, train, translate
+
+    words = [f"t{i}" for i in range(13)] + ["</s>", "other"]
+    vec = tmp_path / "tgt.vec"
+    vec.write_text(f"{len(words)} 4\n" + "".join(f"{w} {i % 3} 1 {i} 0.5\n" for i, w in enumerate(words)))
+    src, tgt = str(tiny / "train.src"), str(tiny / "train.tgt")
+    prefix = str(tmp_path / "d")
+    runs = {
+        "preprocess": lambda: preprocess.main(["-train_src", src, "-train_tgt", tgt, "-valid_src", src,
+                                               "-valid_tgt", tgt, "-save_data", prefix, "-tgt_emb", str(vec)]),
+        "embeddings": lambda: embeddings_to_torch.main(["-emb_file_dec", str(vec), "-dict_file", prefix + ".vocab.pt",
+                                                        "-output_file", str(tmp_path / "emb"), "-normalize"]),
+        "lexicon": lambda: build_lexicon.main(["-src", src, "-tgt", tgt, "-output", str(tmp_path / "lex.txt")]),
+    }
+    outs = {}
+    for terminal in (False, True):
+        if terminal:
+            monkeypatch.setattr(sys, "stderr", Terminal())
+        for name, run in runs.items():
+            run()
+            outs[name, terminal] = capsys.readouterr().out.splitlines()
+        err = sys.stderr.getvalue() if terminal else capsys.readouterr().err
+        if terminal:
+            for bar in (f"counting {src}", f"writing {src}", f"reading {vec}", "forward EM", "reverse EM"):
+                assert bar in err, bar
+        else:
+            assert err == ""
+    last = {name: outs[name, False][-1] for name in runs}
+    assert re.match(rf"preprocessed 48 pairs {SUMMARY[4:]}", last["preprocess"])
+    assert f"{prefix}.train.0.pt (24 pairs in 1 shard(s)" in last["preprocess"]
+    assert re.match(rf"read 15 vectors from {vec} {SUMMARY[4:]}", last["embeddings"])
+    assert f"{tmp_path / 'emb'}.dec.pt [17, 4] float32" in last["embeddings"]
+    assert re.match(rf"aligned 24 pairs {SUMMARY[4:]}", last["lexicon"]) and "lex.txt (lexicon: " in last["lexicon"]
+    for name in runs:  # the bar's output never reaches stdout (the lines differ only in timings)
+        same = [[re.sub(r"[\d.,]+", "N", line) for line in outs[name, t]] for t in (True, False)]
+        assert same[0] == same[1], name
+
+    train.main(["-data", prefix, "-save_model", str(tmp_path / "m"), "-tgt_emb", str(tmp_path / "emb.dec.pt"),
+                "-loss", "cosine", "-rnn_size", "16", "-word_vec_size", "8", "-train_steps", "2"])
+    (tmp_path / "in.txt").write_text("s1 s2\n\ns3\n")
+    capsys.readouterr()
+    translate.main(["-model", str(tmp_path / "m_last.pt"), "-src", str(tmp_path / "in.txt"),
+                    "-output", str(tmp_path / "out.txt"), "-batch_size", "1"])
+    lines = capsys.readouterr().out.splitlines()
+    assert any(re.match(rf"translated 3 lines {SUMMARY[4:]}\S*out\.txt$", line) for line in lines), lines
+    assert "translating" in sys.stderr.getvalue()
+
+
+def test_translate_lines_reports_every_line_done(tiny):
+    """The progress hook counts every line once, empty ones included, so a bar ends at its total."""
+    from onmt_cont.bin import train
+    from onmt_cont.translate.translator import Translator
+
+    train.main(["-data", str(tiny / "data"), "-save_model", str(tiny / "hook"), "-tgt_emb", str(tiny / "emb.pt"),
+                "-loss", "cosine", "-rnn_size", "16", "-word_vec_size", "8", "-train_steps", "1"])
+    done = []
+    translator = Translator(str(tiny / "hook_last.pt"))
+    out = translator.translate_lines(["s1 s2", "", "s3", "s4 s5 s6"], batch_size=2, on_batch=done.append)
+    assert len(out) == 4 and sum(done) == 4 and done[0] == 1

@@ -18,6 +18,7 @@ from collections import Counter
 from onmt_cont.align import SYMMETRISERS, AlignConfig, Alignment, align_corpus, format_pharaoh, read_pharaoh
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_write_text, read_lines
+from onmt_cont.utils.progress import summary, write
 
 # Options that only make sense when we train the aligner ourselves.
 _TRAINING_OPTIONS = ("iterations", "p0", "tension", "optimize_tension", "vb_alpha", "sym", "save_alignments")
@@ -137,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"read alignments from {opt.alignments}")
     else:
         sym = opt.sym or "grow-diag-final-and"
-        alignments = align_corpus(src, tgt, sym, config, log=print)
+        alignments = align_corpus(src, tgt, sym, config, log=write)
         print(f"symmetrised with {sym}")
     print(f"links: {sum(map(len, alignments))}")
 
@@ -145,4 +146,8 @@ def main(argv: list[str] | None = None) -> None:
     if opt.save_alignments:
         atomic_write_text(opt.save_alignments, format_pharaoh(alignments))
     atomic_write_text(opt.output, format_lexicon(lexicon))
-    print(f"lexicon: {len(lexicon)} entries written to {opt.output} ({time.perf_counter() - start:.2f} s in all)")
+    written = [f"{opt.output} (lexicon: {len(lexicon):,} entries)"]
+    if opt.save_alignments:
+        written.append(f"{opt.save_alignments} ({len(alignments):,} lines of alignments)")
+    summary(f"{'aligned' if opt.alignments is None else 'read the alignments of'} {len(src):,} pairs",
+            time.perf_counter() - start, written)
