@@ -54,6 +54,12 @@ def test_two_gloo_ranks_match_one_process(data):
     assert len(single) == len(multi) == 6
     assert multi == pytest.approx(single, abs=1e-3), (single, multi)
     assert "parameters identical on all 2 ranks: yes" in multi_log
+    # the log's cosine and nearest-neighbour accuracy are reduced over the ranks: the global batch's
+    metrics = r"cosine (-?[\d.]+); nn accuracy ([\d.]+)% on step \d+'s batch \((\d+) tokens\)"
+    single_m, multi_m = re.findall(metrics, single_log), re.findall(metrics, multi_log)
+    assert len(single_m) == len(multi_m) == 6
+    for (c1, a1, n1), (c2, a2, n2) in zip(single_m, multi_m, strict=True):
+        assert (float(c2), a2, n2) == (pytest.approx(float(c1), abs=1e-3), a1, n1)
     assert multi_log.count("finished at step 6") == 1  # only rank 0 logs
     a = torch.load(data / "single_last.pt", weights_only=True)["model"]
     b = torch.load(data / "multi_last.pt", weights_only=True)["model"]

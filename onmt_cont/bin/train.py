@@ -107,7 +107,10 @@ def build_parser():
                    help="also write PREFIX_epoch_N.pt at the end of every N-th epoch (for convergence curves)")
     g.add_argument("-train_from", help="resume from this checkpoint: model, optimiser, step, data position, RNG")
     g = p.add_argument_group("Logging")
-    g.add_argument("-report_every", type=int, default=50, help="log loss and tokens/s every N steps")
+    g.add_argument("-report_every", type=int, default=50, help="log every N steps: loss, mean cosine to the target "
+                   "(continuous losses) and tokens/s over those N steps, and the accuracy (nearest neighbour for "
+                   "continuous losses; softmax: also perplexity) of the logged step's batch, the only batch "
+                   "scored against the whole vocabulary")
     g.add_argument("-log_file", help="also write the log here")
     g.add_argument("-save_config", help="write the effective options to this YAML file and exit")
     return p
@@ -279,7 +282,7 @@ class Run:
                                               find_unused_parameters=unused)
         amp = {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if opt.amp else None
         self.trainer = Trainer(self.model, build_loss(opt, gen_table), self.optimizer, opt.max_grad_norm,
-                               forward, self.ctx, amp)
+                               forward, self.ctx, amp, measure_every=opt.report_every)
         self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, "best_score": None, "bad_validations": 0}
         self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
                                         self.ctx.rank, self.ctx.world)
@@ -326,14 +329,14 @@ class Run:
 
     def train(self):
         opt, pr = self.opt, self.progress
-        meter = Meter()
+        meter = Meter(self.model.generator.continuous)
         cap = opt.train_steps
         while pr["epoch"] < opt.epochs and (cap is None or pr["step"] < cap):
             for si, bi, batch in self.iterator.epoch(pr["epoch"], pr["shard"], pr["batch"]):
                 loss, n = self.trainer.train_step(batch, pr["step"] + 1)
                 pr["step"] += 1
                 pr["shard"], pr["batch"] = si, bi + 1
-                meter.update(loss, n, self.trainer.last_src_tokens)
+                meter.update(loss, n, self.trainer.last_src_tokens, self.trainer.last_stats, pr["step"])
                 if pr["step"] % opt.report_every == 0:
                     logger.info(meter.line(pr["step"], self.optimizer.param_groups[0]["lr"]))
                     meter.reset()

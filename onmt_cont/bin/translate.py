@@ -15,6 +15,7 @@ from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_write_text, read_lines
+from onmt_cont.utils.progress import progress
 
 
 def build_parser():
@@ -108,8 +109,8 @@ def main(argv=None):
         print(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
               f"+ {added:,} new words")
     start = time.time()
-    with torch.no_grad():
-        outputs = translator.translate_lines(lines, opt.batch_size, lower=translator.lower)
+    with torch.no_grad(), progress(desc=f"translating {opt.src}", total=len(lines), unit="sent") as bar:
+        outputs = translator.translate_lines(lines, opt.batch_size, lower=translator.lower, on_batch=bar.update)
     elapsed = time.time() - start
     if opt.remove_bpe:
         outputs = [remove_bpe(o) for o in outputs]
