@@ -13,7 +13,8 @@ Settings: ``auto`` is train.py without -threads (its default: the cores no other
 at start-up), ``0`` is PyTorch's own default (one thread per core), ``N`` is ``-threads N``.
 OMP_NUM_THREADS is removed from the commands' environment, so the defaults are the real ones.
 
-    python bench/contention.py [-repeats 3] [-train_steps 30] [-busy 1] [-settings auto,0,1,2]
+    python bench/contention.py [-repeats 3] [-train_steps 30] [-busy 1] [-settings auto,0,1,2] 2> runs.log
+    python bench/contention.py -summarize runs.log   # the table again from the per-run lines (also partial)
 
 Prints a markdown table: median seconds idle and busy, busy/idle, and each cell over the
 fastest setting of its condition.
@@ -21,6 +22,7 @@ fastest setting of its condition.
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -32,7 +34,9 @@ sys.path.insert(0, ROOT)
 
 from onmt_cont.utils.threads import busy_cores  # noqa: E402
 
-BUSY_LOOP = "while True:\n    pass\n"
+# keeps one core busy; ends by itself once this script is gone (killed before it could stop it)
+BUSY_LOOP = "import os\np = os.getppid()\nwhile os.getppid() == p:\n    for _ in range(10**6):\n        pass\n"
+LINE = re.compile(r"repeat \d+ (idle|busy) -threads (\S+)\s*: +([\d.]+) s \((\S+) threads\)")
 
 
 def prepare(tmp):
@@ -89,7 +93,11 @@ def main():
     p.add_argument("-train_steps", type=int, default=30, help="updates per training command")
     p.add_argument("-busy", type=int, default=1, help="competing busy-loop processes in the busy condition")
     p.add_argument("-settings", default="auto,0,1,2", help="comma-separated -threads settings (auto: none given)")
+    p.add_argument("-summarize", metavar="LOG", help="print the table from a saved stderr log of this script, "
+                   "and run nothing")
     args = p.parse_args()
+    if args.summarize:
+        return summarize(args.summarize)
     settings = args.settings.split(",")
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     times = {(s, c): [] for s in settings for c in ("idle", "busy")}
@@ -110,13 +118,39 @@ def main():
                     used.setdefault((s, cond), set()).add(threads)
                     print(f"repeat {r + 1} {cond:4s} -threads {s:4s}: {seconds:6.1f} s ({threads} threads)",
                           file=sys.stderr, flush=True)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    best = {c: min(med[s, c] for s in settings) for c in ("idle", "busy")}
     print(f"machine: {os.cpu_count()} cores; {args.busy} competing busy loop(s) in 'busy'; other processes "
           f"running before each command (mean of /proc/loadavg's running count): {statistics.mean(background):.2f} "
           f"(min {min(background):.1f}, max {max(background):.1f}); {args.repeats} repeats, "
           f"{args.train_steps} updates per command")
     print()
+    print_table(settings, times, used)
+
+
+def summarize(path):
+    """Rebuild the table from the per-run lines main() writes to stderr (cells may have fewer runs)."""
+    times, used, settings = {}, {}, []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            m = LINE.match(line.strip())
+            if not m:
+                continue
+            cond, s, seconds, threads = m.group(1), m.group(2), float(m.group(3)), m.group(4)
+            if s not in settings:
+                settings.append(s)
+            times.setdefault((s, cond), []).append(seconds)
+            used.setdefault((s, cond), set()).add(threads)
+    settings = [s for s in settings if (s, "idle") in times and (s, "busy") in times]
+    if not settings:
+        sys.exit(f"contention.py: {path}: no setting has both an idle and a busy run")
+    runs = sorted({len(times[s, c]) for s in settings for c in ("idle", "busy")})
+    print(f"from {path}: {'-'.join(map(str, runs[::max(1, len(runs) - 1)]))} run(s) per cell")
+    print()
+    print_table(settings, times, used)
+
+
+def print_table(settings, times, used):
+    med = {k: statistics.median(v) for k, v in times.items()}
+    best = {c: min(med[s, c] for s in settings) for c in ("idle", "busy")}
     print("| -threads | threads used (idle / busy) | idle s | busy s | busy / idle | idle / fastest idle "
           "| busy / fastest busy |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
