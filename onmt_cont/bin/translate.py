@@ -16,6 +16,7 @@ from onmt_cont.translate.unk import read_lexicon
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_write_text, read_lines
 from onmt_cont.utils.progress import progress
+from onmt_cont.utils.threads import add_threads_arg, apply_threads
 
 
 def build_parser():
@@ -29,6 +30,7 @@ def build_parser():
     g = p.add_argument_group("Decoding")
     g.add_argument("-batch_size", type=int, default=32, help="sentences per batch")
     g.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent")
+    add_threads_arg(g)
     g.add_argument("-max_length", type=int, default=None,
                    help="longest output in words; default -max_length_ratio × source length + 10")
     g.add_argument("-max_length_ratio", type=float, default=2.0, help="see -max_length")
@@ -95,6 +97,7 @@ def main(argv=None):
     if refs is not None and len(refs) != len(lines):
         raise UserError(f"-tgt {opt.tgt} has {len(refs)} lines but -src {opt.src} has {len(lines)}")
     device = resolve_device(opt.gpu)
+    apply_threads(opt.threads)
     if opt.tgt_emb_extend_vocab and not opt.tgt_emb_extend:
         raise UserError("-tgt_emb_extend_vocab is only used with -tgt_emb_extend")
     ann = None
