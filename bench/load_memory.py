@@ -89,7 +89,8 @@ def translate_rows(args, tmp):
     for n in args.translate_lines:
         src, out = os.path.join(tmp, f"src{n}.fr"), os.path.join(tmp, f"out{n}.en")
         write_source(src, n)
-        cmd = script(args.code, "translate") + ["-model", model, "-src", src, "-output", out, "-batch_size", "64"]
+        cmd = script(args.code, "translate") + ["-model", model, "-src", src, "-output", out, "-batch_size", "64",
+                                                "-max_length", str(args.max_length)]
         mb, sec = run_measured(cmd, os.path.join(tmp, f"translate{n}.log"))
         rows.append(("translate.py", f"{n:,} lines", "", mb, sec))
         os.remove(src)
@@ -97,12 +98,11 @@ def translate_rows(args, tmp):
 
 
 def corpus_rows(args, tmp):
-    """preprocess.py on each corpus size (and train.py on its shards), plus the largest corpus
+    """preprocess.py on each corpus size (and train.py on its shards), plus the -variants_at corpus
     with -shuffle and with -big_shard pairs per shard."""
     rows = []
     valid = os.path.join(tmp, "valid")
     write_corpus(valid, 1000, seed=0, lengths=args.lengths, vocab=args.vocab)
-    largest = max(args.pairs)
     for n in args.pairs:
         corpus, prefix = os.path.join(tmp, f"c{n}"), os.path.join(tmp, f"p{n}")
         start = time.time()
@@ -111,7 +111,7 @@ def corpus_rows(args, tmp):
         base = script(args.code, "preprocess") + ["-train_src", corpus + ".src", "-train_tgt", corpus + ".tgt",
                                                   "-valid_src", valid + ".src", "-valid_tgt", valid + ".tgt"]
         variants = [("", args.shard_size, [])]
-        if n == largest:
+        if n == args.variants_at:
             variants += [("-shuffle", args.shard_size, ["-shuffle"]), ("", args.big_shard, [])]
         for label, shard, extra in variants:
             if "preprocess" in args.parts:
@@ -143,9 +143,13 @@ def main():
     p.add_argument("-parts", default="translate,preprocess,train", help="comma-separated: which scripts")
     p.add_argument("-code", default=ROOT, help="checkout whose preprocess/train/translate.py are measured")
     p.add_argument("-translate_lines", type=ints, default=[10_000, 200_000], help="source lines per translate row")
+    p.add_argument("-max_length", type=int, default=15, help="translate.py -max_length: a model trained for 20 "
+                   "steps rarely ends a sentence, and would run to 2 x source length + 10 words")
     p.add_argument("-pairs", type=ints, default=[100_000, 500_000, 2_000_000], help="corpus sizes")
     p.add_argument("-shard_size", type=int, default=5_000, help="pairs per shard for the corpus-size rows")
-    p.add_argument("-big_shard", type=int, default=200_000, help="a larger shard size, on the largest corpus")
+    p.add_argument("-variants_at", type=int, default=500_000, help="corpus size of the -shuffle and -big_shard rows "
+                   "(500K: the 2M-pair runs take 10 minutes each on a busy 2-core machine)")
+    p.add_argument("-big_shard", type=int, default=200_000, help="a larger shard size, on the -variants_at corpus")
     p.add_argument("-train_steps", type=int, default=300, help="train.py steps of 64 pairs")
     p.add_argument("-lengths", type=ints, default=[3, 12], help="shortest,longest synthetic sentence")
     p.add_argument("-vocab", type=int, default=5000, help="synthetic words per side")
