@@ -6,6 +6,9 @@ one of K*S pairs in K shards of S), then, each in a fresh process, iterates one 
 batches exactly as train.py does and reports the peak RSS (ru_maxrss) of that process (VmHWM).
 
     python bench/shard_memory.py [-pairs_per_shard 20000] [-shards 20]
+
+bench/load_memory.py measures the whole scripts (preprocess.py, train.py, translate.py) the same
+way, on its corpora.
 """
 
 import argparse
@@ -20,12 +23,15 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def write_corpus(path, n, seed):
+def write_corpus(path, n, seed, lengths=(8, 30), vocab=20000):
+    """PATH.src / PATH.tgt: n pairs of uniform random words ``w0..`` / ``v0..`` (``vocab`` a side),
+    each side ``lengths[0]..lengths[1]`` words long; streamed, so the writer stays small."""
     rng = random.Random(seed)
+    lo, hi = lengths
     with open(path + ".src", "w") as fs, open(path + ".tgt", "w") as ft:
         for _ in range(n):
-            fs.write(" ".join(f"w{rng.randrange(20000)}" for _ in range(rng.randint(8, 30))) + "\n")
-            ft.write(" ".join(f"v{rng.randrange(20000)}" for _ in range(rng.randint(8, 30))) + "\n")
+            fs.write(" ".join(f"w{rng.randrange(vocab)}" for _ in range(rng.randint(lo, hi))) + "\n")
+            ft.write(" ".join(f"v{rng.randrange(vocab)}" for _ in range(rng.randint(lo, hi))) + "\n")
 
 
 def worker(prefix):

@@ -427,7 +427,7 @@ def test_missing_vocabulary_file(tmp_path, capsys):
 def test_directory_as_input_is_a_clear_error(tmp_path, capsys):
     p = make_corpus(tmp_path, SRC, TGT)
     p["train_src"] = str(tmp_path / "in")
-    assert_fails_cleanly(capsys, tmp_path / "out", p, needles=(f"{tmp_path / 'in'}: cannot read",))
+    assert_fails_cleanly(capsys, tmp_path / "out", p, needles=(f"{tmp_path / 'in'}: is a directory, expected a text file",))
 
 
 def test_missing_output_directory(tmp_path, capsys):

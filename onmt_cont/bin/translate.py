@@ -2,19 +2,27 @@
 
 Continuous models decode by nearest neighbour in the target embedding table (greedy, or
 beam search over the k nearest); softmax models greedily or with beam search.
+
+The source (and -tgt) are streamed: read, translated and written -chunk_size lines at a time
+into a temporary file beside -output, renamed onto it only at the end, so memory does not grow
+with the file and a failed or interrupted run leaves neither -output nor the temporary file.
+BLEU keeps sacreBLEU's summed sentence statistics, not the lines (evaluate.CorpusBleu).
 """
 
 import os
 import time
+from contextlib import nullcontext
+from itertools import islice, zip_longest
 
 import torch
 
 from onmt_cont import opts
 from onmt_cont.bin.train import resolve_device
+from onmt_cont.inputters.corpus import count_lines
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import atomic_write_text, read_lines
+from onmt_cont.utils.io import atomic_path, read_lines
 from onmt_cont.utils.progress import progress
 from onmt_cont.utils.threads import add_threads_arg, apply_threads
 
@@ -29,6 +37,8 @@ def build_parser():
     g.add_argument("-tgt_lang", default="en", help="target language for Moses detokenization (BLEU)")
     g = p.add_argument_group("Decoding")
     g.add_argument("-batch_size", type=int, default=32, help="sentences per batch")
+    g.add_argument("-chunk_size", type=int, default=10000, help="source lines read, translated and written at "
+                   "a time: memory grows with it, not with the file. Batches are sorted by length within a chunk")
     g.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent")
     add_threads_arg(g)
     g.add_argument("-max_length", type=int, default=None,
@@ -77,11 +87,32 @@ def remove_bpe(line):
     return line[:-2] if line.endswith("@@") else line
 
 
+def read_chunks(src_path, tgt_path, size):
+    """Yield ``(src_lines, ref_lines)`` of at most ``size`` lines each (``ref_lines`` None without
+    ``tgt_path``), streaming. Files of different lengths are a UserError at the end of the shorter."""
+    src = (line for _, line in read_lines(src_path))
+    if tgt_path is None:
+        while chunk := list(islice(src, size)):
+            yield chunk, None
+        return
+    missing = object()
+    pairs = zip_longest(src, (line for _, line in read_lines(tgt_path)), fillvalue=missing)
+    n = 0
+    while chunk := list(islice(pairs, size)):
+        for k, (s, t) in enumerate(chunk):
+            if s is missing or t is missing:
+                short, long_ = (src_path, tgt_path) if s is missing else (tgt_path, src_path)
+                raise UserError(f"{short} ends after line {n + k} but {long_} goes on: -src and -tgt must "
+                                "have the same number of lines")
+        n += len(chunk)
+        yield [s for s, _ in chunk], [t for _, t in chunk]
+
+
 @cli_main
 def main(argv=None):
     opt = opts.parse(build_parser(), argv, required=("model", "src", "output"))
-    if opt.beam_size < 1 or opt.batch_size < 1:
-        raise UserError("-beam_size and -batch_size must be at least 1")
+    if opt.beam_size < 1 or opt.batch_size < 1 or opt.chunk_size < 1:
+        raise UserError("-beam_size, -batch_size and -chunk_size must be at least 1")
     if (opt.max_length is not None and opt.max_length < 0) or opt.max_length_ratio < 0:
         raise UserError("-max_length and -max_length_ratio must be at least 0")
     if opt.lookup_dict and not opt.replace_unk:
@@ -92,10 +123,10 @@ def main(argv=None):
     if os.path.isdir(opt.output):
         raise UserError(f"-output {opt.output}: is a directory, expected a file name")
     lexicon = read_lexicon(opt.lookup_dict) if opt.lookup_dict else None
-    lines = [line for _, line in read_lines(opt.src)]
-    refs = [line for _, line in read_lines(opt.tgt)] if opt.tgt else None
-    if refs is not None and len(refs) != len(lines):
-        raise UserError(f"-tgt {opt.tgt} has {len(refs)} lines but -src {opt.src} has {len(lines)}")
+    # A binary line count (no decoding, no lines kept) finds a -tgt of the wrong length before any decoding.
+    n_src = count_lines(opt.src)
+    if opt.tgt and (n_tgt := count_lines(opt.tgt)) != n_src:
+        raise UserError(f"-tgt {opt.tgt} has {n_tgt} lines but -src {opt.src} has {n_src}")
     device = resolve_device(opt.gpu)
     apply_threads(opt.threads)
     if opt.tgt_emb_extend_vocab and not opt.tgt_emb_extend:
@@ -111,23 +142,34 @@ def main(argv=None):
         added = len(translator.tgt_vocab) - translator.n_train_words
         print(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
               f"+ {added:,} new words")
-    start = time.time()
-    with torch.no_grad(), progress(desc=f"translating {opt.src}", total=len(lines), unit="sent") as bar:
-        outputs = translator.translate_lines(lines, opt.batch_size, lower=translator.lower, on_batch=bar.update)
-    elapsed = time.time() - start
-    if opt.remove_bpe:
-        outputs = [remove_bpe(o) for o in outputs]
-    atomic_write_text(opt.output, "".join(o + "\n" for o in outputs))
-    if opt.verbose:
-        for i, (src, out) in enumerate(zip(lines, outputs, strict=True), 1):
-            print(f"SENT {i}: {src}\nPRED {i}: {out}")
-    print(f"translated {len(lines)} lines in {elapsed:.1f}s ({len(lines) / max(elapsed, 1e-9):.1f} sent/s): "
+    bleu_ctx = nullcontext()
+    if opt.tgt:
+        from onmt_cont.evaluate import CorpusBleu  # sacreBLEU and the Moses detokenizer only when scoring
+
+        bleu_ctx = CorpusBleu(opt.tgt_lang)
+    n_lines, elapsed = 0, 0.0
+    bar = progress(desc=f"translating {opt.src}", total=n_src, unit="sent")
+    with bar, bleu_ctx as bleu, atomic_path(opt.output) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        for lines, refs in read_chunks(opt.src, opt.tgt, opt.chunk_size):
+            start = time.time()
+            with torch.no_grad():
+                outputs = translator.translate_lines(lines, opt.batch_size, lower=translator.lower,
+                                                       on_batch=bar.update)
+            elapsed += time.time() - start
+            if opt.remove_bpe:
+                outputs = [remove_bpe(o) for o in outputs]
+            out.writelines(o + "\n" for o in outputs)
+            out.flush()
+            if opt.verbose:
+                for i, (src, hyp) in enumerate(zip(lines, outputs, strict=True), n_lines + 1):
+                    print(f"SENT {i}: {src}\nPRED {i}: {hyp}")
+            if bleu is not None:
+                bleu.add(outputs, refs)
+            n_lines += len(lines)
+    print(f"translated {n_lines} lines in {elapsed:.1f}s ({n_lines / max(elapsed, 1e-9):.1f} sent/s): "
           f"wrote {opt.output}")
     share = translator.unk_out / max(translator.words_out, 1)
     print(f"decoded {translator.words_out} words, {translator.unk_out} of them <unk> ({100 * share:.1f}%)"
           + (", each replaced (-replace_unk)" if opt.replace_unk else ""))
-    if refs is not None:
-        from onmt_cont.evaluate import bleu_report
-
-        report, _ = bleu_report(outputs, refs, opt.tgt_lang)
-        print("\n".join(report))
+    if bleu is not None:
+        print("\n".join(bleu.report()[0]))

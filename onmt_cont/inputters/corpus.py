@@ -19,14 +19,13 @@ import torch
 
 from onmt_cont.constants import FORMAT_VERSION
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import atomic_torch_save, load_checkpoint_data, read_lines
+from onmt_cont.utils.io import atomic_torch_save, check_readable, load_checkpoint_data, read_lines
 
 
 def count_lines(path):
     """Number of lines of a text file (``.gz`` too, as :func:`read_lines` reads it), counted in
     binary chunks (fast, no decoding)."""
-    if not os.path.exists(path):
-        raise UserError(f"{path}: no such file")
+    check_readable(path)
     n, last = 0, b"\n"
     opener = gzip.open if path.endswith(".gz") else open
     try:

@@ -42,7 +42,7 @@ def atomic_write_text(path, text):
             f.write(text)
 
 
-def _check_readable(path):
+def check_readable(path):
     """A missing path or a directory is the user's mistake, not a traceback."""
     if not os.path.exists(path):
         raise UserError(f"{path}: no such file")
@@ -52,7 +52,7 @@ def _check_readable(path):
 
 def open_text(path, mode="rt"):
     """Open a plain or ``.gz`` text file as UTF-8 (strict: bad bytes raise)."""
-    _check_readable(path)
+    check_readable(path)
     if path.endswith(".gz"):
         return io.TextIOWrapper(gzip.open(path, mode.replace("t", "") or "r"), encoding="utf-8")
     return open(path, mode, encoding="utf-8")
@@ -64,7 +64,7 @@ def read_lines(path):
     A Windows line end (CRLF) is stripped whole, so no token ends in ``\\r``. Lines are split at
     ``\\n`` only: a lone ``\\r`` or a Unicode line separator stays inside the line (``str.split``
     then treats it as a space), so line numbers agree with ``wc -l`` and with the parallel file."""
-    _check_readable(path)
+    check_readable(path)
     opener = gzip.open if path.endswith(".gz") else open
     lineno = 0
     try:
