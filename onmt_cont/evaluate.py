@@ -64,6 +64,14 @@ class CorpusBleu:
             lines.append(f"tokenized BLEU: {tok.score:.2f}  {self.tok_metric.get_signature()}")
         return lines, score.score
 
+    def scores(self):
+        """-> (detokenized sacreBLEU, tokenized BLEU or None); NaN for no sentences."""
+        if not self.lines:
+            return float("nan"), (float("nan") if self.tok_metric is not None else None)
+        detok = self.metric._compute_score_from_stats(self._sums).score
+        tok = self.tok_metric._compute_score_from_stats(self._tok_sums).score if self.tok_metric is not None else None
+        return detok, tok
+
     def close(self):
         self._detok.close()
 

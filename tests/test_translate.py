@@ -489,3 +489,28 @@ def test_unk_count_before_replacement(work, unk_model, capsys, tmp_path):
     lines, stdout = run_translate(capsys, unk_model, ["deux chiens ."], tmp_path, *extra)
     assert "<unk>" not in lines[0]
     assert "decoded 3 words, 3 of them <unk> (100.0%), each replaced (-replace_unk)" in stdout
+
+
+def test_replace_unk_also_reports_bleu_without_it(work, unk_model, capsys, tmp_path):
+    """A model that decodes only <unk>: its own output scores 0 whatever the lexicon makes of it,
+    and the summary says so beside the BLEU of the replaced output."""
+    src = ["qqxx zzyy wwvv", "chat zzyy ."]
+    ref = write(tmp_path / "ref.txt", src)
+    lines, stdout = run_translate(capsys, unk_model, src, tmp_path, "-replace_unk", "-tgt", ref, "-max_length", 3)
+    assert all(UNK not in line.split() for line in lines)
+    assert re.search(r"^tokenized BLEU: \d+\.\d\d", stdout, re.M)
+    own = re.search(r"^without -replace_unk \(the model's own words, 100\.0% <unk>\): sacreBLEU (\d+\.\d\d), "
+                    r"tokenized BLEU (\d+\.\d\d)$", stdout, re.M)
+    assert own and float(own.group(1)) == 0.0 and float(own.group(2)) == 0.0
+
+
+def test_bleu_without_replace_unk_equals_a_run_without_it(work, capsys, tmp_path):
+    src = [line for _, line in zip(range(30), open(DATA / "test.fr", encoding="utf-8"))]
+    ref = write(tmp_path / "ref.txt", [line for _, line in zip(range(30), open(DATA / "test.en", encoding="utf-8"))])
+    _, with_unk = run_translate(capsys, work["vmf"], src, tmp_path, "-replace_unk", "-lookup_dict", work["lexicon"],
+                                "-tgt", ref)
+    _, plain = run_translate(capsys, work["vmf"], src, tmp_path, "-tgt", ref)
+    own = re.search(r"^without -replace_unk .*: sacreBLEU (\d+\.\d\d), tokenized BLEU (\d+\.\d\d)$", with_unk, re.M)
+    assert own.group(1) == re.search(r"^sacreBLEU \(detokenized\): (\d+\.\d\d)", plain, re.M).group(1)
+    assert own.group(2) == re.search(r"^tokenized BLEU: (\d+\.\d\d)", plain, re.M).group(1)
+    assert "without -replace_unk" not in plain

@@ -142,22 +142,29 @@ def main(argv=None):
         added = len(translator.tgt_vocab) - translator.n_train_words
         print(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
               f"+ {added:,} new words")
-    bleu_ctx = nullcontext()
+    bleu_ctx = raw_ctx = nullcontext()
     if opt.tgt:
         from onmt_cont.evaluate import CorpusBleu  # sacreBLEU and the Moses detokenizer only when scoring
 
         bleu_ctx = CorpusBleu(opt.tgt_lang)
+        if opt.replace_unk:  # also score the model's own output: how much of the BLEU is the lexicon's
+            raw_ctx = CorpusBleu(opt.tgt_lang)
     n_lines, elapsed = 0, 0.0
     bar = progress(desc=f"translating {opt.src}", total=n_src, unit="sent")
-    with bar, bleu_ctx as bleu, atomic_path(opt.output) as tmp, open(tmp, "w", encoding="utf-8") as out:
+    with bar, bleu_ctx as bleu, raw_ctx as raw_bleu, atomic_path(opt.output) as tmp, \
+            open(tmp, "w", encoding="utf-8") as out:
         for lines, refs in read_chunks(opt.src, opt.tgt, opt.chunk_size):
             start = time.time()
+            raw = [] if raw_bleu is not None else None
             with torch.no_grad():
                 outputs = translator.translate_lines(lines, opt.batch_size, lower=translator.lower,
-                                                       on_batch=bar.update)
+                                                       on_batch=bar.update, raw=raw)
             elapsed += time.time() - start
             if opt.remove_bpe:
                 outputs = [remove_bpe(o) for o in outputs]
+                raw = [remove_bpe(o) for o in raw] if raw is not None else None
+            if raw_bleu is not None:
+                raw_bleu.add(raw, refs)
             out.writelines(o + "\n" for o in outputs)
             out.flush()
             if opt.verbose:
@@ -173,3 +180,7 @@ def main(argv=None):
           + (", each replaced (-replace_unk)" if opt.replace_unk else ""))
     if bleu is not None:
         print("\n".join(bleu.report()[0]))
+    if raw_bleu is not None:
+        detok, tok = raw_bleu.scores()
+        print(f"without -replace_unk (the model's own words, {100 * share:.1f}% <unk>): sacreBLEU {detok:.2f}, "
+              f"tokenized BLEU {tok:.2f}")

@@ -60,29 +60,37 @@ class Translator:
                                      self.length_penalty, self.alpha, self.banned)
         else:
             ids, attns = greedy_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.banned)
-        outputs = []
+        outputs, self.last_raw = [], []
         for toks, seq, attn in zip(token_lists, ids, attns, strict=True):
             words = self.tgt_vocab.decode(seq)
             self.words_out += len(seq)
             self.unk_out += seq.count(UNK_ID)
+            self.last_raw.append(words)  # the model's own words, before -replace_unk
             if self.replace_unk:
                 words = replace_unk(words, attn, toks, self.lexicon)
             outputs.append(words)
         return outputs, attns
 
-    def translate_lines(self, lines, batch_size=32, lower=False, on_batch=None):
+    def translate_lines(self, lines, batch_size=32, lower=False, on_batch=None, raw=None):
         """Translate sentences (strings); an empty line gives an empty line. Order is kept.
-        ``on_batch(n)``: called with the number of lines done (a progress bar's update)."""
+        ``on_batch(n)``: called with the number of lines done (a progress bar's update);
+        ``raw``: a list that receives the outputs before ``<unk>`` replacement, in the same order
+        (translate.py scores them too, so the lexicon's share of BLEU is visible)."""
         token_lists = [(line.lower() if lower else line).split() for line in lines]
         order = sorted((i for i, t in enumerate(token_lists) if t), key=lambda i: len(token_lists[i]))
         results = [""] * len(lines)
+        raw_results = [""] * len(lines)
         if on_batch:
             on_batch(len(lines) - len(order))  # the empty lines are done
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             outputs, _ = self.translate_batch([token_lists[i] for i in chunk])
-            for i, words in zip(chunk, outputs, strict=True):
+            for i, words, own in zip(chunk, outputs, self.last_raw, strict=True):
                 results[i] = " ".join(words)
+                if raw is not None:
+                    raw_results[i] = " ".join(own)
             if on_batch:
                 on_batch(len(chunk))
+        if raw is not None:
+            raw.extend(raw_results)
         return results
