@@ -24,8 +24,17 @@ def bleu_report(hyps, refs, lang="en", refs_tokenized=True, lowercase=False):
     score = metric.corpus_score(detok_hyps, [detok_refs])
     lines = [f"sacreBLEU (detokenized): {score.score:.2f}  {metric.get_signature()}", f"  {score}"]
     if refs_tokenized:
-        # force: scoring tokenized text is the point here, so no "forgot to detokenize" warning
-        tok_metric = sacrebleu.BLEU(tokenize="none", lowercase=lowercase, force=True)
-        tok = tok_metric.corpus_score([h.strip() for h in hyps], [[r.strip() for r in refs]])
-        lines.append(f"tokenized BLEU: {tok.score:.2f}  {tok_metric.get_signature()}")
+        tok, signature = tokenized_bleu(hyps, refs, lowercase)
+        lines.append(f"tokenized BLEU: {tok:.2f}  {signature}")
     return lines, score.score
+
+
+def tokenized_bleu(hyps, refs, lowercase=False):
+    """BLEU of tokenized text as it stands (sacreBLEU tokenize='none', like multi-bleu.perl; the
+    papers' figure, and train.py's -valid_metric bleu) -> (score, sacreBLEU signature)."""
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    # force: scoring tokenized text is the point here, so no "forgot to detokenize" warning
+    metric = sacrebleu.BLEU(tokenize="none", lowercase=lowercase, force=True)
+    score = metric.corpus_score([h.strip() for h in hyps], [[r.strip() for r in refs]])
+    return score.score, metric.get_signature()
