@@ -90,3 +90,14 @@ def bleu_report(hyps, refs, lang="en", refs_tokenized=True, lowercase=False):
     with CorpusBleu(lang, refs_tokenized, lowercase) as bleu:
         bleu.add(hyps, refs)
         return bleu.report()
+
+
+def tokenized_bleu(hyps, refs, lowercase=False):
+    """BLEU of tokenized text as it stands (sacreBLEU tokenize='none', like multi-bleu.perl; the
+    papers' figure, and train.py's -valid_metric bleu) -> (score, sacreBLEU signature)."""
+    if len(hyps) != len(refs):
+        raise ValueError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    # force: scoring tokenized text is the point here, so no "forgot to detokenize" warning
+    metric = sacrebleu.BLEU(tokenize="none", lowercase=lowercase, force=True)
+    score = metric.corpus_score([h.strip() for h in hyps], [[r.strip() for r in refs]])
+    return score.score, metric.get_signature()

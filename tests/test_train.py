@@ -501,3 +501,80 @@ def test_with_fasttext_table(tmp_path):
     data = {"prefix": prefix, "emb": str(tmp_path / "emb.dec.pt")}
     run = run_train(data, tmp_path / "run", loss="nllvmf", train_steps=4, batch_size=16, report_every=1)
     assert run.model.generator.table.size(1) == 300
+
+
+# -- model selection: -valid_metric -----------------------------------------------------------------
+
+
+def test_valid_shard_keeps_the_target_text(data):
+    from onmt_cont.inputters.corpus import load_shard, load_shard_text
+
+    text = load_shard_text(data["prefix"] + ".valid.0.pt")
+    _, tgt = memorisation_corpus()
+    assert text == tgt[:8]
+    assert len(load_shard(data["prefix"] + ".valid.0.pt")) == 8
+
+
+@pytest.mark.parametrize("loss", ["ce", "cosine"])
+def test_valid_metric_bleu_decodes_greedily_like_translate(data, tmp_path, loss):
+    """The logged BLEU is translate.py's greedy output on the validation source, scored against
+    the validation target: recompute it from the best checkpoint through translate.py."""
+    from onmt_cont.bin import translate
+
+    tgt_emb = data["emb"] if loss != "ce" else None
+    run = run_train(data, tmp_path, loss=loss, tgt_emb=tgt_emb, epochs=3, valid_metric="bleu",
+                    valid_steps=BATCHES_PER_EPOCH)
+    log = (tmp_path / "train.log").read_text(encoding="utf-8")
+    bleus = [float(x) for x in re.findall(r"greedy BLEU ([\d.]+) \(<unk> [\d.]+% of the output\)", log)]
+    assert len(bleus) == 3
+    assert "new best validation bleu" in log
+    best_at = max(range(3), key=lambda i: (bleus[i], -i))  # the first maximum is kept
+    assert run.progress["best_score"] == pytest.approx(bleus[best_at], abs=0.01)
+    src, tgt = memorisation_corpus()
+    (tmp_path / "v.fr").write_text("\n".join(src[:8]) + "\n", encoding="utf-8")
+    (tmp_path / "v.en").write_text("\n".join(tgt[:8]) + "\n", encoding="utf-8")
+    translate.main(["-model", str(tmp_path / "m_best.pt"), "-src", str(tmp_path / "v.fr"),
+                    "-output", str(tmp_path / "out.en")])
+    from onmt_cont.evaluate import tokenized_bleu
+
+    hyps = (tmp_path / "out.en").read_text(encoding="utf-8").splitlines()
+    assert tokenized_bleu(hyps, tgt[:8])[0] == pytest.approx(bleus[best_at], abs=0.01)
+
+
+def test_valid_metric_accuracy_is_higher_better_and_drives_early_stopping(data, tmp_path, monkeypatch):
+    """Accuracy that falls after the first validation: best stays at the first, stop after 2."""
+    real = Trainer.validate
+    seen = []
+
+    def validate(self, batches):
+        stats = real(self, batches)
+        stats["accuracy"] = 0.9 - 0.1 * len(seen)
+        seen.append(stats["accuracy"])
+        return stats
+
+    monkeypatch.setattr(Trainer, "validate", validate)
+    run = run_train(data, tmp_path, loss="ce", tgt_emb=None, epochs=10, valid_steps=2, early_stopping=2,
+                    valid_metric="accuracy")
+    assert seen == pytest.approx([0.9, 0.8, 0.7])
+    assert run.progress["best_score"] == pytest.approx(0.9)
+    assert run.progress["step"] == 6
+
+
+def test_is_better_directions():
+    from onmt_cont.models.checkpoint import is_better
+
+    assert is_better(3.0, None) and is_better(1.0, 2.0) and not is_better(2.0, 1.0)
+    assert is_better(2.0, 1.0, higher=True) and not is_better(1.0, 2.0, higher=True)
+    assert not is_better(float("nan"), 1.0) and not is_better(float("nan"), 1.0, higher=True)
+    assert not is_better(1.0, 1.0) and not is_better(1.0, 1.0, higher=True)
+
+
+def test_valid_bleu_without_shard_text_never_matches_unk():
+    """Shards of an older preprocess.py: a reference <unk> must not reward an output <unk>."""
+    from onmt_cont.bin.train import ValidBleu
+    from onmt_cont.inputters.vocab import Vocab
+
+    vocab = Vocab(["<blank>", "<unk>", "<s>", "</s>", "a", "b"])
+    examples = [(torch.tensor([4, 5]), torch.tensor([4, 1, 5]))]
+    vb = ValidBleu(examples, None, vocab, vocab, 8)
+    assert vb.refs == ["a <unk-ref> b"] and vb.src_lines == ["a b"]

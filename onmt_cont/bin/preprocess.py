@@ -75,11 +75,14 @@ def count_corpus(src_path, tgt_path, opt, total=None):
     return src_counts, tgt_counts, stats
 
 
-def _kept_ids(src_path, tgt_path, opt, src_vocab, tgt_vocab, total=None):
+def _kept_ids(src_path, tgt_path, opt, src_vocab, tgt_vocab, total=None, text=None):
+    """Yield the ids of the kept pairs; append each kept target line to ``text`` when given."""
     stats = Counter()
     pairs = progress(iter_parallel(src_path, tgt_path, opt.lower), f"writing {src_path}", total, "pairs")
     for _, src, tgt in pairs:
         if _keep(src, tgt, opt, stats):
+            if text is not None:
+                text.append(" ".join(tgt))
             yield src_vocab.encode(src), tgt_vocab.encode(tgt)
 
 
@@ -205,7 +208,9 @@ def main(argv=None):
     try:
         n_shards = write_train_shards(opt, src_vocab, tgt_vocab, stats["kept"], written, n_lines=n_train)
         written.append(f"{opt.save_data}.valid.0.pt")
-        save_shard(written[-1], list(_kept_ids(opt.valid_src, opt.valid_tgt, opt, src_vocab, tgt_vocab, n_valid)))
+        valid_text = []
+        valid = list(_kept_ids(opt.valid_src, opt.valid_tgt, opt, src_vocab, tgt_vocab, n_valid, valid_text))
+        save_shard(written[-1], valid, valid_text)
         written += [f"{opt.save_data}.vocab.{x}" for x in ("src.txt", "tgt.txt", "pt")]
         save_vocabs(opt.save_data, src_vocab, tgt_vocab, opt.lower)
     except BaseException:

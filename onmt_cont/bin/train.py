@@ -9,13 +9,16 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from onmt_cont import distributed, opts
+from onmt_cont.constants import UNK
 from onmt_cont.inputters.batching import ShardedIterator, collate, make_batches
-from onmt_cont.inputters.corpus import load_shard, shard_paths
+from onmt_cont.inputters.corpus import load_shard, load_shard_text, shard_paths
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.losses import CONTINUOUS_LOSSES, LOSSES, build_loss
 from onmt_cont.models.checkpoint import is_better, load_checkpoint, save_checkpoint
 from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
+from onmt_cont.evaluate import tokenized_bleu
 from onmt_cont.models.model import build_model
+from onmt_cont.translate.translator import Translator
 from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer, TrainingForward
 from onmt_cont.utils.amp import require_autocast
 from onmt_cont.utils.errors import UserError, cli_main
@@ -104,7 +107,13 @@ def build_parser():
     g.add_argument("-amp_dtype", choices=["bf16", "fp16"], default="bf16",
                    help="autocast type of -amp; fp16 (GPU only) adds dynamic loss scaling")
     g.add_argument("-valid_steps", type=int, default=1000, help="validate every N steps (and at each epoch end)")
-    g.add_argument("-early_stopping", type=int, default=0, help="stop after N validations without improvement")
+    g.add_argument("-early_stopping", type=int, default=0, help="stop after N validations without improvement "
+                   "of -valid_metric")
+    g.add_argument("-valid_metric", choices=["loss", "accuracy", "bleu"], default="loss",
+                   help="what PREFIX_best.pt and -early_stopping follow: the validation loss (lower is better), "
+                   "the teacher-forced accuracy (softmax argmax / nearest neighbour), or BLEU of greedy decoding "
+                   "of the validation set (translate.py's decoder, no -replace_unk, tokenized BLEU against the "
+                   "validation target text). Loss and accuracy need not track BLEU for continuous models")
     g.add_argument("-save_checkpoint_steps", type=int, default=5000, help="write PREFIX_step_N.pt every N steps")
     g.add_argument("-save_checkpoint_epochs", type=int, default=None,
                    help="also write PREFIX_epoch_N.pt at the end of every N-th epoch (for convergence curves)")
@@ -255,6 +264,31 @@ def report_parameters(model):
                     f"W2 {w2.out_features}x{w2.in_features} + b2 (training only; ignored at inference)")
 
 
+class ValidBleu:
+    """BLEU of greedy decoding of the validation shard, with translate.py's Translator (no
+    -replace_unk: model selection sees the model's own words). References are the shard's target
+    text; shards from an older preprocess.py hold only ids, so the references' unknown words are
+    then written as a token no output can match (a pessimistic but consistent score)."""
+
+    def __init__(self, examples, tgt_text, src_vocab, tgt_vocab, batch_size):
+        self.src_lines = [" ".join(src_vocab.decode(src.tolist())) for src, _ in examples]
+        if tgt_text is None:
+            logger.warning("the validation shard has no target text (made by an older preprocess.py): BLEU "
+                           "references have <unk> where the vocabulary lacks a word; rerun preprocess.py to fix")
+            tgt_text = [" ".join(tok if tok != UNK else "<unk-ref>" for tok in tgt_vocab.decode(tgt.tolist()))
+                        for _, tgt in examples]
+        self.refs = tgt_text
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self.batch_size = batch_size
+
+    def __call__(self, model, device):
+        translator = Translator.from_model(model, self.src_vocab, self.tgt_vocab, False, device)
+        with torch.no_grad():
+            hyps = translator.translate_lines(self.src_lines, self.batch_size)
+        return {"bleu": tokenized_bleu(hyps, self.refs)[0],
+                "unk_share": translator.unk_out / max(translator.words_out, 1)}
+
+
 class Run:
     """Everything one training run holds, and the loop over epochs."""
 
@@ -265,9 +299,12 @@ class Run:
         self.src_vocab, self.tgt_vocab, vocab_data = load_vocabs(opt.data + ".vocab.pt")
         self.lower = bool(vocab_data.get("lower", False))  # translate.py lowercases input the same way
         self.train_paths = shard_paths(opt.data, "train")
-        valid_examples = load_shard(shard_paths(opt.data, "valid")[0])
+        valid_path = shard_paths(opt.data, "valid")[0]
+        valid_examples = load_shard(valid_path)
         self.valid = [collate(valid_examples, b, device)
                       for b in make_batches(valid_examples, opt.valid_batch_size, "sents")]
+        self.valid_bleu = ValidBleu(valid_examples, load_shard_text(valid_path), self.src_vocab, self.tgt_vocab,
+                                    opt.valid_batch_size) if opt.valid_metric == "bleu" else None
         table = load_table(opt.tgt_emb, self.tgt_vocab) if opt.tgt_emb else None
         torch.manual_seed(opt.seed)
         random.seed(opt.seed)
@@ -320,11 +357,18 @@ class Run:
         stats = self.trainer.validate(self.valid)
         extra = (f"cosine {stats['cosine']:.4f}; nn accuracy {stats['accuracy']:.2%}" if "cosine" in stats
                  else f"ppl {stats['ppl']:.2f}; accuracy {stats['accuracy']:.2%}")
+        if self.valid_bleu is not None:
+            stats.update(self.valid_bleu(self.model, self.device))
+            extra += f"; greedy BLEU {stats['bleu']:.2f} (<unk> {stats['unk_share']:.1%} of the output)"
         logger.info(f"validation at step {self.progress['step']}: loss {stats['loss']:.4f}; {extra}")
-        if is_better(stats["loss"], self.progress["best_score"]):
-            self.progress["best_score"] = stats["loss"]
+        metric = self.opt.valid_metric
+        if self.progress.get("valid_metric", "loss") != metric:  # a resumed run that changed -valid_metric
+            self.progress["best_score"], self.progress["bad_validations"] = None, 0
+        self.progress["valid_metric"] = metric
+        if is_better(stats[metric], self.progress["best_score"], higher=metric != "loss"):
+            self.progress["best_score"] = stats[metric]
             self.progress["bad_validations"] = 0
-            logger.info(f"new best validation loss: wrote {self.save('best')}")
+            logger.info(f"new best validation {metric}: wrote {self.save('best')}")
         else:
             self.progress["bad_validations"] += 1
         return stats

@@ -4,7 +4,8 @@ A shard (``PREFIX.train.N.pt``, ``PREFIX.valid.0.pt``; ``weights_only=True``) is
 
     {"format_version": 1,
      "src": IntTensor [total_src_tokens], "src_lengths": IntTensor [n],
-     "tgt": IntTensor [total_tgt_tokens], "tgt_lengths": IntTensor [n]}
+     "tgt": IntTensor [total_tgt_tokens], "tgt_lengths": IntTensor [n],
+     "tgt_text": [str, ...]}   # validation shard only: each kept pair's target line (BLEU references)
 
 Sentences are stored concatenated (no padding) with their lengths; no ``<s>``/``</s>``
 is stored: the batcher adds them.
@@ -54,8 +55,10 @@ def iter_parallel(src_path, tgt_path, lower=False):
         yield lineno, src.split(), tgt.split()
 
 
-def pack_shard(examples):
-    """``examples``: list of ``(src_ids, tgt_ids)`` int lists -> the shard dict."""
+def pack_shard(examples, tgt_text=None):
+    """``examples``: list of ``(src_ids, tgt_ids)`` int lists -> the shard dict; ``tgt_text``: the
+    target lines as text (tokens joined by spaces), kept in the validation shard so that
+    train.py -valid_metric bleu scores against the real words, not against ``<unk>``."""
 
     def cat(seqs):
         flat = [i for s in seqs for i in s]
@@ -63,11 +66,22 @@ def pack_shard(examples):
 
     src, src_len = cat([e[0] for e in examples])
     tgt, tgt_len = cat([e[1] for e in examples])
-    return {"format_version": FORMAT_VERSION, "src": src, "src_lengths": src_len, "tgt": tgt, "tgt_lengths": tgt_len}
+    shard = {"format_version": FORMAT_VERSION, "src": src, "src_lengths": src_len, "tgt": tgt, "tgt_lengths": tgt_len}
+    if tgt_text is not None:
+        if len(tgt_text) != len(examples):
+            raise ValueError(f"{len(tgt_text)} target lines for {len(examples)} examples")
+        shard["tgt_text"] = list(tgt_text)
+    return shard
 
 
-def save_shard(path, examples):
-    atomic_torch_save(pack_shard(examples), path)
+def save_shard(path, examples, tgt_text=None):
+    atomic_torch_save(pack_shard(examples, tgt_text), path)
+
+
+def load_shard_text(path):
+    """The target lines stored in a validation shard, or None (shards of older preprocess runs)."""
+    text = load_checkpoint_data(path).get("tgt_text")
+    return list(text) if text is not None else None
 
 
 def load_shard(path):

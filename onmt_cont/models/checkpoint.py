@@ -2,7 +2,7 @@
 
     {"format_version": 1, "model": state_dict, "optim": optimizer state_dict,
      "opt": options dict, "vocab": {"src": [tokens], "tgt": [tokens], "lower": bool},
-     "progress": {"step", "epoch", "shard", "batch", "best_score", "bad_validations"},
+     "progress": {"step", "epoch", "shard", "batch", "best_score", "bad_validations", "valid_metric"},
      "rng": {"torch": ByteTensor, "cuda": [ByteTensor, ...]}}
 """
 
@@ -66,5 +66,8 @@ def model_from_checkpoint(data, device="cpu"):
     return model.to(device), opt, src_vocab, tgt_vocab
 
 
-def is_better(score, best):
-    return best is None or (math.isfinite(score) and score < best)
+def is_better(score, best, higher=False):
+    """Is ``score`` an improvement on ``best`` (None: nothing yet)? Lower is better unless ``higher``."""
+    if best is None:
+        return True
+    return math.isfinite(score) and (score > best if higher else score < best)

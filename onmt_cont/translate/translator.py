@@ -21,7 +21,28 @@ class Translator:
         ``ann``: None (exact search) or a dict of :class:`~onmt_cont.translate.ann.FaissIndex`
         arguments besides the table, built once here over the final table."""
         data = load_checkpoint(checkpoint_path)
-        self.model, self.opt, self.src_vocab, self.tgt_vocab = model_from_checkpoint(data, device)
+        model, _, src_vocab, tgt_vocab = model_from_checkpoint(data, device)
+        lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
+        self._setup(model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
+                    length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk)
+
+    @classmethod
+    def from_model(cls, model, src_vocab, tgt_vocab, lower=False, device="cpu", **options):
+        """A translator over a model in memory (train.py's -valid_metric bleu), with the same
+        decoding code and options as :meth:`__init__`. It puts ``model`` in eval mode."""
+        self = cls.__new__(cls)
+        defaults = {"beam_size": 1, "max_length": None, "max_length_ratio": 2.0, "length_penalty": "avg",
+                    "alpha": 0.0, "replace_unk": False, "lexicon": None, "tgt_emb_extend": None,
+                    "tgt_emb_extend_vocab": None, "ann": None, "ban_unk": False}
+        unknown = set(options) - set(defaults)
+        if unknown:
+            raise TypeError(f"unknown translator options: {sorted(unknown)}")
+        self._setup(model, src_vocab, tgt_vocab, lower, device, **{**defaults, **options})
+        return self
+
+    def _setup(self, model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
+               length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk):
+        self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.n_train_words = len(self.tgt_vocab)
         if tgt_emb_extend:
             words, vectors = read_extension(tgt_emb_extend, tgt_emb_extend_vocab)
@@ -33,7 +54,7 @@ class Translator:
                 raise UserError("-ann searches the table of a continuous-output model; this model has a softmax")
             # The beam's k plus the specials that search bans (padding, <s>, maybe <unk>), so k words survive.
             gen.set_index(FaissIndex(gen.table, **ann), beam_size + len(self.banned))
-        self.lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
+        self.lower = lower
         self.model.eval()
         self.device = device
         self.beam_size = beam_size
