@@ -32,9 +32,6 @@ import torch  # noqa: E402
 
 from onmt_cont.models.checkpoint import load_checkpoint, newest_checkpoint  # noqa: E402
 
-# The child stalls in its N-th torch.save after writing half the file, and names that file in MARKER.
-SLOW_SAVE_ENV, MARKER_ENV = "KILL_RESUME_SLOW_SAVE", "KILL_RESUME_MARKER"
-
 
 def prepare_data(workdir, n_train=200, n_valid=40):
     """Cut the sample, preprocess it against the sample vectors, write the table. -> train.py args."""
@@ -71,10 +68,10 @@ def train_args(data_args, save_model, loss="nllvmf", steps=30, extra=()):
             "-save_checkpoint_steps", "1", "-report_every", "1", "-seed", "7", *extra]
 
 
-def child_main(argv):
-    """Run train.main(argv) in this process, one thread, maybe with a torch.save that stalls."""
+def child_main(argv, stall_at=0, marker=None):
+    """Run train.main(argv) in this process, one thread; with ``stall_at`` N, its N-th torch.save
+    writes half the file, names it in ``marker`` and waits to be killed."""
     torch.set_num_threads(1)
-    stall_at = int(os.environ.get(SLOW_SAVE_ENV, "0"))
     if stall_at:
         real_save, calls = torch.save, [0]
 
@@ -87,8 +84,9 @@ def child_main(argv):
             data = buf.getvalue()
             f.write(data[: len(data) // 2])
             f.flush()
-            with open(os.environ[MARKER_ENV], "w", encoding="utf-8") as m:
+            with open(marker + ".part", "w", encoding="utf-8") as m:
                 m.write(f.name)
+            os.replace(marker + ".part", marker)  # the parent reads it as soon as it exists
             time.sleep(600)  # the parent kills us here
             f.write(data[len(data) // 2 :])
 
@@ -98,15 +96,70 @@ def child_main(argv):
     train.main(argv)
 
 
-def start(argv, stall_at=0, marker=None):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    if stall_at:
-        env.update({SLOW_SAVE_ENV: str(stall_at), MARKER_ENV: marker})
-    return subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", *argv], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+class Child:
+    """train.py in a fresh interpreter (``fork=False``: what a user runs) or in a fork of this
+    process (``fork=True``: the same code without the seconds of interpreter and torch start-up;
+    the test suite's choice). stderr goes to ``err_path``."""
+
+    def __init__(self, argv, err_path, stall_at=0, marker=None, fork=False):
+        self.err_path = err_path
+        self.err = open(err_path, "w", encoding="utf-8")
+        if fork:
+            self.pid = os.fork()
+            if self.pid == 0:  # the child: never return into the caller's stack
+                code = 1
+                try:
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, 1)
+                    os.dup2(self.err.fileno(), 2)
+                    sys.stdout, sys.stderr = open(os.devnull, "w"), open(2, "w", closefd=False)
+                    child_main(argv, stall_at, marker)
+                    code = 0
+                except SystemExit as exc:
+                    code = exc.code if isinstance(exc.code, int) else 1
+                except BaseException:
+                    import traceback
+
+                    traceback.print_exc()
+                finally:
+                    sys.stderr.flush()
+                    os._exit(code)
+            self.proc = None
+        else:
+            extra = ["--stall", str(stall_at), marker] if stall_at else []
+            self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", *extra, *argv],
+                                         env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL,
+                                         stderr=self.err)
+            self.pid = self.proc.pid
+        self.returncode = None
+
+    def poll(self):
+        if self.returncode is None:
+            if self.proc is not None:
+                self.returncode = self.proc.poll()
+            else:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self):
+        while self.poll() is None:
+            time.sleep(0.01)
+        self.err.close()
+        return self.returncode
+
+    def kill(self):
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+        return self.wait()
+
+    def stderr(self):
+        with open(self.err_path, encoding="utf-8") as f:
+            return f.read()
 
 
-def wait_for(path, proc, timeout=120):
+def wait_for(path, proc, timeout=300):
     """Poll until ``path`` exists; False if the child ended first."""
     end = time.time() + timeout
     while not os.path.exists(path):
@@ -114,12 +167,6 @@ def wait_for(path, proc, timeout=120):
             return False
         time.sleep(0.002)
     return True
-
-
-def kill(proc):
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    proc.stderr.close()
 
 
 def check_loadable(directory, name):
@@ -141,10 +188,11 @@ def plan_kills(rng, kills, steps):
     return points
 
 
-def run_killed(data_args, workdir, kills, seed, loss="nllvmf", steps=30, extra=(), log=print):
+def run_killed(data_args, workdir, kills, seed, loss="nllvmf", steps=30, extra=(), log=print, fork=False):
     """Train to ``steps`` through ``kills`` SIGKILLs and resumes. -> list of per-kill records."""
     save = os.path.join(workdir, "m")
     os.makedirs(workdir, exist_ok=True)
+    err, marker = os.path.join(workdir, "stderr.txt"), os.path.join(workdir, "stalled")
     rng = random.Random(seed)
     records, resume_from = [], None
     for kind, k, delay in plan_kills(rng, kills, steps):
@@ -153,25 +201,23 @@ def run_killed(data_args, workdir, kills, seed, loss="nllvmf", steps=30, extra=(
         args = train_args(data_args, save, loss, steps, extra) + (["-train_from", base] if base else [])
         if kind == "save":
             # every step writes PREFIX_step_N.pt, a validation that improves PREFIX_best.pt too
-            marker = os.path.join(workdir, "stalled")
             if os.path.exists(marker):
                 os.remove(marker)
-            n = k
-            proc = start(args, stall_at=n, marker=marker)
+            proc = Child(args, err, stall_at=k, marker=marker, fork=fork)
             if not wait_for(marker, proc):
-                raise RuntimeError(f"train.py ended before its checkpoint write {n}: {proc.stderr.read()}")
+                raise RuntimeError(f"train.py ended before its checkpoint write {k}: {proc.stderr()}")
             with open(marker, encoding="utf-8") as f:
-                where = f"inside checkpoint write {n} ({os.path.basename(f.read())})"
+                where = f"inside checkpoint write {k} ({os.path.basename(f.read())})"
         else:
             k = max(k, done + 1)
-            proc = start(args)
+            proc = Child(args, err, fork=fork)
             if not wait_for(f"{save}_step_{k}.pt", proc):
-                raise RuntimeError(f"train.py ended before step {k}: {proc.stderr.read()}")
+                raise RuntimeError(f"train.py ended before step {k}: {proc.stderr()}")
             time.sleep(delay)
             where = f"{1000 * delay:.0f} ms after m_step_{k}.pt appeared"
         if proc.poll() is not None:
-            raise RuntimeError(f"train.py ended before the kill ({where}): {proc.stderr.read()}")
-        kill(proc)
+            raise RuntimeError(f"train.py ended before the kill ({where}): {proc.stderr()}")
+        proc.kill()
         count, temps = check_loadable(workdir, "m")
         resume_from = newest_checkpoint(save)
         records.append({"resumed_from": done, "where": where, "loadable": count, "temps": temps,
@@ -179,19 +225,18 @@ def run_killed(data_args, workdir, kills, seed, loss="nllvmf", steps=30, extra=(
         log(f"kill {len(records)}: run from step {done}, killed {where}; {count} checkpoints on disk, all "
             f"loadable; {len(temps)} temporary file(s); newest {records[-1]['newest']}")
     args = train_args(data_args, save, loss, steps, extra) + (["-train_from", resume_from] if resume_from else [])
-    proc = start(args)
-    err = proc.communicate()[1]
-    if proc.returncode != 0:
-        raise RuntimeError(f"the last resumed run failed:\n{err}")
+    proc = Child(args, err, fork=fork)
+    if proc.wait() != 0:
+        raise RuntimeError(f"the last resumed run failed:\n{proc.stderr()}")
     return records
 
 
-def run_uninterrupted(data_args, workdir, loss="nllvmf", steps=30, extra=()):
+def run_uninterrupted(data_args, workdir, loss="nllvmf", steps=30, extra=(), fork=False):
     os.makedirs(workdir, exist_ok=True)
-    proc = start(train_args(data_args, os.path.join(workdir, "m"), loss, steps, extra))
-    err = proc.communicate()[1]
-    if proc.returncode != 0:
-        raise RuntimeError(f"the uninterrupted run failed:\n{err}")
+    proc = Child(train_args(data_args, os.path.join(workdir, "m"), loss, steps, extra),
+                 os.path.join(workdir, "stderr.txt"), fork=fork)
+    if proc.wait() != 0:
+        raise RuntimeError(f"the uninterrupted run failed:\n{proc.stderr()}")
 
 
 def compare(ref_dir, dir_, name="m"):
@@ -234,6 +279,8 @@ def main(argv=None):
     p.add_argument("-seeds", type=int, nargs="+", default=[1], help="one killed run per seed (the kill points)")
     p.add_argument("-loss", nargs="+", default=["nllvmf"], help="train.py -loss values to run")
     p.add_argument("-steps", type=int, default=30, help="training steps (-train_steps)")
+    p.add_argument("-fork", action="store_true", help="run train.py in forks of this process rather than fresh "
+                   "interpreters (faster; the test suite's way)")
     args = p.parse_args(argv)
     if args.kills < 1 or args.steps < args.kills + 7:
         p.error("-kills must be at least 1 and -steps at least -kills + 7")
@@ -243,11 +290,11 @@ def main(argv=None):
     failures = total_kills = 0
     for loss in args.loss:
         ref = os.path.join(args.out, loss, "uninterrupted")
-        run_uninterrupted(data_args, ref, loss, args.steps)
+        run_uninterrupted(data_args, ref, loss, args.steps, fork=args.fork)
         for seed in args.seeds:
             print(f"-- -loss {loss}, seed {seed}")
             killed = os.path.join(args.out, loss, f"killed_seed{seed}")
-            records = run_killed(data_args, killed, args.kills, seed, loss, args.steps)
+            records = run_killed(data_args, killed, args.kills, seed, loss, args.steps, fork=args.fork)
             total_kills += len(records)
             diffs = compare(ref, killed)
             failures += bool(diffs)
@@ -259,7 +306,9 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--child"]:
+    if sys.argv[1:3] == ["--child", "--stall"]:
+        child_main(sys.argv[5:], int(sys.argv[3]), sys.argv[4])
+    elif sys.argv[1:2] == ["--child"]:
         child_main(sys.argv[2:])
     else:
         sys.exit(main())

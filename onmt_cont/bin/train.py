@@ -362,6 +362,9 @@ def main(argv=None):
     missing = [f"-{k}" for k in ("data", "save_model") if not getattr(opt, k)]
     if missing:
         raise UserError(f"missing required option(s): {' '.join(missing)}")
+    if os.path.isfile(opt.data):  # e.g. a checkpoint or PREFIX.vocab.pt
+        raise UserError(f"-data {opt.data} is a file: -data takes the prefix given to preprocess.py -save_data "
+                        "(the files are PREFIX.vocab.pt, PREFIX.train.N.pt, PREFIX.valid.0.pt)")
     ckpt = None
     if opt.train_from:
         ckpt = load_checkpoint(opt.train_from)

@@ -102,13 +102,37 @@ def _pid_alive(pid):
 
 
 def atomic_torch_save(obj, path):
-    """``torch.save`` to a temporary file, then rename, so readers never see half a file.
-
-    torch.save gets a Python file object, not the name: given a name, its C++ writer reports a
-    full disk as "unexpected pos ..."; through a file object the OSError (ENOSPC) comes back."""
+    """``torch.save`` to a temporary file, then rename, so readers never see half a file."""
     with atomic_path(path) as tmp:
         with open(tmp, "wb") as f:
-            torch.save(obj, f)
+            writer = _ErrorKeepingWriter(f)
+            try:
+                torch.save(obj, writer)
+            except Exception:
+                # torch's C++ writer turns a failed write (a full disk) into "unexpected pos ...":
+                # re-raise the OSError behind it, which atomic_path reports with the path
+                if writer.error is not None:
+                    raise writer.error from None
+                raise
+
+
+class _ErrorKeepingWriter:
+    """A file's ``write`` that remembers the OSError it raised."""
+
+    def __init__(self, f):
+        self.f = f
+        self.name = f.name
+        self.error = None
+
+    def write(self, data):
+        try:
+            return self.f.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self):
+        self.f.flush()
 
 
 def atomic_write_text(path, text):
