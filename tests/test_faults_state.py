@@ -221,6 +221,18 @@ REAL_FS_CHILD = textwrap.dedent("""
     for name, size in sizes.items():
         os.makedirs(os.path.join(mnt, name))
         subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", os.path.join(mnt, name)], check=True)
+    def fill(d):
+        # an earlier out.txt, then a filler file that takes every free byte
+        with open(os.path.join(d, "out.txt"), "w") as f:
+            f.write("an earlier translation\\n")
+        try:
+            with open(os.path.join(d, "filler"), "wb") as f:
+                while True:
+                    f.write(b"x" * 1024)
+                    f.flush()
+        except OSError:
+            pass
+    fill(os.path.join(mnt, "translate"))
     def run(name, main, argv):
         err = io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -232,6 +244,11 @@ REAL_FS_CHILD = textwrap.dedent("""
         d = os.path.join(mnt, name)
         loads = {}
         for f in sorted(os.listdir(d)):
+            if f == "filler":
+                continue
+            if f.endswith(".txt"):
+                loads[f] = open(os.path.join(d, f)).read()
+                continue
             try:
                 load_checkpoint_data(os.path.join(d, f))
                 loads[f] = True
@@ -247,17 +264,20 @@ REAL_FS_CHILD = textwrap.dedent("""
 
 def test_disk_full_on_a_real_small_filesystem(sample, tmp_path):
     """tmpfs mounts of a few pages, in a user and mount namespace (unshare -r -m): room for one
-    checkpoint, not two; not for the translations; not for the first shard."""
+    checkpoint, not two; full already (an earlier out.txt and a filler file) for the translations;
+    not room for the first shard."""
     unshare = shutil.which("unshare")
     mount = f"mount -t tmpfs -o size=4k tmpfs {tmp_path}"
     probe = subprocess.run([unshare, "-r", "-m", "sh", "-c", mount], capture_output=True) if unshare else None
     if probe is None or probe.returncode != 0:
         pytest.skip("this process may not mount a tmpfs (unshare -r -m mount): only the simulated tests ran")
     size = os.path.getsize(sample["model"])
+    short_src = tmp_path / "five.fr"  # decoded in no time; the filesystem is full before translate.py starts
+    short_src.write_text("".join(sample["src"].read_text(encoding="utf-8").splitlines(True)[:5]), encoding="utf-8")
     d = Path(sample["data"]).parent
     args = {
         "train": kr.train_args(sample["args"], "UNUSED", steps=3),
-        "translate": ["-model", str(sample["model"]), "-src", str(sample["src"])],
+        "translate": ["-model", str(sample["model"]), "-src", str(short_src), "-max_length", "5"],
         "preprocess": ["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"), "-valid_src",
                        str(d / "valid.fr"), "-valid_tgt", str(d / "valid.en")],
     }
@@ -273,7 +293,7 @@ def test_disk_full_on_a_real_small_filesystem(sample, tmp_path):
         assert res[name]["err"].startswith("error: cannot write ") and "Traceback" not in res[name]["err"], res
         assert "no space left on device" in res[name]["err"], res
     assert res["train"]["files"] == {"m_step_1.pt": True}, res
-    assert res["translate"]["files"] == {}, res
+    assert res["translate"]["files"] == {"out.txt": "an earlier translation\n"}, res
     assert res["preprocess"]["files"] == {}, res
     assert re.search(r"cannot write \S+/train/m_step_2\.pt", res["train"]["err"]), res
 
