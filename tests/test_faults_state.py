@@ -410,3 +410,19 @@ def test_every_torch_load_is_weights_only():
                     kwargs.get("allow_pickle") == "True":
                 found.append((path.relative_to(ROOT).as_posix(), func, kwargs.get("weights_only")))
     assert found == [("onmt_cont/utils/io.py", "torch.load", "True")], found
+
+
+def test_fp16_loss_scale_is_saved(sample, tmp_path):
+    """With -amp -amp_dtype fp16 (GPU only) the GradScaler's state goes into the checkpoint and loads
+    under weights_only; checked here with a CPU GradScaler, as this suite has no GPU."""
+    from onmt_cont.models.checkpoint import model_from_checkpoint, save_checkpoint
+
+    data = load_checkpoint(str(sample["model"]))
+    model, opt, src_vocab, tgt_vocab = model_from_checkpoint(data)
+    scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    scaler.scale(torch.ones(()))  # creates the scale, as the first training step does
+    scaler.update(new_scale=256.0)  # as after a few overflowing steps
+    save_checkpoint(str(tmp_path / "m.pt"), model, None, opt, src_vocab, tgt_vocab, data["progress"], scaler=scaler)
+    restored = torch.amp.GradScaler("cpu")
+    restored.load_state_dict(load_checkpoint(str(tmp_path / "m.pt"))["scaler"])
+    assert restored.get_scale() == 256.0
