@@ -52,26 +52,60 @@ def parse(parser, argv=None, required=()):
     return args
 
 
-def _merge_config(parser, args, argv):
+def load_config(path):
+    """Read a YAML config -> ``(mapping, {key: line number})``.
+
+    ``yaml.SafeLoader`` only: a ``!!python/...`` tag is refused, never run. A key given twice
+    is an error (PyYAML would silently keep the last value)."""
     try:
-        with open(args.config, encoding="utf-8") as f:
-            config = yaml.safe_load(f) or {}
+        with open(path, "rb") as f:
+            raw = f.read()
     except OSError as exc:
-        raise UserError(f"{args.config}: cannot read config ({exc.strerror})") from None
+        raise UserError(f"{path}: cannot read config ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise UserError(f"{path}, line {line}: invalid UTF-8 ({exc.reason}); save the config as UTF-8") from None
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:  # an empty file or only comments
+            return {}, {}
+        if not isinstance(node, yaml.MappingNode):
+            kind = type(loader.construct_document(node)).__name__
+            raise UserError(f"{path}: expected a mapping of option: value, got {kind}")
+        lines = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node)
+            line = key_node.start_mark.line + 1
+            if key in lines:
+                raise UserError(f"{path}, line {line}: option {key!r} is given twice (first on line {lines[key]})")
+            lines[key] = line
+        return loader.construct_document(node), lines
+    except yaml.MarkedYAMLError as exc:  # a syntax error, or a tag SafeLoader refuses (!!python/...)
+        mark = exc.problem_mark or exc.context_mark
+        line = f", line {mark.line + 1}" if mark else ""
+        raise UserError(f"{path}{line}: not valid YAML ({exc.problem or exc.context})") from None
     except yaml.YAMLError as exc:
-        raise UserError(f"{args.config}: not valid YAML ({exc})") from None
-    if not isinstance(config, dict):
-        raise UserError(f"{args.config}: expected a mapping of option: value, got {type(config).__name__}")
+        raise UserError(f"{path}: not valid YAML ({exc})") from None
+    finally:
+        loader.dispose()
+
+
+def _merge_config(parser, args, argv):
+    config, lines = load_config(args.config)
     actions = {a.dest: a for a in parser._actions if a.dest not in ("help", "config")}
     explicit = _explicit_dests(parser, argv)
     for key, value in config.items():
+        where = f"{args.config}, line {lines[key]}"
         dest = str(key).lstrip("-")
         if dest not in actions:
-            raise UserError(f"{args.config}: unknown option {key!r}")
+            raise UserError(f"{where}: unknown option {key!r}")
         action = actions[dest]
-        value = _config_value(action, value, f"{args.config}: option {key!r}")
+        value = _config_value(action, value, f"{where}: option {key!r}")
         if action.choices is not None and value not in action.choices:
-            raise UserError(f"{args.config}: option {key!r}: {value!r} is not one of {list(action.choices)}")
+            raise UserError(f"{where}: option {key!r}: {value!r} is not one of {list(action.choices)}")
         if dest in explicit and getattr(args, dest) != value:
             raise UserError(
                 f"option -{dest} is given both in {args.config} ({value!r}) "
@@ -83,13 +117,27 @@ def _merge_config(parser, args, argv):
 def _config_value(action, value, where):
     """Convert a YAML value as the command line would convert its text: ``shard_size: 2.5``
     and ``shard_size: true`` are errors (not 2 and 1), ``save_data: 2019`` is the string "2019",
-    and an on/off flag takes only true or false."""
+    an on/off flag takes only true or false, and a list or mapping only goes to an option that
+    takes several values. ``tgt_lang: no`` is YAML's false, not the text "no": refused, since
+    no option that takes text means a boolean. An empty value (null) is refused unless the
+    option's default is unset anyway."""
     if value is None:
-        return None
+        if action.default is None:
+            return None
+        raise UserError(
+            f"{where}: no value (YAML null); give one, or remove the line to keep the default {action.default!r}"
+        )
     if action.nargs == 0:  # store_true / store_false
         if not isinstance(value, bool):
             raise UserError(f"{where}: expected true or false, got {value!r}")
         return value
+    several = action.nargs not in (None, "?")
+    if isinstance(value, dict) or (isinstance(value, list) and not several):
+        raise UserError(f"{where}: expected a single value, got a YAML {type(value).__name__} {value!r}")
+    if isinstance(value, bool) and action.type in (None, str):  # int/float options say "invalid value" below
+        raise UserError(
+            f"{where}: got the YAML boolean {value!r} (yes/no/on/off/true/false); quote it if you mean the text"
+        )
     convert = action.type or str
     try:
         if isinstance(value, list):

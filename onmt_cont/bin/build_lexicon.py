@@ -20,7 +20,20 @@ from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_write_text, read_lines
 
 # Options that only make sense when we train the aligner ourselves.
-_TRAINING_OPTIONS = ("iterations", "p0", "tension", "optimize_tension", "vb_alpha", "sym", "save_alignments")
+_TRAINING_OPTIONS = (
+    "iterations",
+    "p0",
+    "tension",
+    "optimize_tension",
+    "vb_alpha",
+    "sym",
+    "save_alignments",
+    "max_length",
+)
+# fast_align's model holds a few numbers per (source word, target word) cell of a pair, ~50 bytes:
+# one pair of two 3,000-token lines takes 0.45 GB more and 14-26 s (docs/reliability.md), one of
+# two 100K-token lines would take ~500 GB.
+DEFAULT_MAX_LENGTH = 1000
 
 
 def extract_lexicon(
@@ -78,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     al.add_argument(
         "-sym", choices=sorted(SYMMETRISERS), help="how to combine the two directions (default grow-diag-final-and)"
     )
+    al.add_argument(
+        "-max_length",
+        type=int,
+        help=f"leave pairs with a side longer than this many tokens unaligned (no links): memory and time "
+        f"grow with source x target length (default {DEFAULT_MAX_LENGTH}; 0: no limit)",
+    )
     lx = p.add_argument_group("lexicon")
     lx.add_argument(
         "-min_count",
@@ -110,6 +129,8 @@ def _check_writable(path: str, flag: str) -> None:
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise UserError(f"{flag} {path}: directory {directory} does not exist")
+    if os.path.isdir(path):
+        raise UserError(f"{flag} {path}: is a directory, expected a file name")
 
 
 @cli_main
@@ -130,14 +151,28 @@ def main(argv: list[str] | None = None) -> None:
     src, tgt = read_corpus(opt.src, opt.lower), read_corpus(opt.tgt, opt.lower)
     if len(src) != len(tgt):
         raise UserError(f"{opt.src} has {len(src)} lines but {opt.tgt} has {len(tgt)}; they must be line-parallel")
-    print(f"pairs: {len(src)}, tokens: {sum(map(len, src))} source, {sum(map(len, tgt))} target")
+    n_src, n_tgt = sum(map(len, src)), sum(map(len, tgt))
+    if not n_src or not n_tgt:  # an empty lexicon would make -replace_unk silently copy every word
+        raise UserError(f"nothing to align: {opt.src if not n_src else opt.tgt} has no words ({len(src)} lines)")
+    print(f"pairs: {len(src)}, tokens: {n_src} source, {n_tgt} target")
 
     if opt.alignments is not None:
         alignments = read_pharaoh(opt.alignments, [len(s) for s in src], [len(t) for t in tgt])
         print(f"read alignments from {opt.alignments}")
     else:
         sym = opt.sym or "grow-diag-final-and"
-        alignments = align_corpus(src, tgt, sym, config, log=print)
+        limit = DEFAULT_MAX_LENGTH if opt.max_length is None else opt.max_length
+        if limit < 0:
+            raise UserError(f"-max_length must be at least 0, got {limit}")
+        too_long = {k for k, (s, t) in enumerate(zip(src, tgt, strict=True)) if limit and max(len(s), len(t)) > limit}
+        if too_long:
+            print(
+                f"{len(too_long)} pair(s) with a side longer than -max_length {limit} tokens left unaligned "
+                f"(first: line {min(too_long) + 1})"
+            )
+        short_src = [[] if k in too_long else s for k, s in enumerate(src)]
+        short_tgt = [[] if k in too_long else t for k, t in enumerate(tgt)]
+        alignments = align_corpus(short_src, short_tgt, sym, config, log=print)
         print(f"symmetrised with {sym}")
     print(f"links: {sum(map(len, alignments))}")
 

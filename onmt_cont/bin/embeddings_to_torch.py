@@ -16,6 +16,7 @@ import torch
 
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID, SPECIALS, UNK_ID
 from onmt_cont.inputters.embeddings import DEFAULT_CHUNK_BYTES, read_embeddings
+from onmt_cont.inputters.tables import TABLE_HELP, add_table_args, check_table_args, empty_table, transform_target
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_torch_save, atomic_write_text
@@ -34,7 +35,7 @@ what each row of the table gets:
 Random vectors come from -seed, so reruns give identical tables: a Gaussian direction scaled
 to the root-mean-square length of the file's vectors (unit length with -normalize).
 A first line of two integers ('COUNT DIM') is read as a word2vec/fastText header whatever
--type says. Malformed lines (wrong number of values, a value that is not a finite number,
+-type says. Malformed lines (wrong number of values, a value that is nan, inf or beyond float32,
 a word that is not UTF-8) are skipped and reported; duplicate words keep their first vector.
 """
 
@@ -44,10 +45,14 @@ def build_parser():
         prog="embeddings_to_torch.py",
         description="Align pretrained word vectors (GloVe, word2vec or fastText text files,\n"
         "plain or .gz) with the vocabulary of preprocess.py; save them as torch tensors.",
-        epilog=ROWS_HELP,
+        epilog=ROWS_HELP + TABLE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("-emb_file_dec", required=True, help="vector file for the target vocabulary")
+    parser.add_argument(
+        "-emb_file_dec",
+        default=None,
+        help="vector file for the target vocabulary (may be left out with -init random_sphere|random_cube -dim N)",
+    )
     parser.add_argument("-emb_file_enc", default=None, help="vector file for the source vocabulary (optional)")
     parser.add_argument("-dict_file", required=True, help="PREFIX.vocab.pt written by preprocess.py")
     parser.add_argument(
@@ -64,15 +69,20 @@ def build_parser():
         "-normalize", action="store_true", help="make every row unit length (see below for <unk>); padding stays zero"
     )
     parser.add_argument(
-        "-seed", type=int, default=1, help="seed of the random vectors for rows the file lacks (default 1)"
+        "-seed",
+        type=int,
+        default=1,
+        help="seed of the random vectors: rows the file lacks, -init and -unk_vector draws (default 1)",
     )
+    add_table_args(parser)
     parser.add_argument("-chunk_bytes", type=int, default=DEFAULT_CHUNK_BYTES, help=argparse.SUPPRESS)
     return parser
 
 
 def _unit(rows):
-    """Rows scaled to unit length in place; zero rows stay zero."""
-    norms = np.linalg.norm(rows, axis=-1, keepdims=True)
+    """Rows scaled to unit length in place; zero rows stay zero. Lengths are summed in float64:
+    in float32 the squares of values beyond 1.8e19 would overflow to inf and zero the row."""
+    norms = np.sqrt(np.einsum("...i,...i->...", rows, rows, dtype=np.float64))[..., None]
     np.divide(rows, norms, out=rows, where=norms > 0)
     return rows
 
@@ -160,6 +170,7 @@ def _file_report(emb, file_type):
 @cli_main
 def main(argv=None):
     opt = build_parser().parse_args(argv)
+    check_table_args(opt)
     out_dir = os.path.dirname(os.path.abspath(opt.output_file))
     if not os.path.isdir(out_dir):
         raise UserError(f"{opt.output_file}: output folder {out_dir} does not exist")
@@ -176,14 +187,23 @@ def main(argv=None):
         jobs.append(("enc", opt.emb_file_enc, src_vocab, "source"))
     results = []
     for suffix, path, vocab, side in jobs:
-        table, missing, report = make_table(path, vocab, side, opt)
+        if path is None:  # a random target table without a vector file
+            table, missing, report = empty_table(vocab, opt.dim)
+        else:
+            table, missing, report = make_table(path, vocab, side, opt)
+        if suffix == "dec":
+            if opt.dim is not None and opt.dim != table.shape[1]:
+                raise UserError(f"{path}: the vectors have dimension {table.shape[1]}, but -dim says {opt.dim}")
+            table, lines = transform_target(table, opt)
+            report += lines
         results.append((suffix, table, missing, report))
 
     for suffix, table, missing, report in results:
         pt_path = f"{opt.output_file}.{suffix}.pt"
         missing_path = f"{opt.output_file}.{suffix}.missing.txt"
         atomic_torch_save(torch.from_numpy(np.ascontiguousarray(table, dtype=np.float32)), pt_path)
-        atomic_write_text(missing_path, "".join(tok + "\n" for tok in missing))
         print("\n".join(report))
-        print(f"  missing words: {missing_path}")
+        if missing is not None:  # None: no vector file, so no word can be missing from it
+            atomic_write_text(missing_path, "".join(tok + "\n" for tok in missing))
+            print(f"  missing words: {missing_path}")
         print(f"  wrote {pt_path}: [{table.shape[0]}, {table.shape[1]}] float32")

@@ -151,6 +151,9 @@ def main(argv=None):
     opt = opts.parse(build_parser(), argv, required=("train_src", "train_tgt", "valid_src", "valid_tgt", "save_data"))
     if opt.shard_size < 1:
         raise UserError(f"-shard_size must be at least 1, got {opt.shard_size}")
+    for name in ("src_seq_length", "tgt_seq_length"):
+        if getattr(opt, name) < 1:  # would drop every pair
+            raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
     for name in ("src_vocab_size", "tgt_vocab_size"):
         if getattr(opt, name) < 0:  # a negative size would slice words off the end of the list
             raise UserError(f"-{name} must be at least 0, got {getattr(opt, name)}")
@@ -168,8 +171,17 @@ def main(argv=None):
     # Everything that can fail on bad input happens before the first file is written.
     src_counts, tgt_counts, stats = count_corpus(opt.train_src, opt.train_tgt, opt)
     _, _, vstats = count_corpus(opt.valid_src, opt.valid_tgt, opt)
-    if stats["kept"] == 0:
-        raise UserError(f"no training pair of {opt.train_src} / {opt.train_tgt} survives filtering")
+    # an empty validation set would score every checkpoint 0.0 and make the first one "best"
+    for split, (src, tgt), st in (
+        ("training", (opt.train_src, opt.train_tgt), stats),
+        ("validation", (opt.valid_src, opt.valid_tgt), vstats),
+    ):
+        if st["kept"] == 0:
+            raise UserError(
+                f"no {split} pair of {src} / {tgt} survives filtering ({st['read']} read: {st['empty']} with an "
+                f"empty side, {st['too_long']} longer than -src_seq_length {opt.src_seq_length} / "
+                f"-tgt_seq_length {opt.tgt_seq_length})"
+            )
     if opt.src_vocab:
         src_vocab = read_vocab_text(opt.src_vocab)
     else:

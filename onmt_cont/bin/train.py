@@ -189,6 +189,35 @@ def load_table(path, tgt_vocab):
     return table
 
 
+def check_resumable(ckpt, opt, model, src_vocab, tgt_vocab):
+    """Refuse a -train_from checkpoint that does not fit this -data / -tgt_emb, before anything
+    is written: load_state_dict would raise a raw size-mismatch error, and a same-size table
+    of other vectors would be silently replaced by the checkpoint's."""
+    for side, vocab in (("source", src_vocab), ("target", tgt_vocab)):
+        saved = ckpt["vocab"]["src" if side == "source" else "tgt"]
+        if list(saved) != list(vocab.itos):
+            raise UserError(f"-train_from {opt.train_from} was trained with another {side} vocabulary ({len(saved)} "
+                            f"words) than -data {opt.data} ({len(vocab)} words): resume with the same -data")
+    own = model.state_dict()
+    fixed = {n for n, p in model.named_parameters() if not p.requires_grad} | {n for n, _ in model.named_buffers()}
+    for name, tensor in ckpt["model"].items():
+        mine = own.get(name)
+        if mine is None:
+            continue  # load_state_dict reports missing and unexpected keys below
+        if mine.shape != tensor.shape:
+            what = f"-tgt_emb {opt.tgt_emb}" if name in fixed else "the model built from these options"
+            raise UserError(f"-train_from {opt.train_from}: {name} is {list(tensor.shape)} in the checkpoint but "
+                            f"{list(mine.shape)} in {what}: resume with the table and options it was trained with")
+        if name in fixed and opt.tgt_emb and mine.is_floating_point() and not torch.equal(mine, tensor.to(mine)):
+            raise UserError(f"-tgt_emb {opt.tgt_emb} holds other vectors than the table -train_from "
+                            f"{opt.train_from} was trained with ({name}): resume with the same table")
+    try:
+        model.load_state_dict(ckpt["model"])
+    except RuntimeError as exc:
+        raise UserError(f"-train_from {opt.train_from} does not fit the model built from these options: "
+                        f"{exc}") from None
+
+
 def make_optimizer(opt, model):
     params = [p for p in model.parameters() if p.requires_grad]
     if opt.optim == "adam":
@@ -387,6 +416,8 @@ def main(argv=None):
     ctx = distributed.init(use_gpu=opt.gpu is not None)
     device = resolve_device(ctx.local_rank if ctx.distributed and opt.gpu is not None else opt.gpu)
     run = Run(opt, device, ctx)  # reads and checks every input: a failure leaves no log file behind
+    if ckpt is not None:
+        check_resumable(ckpt, opt, run.model, run.src_vocab, run.tgt_vocab)
     setup_logging(opt.log_file if ctx.is_main else None, ctx.is_main)
     if ctx.is_main:
         stale = remove_stale_temps(save_dir, os.path.basename(opt.save_model) + "_")

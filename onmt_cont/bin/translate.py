@@ -86,6 +86,8 @@ def main(argv=None):
     out_dir = os.path.dirname(os.path.abspath(opt.output))
     if not os.path.isdir(out_dir):
         raise UserError(f"-output {opt.output}: directory {out_dir} does not exist")
+    if os.path.isdir(opt.output):
+        raise UserError(f"-output {opt.output}: is a directory, expected a file name")
     lexicon = read_lexicon(opt.lookup_dict) if opt.lookup_dict else None
     lines = [line for _, line in read_lines(opt.src)]
     refs = [line for _, line in read_lines(opt.tgt)] if opt.tgt else None

@@ -35,7 +35,7 @@ def count_lines(path):
                 n += chunk.count(b"\n")
                 last = chunk[-1:]
     except (OSError, EOFError) as exc:  # a directory, no permission, a broken or truncated .gz
-        raise UserError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise UserError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     return n + (last != b"\n")
 
 

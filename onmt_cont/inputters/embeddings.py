@@ -18,7 +18,7 @@ Line rules (the same in every parsing path):
   trailing whitespace is ignored; values are separated by single spaces (the fast path)
   or any other whitespace (read more slowly);
 * a line whose number of values is not ``dim`` (field count != dim + 1), or with a value
-  that is not a finite number, or whose word is not valid UTF-8, is *malformed*: skipped,
+  that is not a number or not finite in float32, or whose word is not valid UTF-8, is *malformed*: skipped,
   counted and its line number reported. If most lines have the wrong count, the dimension
   itself is wrong and reading stops with an error;
 * a word seen before is a duplicate: the first vector wins, later ones are counted and

@@ -10,6 +10,11 @@ import warnings
 
 import numpy as np
 
+# Tables are stored as float32: a larger value would become inf there (and its square
+# overflows the float64 sums of squared lengths long before that, at 1e154), so such a line is
+# as malformed as one holding "inf".
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
 
 def parse_values(rests, dim, scratch=None):
     """Parse the numeric part of many lines (bytes or memoryviews, no trailing whitespace;
@@ -17,7 +22,8 @@ def parse_values(rests, dim, scratch=None):
 
     Returns ``(values [n, dim] float64, bad)`` where ``bad`` lists ``(index, reason,
     n_values or None)`` of malformed lines (their rows are zeros); ``n_values`` is set when
-    the line had the wrong number of values. Values equal Python's ``float()`` of the text.
+    the line had the wrong number of values. Values equal Python's ``float()`` of the text; a
+    value that is nan, inf or beyond the float32 range makes its line malformed.
     """
     n = len(rests)
     if n == 0:
@@ -43,7 +49,7 @@ def _parse_block_fromstring(rests, dim):
     except (ValueError, DeprecationWarning):
         return None
     # Each space-separated field gives at most one value, so the total pins every line.
-    if values.size != len(rests) * dim or not np.isfinite(values).all():
+    if values.size != len(rests) * dim or not (np.abs(values) <= FLOAT32_MAX).all():  # False for nan
         return None
     return values.reshape(len(rests), dim)
 
@@ -64,8 +70,8 @@ def _parse_lines(rests, dim):
                 bad.append((i, f"expected {dim} values after the word, found {n_fields}", n_fields))
             elif row is None or row.size != dim:
                 bad.append((i, "a value is not a number", None))
-            elif not np.isfinite(row).all():
-                bad.append((i, "a value is not finite (nan or inf)", None))
+            elif not (np.abs(row) <= FLOAT32_MAX).all():
+                bad.append((i, "a value is not finite in float32 (nan, inf, or beyond ±3.4e38)", None))
             else:
                 values[i] = row
     return values, bad

@@ -43,6 +43,8 @@ def read_extension(path, vocab_path=None):
                 f"-tgt_emb_extend {path}: expected a [{len(words)}, dim] tensor (one row per word of "
                 f"{vocab_path}), got {shape}"
             )
+        if not table.is_floating_point() or not torch.isfinite(table).all():  # .vec files skip such lines
+            raise UserError(f"-tgt_emb_extend {path}: expected finite float vectors, found NaN, inf or integers")
         keep = [i for i, w in enumerate(words) if w not in SPECIALS]
         return [words[i] for i in keep], table[keep].float()
     words = sorted(w for w in read_embedding_words(path) if w not in SPECIALS)

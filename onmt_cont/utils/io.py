@@ -141,27 +141,44 @@ def atomic_write_text(path, text):
             f.write(text)
 
 
-def open_text(path, mode="rt"):
-    """Open a plain or ``.gz`` text file as UTF-8 (strict: bad bytes raise)."""
+def _check_readable(path):
+    """A missing path or a directory is the user's mistake, not a traceback."""
     if not os.path.exists(path):
         raise UserError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise UserError(f"{path}: is a directory, expected a text file")
+
+
+def open_text(path, mode="rt"):
+    """Open a plain or ``.gz`` text file as UTF-8 (strict: bad bytes raise)."""
+    _check_readable(path)
     if path.endswith(".gz"):
         return io.TextIOWrapper(gzip.open(path, mode.replace("t", "") or "r"), encoding="utf-8")
     return open(path, mode, encoding="utf-8")
 
 
 def read_lines(path):
-    """Yield ``(line_number, line_without_newline)``, 1-based; invalid UTF-8 names the file and line."""
-    if not os.path.exists(path):
-        raise UserError(f"{path}: no such file")
+    """Yield ``(line_number, line_without_newline)``, 1-based; invalid UTF-8 names the file and line.
+
+    A Windows line end (CRLF) is stripped whole, so no token ends in ``\\r``. Lines are split at
+    ``\\n`` only: a lone ``\\r`` or a Unicode line separator stays inside the line (``str.split``
+    then treats it as a space), so line numbers agree with ``wc -l`` and with the parallel file."""
+    _check_readable(path)
     opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise UserError(f"{path}, line {lineno}: invalid UTF-8 ({exc.reason} at byte {exc.start})") from None
-            yield lineno, line.rstrip("\r\n")
+    lineno = 0
+    try:
+        with opener(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise UserError(
+                        f"{path}, line {lineno}: invalid UTF-8 ({exc.reason} at byte {exc.start})"
+                    ) from None
+                yield lineno, line.rstrip("\r\n")
+    except (OSError, EOFError) as exc:  # no permission, a corrupt or truncated .gz
+        where = f", line {lineno + 1}" if lineno else ""
+        raise UserError(f"{path}{where}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
 
 
 def load_checkpoint_data(path, what="a file written by onmt_cont"):
