@@ -24,6 +24,7 @@ from onmt_cont.models.generators import frozen_count, parameter_count  # noqa: E
 from onmt_cont.models.model import build_model  # noqa: E402
 from onmt_cont.trainer import Trainer  # noqa: E402
 from onmt_cont.utils.errors import UserError  # noqa: E402
+from onmt_cont.utils.threads import add_threads_arg, apply_threads, set_threads  # noqa: E402
 
 # Encoder and decoder options per size; every row adds only its generator and loss options.
 # "paper": Kumar & Tsvetkov (2019), section 4 and Table 7 (a 1-layer bidirectional encoder, a
@@ -42,55 +43,18 @@ SRC_LEN = 20  # about the mean length of an IWSLT TED sentence, in words
 TGT_LEN_SD = 0.6
 
 
-def busy_cores(samples=10, interval=0.05):
-    """Processes running now, other than this one: the mean over a moment of /proc/loadavg's
-    running count (the load average would also count a benchmark that has just finished)."""
-    counts = []
-    for _ in range(samples):
-        try:
-            with open("/proc/loadavg", encoding="utf-8") as f:
-                counts.append(int(f.read().split()[3].split("/")[0]) - 1)
-        except (OSError, ValueError, IndexError):
-            return 0.0
-        time.sleep(interval)
-    return sum(counts) / len(counts)
-
-
-def auto_threads(requested=None):
-    """``requested``, else the cores that no other process is using now: all of them on an idle
-    machine (2 on the 2-core benchmark machine), fewer while other processes run. PyTorch's
-    intra-op threads wait for each other at the end of every operation, so a thread that has
-    lost its core to another process stalls them all: on 2 busy cores a small-size update took
-    19 s with 2 threads and 2.3 s with 1."""
-    if requested:
-        return requested
-    cores = os.cpu_count() or 1
-    return max(1, min(cores, int(cores - busy_cores() + 0.5)))
-
-
-def set_threads(n):
-    torch.set_num_threads(n)
-    torch.set_num_interop_threads(1)
-
-
 def add_setup_args(p):
-    """The flags :func:`setup` reads: -threads and -gpu."""
-    p.add_argument(
-        "-threads",
-        type=int,
-        default=None,
-        help="torch intra-op threads (default: the idle cores, from the load average: 2 on the idle 2-core "
-        "benchmark machine, 1 while another process keeps a core busy)",
-    )
+    """The flags :func:`setup` reads: -threads (train.py's and translate.py's definition) and -gpu."""
+    add_threads_arg(p)
     p.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent")
 
 
 def setup(args, script):
-    """The common start of a benchmark: thread count (auto: the idle cores) and device.
-    Sets ``args.threads``; returns the device, or exits with ``SCRIPT: message``."""
-    args.threads = auto_threads(args.threads)
-    set_threads(args.threads)
+    """The common start of a benchmark: thread count (as train.py's -threads: by default the idle
+    cores) and device. Sets ``args.threads`` to the count in use; returns the device, or exits with
+    ``SCRIPT: message``."""
     try:
+        args.threads = apply_threads(args.threads)
         return resolve_device(args.gpu)
     except UserError as exc:
         sys.exit(f"{script}: {exc}")
@@ -223,5 +187,6 @@ __all__ = [
     "build_model",
     "frozen_count",
     "parameter_count",
+    "set_threads",
     "train_cli",
 ]

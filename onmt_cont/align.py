@@ -34,6 +34,7 @@ from scipy.special import digamma
 
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import read_lines
+from onmt_cont.utils.progress import progress
 
 Alignment = list[tuple[int, int]]
 
@@ -182,8 +183,9 @@ class DiagonalIBM2:
         p_null = np.where(b.n > 0, self.config.p0, 1.0)[:, None] * b.fmask
         return p_null * self.t[b.null], prior * self.t[b.pair], h
 
-    def iterate(self) -> float:
-        """One EM (or VB) iteration over the corpus. Returns the mean log-likelihood per generated word."""
+    def iterate(self, on_batch: Callable[[int], object] | None = None) -> float:
+        """One EM (or VB) iteration over the corpus. Returns the mean log-likelihood per generated word.
+        ``on_batch(pairs)`` is called after each batch (a progress bar's update)."""
         counts = np.zeros(self.n_pairs + 1)
         tri_weight = np.zeros(len(self.tri_m) + 1) if self.config.optimize_tension else None
         emp_feature, loglik, words = 0.0, 0.0, 0
@@ -201,6 +203,8 @@ class DiagonalIBM2:
                 tri_weight += np.bincount(
                     b.triple.ravel(), weights=((1.0 - post0) * b.fmask).ravel(), minlength=len(tri_weight)
                 )
+            if on_batch:
+                on_batch(len(b.index))
         self._m_step(counts[:-1])
         if self.config.optimize_tension:
             self.tension = self._fit_tension(emp_feature, tri_weight[:-1])
@@ -269,14 +273,15 @@ def train_direction(
 ) -> list[Alignment]:
     """Train one direction and return its Viterbi alignments as ``(gen_pos, cond_pos)`` pairs."""
     model = DiagonalIBM2(gen, cond, config)
-    for it in range(1, config.iterations + 1):
-        start = time.perf_counter()
-        ll = model.iterate()
-        if log:
-            log(
-                f"{name} iteration {it}: {time.perf_counter() - start:.3f} s, "
-                f"log-likelihood/word {ll:.4f}, tension {model.tension:.3f}"
-            )
+    with progress(desc=f"{name} EM", total=config.iterations * len(gen), unit="pairs") as bar:
+        for it in range(1, config.iterations + 1):
+            start = time.perf_counter()
+            ll = model.iterate(bar.update)
+            if log:
+                log(
+                    f"{name} iteration {it}: {time.perf_counter() - start:.3f} s, "
+                    f"log-likelihood/word {ll:.4f}, tension {model.tension:.3f}"
+                )
     return model.viterbi()
 
 

@@ -9,10 +9,68 @@ from torch import nn
 
 from onmt_cont import distributed
 from onmt_cont.constants import PAD_ID
+from onmt_cont.models.generators import ReWEOutput, SampledLogits
 
 
 class NonFiniteLoss(RuntimeError):
     pass
+
+
+# batch_stats' sums, in this order: positions; positions scored against the vocabulary; of those,
+# correct top-1 words; sum of cos(ê, e(gold)) (continuous models); sum of −log p(gold) (softmax);
+# positions whose softmax covered only sampled candidates (-joint_sample in training).
+STATS = ("tokens", "scored", "correct", "cosine", "nll", "sampled")
+# Scores are computed this many [rows, vocab] elements at a time (64 MB of float32), so that a
+# large batch against a 50K-word table does not allocate a [tokens, vocab] matrix at once.
+SCORE_CHUNK = 1 << 24
+
+
+def _logits(output):
+    return output.logits if isinstance(output, ReWEOutput) else output
+
+
+@torch.no_grad()
+def batch_stats(gen, output, gold, score=True):
+    """Sums (float64 [len(STATS)]) describing the generator's ``output`` for the N positions of ``gold``
+    [N]: the mean cosine to the target's vector (continuous generators: a gather and a dot product,
+    cheap) and, with ``score``, top-1 accuracy (nearest neighbour for continuous generators) and
+    the NLL (softmax generators), which score every word: [N, vocab], computed in row chunks.
+
+    Shared by validation and the training log, so both report the same quantities."""
+    sums = torch.zeros(len(STATS), dtype=torch.float64, device=gold.device)
+    sums[0] = gold.numel()
+    if gen.continuous:
+        sums[3] = F.cosine_similarity(output.float(), gen.table[gold], dim=-1).sum()
+    if not score or gold.numel() == 0:
+        return sums
+    sums[1] = gold.numel()
+    if isinstance(output, SampledLogits):  # a softmax over the candidates only: ids via candidates
+        logp = torch.log_softmax(output.logits.float(), dim=-1)
+        sums[2] = (output.candidates[logp.argmax(-1)] == gold).sum()
+        sums[5] = gold.numel()
+        return sums
+    logits = _logits(output)
+    vocab = gen.table.size(0) if gen.continuous else logits.size(-1)
+    rows = max(1, SCORE_CHUNK // max(vocab, 1))
+    for i in range(0, gold.numel(), rows):
+        scores = gen.scores(logits[i : i + rows])  # [rows, vocab]
+        g = gold[i : i + rows]
+        sums[2] += (scores.argmax(-1) == g).sum()
+        if not gen.continuous:  # the loss is not the NLL under label smoothing
+            sums[4] -= scores.gather(-1, g.unsqueeze(-1)).double().sum()
+    return sums
+
+
+def summarize(sums, continuous):
+    """batch_stats' sums -> {"accuracy", "cosine" or "ppl", "tokens", "scored", "sampled"}."""
+    s = dict(zip(STATS, sums.tolist(), strict=True))
+    out = {"tokens": int(s["tokens"]), "scored": int(s["scored"]), "sampled": s["sampled"] > 0,
+           "accuracy": s["correct"] / max(s["scored"], 1)}
+    if continuous:
+        out["cosine"] = s["cosine"] / max(s["tokens"], 1)
+    else:
+        out["ppl"] = math.exp(min(s["nll"] / max(s["scored"], 1), 100))
+    return out
 
 
 class TrainingForward(nn.Module):
@@ -35,9 +93,12 @@ class TrainingForward(nn.Module):
 
 class Trainer:
     """``forward``: a :class:`TrainingForward`, possibly wrapped in DistributedDataParallel;
-    ``ctx``: the distributed context (one process by default); ``amp``: an autocast dtype or None."""
+    ``ctx``: the distributed context (one process by default); ``amp``: an autocast dtype or None.
+    ``measure_every``: the steps whose batch is also scored against the whole vocabulary for the
+    training log's accuracy (train.py: -report_every); 0 never scores (the cosine is always kept)."""
 
-    def __init__(self, model, loss_fn, optimizer, max_grad_norm=0.0, forward=None, ctx=None, amp=None):
+    def __init__(self, model, loss_fn, optimizer, max_grad_norm=0.0, forward=None, ctx=None, amp=None,
+                 measure_every=0):
         self.model = model
         self.loss_fn = loss_fn
         self.optimizer = optimizer
@@ -45,6 +106,8 @@ class Trainer:
         self.forward = forward if forward is not None else TrainingForward(model)
         self.ctx = ctx if ctx is not None else distributed.Context()
         self.amp = amp
+        self.measure_every = measure_every
+        self.last_stats = None  # batch_stats of the last step's global batch
         device_type = next(model.parameters()).device.type
         self.device_type = device_type
         # fp16 needs loss scaling to keep small gradients from flushing to zero; bf16 does not
@@ -55,18 +118,22 @@ class Trainer:
 
     def train_step(self, batch, step):
         """Forward, mean per-token loss over the global batch, backward, clip, update.
-        Returns (loss sum, tokens) of the global batch."""
+        Returns (loss sum, tokens) of the global batch; ``last_stats`` holds its batch_stats (scored
+        on the steps of ``measure_every`` only: scoring every word costs a [tokens, vocab] product)."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         with torch.autocast(self.device_type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
             output, gold = self._forward(batch)
             loss = self.loss_fn(output, gold).float().sum()
-        # one all-reduce gives every rank the global loss (for the NaN check and the log) and
-        # the global token count (the normaliser of the gradient)
-        counts = [gold.numel(), int(batch["src_lengths"].sum())]
-        totals = distributed.all_reduce_sum(torch.cat([loss.detach().view(1), loss.new_tensor(counts)]), self.ctx)
+        score = self.measure_every > 0 and step % self.measure_every == 0  # the same on every rank
+        stats = batch_stats(self.model.generator, output, gold, score)
+        # one all-reduce gives every rank the global loss (for the NaN check and the log), the
+        # global token count (the normaliser of the gradient) and the log's statistics
+        counts = loss.new_tensor([gold.numel(), int(batch["src_lengths"].sum())], dtype=torch.float64)
+        totals = distributed.all_reduce_sum(torch.cat([loss.detach().double().view(1), counts, stats]), self.ctx)
         value, n = totals[0].item(), int(totals[1].item())
         self.last_src_tokens = int(totals[2].item())  # of the global batch, for tokens/s
+        self.last_stats = totals[3:].cpu()
         if not math.isfinite(value):
             raise NonFiniteLoss(f"step {step}: the training loss is {value}; stopping (no checkpoint written)")
         # DDP averages gradients over ranks: world * local_sum / global_tokens averages to the
@@ -97,41 +164,56 @@ class Trainer:
         continuous models the mean cosine to the target, for softmax models perplexity."""
         self.model.eval()
         gen = self.model.generator
-        total, n, correct, cos_sum, nll = 0.0, 0, 0, 0.0, 0.0
+        total, sums = 0.0, torch.zeros(len(STATS), dtype=torch.float64)
         plain = TrainingForward(self.model)  # validation runs outside DDP, identically on every rank
         for batch in batches:
             output, gold = self._forward(batch, plain)
             total += self.loss_fn(output, gold).sum().item()
-            n += gold.numel()
-            scores = gen.scores(output)
-            correct += (scores.argmax(-1) == gold).sum().item()
-            if gen.continuous:
-                cos_sum += F.cosine_similarity(output.float(), gen.table[gold], dim=-1).sum().item()
-            else:  # the loss is not the NLL under label smoothing
-                nll -= scores.gather(-1, gold.unsqueeze(-1)).sum().item()
-        stats = {"loss": total / max(n, 1), "accuracy": correct / max(n, 1), "tokens": n}
-        if gen.continuous:
-            stats["cosine"] = cos_sum / max(n, 1)
-        else:
-            stats["ppl"] = math.exp(min(nll / max(n, 1), 100))
-        return stats
+            sums += batch_stats(gen, output, gold).cpu()
+        stats = summarize(sums, gen.continuous)
+        return {"loss": total / max(stats["tokens"], 1), **stats}
 
 
 class Meter:
-    """Loss and tokens/s over the last report window."""
+    """The training log over the last report window: loss, mean cosine to the target (continuous
+    models) and tokens/s over every step of the window; top-1 accuracy (nearest neighbour for
+    continuous models) and perplexity (softmax) of the last scored batch (Trainer.measure_every),
+    whose step and size the line names."""
 
-    def __init__(self):
+    def __init__(self, continuous=False):
+        self.continuous = continuous
         self.reset()
 
     def reset(self):
         self.loss, self.tokens, self.src_tokens, self.start = 0.0, 0, 0, time.time()
+        self.sums = torch.zeros(len(STATS), dtype=torch.float64)
+        self.scored = None  # (step, sums) of the last scored batch
 
-    def update(self, loss, tokens, src_tokens):
+    def update(self, loss, tokens, src_tokens, stats=None, step=None):
+        """``stats``: the step's batch_stats sums (Trainer.last_stats), or None."""
         self.loss += loss
         self.tokens += tokens
         self.src_tokens += src_tokens
+        if stats is not None:
+            self.sums += stats
+            if stats[STATS.index("scored")] > 0:
+                self.scored = (step, stats)
 
     def line(self, step, lr):
         elapsed = max(time.time() - self.start, 1e-9)
-        return (f"step {step}: loss {self.loss / max(self.tokens, 1):.4f}; lr {lr:.2e}; "
-                f"{self.src_tokens / elapsed:.0f} src tok/s, {self.tokens / elapsed:.0f} tgt tok/s")
+        parts = [f"step {step}: loss {self.loss / max(self.tokens, 1):.4f}"]
+        if self.continuous and self.sums[0] > 0:
+            parts.append(f"cosine {summarize(self.sums, True)['cosine']:.4f}")
+        if self.scored is not None:
+            at, sums = self.scored
+            s = summarize(sums, self.continuous)
+            where = f"on step {at}'s batch ({s['scored']:,} tokens)"
+            if self.continuous:
+                parts.append(f"nn accuracy {s['accuracy']:.2%} {where}")
+            elif s["sampled"]:
+                parts.append(f"accuracy among the sampled candidates {s['accuracy']:.2%} {where}")
+            else:
+                parts.append(f"ppl {s['ppl']:.2f}, accuracy {s['accuracy']:.2%} {where}")
+        parts.append(f"lr {lr:.2e}")
+        parts.append(f"{self.src_tokens / elapsed:.0f} src tok/s, {self.tokens / elapsed:.0f} tgt tok/s")
+        return "; ".join(parts)

@@ -159,8 +159,8 @@ def test_nllvmf_memorises(data, tmp_path):
     """With the paper's regularisers (the defaults) NLLvMF learns the task: nearest-neighbour
     accuracy on seen pairs goes from chance to (nearly) all words."""
     run_train(data, tmp_path, loss="nllvmf", epochs=80, report_every=40)
-    acc = log_values(tmp_path / "train.log", r"nn accuracy ([\d.]+)%")
-    cos = log_values(tmp_path / "train.log", r"cosine (-?[\d.]+)")
+    acc = log_values(tmp_path / "train.log", r"validation at step \d+: .*nn accuracy ([\d.]+)%")
+    cos = log_values(tmp_path / "train.log", r"validation at step \d+: .*cosine (-?[\d.]+)")
     assert len(acc) == 80 and acc[0] < 40.0 and acc[-1] > 90.0, acc
     assert cos[-1] > 0.9, cos
 
@@ -440,7 +440,7 @@ def test_log_file_and_validation_stats(data, tmp_path, capsys):
     vmf = (tmp_path / "vmf" / "train.log").read_text(encoding="utf-8")
     ce = (tmp_path / "ce" / "train.log").read_text(encoding="utf-8")
     for log in (vmf, ce):
-        assert len(re.findall(r"step \d+: loss -?[\d.]+; lr 1\.00e-02", log)) == 4
+        assert len(re.findall(r"\] step \d+: loss -?[\d.]+; [^\n]*lr 1\.00e-02", log)) == 4
         assert "finished at step 8" in log
     assert "-loss nllvmf -generator linear" in vmf and "-loss ce -generator linear" in ce
     assert len(re.findall(r"validation at step [48]: loss -?[\d.]+; cosine -?[\d.]+; nn accuracy [\d.]+%", vmf)) == 2

@@ -18,6 +18,7 @@ from collections import Counter
 from onmt_cont.align import SYMMETRISERS, AlignConfig, Alignment, align_corpus, format_pharaoh, read_pharaoh
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_write_text, read_lines
+from onmt_cont.utils.progress import summary, write
 
 # Options that only make sense when we train the aligner ourselves.
 _TRAINING_OPTIONS = (
@@ -172,7 +173,7 @@ def main(argv: list[str] | None = None) -> None:
             )
         short_src = [[] if k in too_long else s for k, s in enumerate(src)]
         short_tgt = [[] if k in too_long else t for k, t in enumerate(tgt)]
-        alignments = align_corpus(short_src, short_tgt, sym, config, log=print)
+        alignments = align_corpus(short_src, short_tgt, sym, config, log=write)
         print(f"symmetrised with {sym}")
     print(f"links: {sum(map(len, alignments))}")
 
@@ -180,4 +181,8 @@ def main(argv: list[str] | None = None) -> None:
     if opt.save_alignments:
         atomic_write_text(opt.save_alignments, format_pharaoh(alignments))
     atomic_write_text(opt.output, format_lexicon(lexicon))
-    print(f"lexicon: {len(lexicon)} entries written to {opt.output} ({time.perf_counter() - start:.2f} s in all)")
+    written = [f"{opt.output} (lexicon: {len(lexicon):,} entries)"]
+    if opt.save_alignments:
+        written.append(f"{opt.save_alignments} ({len(alignments):,} lines of alignments)")
+    summary(f"{'aligned' if opt.alignments is None else 'read the alignments of'} {len(src):,} pairs",
+            time.perf_counter() - start, written)

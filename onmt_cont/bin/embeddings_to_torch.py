@@ -10,6 +10,7 @@ had no vector (``.enc.*`` likewise for the source with ``-emb_file_enc``).
 
 import argparse
 import os
+import time
 
 import numpy as np
 import torch
@@ -20,6 +21,7 @@ from onmt_cont.inputters.tables import TABLE_HELP, add_table_args, check_table_a
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_torch_save, atomic_write_text
+from onmt_cont.utils.progress import summary
 
 ROWS_HELP = """\
 what each row of the table gets:
@@ -94,7 +96,7 @@ def _pct(part, whole):
 def make_table(emb_path, vocab, side, opt):
     """Read ``emb_path`` and build the ``[len(vocab), dim]`` table for one side.
 
-    Returns ``(table float32, missing words, report lines)``."""
+    Returns ``(table float32, missing words, report lines, number of vectors read)``."""
     wanted = {tok: i for i, tok in enumerate(vocab.itos) if i not in (PAD_ID, UNK_ID)}
     emb = read_embeddings(emb_path, wanted, len(vocab), opt.normalize, opt.chunk_bytes)
     report = [f"{side} embeddings: {emb_path}"]
@@ -142,7 +144,7 @@ def make_table(emb_path, vocab, side, opt):
         f"({'unit length' if opt.normalize else f'length {scale:.4g}, the RMS length of the file vectors'}, "
         f"seed {opt.seed})",
     ]
-    return table, missing, report
+    return table, missing, report, emb.n_vectors
 
 
 def _file_report(emb, file_type):
@@ -182,28 +184,34 @@ def main(argv=None):
         raise UserError(f"{opt.dict_file}: not a vocabulary file written by preprocess.py ({exc})") from None
 
     # Everything is read and checked before anything is written.
+    start = time.perf_counter()
     jobs = [("dec", opt.emb_file_dec, tgt_vocab, "target")]
     if opt.emb_file_enc:
         jobs.append(("enc", opt.emb_file_enc, src_vocab, "source"))
-    results = []
+    results, n_read = [], 0
     for suffix, path, vocab, side in jobs:
         if path is None:  # a random target table without a vector file
             table, missing, report = empty_table(vocab, opt.dim)
+            n_vectors = 0
         else:
-            table, missing, report = make_table(path, vocab, side, opt)
+            table, missing, report, n_vectors = make_table(path, vocab, side, opt)
         if suffix == "dec":
             if opt.dim is not None and opt.dim != table.shape[1]:
                 raise UserError(f"{path}: the vectors have dimension {table.shape[1]}, but -dim says {opt.dim}")
             table, lines = transform_target(table, opt)
             report += lines
         results.append((suffix, table, missing, report))
+        n_read += n_vectors
 
+    written = []
     for suffix, table, missing, report in results:
         pt_path = f"{opt.output_file}.{suffix}.pt"
         missing_path = f"{opt.output_file}.{suffix}.missing.txt"
         atomic_torch_save(torch.from_numpy(np.ascontiguousarray(table, dtype=np.float32)), pt_path)
         print("\n".join(report))
+        written.append(f"{pt_path} [{table.shape[0]}, {table.shape[1]}] float32")
         if missing is not None:  # None: no vector file, so no word can be missing from it
             atomic_write_text(missing_path, "".join(tok + "\n" for tok in missing))
-            print(f"  missing words: {missing_path}")
-        print(f"  wrote {pt_path}: [{table.shape[0]}, {table.shape[1]}] float32")
+            written.append(f"{missing_path} ({len(missing):,} words without a vector)")
+    files = " and ".join(path for _, path, _, _ in jobs if path) or "no vector file"
+    summary(f"read {n_read:,} vectors from {files}", time.perf_counter() - start, written)

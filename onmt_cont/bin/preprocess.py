@@ -17,6 +17,7 @@ from onmt_cont import opts
 from onmt_cont.inputters.corpus import check_parallel, iter_parallel, save_shard
 from onmt_cont.inputters.vocab import build_vocab, read_vocab_text, save_vocabs
 from onmt_cont.utils.errors import UserError, cli_main
+from onmt_cont.utils.progress import progress, summary
 
 
 def build_parser():
@@ -59,11 +60,13 @@ def _keep(src, tgt, opt, stats):
     return True
 
 
-def count_corpus(src_path, tgt_path, opt):
-    """One pass: token counts of the kept pairs and filtering statistics."""
+def count_corpus(src_path, tgt_path, opt, total=None):
+    """One pass: token counts of the kept pairs and filtering statistics (``total``: the number of
+    lines, for the progress bar)."""
     stats = Counter()
     src_counts, tgt_counts = Counter(), Counter()
-    for _, src, tgt in iter_parallel(src_path, tgt_path, opt.lower):
+    pairs = progress(iter_parallel(src_path, tgt_path, opt.lower), f"counting {src_path}", total, "pairs")
+    for _, src, tgt in pairs:
         stats["read"] += 1
         if _keep(src, tgt, opt, stats):
             stats["kept"] += 1
@@ -72,21 +75,22 @@ def count_corpus(src_path, tgt_path, opt):
     return src_counts, tgt_counts, stats
 
 
-def _kept_ids(src_path, tgt_path, opt, src_vocab, tgt_vocab):
+def _kept_ids(src_path, tgt_path, opt, src_vocab, tgt_vocab, total=None):
     stats = Counter()
-    for _, src, tgt in iter_parallel(src_path, tgt_path, opt.lower):
+    pairs = progress(iter_parallel(src_path, tgt_path, opt.lower), f"writing {src_path}", total, "pairs")
+    for _, src, tgt in pairs:
         if _keep(src, tgt, opt, stats):
             yield src_vocab.encode(src), tgt_vocab.encode(tgt)
 
 
-def write_train_shards(opt, src_vocab, tgt_vocab, n_kept, written, flush_every=100_000):
+def write_train_shards(opt, src_vocab, tgt_vocab, n_kept, written, flush_every=100_000, n_lines=None):
     """Write PREFIX.train.N.pt; with -shuffle every pair goes to a random position of a
     permutation, via one temporary bucket file per shard, so memory stays bounded by one shard
     (plus ``flush_every`` buffered pairs); only one bucket file is open at a time, so thousands
     of shards do not run into the open-files limit."""
     size = opt.shard_size
     n_shards = max(1, -(-n_kept // size))
-    examples = _kept_ids(opt.train_src, opt.train_tgt, opt, src_vocab, tgt_vocab)
+    examples = _kept_ids(opt.train_src, opt.train_tgt, opt, src_vocab, tgt_vocab, n_lines)
     if not opt.shuffle:
         shard, index = [], 0
         for ex in examples:
@@ -165,12 +169,12 @@ def main(argv=None):
     if not os.path.isdir(out_dir):
         raise UserError(f"-save_data {opt.save_data}: directory {out_dir} does not exist")
     start = time.time()
-    check_parallel(opt.train_src, opt.train_tgt)
-    check_parallel(opt.valid_src, opt.valid_tgt)
+    n_train = check_parallel(opt.train_src, opt.train_tgt)
+    n_valid = check_parallel(opt.valid_src, opt.valid_tgt)
 
     # Everything that can fail on bad input happens before the first file is written.
-    src_counts, tgt_counts, stats = count_corpus(opt.train_src, opt.train_tgt, opt)
-    _, _, vstats = count_corpus(opt.valid_src, opt.valid_tgt, opt)
+    src_counts, tgt_counts, stats = count_corpus(opt.train_src, opt.train_tgt, opt, n_train)
+    _, _, vstats = count_corpus(opt.valid_src, opt.valid_tgt, opt, n_valid)
     # an empty validation set would score every checkpoint 0.0 and make the first one "best"
     for split, (src, tgt), st in (
         ("training", (opt.train_src, opt.train_tgt), stats),
@@ -203,9 +207,9 @@ def main(argv=None):
 
     written = []
     try:
-        n_shards = write_train_shards(opt, src_vocab, tgt_vocab, stats["kept"], written)
+        n_shards = write_train_shards(opt, src_vocab, tgt_vocab, stats["kept"], written, n_lines=n_train)
         written.append(f"{opt.save_data}.valid.0.pt")
-        save_shard(written[-1], list(_kept_ids(opt.valid_src, opt.valid_tgt, opt, src_vocab, tgt_vocab)))
+        save_shard(written[-1], list(_kept_ids(opt.valid_src, opt.valid_tgt, opt, src_vocab, tgt_vocab, n_valid)))
         written += [f"{opt.save_data}.vocab.{x}" for x in ("src.txt", "tgt.txt", "pt")]
         save_vocabs(opt.save_data, src_vocab, tgt_vocab, opt.lower)
     except BaseException:
@@ -229,7 +233,9 @@ def main(argv=None):
         f"token coverage of the training corpus: source {_coverage(src_counts, src_vocab):.2%}, "
         f"target {_coverage(tgt_counts, tgt_vocab):.2%}"
     )
-    print(
-        f"wrote {n_shards} training shard(s) of at most {opt.shard_size} pairs, "
-        f"{opt.save_data}.valid.0.pt, {opt.save_data}.vocab.{{pt,src.txt,tgt.txt}} in {time.time() - start:.1f}s"
-    )
+    shards = f"{opt.save_data}.train.0.pt" if n_shards == 1 else f"{opt.save_data}.train.{{0..{n_shards - 1}}}.pt"
+    vocab = f"{opt.save_data}.vocab.{{pt,src.txt,tgt.txt}}"
+    summary(f"preprocessed {stats['read'] + vstats['read']:,} pairs", time.time() - start,
+            [f"{shards} ({stats['kept']:,} pairs in {n_shards} shard(s) of at most {opt.shard_size:,})",
+             f"{opt.save_data}.valid.0.pt ({vstats['kept']:,} pairs)",
+             f"{vocab} ({len(src_vocab):,} source, {len(tgt_vocab):,} target types)"])

@@ -17,8 +17,10 @@ from onmt_cont.models.checkpoint import is_better, load_checkpoint, save_checkpo
 from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
 from onmt_cont.models.model import build_model
 from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer, TrainingForward
+from onmt_cont.utils.amp import require_autocast
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import load_checkpoint_data, remove_stale_temps
+from onmt_cont.utils.threads import add_threads_arg, apply_threads
 
 # Options that define the network; -train_from takes them from the checkpoint.
 MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
@@ -96,6 +98,7 @@ def build_parser():
     g.add_argument("-seed", type=int, default=3435, help="random seed (init, dropout, batch order)")
     g.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent. Under torchrun each "
                    "process takes the GPU of its LOCAL_RANK")
+    add_threads_arg(g)
     g.add_argument("-amp", action="store_true", help="mixed precision: autocast the forward pass (-amp_dtype); "
                    "the vMF normaliser and the loss reductions stay in float32/float64")
     g.add_argument("-amp_dtype", choices=["bf16", "fp16"], default="bf16",
@@ -107,7 +110,10 @@ def build_parser():
                    help="also write PREFIX_epoch_N.pt at the end of every N-th epoch (for convergence curves)")
     g.add_argument("-train_from", help="resume from this checkpoint: model, optimiser, step, data position, RNG")
     g = p.add_argument_group("Logging")
-    g.add_argument("-report_every", type=int, default=50, help="log loss and tokens/s every N steps")
+    g.add_argument("-report_every", type=int, default=50, help="log every N steps: loss, mean cosine to the target "
+                   "(continuous losses) and tokens/s over those N steps, and the accuracy (nearest neighbour for "
+                   "continuous losses; softmax: also perplexity) of the logged step's batch, the only batch "
+                   "scored against the whole vocabulary")
     g.add_argument("-log_file", help="also write the log here")
     g.add_argument("-save_config", help="write the effective options to this YAML file and exit")
     return p
@@ -269,14 +275,17 @@ class Run:
         self.optimizer = make_optimizer(opt, self.model)
         gen_table = getattr(self.model.generator, "table", None)
         forward = TrainingForward(self.model)
+        loss_fn = build_loss(opt, gen_table)
+        amp = {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if opt.amp else None
+        if amp is not None:  # before DDP wraps the model and before any log or checkpoint is written
+            require_autocast(forward, loss_fn, device, amp)
         if self.ctx.distributed:
             # a ReWE head at lambda 0 is left out of the graph: DDP must be told some parameters go unused
             unused = getattr(opt, "rewe_lambda", None) == 0
             forward = DistributedDataParallel(forward, device_ids=[device.index] if device.type == "cuda" else None,
                                               find_unused_parameters=unused)
-        amp = {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if opt.amp else None
-        self.trainer = Trainer(self.model, build_loss(opt, gen_table), self.optimizer, opt.max_grad_norm,
-                               forward, self.ctx, amp)
+        self.trainer = Trainer(self.model, loss_fn, self.optimizer, opt.max_grad_norm,
+                               forward, self.ctx, amp, measure_every=opt.report_every)
         self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, "best_score": None, "bad_validations": 0}
         self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
                                         self.ctx.rank, self.ctx.world)
@@ -327,7 +336,7 @@ class Run:
 
     def train(self):
         opt, pr = self.opt, self.progress
-        meter = Meter()
+        meter = Meter(self.model.generator.continuous)
         cap = opt.train_steps
         # stop_early(): resuming a run that stopped early must not take one more step
         while pr["epoch"] < opt.epochs and (cap is None or pr["step"] < cap) and not self.stop_early():
@@ -335,7 +344,7 @@ class Run:
                 loss, n = self.trainer.train_step(batch, pr["step"] + 1)
                 pr["step"] += 1
                 pr["shard"], pr["batch"] = si, bi + 1
-                meter.update(loss, n, self.trainer.last_src_tokens)
+                meter.update(loss, n, self.trainer.last_src_tokens, self.trainer.last_stats, pr["step"])
                 if pr["step"] % opt.report_every == 0:
                     logger.info(meter.line(pr["step"], self.optimizer.param_groups[0]["lr"]))
                     meter.reset()
@@ -413,6 +422,7 @@ def main(argv=None):
                         "does not exist")
     if opt.amp and opt.amp_dtype == "fp16" and opt.gpu is None:
         raise UserError("-amp -amp_dtype fp16 needs a GPU (-gpu); on CPU use -amp_dtype bf16")
+    threads = apply_threads(opt.threads)
     ctx = distributed.init(use_gpu=opt.gpu is not None)
     device = resolve_device(ctx.local_rank if ctx.distributed and opt.gpu is not None else opt.gpu)
     run = Run(opt, device, ctx)  # reads and checks every input: a failure leaves no log file behind
@@ -427,7 +437,7 @@ def main(argv=None):
         run.resume(ckpt)
     extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample") if getattr(opt, k) is not None)
     logger.info(f"model: -loss {opt.loss} -generator {opt.generator}{' -tie_emb' if opt.tie_emb else ''}{extra}; "
-                f"device {device}; lr {opt.learning_rate}")
+                f"device {device}{f' ({threads} threads)' if device.type == 'cpu' else ''}; lr {opt.learning_rate}")
     report_parameters(run.model)
     if ctx.distributed:
         logger.info(f"distributed: {ctx.world} processes ({'nccl' if device.type == 'cuda' else 'gloo'}); "

@@ -15,6 +15,8 @@ from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_write_text, read_lines
+from onmt_cont.utils.progress import progress
+from onmt_cont.utils.threads import add_threads_arg, apply_threads
 
 
 def build_parser():
@@ -28,6 +30,7 @@ def build_parser():
     g = p.add_argument_group("Decoding")
     g.add_argument("-batch_size", type=int, default=32, help="sentences per batch")
     g.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent")
+    add_threads_arg(g)
     g.add_argument("-max_length", type=int, default=None,
                    help="longest output in words; default -max_length_ratio × source length + 10")
     g.add_argument("-max_length_ratio", type=float, default=2.0, help="see -max_length")
@@ -94,6 +97,7 @@ def main(argv=None):
     if refs is not None and len(refs) != len(lines):
         raise UserError(f"-tgt {opt.tgt} has {len(refs)} lines but -src {opt.src} has {len(lines)}")
     device = resolve_device(opt.gpu)
+    apply_threads(opt.threads)
     if opt.tgt_emb_extend_vocab and not opt.tgt_emb_extend:
         raise UserError("-tgt_emb_extend_vocab is only used with -tgt_emb_extend")
     ann = None
@@ -108,8 +112,8 @@ def main(argv=None):
         print(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
               f"+ {added:,} new words")
     start = time.time()
-    with torch.no_grad():
-        outputs = translator.translate_lines(lines, opt.batch_size, lower=translator.lower)
+    with torch.no_grad(), progress(desc=f"translating {opt.src}", total=len(lines), unit="sent") as bar:
+        outputs = translator.translate_lines(lines, opt.batch_size, lower=translator.lower, on_batch=bar.update)
     elapsed = time.time() - start
     if opt.remove_bpe:
         outputs = [remove_bpe(o) for o in outputs]

@@ -37,6 +37,7 @@ import numpy as np
 
 from onmt_cont.inputters.numparse import Scratch, parse_values
 from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.progress import progress
 
 DEFAULT_CHUNK_BYTES = 1 << 18  # 256 KiB: fastest here; larger blocks spill the caches
 MAX_EXAMPLES = 5
@@ -181,9 +182,12 @@ def read_embedding_words(path, chunk_bytes=DEFAULT_CHUNK_BYTES):
     included (the full reader would skip that line). Words that are not valid UTF-8 are
     left out, like the full reader does."""
     found = set()
-    with closing(iter_chunks(path, chunk_bytes)) as chunks:
+    with progress(desc=f"reading {path}", unit="lines") as bar, closing(iter_chunks(path, chunk_bytes)) as chunks:
         for block, (words, rests) in enumerate(iter_word_blocks(chunks)):
-            if block == 0 and parse_header(words[0] + b" " + bytes(rests[0])) is not None:
+            bar.update(len(words))
+            header = parse_header(words[0] + b" " + bytes(rests[0])) if block == 0 else None
+            if header is not None:
+                bar.total = header[0] + 1
                 words, rests = words[1:], rests[1:]
             for word, rest in zip(words, rests, strict=True):
                 if rest:
@@ -208,9 +212,13 @@ def read_embeddings(path, wanted, n_rows=None, normalize_others=False, chunk_byt
         n_rows = max(wanted.values(), default=-1) + 1
     reader = _Reader(path, wanted, n_rows, normalize_others)
     start = time.perf_counter()
-    with closing(iter_chunks(path, chunk_bytes)) as chunks:
+    # the bar counts lines; a word2vec/fastText header gives their number (an ETA), GloVe files have none
+    with progress(desc=f"reading {path}", unit="lines") as bar, closing(iter_chunks(path, chunk_bytes)) as chunks:
         for words, rests in iter_word_blocks(chunks):
             reader.feed(words, rests)
+            if bar.total is None and reader.result.header is not None:
+                bar.total = reader.result.header[0] + 1
+            bar.update(len(words))
     result = reader.finish()
     result.seconds = time.perf_counter() - start
     return result

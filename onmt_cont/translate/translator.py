@@ -70,14 +70,19 @@ class Translator:
             outputs.append(words)
         return outputs, attns
 
-    def translate_lines(self, lines, batch_size=32, lower=False):
-        """Translate sentences (strings); an empty line gives an empty line. Order is kept."""
+    def translate_lines(self, lines, batch_size=32, lower=False, on_batch=None):
+        """Translate sentences (strings); an empty line gives an empty line. Order is kept.
+        ``on_batch(n)``: called with the number of lines done (a progress bar's update)."""
         token_lists = [(line.lower() if lower else line).split() for line in lines]
         order = sorted((i for i, t in enumerate(token_lists) if t), key=lambda i: len(token_lists[i]))
         results = [""] * len(lines)
+        if on_batch:
+            on_batch(len(lines) - len(order))  # the empty lines are done
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             outputs, _ = self.translate_batch([token_lists[i] for i in chunk])
             for i, words in zip(chunk, outputs, strict=True):
                 results[i] = " ".join(words)
+            if on_batch:
+                on_batch(len(chunk))
         return results

@@ -1,0 +1,145 @@
+"""What depends on the CPU: -amp's start-up probe (oneDNN's bf16 LSTM needs AVX-512) and -threads."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from onmt_cont.bin import preprocess, train, translate
+from onmt_cont.losses import build_loss
+from onmt_cont.models.model import build_model
+from onmt_cont.trainer import TrainingForward
+from onmt_cont.utils import threads
+from onmt_cont.utils.amp import probe_autocast, require_autocast
+from onmt_cont.utils.errors import UserError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = ["-loss", "nllvmf", "-tie_emb", "-rnn_size", "32", "-word_vec_size", "16", "-brnn", "-dropout", "0.1",
+        "-batch_size", "16", "-train_steps", "2", "-valid_steps", "100", "-save_checkpoint_steps", "100"]
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    """The first 100 pairs of the shipped sample (data/), preprocessed, and a random unit target table."""
+    d = tmp_path_factory.mktemp("portability")
+    for lang in ("fr", "en"):
+        with open(os.path.join(ROOT, "data", f"train.{lang}"), encoding="utf-8") as f:
+            lines = [next(f) for _ in range(100)]
+        (d / f"train.{lang}").write_text("".join(lines), encoding="utf-8")
+    preprocess.main(["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"), "-valid_src",
+                     str(d / "train.fr"), "-valid_tgt", str(d / "train.en"), "-save_data", str(d / "data")])
+    n = len(torch.load(d / "data.vocab.pt", weights_only=True)["tgt"]["tokens"])
+    table = torch.nn.functional.normalize(torch.randn(n, 8, generator=torch.Generator().manual_seed(0)), dim=-1)
+    table[0] = 0
+    torch.save(table, d / "emb.pt")
+    return d
+
+
+def tiny_model(sample):
+    """The model and loss train.py builds from TINY on the sample."""
+    opt = train.build_parser().parse_args(TINY + ["-tgt_emb", str(sample / "emb.pt")])
+    train._check_options(opt)
+    vocab = torch.load(sample / "data.vocab.pt", weights_only=True)
+    table = torch.load(sample / "emb.pt", weights_only=True)
+    model = build_model(opt, len(vocab["src"]["tokens"]), len(vocab["tgt"]["tokens"]), table)
+    return model, build_loss(opt, model.generator.table)
+
+
+def test_probe_leaves_no_trace_and_is_cheap(sample):
+    model, loss_fn = tiny_model(sample)
+    forward = TrainingForward(model).eval()
+    rng = torch.get_rng_state()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    start = time.perf_counter()
+    probe_autocast(forward, loss_fn, torch.device("cpu"), torch.bfloat16)  # works or not: no trace either way
+    assert time.perf_counter() - start < 1.0
+    assert torch.equal(torch.get_rng_state(), rng)  # dropout ran, but training's random stream is untouched
+    assert not forward.training and not model.training
+    assert all(p.grad is None for p in model.parameters())
+    assert all(torch.equal(v, model.state_dict()[k]) for k, v in before.items())
+
+
+class _FailingUnderAutocast(torch.nn.Module):
+    """Raises what oneDNN raises on an AVX2-only CPU, but only under autocast."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.inner = TrainingForward(model)
+
+    def forward(self, *args):
+        if torch.is_autocast_enabled("cpu"):
+            raise RuntimeError("could not create a primitive descriptor for the LSTM forward propagation primitive. "
+                               "Run workload with environment variable ONEDNN_VERBOSE=all to get additional "
+                               "diagnostic information.")
+        return self.inner(*args)
+
+
+def test_probe_failure_names_the_limitation_and_the_flags(sample):
+    model, loss_fn = tiny_model(sample)
+    with pytest.raises(UserError) as exc:
+        require_autocast(_FailingUnderAutocast(model), loss_fn, torch.device("cpu"), torch.bfloat16)
+    msg = str(exc.value)
+    for part in ("-amp", "cannot run the LSTM in bfloat16", "could not create a primitive descriptor",
+                 "AVX-512", "Drop -amp", "-gpu"):
+        assert part in msg, msg
+    assert "ONEDNN_VERBOSE" not in msg
+
+
+def test_amp_with_onednn_capped_at_avx2_trains_or_refuses_cleanly(sample, tmp_path):
+    """oneDNN reads ONEDNN_MAX_CPU_ISA once, at start-up: hence a subprocess. On x86 CPUs oneDNN's
+    bf16 LSTM needs AVX-512, so this refuses there; elsewhere (no oneDNN LSTM) it may train."""
+    out = tmp_path / "out"
+    out.mkdir()
+    cmd = [sys.executable, "train.py", "-data", str(sample / "data"), "-tgt_emb", str(sample / "emb.pt"),
+           "-save_model", str(out / "m"), "-log_file", str(out / "train.log"), *TINY, "-amp", "-threads", "1"]
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2")
+    res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in res.stderr, res.stderr
+    if res.returncode == 0:
+        assert "finished at step 2" in res.stdout
+        assert (out / "m_last.pt").exists()
+    else:
+        assert res.returncode == 2, res.stderr
+        assert res.stderr.startswith("error: -amp: this CPU cannot run the LSTM in bfloat16 under autocast")
+        assert "ONEDNN_MAX_CPU_ISA=AVX2" in res.stderr and "Drop -amp" in res.stderr
+        assert os.listdir(out) == []  # no log file, no checkpoint, no temporary file
+
+
+@pytest.fixture
+def keep_threads(monkeypatch):
+    saved = torch.get_num_threads()
+    yield monkeypatch
+    torch.set_num_threads(saved)
+
+
+def test_threads_flag_values(keep_threads):
+    keep_threads.delenv("OMP_NUM_THREADS", raising=False)
+    assert threads.apply_threads(1) == 1 and torch.get_num_threads() == 1
+    keep_threads.setattr(threads, "busy_cores", lambda: 0.0)
+    keep_threads.setattr(threads.os, "cpu_count", lambda: 8)
+    assert threads.auto_threads() == 8
+    keep_threads.setattr(threads, "busy_cores", lambda: 3.0)  # three other processes hold three cores
+    assert threads.auto_threads() == 5
+    assert threads.auto_threads(processes=2) == 2
+    keep_threads.setenv("LOCAL_WORLD_SIZE", "2")
+    assert threads.apply_threads(None) == 2
+    keep_threads.setenv("OMP_NUM_THREADS", "3")  # an explicit setting wins over the guess
+    assert threads.apply_threads(None) == 3
+    with pytest.raises(UserError, match="-threads must be at least 0"):
+        threads.apply_threads(-1)
+
+
+def test_train_and_translate_take_threads(sample, tmp_path, keep_threads, capsys):
+    run = train.main(["-data", str(sample / "data"), "-tgt_emb", str(sample / "emb.pt"), "-save_model",
+                      str(tmp_path / "m"), *TINY, "-threads", "2"])
+    assert run.progress["step"] == 2 and "device cpu (2 threads)" in capsys.readouterr().out
+    translate.main(["-model", str(tmp_path / "m_last.pt"), "-src", str(sample / "train.fr"), "-output",
+                    str(tmp_path / "pred.en"), "-threads", "1", "-max_length", "3"])
+    assert torch.get_num_threads() == 1
+    with pytest.raises(SystemExit) as exc:
+        translate.main(["-model", str(tmp_path / "m_last.pt"), "-src", str(sample / "train.fr"), "-output",
+                        str(tmp_path / "pred2.en"), "-threads", "-2"])
+    assert exc.value.code == 2 and not (tmp_path / "pred2.en").exists()
