@@ -113,8 +113,12 @@ def write_train_shards(opt, src_vocab, tgt_vocab, n_kept, written, flush_every=1
     def flush():
         for i, rows in enumerate(buffers):
             if rows:
-                with open(os.path.join(tmpdir, f"{i}.txt"), "a") as f:
-                    f.writelines(rows)
+                path = os.path.join(tmpdir, f"{i}.txt")
+                try:
+                    with open(path, "a") as f:
+                        f.writelines(rows)
+                except OSError as exc:  # a full disk: name the file, no traceback (the caller removes the shards)
+                    raise UserError(f"cannot write {path}: {(exc.strerror or str(exc)).lower()}") from None
                 rows.clear()
 
     try:

@@ -22,7 +22,7 @@ from onmt_cont.translate.translator import Translator
 from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer, TrainingForward
 from onmt_cont.utils.amp import require_autocast
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import load_checkpoint_data
+from onmt_cont.utils.io import load_checkpoint_data, remove_stale_temps
 from onmt_cont.utils.threads import add_threads_arg, apply_threads
 
 # Options that define the network; -train_from takes them from the checkpoint.
@@ -191,12 +191,9 @@ def load_table(path, tgt_vocab):
     if not os.path.isfile(path):
         raise UserError(f"-tgt_emb {path}: no such file")
     try:
-        table = load_checkpoint_data(path)
-    except UserError:
-        raise
-    except Exception as exc:  # a text, .vec.gz or otherwise unreadable file: torch.load's errors vary
-        raise UserError(f"-tgt_emb {path}: cannot be read as a tensor file written by embeddings_to_torch.py "
-                        f"({type(exc).__name__})") from None
+        table = load_checkpoint_data(path, "a tensor file written by embeddings_to_torch.py")
+    except UserError as exc:  # a text, .vec.gz, checkpoint or otherwise unreadable file
+        raise UserError(f"-tgt_emb {exc}") from None
     if not isinstance(table, torch.Tensor) or table.dim() != 2 or not table.is_floating_point():
         raise UserError(f"-tgt_emb {path}: expected a float tensor [vocab, dim] written by embeddings_to_torch.py")
     if table.size(0) != len(tgt_vocab):
@@ -340,6 +337,10 @@ class Run:
         torch.set_rng_state(ckpt["rng"]["torch"])
         if self.device.type == "cuda" and ckpt["rng"]["cuda"]:
             torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
+        if "python" in ckpt["rng"]:  # checkpoints before it was saved: nothing drew from it then either
+            random.setstate(ckpt["rng"]["python"])
+        if self.trainer.scaler is not None and ckpt.get("scaler"):
+            self.trainer.scaler.load_state_dict(ckpt["scaler"])
         logger.info(f"resumed from step {self.progress['step']} (epoch {self.progress['epoch'] + 1})")
 
     def save(self, name):
@@ -349,7 +350,7 @@ class Run:
             distributed.barrier(self.ctx)
             return path
         save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab, self.progress,
-                        lower=self.lower)
+                        lower=self.lower, scaler=self.trainer.scaler)
         distributed.barrier(self.ctx)
         return path
 
@@ -381,7 +382,8 @@ class Run:
         opt, pr = self.opt, self.progress
         meter = Meter(self.model.generator.continuous)
         cap = opt.train_steps
-        while pr["epoch"] < opt.epochs and (cap is None or pr["step"] < cap):
+        # stop_early(): resuming a run that stopped early must not take one more step
+        while pr["epoch"] < opt.epochs and (cap is None or pr["step"] < cap) and not self.stop_early():
             for si, bi, batch in self.iterator.epoch(pr["epoch"], pr["shard"], pr["batch"]):
                 loss, n = self.trainer.train_step(batch, pr["step"] + 1)
                 pr["step"] += 1
@@ -442,6 +444,9 @@ def main(argv=None):
     missing = [f"-{k}" for k in ("data", "save_model") if not getattr(opt, k)]
     if missing:
         raise UserError(f"missing required option(s): {' '.join(missing)}")
+    if os.path.isfile(opt.data):  # e.g. a checkpoint or PREFIX.vocab.pt
+        raise UserError(f"-data {opt.data} is a file: -data takes the prefix given to preprocess.py -save_data "
+                        "(the files are PREFIX.vocab.pt, PREFIX.train.N.pt, PREFIX.valid.0.pt)")
     ckpt = None
     if opt.train_from:
         ckpt = load_checkpoint(opt.train_from)
@@ -468,6 +473,10 @@ def main(argv=None):
     if ckpt is not None:
         check_resumable(ckpt, opt, run.model, run.src_vocab, run.tgt_vocab)
     setup_logging(opt.log_file if ctx.is_main else None, ctx.is_main)
+    if ctx.is_main:
+        stale = remove_stale_temps(save_dir, os.path.basename(opt.save_model) + "_")
+        if stale:
+            logger.info(f"removed {len(stale)} partial checkpoint file(s) of a killed run: {', '.join(stale)}")
     if ckpt is not None:
         run.resume(ckpt)
     extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample") if getattr(opt, k) is not None)

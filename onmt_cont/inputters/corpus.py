@@ -86,7 +86,7 @@ def load_shard_text(path):
 
 def load_shard(path):
     """Load a shard -> list of ``(src LongTensor [len], tgt LongTensor [len])``."""
-    data = load_checkpoint_data(path)
+    data = load_checkpoint_data(path, "a data shard written by preprocess.py")
     if not isinstance(data, dict) or "src_lengths" not in data:
         raise UserError(f"{path}: not a data shard written by preprocess.py")
     src = torch.split(data["src"].long(), data["src_lengths"].tolist())

@@ -119,7 +119,7 @@ def save_vocabs(prefix, src, tgt, lower):
 
 def load_vocabs(path):
     """Load ``PREFIX.vocab.pt`` -> ``(src Vocab, tgt Vocab, data dict)``."""
-    data = load_checkpoint_data(path)
+    data = load_checkpoint_data(path, "a vocabulary file written by preprocess.py")
     if not isinstance(data, dict) or "src" not in data or "tgt" not in data:
         raise UserError(f"{path}: not a vocabulary file written by preprocess.py")
     return Vocab.from_dict(data["src"]), Vocab.from_dict(data["tgt"]), data

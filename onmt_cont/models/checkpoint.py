@@ -3,11 +3,21 @@
     {"format_version": 1, "model": state_dict, "optim": optimizer state_dict,
      "opt": options dict, "vocab": {"src": [tokens], "tgt": [tokens], "lower": bool},
      "progress": {"step", "epoch", "shard", "batch", "best_score", "bad_validations", "valid_metric"},
-     "rng": {"torch": ByteTensor, "cuda": [ByteTensor, ...]}}
+     "rng": {"torch": ByteTensor, "cuda": [ByteTensor, ...], "python": random.getstate()},
+     "scaler": GradScaler state_dict (only with -amp -amp_dtype fp16)}
+
+Everything a resumed run needs to take the same steps as an uninterrupted one: the data
+position (the batch order is a function of the seed and the position), the random states
+(dropout, sampled negatives; Python's ``random`` too, though training draws nothing from it
+today), the optimiser's moments and the early-stopping counters.
 """
 
 import argparse
+import glob
 import math
+import os
+import random
+import re
 
 import torch
 
@@ -18,8 +28,9 @@ from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import atomic_torch_save, load_checkpoint_data
 
 
-def save_checkpoint(path, model, optimizer, opt, src_vocab, tgt_vocab, progress, lower=False):
-    """Write atomically; refuse to write parameters that are not finite."""
+def save_checkpoint(path, model, optimizer, opt, src_vocab, tgt_vocab, progress, lower=False, scaler=None):
+    """Write atomically; refuse to write parameters that are not finite. ``scaler``: the fp16
+    GradScaler, whose loss scale a resumed run must start from."""
     state = model.state_dict()
     for name, tensor in state.items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
@@ -34,23 +45,55 @@ def save_checkpoint(path, model, optimizer, opt, src_vocab, tgt_vocab, progress,
         "rng": {
             "torch": torch.get_rng_state(),
             "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "python": random.getstate(),
         },
     }
+    if scaler is not None:
+        data["scaler"] = scaler.state_dict()
     atomic_torch_save(data, path)
 
 
 def load_checkpoint(path):
-    try:
-        data = load_checkpoint_data(path)
-    except UserError:
-        raise
-    except Exception as exc:  # not a torch.save file at all: torch.load's errors vary
-        raise UserError(f"{path}: not a checkpoint written by train.py ({type(exc).__name__})") from None
+    what = "a checkpoint written by train.py"
+    data = load_checkpoint_data(path, what)
     if not isinstance(data, dict) or "model" not in data or "opt" not in data:
-        raise UserError(f"{path}: not a checkpoint written by train.py")
-    if data.get("format_version") != FORMAT_VERSION:
-        raise UserError(f"{path}: checkpoint format {data.get('format_version')} (this version reads {FORMAT_VERSION})")
+        found = _describe(data)
+        raise UserError(f"{path}: not {what}" + (f" (it looks like {found})" if found else ""))
+    version = data.get("format_version")
+    if version != FORMAT_VERSION:
+        newer = isinstance(version, int) and version > FORMAT_VERSION
+        raise UserError(f"{path}: checkpoint format {version} (this version of onmt_cont reads {FORMAT_VERSION}"
+                        + ("; the file was written by a newer one)" if newer else ")"))
     return data
+
+
+def _describe(data):
+    """Name the other file kinds of the toolkit, for the error when one is given as a checkpoint."""
+    if isinstance(data, torch.Tensor):
+        return "an embedding table written by embeddings_to_torch.py"
+    if isinstance(data, dict) and "src_lengths" in data:
+        return "a data shard written by preprocess.py"
+    if isinstance(data, dict) and "src" in data and "tgt" in data:
+        return "a vocabulary file written by preprocess.py"
+    return None
+
+
+def newest_checkpoint(prefix):
+    """The ``PREFIX_step_N.pt`` of the highest N that loads, or None: where to resume a run that
+    was killed. (Every file is whole, being written by rename, but one may have been damaged since.)"""
+    pattern = re.compile(re.escape(os.path.basename(prefix)) + r"_step_(\d+)\.pt$")
+    found = []
+    for path in glob.glob(glob.escape(prefix) + "_step_*.pt"):
+        m = pattern.search(os.path.basename(path))
+        if m:
+            found.append((int(m.group(1)), path))
+    for _, path in sorted(found, reverse=True):
+        try:
+            load_checkpoint(path)
+        except UserError:
+            continue
+        return path
+    return None
 
 
 def model_from_checkpoint(data, device="cpu"):

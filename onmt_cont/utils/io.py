@@ -3,7 +3,10 @@
 import gzip
 import io
 import os
+import pickle
+import re
 import tempfile
+import zipfile
 from contextlib import contextmanager
 
 import torch
@@ -13,27 +16,123 @@ from onmt_cont.utils.errors import UserError
 
 @contextmanager
 def atomic_path(path):
-    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
+
+    The temporary file, ``.tmp-PID-XXXXXXXX-NAME``, is fsynced before the rename and the directory
+    after it, so after a crash ``path`` holds the old file or the new one, never a mix. A killed
+    writer leaves its temporary file behind (nothing runs on SIGKILL): the PID in the name lets
+    :func:`remove_stale_temps` tell such leftovers from a live writer's file. An ``OSError`` (a
+    full disk, no permission) becomes a :class:`UserError` naming ``path``; ``path`` is untouched."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + os.path.basename(path), dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.getpid()}-", suffix="-" + os.path.basename(path), dir=directory)
+    except OSError as exc:
+        raise _write_error(path, exc) from None
     os.close(fd)
     try:
         yield tmp
+        _fsync(tmp)
         # mkstemp makes the file private (0600); give it the permissions a plain open() would
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(exc, OSError):
+            raise _write_error(path, exc) from None
         raise
+    _fsync_directory(directory)
+
+
+def _write_error(path, exc):
+    reason = (exc.strerror or str(exc)).lower()
+    return UserError(f"cannot write {path}: {reason} (nothing was written; an earlier {os.path.basename(path)}, "
+                     "if any, is unchanged)")
+
+
+def _fsync(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_directory(directory):
+    """Make the rename durable. Best effort: some filesystems refuse fsync on a directory, and the
+    new file is in place already, so a failure here must not be reported as a failed write."""
+    try:
+        _fsync(directory)
+    except OSError:
+        pass
+
+
+_TEMP_NAME = re.compile(r"^\.tmp-(\d+)-[^-]+-(.+)$")
+
+
+def remove_stale_temps(directory, name_prefix):
+    """Delete ``.tmp-PID-*-NAME`` files in ``directory`` whose NAME starts with ``name_prefix`` and
+    whose writer (PID) is no longer running: what a killed :func:`atomic_path` leaves behind.
+    Returns the names removed."""
+    removed = []
+    for entry in os.listdir(directory):
+        m = _TEMP_NAME.match(entry)
+        if not m or not m.group(2).startswith(name_prefix) or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            os.remove(os.path.join(directory, entry))
+            removed.append(entry)
+        except FileNotFoundError:  # another process cleaned it first
+            pass
+    return removed
+
+
+def _pid_alive(pid):
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
 
 
 def atomic_torch_save(obj, path):
     """``torch.save`` to a temporary file, then rename, so readers never see half a file."""
     with atomic_path(path) as tmp:
-        torch.save(obj, tmp)
+        with open(tmp, "wb") as f:
+            writer = _ErrorKeepingWriter(f)
+            try:
+                torch.save(obj, writer)
+            except Exception:
+                # torch's C++ writer turns a failed write (a full disk) into "unexpected pos ...":
+                # re-raise the OSError behind it, which atomic_path reports with the path
+                if writer.error is not None:
+                    raise writer.error from None
+                raise
+
+
+class _ErrorKeepingWriter:
+    """A file's ``write`` that remembers the OSError it raised."""
+
+    def __init__(self, f):
+        self.f = f
+        self.name = f.name
+        self.error = None
+
+    def write(self, data):
+        try:
+            return self.f.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self):
+        self.f.flush()
 
 
 def atomic_write_text(path, text):
@@ -82,8 +181,32 @@ def read_lines(path):
         raise UserError(f"{path}{where}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
 
 
-def load_checkpoint_data(path):
-    """``torch.load`` with ``weights_only=True``: our files hold plain data only."""
+def load_checkpoint_data(path, what="a file written by onmt_cont"):
+    """``torch.load`` with ``weights_only=True``: our files hold plain data only, and a file that
+    holds anything else (a pickled object whose unpickling would run code) is refused unread.
+    Any failure is a :class:`UserError` "PATH: not WHAT (why)"."""
     if not os.path.exists(path):
         raise UserError(f"{path}: no such file")
-    return torch.load(path, map_location="cpu", weights_only=True)
+    if os.path.isdir(path):
+        raise UserError(f"{path}: is a directory, not {what}")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({(exc.strerror or str(exc)).lower()})") from None
+    except Exception as exc:  # torch.load's errors vary with what the file holds
+        raise UserError(f"{path}: not {what} ({_why_unloadable(path, exc)})") from None
+
+
+def _why_unloadable(path, exc):
+    if os.path.getsize(path) == 0:
+        return "empty file"
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive
+        with open(path, "rb") as f:
+            head = f.read(4)
+        if head == b"PK\x03\x04":
+            return "truncated or corrupt torch.save file: its zip directory is missing"
+        return "not a torch.save file"
+    if isinstance(exc, pickle.UnpicklingError):
+        return ("it holds Python objects other than tensors and plain data; refused without unpickling them, "
+                "since unpickling can run code")
+    return f"corrupt torch.save file: {type(exc).__name__}"
