@@ -87,7 +87,8 @@ def test_sigkill_then_resume_matches_uninterrupted(sample, tmp_path):
 
 def test_checkpoint_holds_everything_resume_needs(sample):
     ckpt = torch.load(sample["model"], weights_only=True)
-    assert set(ckpt["progress"]) == {"step", "epoch", "shard", "batch", "best_score", "bad_validations"}
+    assert set(ckpt["progress"]) == {"step", "epoch", "shard", "batch", "best_score", "bad_validations",
+                                     "valid_metric"}
     assert ckpt["progress"]["step"] == 6 and ckpt["progress"]["best_score"] is not None
     assert set(ckpt["rng"]) == {"torch", "cuda", "python"}
     random.setstate(ckpt["rng"]["python"])  # what train.py -train_from does with it
@@ -180,9 +181,11 @@ def test_disk_full_writing_translations(sample, tmp_path, capsys, monkeypatch):
             return FullDisk()
         return real_open(path, mode, *args, **kwargs)
 
+    import onmt_cont.bin.translate as translate_module
     import onmt_cont.utils.io as uio
 
     monkeypatch.setattr(uio, "open", full_open, raising=False)
+    monkeypatch.setattr(translate_module, "open", full_open, raising=False)  # it streams into the temp file
     exits_2(capsys, translate.main, ["-model", str(sample["model"]), "-src", str(sample["src"]), "-output", str(out)],
             f"cannot write {out}: no space left on device")
     assert out.read_text(encoding="utf-8") == "an earlier translation\n"

@@ -323,7 +323,8 @@ class Run:
                                               find_unused_parameters=unused)
         self.trainer = Trainer(self.model, loss_fn, self.optimizer, opt.max_grad_norm,
                                forward, self.ctx, amp, measure_every=opt.report_every)
-        self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, "best_score": None, "bad_validations": 0}
+        self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, "best_score": None, "bad_validations": 0,
+                         "valid_metric": opt.valid_metric}
         self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
                                         self.ctx.rank, self.ctx.world)
 
