@@ -45,6 +45,13 @@ ROWS = [
     ("maxmargin", ["-loss", "maxmargin"]),
     ("synmargin_proj", ["-loss", "synmargin_proj"]),
     ("margin_random", ["-loss", "margin_random"]),
+    # issue 15: maxmargin's hardest negatives without scanning the table, and the contrastive losses
+    ("maxmargin gold_nn", ["-loss", "maxmargin", "-negatives", "gold_nn"]),
+    ("maxmargin gold_nn5", ["-loss", "maxmargin", "-negatives", "gold_nn", "-num_negatives", "5"]),
+    ("maxmargin ann", ["-loss", "maxmargin", "-negatives", "ann"]),
+    ("maxmargin inbatch", ["-loss", "maxmargin", "-negatives", "inbatch,random"]),
+    ("infonce", ["-loss", "infonce"]),
+    ("nllvmf_nce", ["-loss", "nllvmf_nce"]),
     ("ReWE", ["-loss", "ce", "-rewe_lambda", "20"]),
     ("joint full", ["-loss", "ce", "-generator", "joint"]),
     ("joint sampled", ["-loss", "ce", "-generator", "joint", "-joint_sample", "0.25"]),
