@@ -21,7 +21,7 @@ from unittest import mock
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from onmt_cont.losses import build_loss
+from onmt_cont.losses import build_loss, negatives
 from onmt_cont.models import generators
 from onmt_cont.models.model import build_model
 
@@ -49,7 +49,23 @@ def _meta_sampling():
     def candidates(gold, vocab_size, fraction):
         return torch.arange(max(1, math.ceil(fraction * vocab_size)), device=gold.device)
 
-    with mock.patch.object(generators, "sample_candidates", candidates):
+    # The contrastive losses' faiss searches (negatives.py) run in faiss, not torch, and cannot
+    # run on meta tensors: stand-ins of their output shapes; those searches are not counted.
+    def neighbours(table, k, threads=None):
+        return torch.zeros(table.size(0), k + 1, dtype=torch.long, device=table.device)
+
+    class PredictionIndex:
+        def __init__(self, table, threads=None):
+            pass
+
+        def search(self, unit, k):
+            return torch.zeros(unit.size(0), k, dtype=torch.long, device=unit.device)
+
+    with (
+        mock.patch.object(generators, "sample_candidates", candidates),
+        mock.patch.object(negatives, "table_neighbours", neighbours),
+        mock.patch.object(negatives, "PredictionIndex", PredictionIndex),
+    ):
         yield
 
 
@@ -64,7 +80,8 @@ def step_flops(opt, src_vocab, tgt_vocab, batch, with_table, emb_dim=300):
         table = torch.empty(tgt_vocab, emb_dim) if with_table else None
         # to_empty: a module that builds its parameters on the CPU itself (the ReWE head) joins the rest.
         model = build_model(opt, src_vocab, tgt_vocab, table).to_empty(device=META)
-        loss_fn = build_loss(opt, getattr(model.generator, "table", None))
+        with _meta_sampling():  # the contrastive losses' neighbour tables are built with the loss
+            loss_fn = build_loss(opt, getattr(model.generator, "table", None))
         model.train()
         H = opt.rnn_size
         memory_bank = torch.empty(B, S, H, requires_grad=True)

@@ -17,6 +17,10 @@ the median of the ce updates timed in the same turns.
     python bench/train_speed.py -quick          # < 1 min on 2 CPU cores: ce, nllvmf, cosine
     python bench/train_speed.py                 # the tables of docs/benchmarks.md (2-core CPU: ~17 min)
     python bench/train_speed.py -gpu 0          # on a GPU, plus the largest batch per memory budget
+
+Rows with ``-negatives gold_nn`` on a CPU above EXACT_UP_TO words time the update with a random
+stand-in of the neighbour lookup (train_worker.neighbour_standin); bench/neighbour_table.py
+times the one-off search itself.
 """
 
 import argparse
@@ -45,6 +49,13 @@ ROWS = [
     ("maxmargin", ["-loss", "maxmargin"]),
     ("synmargin_proj", ["-loss", "synmargin_proj"]),
     ("margin_random", ["-loss", "margin_random"]),
+    # issue 15: maxmargin's hardest negatives without scanning the table, and the contrastive losses
+    ("maxmargin gold_nn", ["-loss", "maxmargin", "-negatives", "gold_nn"]),
+    ("maxmargin gold_nn5", ["-loss", "maxmargin", "-negatives", "gold_nn", "-num_negatives", "5"]),
+    ("maxmargin ann", ["-loss", "maxmargin", "-negatives", "ann"]),
+    ("maxmargin inbatch", ["-loss", "maxmargin", "-negatives", "inbatch,random"]),
+    ("infonce", ["-loss", "infonce"]),
+    ("nllvmf_nce", ["-loss", "nllvmf_nce"]),
     ("ReWE", ["-loss", "ce", "-rewe_lambda", "20"]),
     ("joint full", ["-loss", "ce", "-generator", "joint"]),
     ("joint sampled", ["-loss", "ce", "-generator", "joint", "-joint_sample", "0.25"]),
@@ -57,7 +68,8 @@ PAPER_ROWS_CPU = {50_000: ["ce", "nllvmf", "nllvmf tied", "cosine"], 300_000: ["
 SWEEP_ROWS = ["ce", "nllvmf", "maxmargin"]
 # At a larger vocabulary these rows are also timed at 50K words in the same rounds ("nllvmf @50K"),
 # so that "flat in the vocabulary size" compares updates timed side by side, not minutes apart.
-FLAT_ROWS = ["nllvmf", "nllvmf tied"]
+FLAT_ROWS = ["nllvmf", "nllvmf tied", "margin_random", "maxmargin gold_nn", "maxmargin gold_nn5", "maxmargin ann",
+             "maxmargin inbatch", "infonce", "nllvmf_nce"]
 RESERVE_MB = 2500  # memory left free for the rest of the machine when adding a worker
 
 

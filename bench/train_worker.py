@@ -11,12 +11,14 @@ refuses the options. Then, one reply each:
 - ``{"cmd": "max_batch", "budget_mb": X}``: GPU only, the largest batch whose update fits X MB.
 """
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from unittest import mock
 
 import torch
 
@@ -24,6 +26,26 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchlib  # noqa: E402
 from benchlib import UserError  # noqa: E402
+
+from onmt_cont.losses import negatives  # noqa: E402
+
+
+@contextlib.contextmanager
+def neighbour_standin(table):
+    """-negatives gold_nn looks up a [V, k+1] table of each word's neighbours, found once before
+    training. On a CPU above EXACT_UP_TO words that one-off faiss search takes minutes per worker
+    (bench/neighbour_table.py times it), and an update's time depends only on the lookup's shape:
+    so here random word ids of that shape stand in for it. Exact on a GPU: the real search."""
+    if table is None or table.device.type != "cpu" or table.size(0) <= negatives.EXACT_UP_TO:
+        yield
+        return
+
+    def standin(table, k, threads=None):
+        gen = torch.Generator().manual_seed(0)
+        return torch.randint(1, table.size(0), (table.size(0), k + 1), generator=gen)
+
+    with mock.patch.object(negatives, "table_neighbours", standin):
+        yield
 
 
 class Model:
@@ -46,7 +68,8 @@ class Model:
         self.build_s = time.perf_counter() - start
         optimizer = benchlib.train_cli.make_optimizer(opt, model)
         gen_table = getattr(model.generator, "table", None)
-        loss_fn = benchlib.build_loss(opt, gen_table)
+        with neighbour_standin(gen_table):
+            loss_fn = benchlib.build_loss(opt, gen_table)
         self.trainer = benchlib.Trainer(model, loss_fn, optimizer, opt.max_grad_norm)
         self.model, self.opt, self.steps, self.batches = model, opt, 0, {}
 

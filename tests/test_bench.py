@@ -56,7 +56,19 @@ def test_maxmargin_adds_its_no_grad_search_once():
     n = int((batch["tgt"][:, 1:] != PAD_ID).sum())
     base = flops.step_flops(tiny_options("-loss", "cosine"), V, V, batch, True)["total"]
     mm = flops.step_flops(tiny_options("-loss", "maxmargin"), V, V, batch, True)["total"]
-    assert mm - base == 2 * (2 * n * M * V)  # ê·tableᵀ and e(w)·tableᵀ, forward only
+    # the search: (ê/‖ê‖ − e(w))·tableᵀ over rows 1.. (one product: cos(ê, e_j) − cos(e(w), e_j) is
+    # linear in e_j), forward only; then cos(ê, e(w′)) of the chosen negative, forward and ê's gradient
+    assert mm - base == 2 * n * M * (V - 1) + 2 * (2 * n * M)
+
+
+def test_table_free_negatives_cost_their_candidates_only():
+    """-negatives gold_nn: the same search over the gold word's 33 looked-up neighbours instead of
+    the V − 1 words (faiss's own search, once before training, is not a torch FLOP)."""
+    batch = benchlib.synthetic_batch(B, V, V, "cpu", src_len=S)
+    n = int((batch["tgt"][:, 1:] != PAD_ID).sum())
+    base = flops.step_flops(tiny_options("-loss", "cosine"), V, V, batch, True)["total"]
+    mm = flops.step_flops(tiny_options("-loss", "maxmargin", "-negatives", "gold_nn"), V, V, batch, True)["total"]
+    assert mm - base == 2 * n * M * 33 + 2 * (2 * n * M)
 
 
 def test_synthetic_batch_is_a_length_bucket():

@@ -23,7 +23,8 @@ TABLE4 = F.pad(TABLE3, (0, 1))
 
 
 def options(**kw):
-    base = {"label_smoothing": 0.0, "margin": 0.5, "lambda1": 0.02, "lambda2": 0.1, "vmf_approx": False}
+    base = {"label_smoothing": 0.0, "margin": 0.5, "lambda1": 0.02, "lambda2": 0.1, "vmf_approx": False,
+            "negatives": None, "num_negatives": None, "num_sampled": 64, "ann_candidates": 32}
     base.update(kw)
     return Namespace(**base)
 
@@ -36,10 +37,12 @@ def loss_of(name, output, target, table=None, **kw):
 
 def test_registry():
     margins = {"maxmargin", "synmargin_proj", "synmargin_diff", "margin_random"}
-    assert set(LOSSES) == {"ce", "l2", "cosine", "nllvmf"} | margins
-    assert CONTINUOUS_LOSSES == {"l2", "cosine", "nllvmf"} | margins
-    assert [decode_criterion(n) for n in ("nllvmf", "l2", "cosine")] == ["vmf", "l2", "cosine"]
-    assert {decode_criterion(n) for n in margins} == {"cosine"}  # margin-trained: cosine nearest neighbour
+    contrastive = {"infonce", "nllvmf_nce"}
+    assert set(LOSSES) == {"ce", "l2", "cosine", "nllvmf"} | margins | contrastive
+    assert CONTINUOUS_LOSSES == {"l2", "cosine", "nllvmf"} | margins | contrastive
+    assert [decode_criterion(n) for n in ("nllvmf", "nllvmf_nce", "l2", "cosine")] == ["vmf", "vmf", "l2", "cosine"]
+    # margin- and InfoNCE-trained: cosine nearest neighbour
+    assert {decode_criterion(n) for n in margins | {"infonce"}} == {"cosine"}
 
 
 # --- softmax --------------------------------------------------------------------------------------

@@ -108,6 +108,9 @@ CASES = [("ce", "linear", False), ("ce", "linear", True)] + [
     (loss, gen, tie)
     for loss in ("synmargin_proj", "synmargin_diff", "margin_random")
     for gen, tie in (("linear", True), ("nonlinear", False))
+] + [
+    # issue 15: maxmargin with table-free hard negatives, and the contrastive losses
+    ("maxmargin_gold_nn", "linear", True), ("infonce", "nonlinear", False), ("nllvmf_nce", "linear", True),
 ] + [("ce_rewe", "linear", False), ("ce_rewe", "linear", True), ("ce_joint", "joint", False),
      ("ce_joint_sampled", "joint", True)]
 
@@ -116,6 +119,8 @@ VARIANTS = {
     "nllvmf": ("nllvmf", {"lambda1": "0", "lambda2": "1"}),
     "nllvmf_approx": ("nllvmf", {"lambda1": "0", "lambda2": "1", "vmf_approx": True}),
     "ce_rewe": ("ce", {"rewe_lambda": "20"}),
+    "maxmargin_gold_nn": ("maxmargin", {"negatives": "gold_nn,inbatch", "num_negatives": "3"}),
+    "nllvmf_nce": ("nllvmf_nce", {"lambda1": "0", "lambda2": "1"}),
     "ce_joint": ("ce", {}),
     # 12 of the 16 words: a batch's ~10 distinct target words and a few sampled negatives
     "ce_joint_sampled": ("ce", {"joint_sample": "0.75"}),
@@ -123,10 +128,12 @@ VARIANTS = {
 
 # Least decrease, first epoch -> mean of the last two, well below what each case shows (ce 0.5,
 # l2 0.2, cosine 0.24, maxmargin 0.05, synmargin 0.28, margin_random 0.13, nllvmf 2.9 or more,
-# ReWE (NLL + 20 x cosine) 4.4, joint 0.21, sampled joint 0.17).
+# ReWE (NLL + 20 x cosine) 4.4, joint 0.21, sampled joint 0.17, maxmargin gold_nn 0.14, infonce 0.78,
+# nllvmf_nce 2.8).
 MIN_DECREASE = {"ce": 0.15, "l2": 0.05, "cosine": 0.05, "maxmargin": 0.02, "synmargin_proj": 0.1,
                 "synmargin_diff": 0.1, "margin_random": 0.05, "nllvmf": 0.5, "nllvmf_approx": 0.5, "ce_rewe": 1.5,
-                "ce_joint": 0.08, "ce_joint_sampled": 0.06}
+                "ce_joint": 0.08, "ce_joint_sampled": 0.06, "maxmargin_gold_nn": 0.05, "infonce": 0.3,
+                "nllvmf_nce": 1.0}
 
 
 @pytest.mark.parametrize("loss,generator,tie_emb", CASES, ids=lambda v: {True: "tie", False: "untied"}.get(v, v))
@@ -151,6 +158,8 @@ def test_matrix_learns(data, tmp_path, loss, generator, tie_emb):
     assert run.model.decoder.embeddings.table.weight.requires_grad != tie_emb
     kind = "ReWE" if loss == "ce_rewe" else "Joint" if generator == "joint" else "Softmax" if softmax else "Continuous"
     assert type(run.model.generator).__name__ == kind + "Generator"
+    if loss in VARIANTS and "negatives" in VARIANTS[loss][1]:
+        assert run.opt.negatives == VARIANTS[loss][1]["negatives"]
     if "nllvmf" in loss:
         assert (run.opt.lambda1, run.opt.lambda2, run.opt.vmf_approx) == (0.0, 1.0, loss == "nllvmf_approx")
 
@@ -182,6 +191,13 @@ def test_nllvmf_memorises(data, tmp_path):
     ({"loss": "ce", "joint_sample": "0.25"}, ["-joint_sample", "-generator joint"]),
     ({"loss": "ce", "generator": "joint", "joint_dim": "0"}, ["-joint_dim", "0"]),
     ({"loss": "margin_random", "num_negatives": "0"}, ["-num_negatives", "0"]),
+    ({"loss": "cosine", "num_negatives": "3"}, ["-num_negatives", "cosine"]),
+    ({"loss": "nllvmf", "negatives": "inbatch"}, ["-negatives", "nllvmf"]),
+    ({"loss": "maxmargin", "negatives": "exact,inbatch"}, ["-negatives", "exact"]),
+    ({"loss": "infonce", "negatives": "hardest"}, ["-negatives", "hardest"]),
+    ({"loss": "infonce", "temperature": "0"}, ["-temperature", "positive"]),
+    ({"loss": "infonce", "num_sampled": "0"}, ["-num_sampled", "at least 1"]),
+    ({"loss": "nllvmf_nce", "contrastive_weight": "-1"}, ["-contrastive_weight"]),
     ({"loss": "ce", "rewe_hidden": "16"}, ["-rewe_hidden", "-rewe_lambda"]),
     ({"loss": "hinge"}, ["-loss", "hinge"]),
     ({"bogus_option": "1"}, ["-bogus_option"]),

@@ -10,16 +10,19 @@ from torch.nn.parallel import DistributedDataParallel
 
 from onmt_cont import distributed, opts
 from onmt_cont.constants import UNK
+from onmt_cont.evaluate import tokenized_bleu
 from onmt_cont.inputters.batching import ShardedIterator, collate, make_batches
 from onmt_cont.inputters.corpus import load_shard, load_shard_text, shard_paths
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.losses import CONTINUOUS_LOSSES, LOSSES, build_loss
+from onmt_cont.losses.contrastive import DEFAULT_NEGATIVES
+from onmt_cont.losses.negatives import parse_sources
 from onmt_cont.models.checkpoint import is_better, load_checkpoint, save_checkpoint
 from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
-from onmt_cont.evaluate import tokenized_bleu
 from onmt_cont.models.model import build_model
-from onmt_cont.translate.translator import Translator
 from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer, TrainingForward
+from onmt_cont.translate.ann import import_faiss
+from onmt_cont.translate.translator import Translator
 from onmt_cont.utils.amp import require_autocast
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import load_checkpoint_data, remove_stale_temps
@@ -68,12 +71,29 @@ def build_parser():
     g = p.add_argument_group("Loss")
     g.add_argument("-loss", choices=sorted(LOSSES), default="ce", help="ce: softmax cross-entropy; l2, cosine, "
                    "maxmargin, synmargin_proj, synmargin_diff, margin_random, nllvmf: continuous losses against "
-                   "the pretrained target vector")
+                   "the pretrained target vector; infonce (cosine logits / -temperature) and nllvmf_nce (NLLvMF + "
+                   "-contrastive_weight x the vMF renormalised over the candidates): contrastive losses against "
+                   "-negatives")
     g.add_argument("-label_smoothing", type=float, default=0.0, help="ce only")
     g.add_argument("-margin", type=float, default=0.5, help="margin γ of the margin losses (maxmargin, synmargin_*, "
                    "margin_random; Bhat et al. tune it on development data and do not report it)")
-    g.add_argument("-num_negatives", type=int, default=5, help="margin_random: negatives drawn uniformly per token, "
-                   "the loss averaged over them (Bhat et al.: 5)")
+    g.add_argument("-num_negatives", type=int, default=None, help="margin_random: negatives drawn uniformly per "
+                   "token, the loss averaged over them (default 5, Bhat et al.'s); maxmargin: the K hardest "
+                   "negatives among -negatives' candidates, the hinge averaged over them (default 1, Lazaridou "
+                   "et al.'s single most informative negative)")
+    g.add_argument("-negatives", default=None, help="maxmargin, infonce, nllvmf_nce: comma list of where negatives "
+                   "come from: exact (the whole table: cost grows with the vocabulary), inbatch (the batch's target "
+                   "words), random (-num_sampled uniform words), gold_nn (the gold word's -ann_candidates nearest "
+                   "words, found once before training with a faiss index over the frozen table: flat in the "
+                   "vocabulary), ann (the prediction's -ann_candidates nearest words, searched in that index at "
+                   "every step). Default: exact for maxmargin, inbatch,random,gold_nn for the others")
+    g.add_argument("-num_sampled", type=int, default=64, help="-negatives random: uniform words per batch, shared "
+                   "by its tokens")
+    g.add_argument("-ann_candidates", type=int, default=32, help="-negatives gold_nn and ann: nearest words per "
+                   "token")
+    g.add_argument("-temperature", type=float, default=0.1, help="infonce: τ of the logits cos(ê, e_j)/τ")
+    g.add_argument("-contrastive_weight", type=float, default=1.0, help="nllvmf_nce: weight of the contrastive "
+                   "term (−log of the vMF density renormalised over the gold word and the negatives)")
     g.add_argument("-rewe_lambda", type=float, default=None, help="ReWE (Jauregi Unanue et al.): add a head that "
                    "regresses the gold word's pretrained vector (-tgt_emb) and train on NLL + λ·ReWE loss "
                    "(paper: 20); needs -loss ce -generator linear. The head is ignored at inference. 0 builds the "
@@ -174,9 +194,10 @@ def _check_options(opt):
         raise UserError(f"-joint_sample must be in (0, 1], got {opt.joint_sample}")
     if opt.joint_dropout is not None and not 0.0 <= opt.joint_dropout < 1.0:
         raise UserError(f"-joint_dropout must be in [0, 1), got {opt.joint_dropout}")
+    _check_negatives(opt)
     for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "epochs", "report_every",
                  "valid_steps", "save_checkpoint_steps", "save_checkpoint_epochs", "train_steps", "joint_dim",
-                 "num_negatives", "rewe_hidden"):
+                 "num_negatives", "rewe_hidden", "num_sampled", "ann_candidates"):
         if getattr(opt, name) is not None and getattr(opt, name) < 1:
             raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
     if not 0.0 <= opt.label_smoothing < 1.0:
@@ -185,6 +206,31 @@ def _check_options(opt):
         raise UserError(f"-learning_rate must be positive, got {opt.learning_rate}")
     if opt.learning_rate is None:
         opt.learning_rate = 5e-4 if opt.loss in CONTINUOUS_LOSSES else 2e-4
+
+
+def _check_negatives(opt):
+    """The contrastive options: refused where the loss does not use them; defaults filled in."""
+    contrastive = ("maxmargin", "infonce", "nllvmf_nce")
+    if opt.num_negatives is not None and opt.loss not in ("maxmargin", "margin_random"):
+        raise UserError(f"-num_negatives is used by -loss maxmargin and margin_random, not -loss {opt.loss}")
+    if opt.negatives is not None and opt.loss not in contrastive:
+        raise UserError(f"-negatives is used by -loss {', '.join(contrastive)}, not -loss {opt.loss}")
+    if opt.loss == "margin_random" and opt.num_negatives is None:
+        opt.num_negatives = 5
+    if opt.loss == "maxmargin" and opt.num_negatives is None:
+        opt.num_negatives = 1
+    if opt.loss in contrastive:
+        try:
+            sources = parse_sources(opt.negatives or DEFAULT_NEGATIVES[opt.loss])
+        except ValueError as exc:
+            raise UserError(f"-negatives: {exc}") from None
+        opt.negatives = ",".join(sources)
+        if {"gold_nn", "ann"} & set(sources):
+            import_faiss()
+    if not opt.temperature > 0:
+        raise UserError(f"-temperature must be positive, got {opt.temperature}")
+    if not opt.contrastive_weight >= 0:
+        raise UserError(f"-contrastive_weight must be at least 0, got {opt.contrastive_weight}")
 
 
 def load_table(path, tgt_vocab):
@@ -480,7 +526,8 @@ def main(argv=None):
             logger.info(f"removed {len(stale)} partial checkpoint file(s) of a killed run: {', '.join(stale)}")
     if ckpt is not None:
         run.resume(ckpt)
-    extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample") if getattr(opt, k) is not None)
+    extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample", "negatives", "num_negatives")
+                    if getattr(opt, k) is not None)
     logger.info(f"model: -loss {opt.loss} -generator {opt.generator}{' -tie_emb' if opt.tie_emb else ''}{extra}; "
                 f"device {device}{f' ({threads} threads)' if device.type == 'cpu' else ''}; lr {opt.learning_rate}")
     report_parameters(run.model)

@@ -4,27 +4,31 @@ Each builder takes the options and the unit-length target table (``None`` for so
 models without ReWE) and returns a function ``loss(output, target [N]) -> [N]`` of per-token
 losses over the non-padding positions only (the trainer selects them); ``output`` is what the
 generator's forward returned ([N, d], or a SampledLogits / ReWEOutput). The losses are pure
-functions of their inputs, except that margin_random draws its negatives from the global RNG
-(saved in checkpoints, so -train_from resumes exactly).
+functions of their inputs, except that margin_random and the ``random`` negatives of the
+contrastive losses draw from the global RNG (saved in checkpoints, so -train_from resumes
+exactly), and that the contrastive losses' ``gold_nn``/``ann`` negatives come from a faiss index
+over the frozen table built once when the loss is built (onmt_cont.losses.negatives).
 """
 
-from onmt_cont.losses import continuous, softmax
+from onmt_cont.losses import continuous, contrastive, softmax
 
 LOSSES = {
     "ce": softmax.build_ce,
     "l2": continuous.build_l2,
     "cosine": continuous.build_cosine,
-    "maxmargin": continuous.build_maxmargin,
+    "maxmargin": contrastive.build_maxmargin,
     "synmargin_proj": continuous.build_synmargin("proj"),
     "synmargin_diff": continuous.build_synmargin("diff"),
     "margin_random": continuous.build_margin_random,
     "nllvmf": continuous.build_nllvmf,
+    "infonce": contrastive.build_infonce,
+    "nllvmf_nce": contrastive.build_nllvmf_nce,
 }
 
 CONTINUOUS_LOSSES = frozenset(name for name in LOSSES if name != "ce")
 
 # Which nearest-neighbour criterion a continuous model decodes with, per loss.
-DECODE_CRITERION = {"nllvmf": "vmf", "l2": "l2"}
+DECODE_CRITERION = {"nllvmf": "vmf", "nllvmf_nce": "vmf", "l2": "l2"}
 
 
 def build_loss(opt, table):

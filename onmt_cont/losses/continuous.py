@@ -32,7 +32,9 @@ def most_informative_negative(pred, target, table):
 
 
 def max_margin(pred, target, table, margin):
-    """max(0, γ + cos(ê, e(w′)) − cos(ê, e(w))) with the most informative negative w′."""
+    """max(0, γ + cos(ê, e(w′)) − cos(ê, e(w))) with the most informative negative w′: the
+    reference for ``-loss maxmargin`` (onmt_cont.losses.contrastive), which with ``-negatives
+    exact -num_negatives 1`` computes the same."""
     neg = most_informative_negative(pred, target, table)
     pos_cos = F.cosine_similarity(pred, table[target], dim=-1, eps=1e-8)
     neg_cos = F.cosine_similarity(pred, table[neg], dim=-1, eps=1e-8)
@@ -102,11 +104,6 @@ def build_l2(opt, table):
 
 def build_cosine(opt, table):
     return lambda output, target: cosine(output.float(), table[target])
-
-
-def build_maxmargin(opt, table):
-    margin = opt.margin
-    return lambda output, target: max_margin(output.float(), target, table, margin)
 
 
 def build_synmargin(how):

@@ -1,0 +1,97 @@
+"""Contrastive losses of continuous-output models: the prediction ê [N, m] against its gold word
+and negative words of the frozen unit table, found by :mod:`onmt_cont.losses.negatives`.
+
+- ``maxmargin``: Lazaridou et al.'s max-margin loss with the K hardest negatives among the
+  candidates (``-negatives exact -num_negatives 1`` is the paper's loss over the whole table);
+- ``infonce``: cross-entropy of the gold word among itself and the negatives, logits
+  cos(ê, e_j)/τ (a sampled softmax over the fixed table; new here);
+- ``nllvmf_nce``: NLLvMF plus a weighted cross-entropy of the gold word among itself and the
+  negatives with logits êᵀe_j, i.e. the vMF density renormalised over those words (new here).
+
+All return per-token losses [N] in float32.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from onmt_cont.losses.continuous import nll_vmf
+from onmt_cont.losses.negatives import Negatives, candidate_dots, candidate_ids, invalid, parse_sources
+
+
+def hardest_negatives(unit, target, table, shared, per_token, k):
+    """The k candidates with the largest cos(ê, e_j) − cos(e(w), e_j) (Lazaridou et al.'s most
+    informative negatives), chosen without gradient. unit [N, m] (ê/‖ê‖), target [N] ->
+    (ids [N, k'], valid [N, k']) with k' = min(k, candidates); invalid where fewer than k' of a
+    token's candidates are negatives."""
+    with torch.no_grad():
+        # cos(ê, e_j) − cos(e(w), e_j) = (ê/‖ê‖ − e(w))ᵀe_j: one product instead of two
+        crit = candidate_dots(unit - table[target], table, shared, per_token)
+        crit.masked_fill_(invalid(target, shared, per_token), float("-inf"))
+        top = crit.topk(min(k, crit.size(1)), dim=1)
+        return candidate_ids(top.indices, shared, per_token), torch.isfinite(top.values)
+
+
+def max_margin_k(pred, target, table, negatives, margin, k):
+    """mean over the k hardest negatives w′ of max(0, γ + cos(ê, e(w′)) − cos(ê, e(w))); a token
+    with fewer valid negatives averages over those it has (none: loss 0)."""
+    unit = F.normalize(pred, dim=-1, eps=1e-8)
+    shared, per_token = negatives(unit, target)
+    ids, valid = hardest_negatives(unit, target, table, shared, per_token, k)
+    neg_cos = torch.einsum("nm,nkm->nk", unit, table[ids.clamp_min(0)])
+    pos_cos = (unit * table[target]).sum(-1, keepdim=True)
+    hinge = torch.relu(margin + neg_cos - pos_cos) * valid
+    return hinge.sum(-1) / valid.sum(-1).clamp_min(1)
+
+
+def candidate_cross_entropy(pos, dots, mask):
+    """−log softmax of the gold logit ``pos`` [N] among itself and the negatives' ``dots`` [N, C]
+    (``mask`` [N, C]: True where a candidate is no negative and is left out)."""
+    logits = torch.cat([pos.unsqueeze(1), dots.masked_fill(mask, float("-inf"))], 1)
+    return torch.logsumexp(logits, 1) - pos
+
+
+def info_nce(pred, target, table, negatives, temperature):
+    """InfoNCE / sampled softmax: −log exp(cos(ê, e(w))/τ) / Σ_{j ∈ {w} ∪ negatives} exp(cos(ê, e_j)/τ)."""
+    unit = F.normalize(pred, dim=-1, eps=1e-8)
+    shared, per_token = negatives(unit, target)
+    pos = (unit * table[target]).sum(-1) / temperature
+    dots = candidate_dots(unit, table, shared, per_token) / temperature
+    return candidate_cross_entropy(pos, dots, invalid(target, shared, per_token))
+
+
+def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx):
+    """NLLvMF(ê, e(w)) + weight · (−log of the vMF density of w renormalised over {w} ∪ negatives).
+
+    log C_m(‖ê‖) is the same for every word, so that renormalised density is a softmax of êᵀe_j:
+    ‖ê‖ = κ plays the part of InfoNCE's 1/τ and is learned, so there is no temperature."""
+    pred = pred.float()
+    shared, per_token = negatives(F.normalize(pred, dim=-1, eps=1e-8), target)
+    gold = table[target]
+    contrast = candidate_cross_entropy((pred * gold).sum(-1), candidate_dots(pred, table, shared, per_token),
+                                       invalid(target, shared, per_token))
+    return nll_vmf(pred, gold, lambda1, lambda2, approx) + weight * contrast
+
+
+# Which sources each loss uses when -negatives is not given.
+DEFAULT_NEGATIVES = {"maxmargin": "exact", "infonce": "inbatch,random,gold_nn", "nllvmf_nce": "inbatch,random,gold_nn"}
+
+
+def build_negatives(opt, table):
+    sources = parse_sources(opt.negatives or DEFAULT_NEGATIVES[opt.loss])
+    return Negatives(sources, table, opt.num_sampled, opt.ann_candidates)
+
+
+def build_maxmargin(opt, table):
+    negatives, margin, k = build_negatives(opt, table), opt.margin, opt.num_negatives or 1
+    return lambda output, target: max_margin_k(output.float(), target, table, negatives, margin, k)
+
+
+def build_infonce(opt, table):
+    negatives, tau = build_negatives(opt, table), opt.temperature
+    return lambda output, target: info_nce(output.float(), target, table, negatives, tau)
+
+
+def build_nllvmf_nce(opt, table):
+    negatives = build_negatives(opt, table)
+    w, l1, l2_, approx = opt.contrastive_weight, opt.lambda1, opt.lambda2, opt.vmf_approx
+    return lambda output, target: nll_vmf_nce(output, target, table, negatives, w, l1, l2_, approx)

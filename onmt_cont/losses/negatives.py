@@ -1,0 +1,150 @@
+"""Negative words for the contrastive losses (``-negatives``), drawn from the frozen unit table.
+
+A negative source gives, for a batch of N tokens, either word ids shared by all tokens
+(``[S]``, scored with one matrix product) or ids per token (``[N, C]``, scored row by row):
+
+- ``exact`` (shared): every word of the table; the cost of a step grows with the vocabulary;
+- ``inbatch`` (shared): the N target words of the batch, repeats included (so frequent words
+  appear more often: negatives drawn from the data's unigram distribution);
+- ``random`` (shared): ``-num_sampled`` words drawn uniformly from 1..V−1 (global RNG, saved in
+  checkpoints);
+- ``gold_nn`` (per token): the ``-ann_candidates`` nearest table words of the gold word. The table
+  is frozen, so they are found once, before training, with a faiss index over the table
+  (onmt_cont.translate.ann; exactly on a GPU or for tables of up to EXACT_UP_TO words), and each
+  step only looks them up: flat in V;
+- ``ann`` (per token): the ``-ann_candidates`` nearest table words of the prediction ê, searched in
+  the same faiss index at every step (on the CPU). The index searches a fixed number of cells of
+  about √V words each, so its cost grows like √V, and it moves ê to the CPU once per step.
+
+Ids that are no negative (the gold word itself, padding, −1 where faiss found fewer) are
+masked by :func:`invalid`. The table is frozen (a buffer of ContinuousGenerator, never a
+parameter), which is what makes precomputing ``gold_nn`` and building one index correct.
+"""
+
+import torch
+
+SOURCES = ("exact", "inbatch", "random", "gold_nn", "ann")
+SHARED = ("exact", "inbatch", "random")
+
+
+def parse_sources(text):
+    """'inbatch,random,gold_nn' -> a tuple of source names; raises ValueError with what is wrong."""
+    names = tuple(s.strip() for s in text.split(",") if s.strip())
+    bad = [s for s in names if s not in SOURCES]
+    if not names or bad:
+        raise ValueError(f"expected a comma list of {', '.join(SOURCES)}, got {text!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"a source is named twice in {text!r}")
+    if "exact" in names and len(names) > 1:
+        raise ValueError(f"exact already holds every word: it takes no other source (got {text!r})")
+    return names
+
+
+# Up to this many rows the neighbours are found exactly with matrix products (16K words x 300
+# dims: about 10 s on one core, once): faiss's k-means needs ≥ 39 points per cell and gains
+# nothing on such tables. Larger tables use one faiss IVF index (4·√V cells).
+EXACT_UP_TO = 16384
+
+
+def _faiss_index(table, threads):
+    from onmt_cont.translate.ann import FaissIndex
+
+    return FaissIndex(table, "ivf", threads=threads or torch.get_num_threads())
+
+
+def _exact_search(table, queries, k):
+    """The k rows 1.. of ``table`` with the largest inner products with ``queries`` [n, m]: [n, k]."""
+    dots = queries @ table[1:].t()
+    return dots.topk(min(k, dots.size(1)), dim=1).indices + 1
+
+
+def table_neighbours(table, k, threads=None, exact_up_to=EXACT_UP_TO):
+    """The k+1 nearest rows (inner product, the row itself included) of every row of ``table``
+    [V, m]: LongTensor [V, k+1] on the table's device, −1 where fewer were found; row 0 (padding,
+    never a target) is all −1."""
+    vocab = table.size(0)
+    # On a GPU the exact products are fast (300K words: ~5e13 FLOPs, seconds) and beat faiss-cpu.
+    index = _faiss_index(table, threads) if vocab > exact_up_to and table.device.type == "cpu" else None
+    ids = torch.full((vocab, k + 1), -1, dtype=torch.long, device=table.device)
+    chunk = 4096 if index is None else 65536  # bounds the [chunk, V] products / faiss's result buffers
+    with torch.no_grad():
+        for start in range(1, vocab, chunk):
+            rows = table[start : start + chunk]
+            found = _exact_search(table, rows, k + 1) if index is None else index.search(rows, k + 1)
+            ids[start : start + chunk, : found.size(1)] = found.to(table.device)
+    return ids
+
+
+class PredictionIndex:
+    """``search(unit [N, m], k)`` -> the k nearest table rows of each prediction [N, k] (−1: fewer):
+    a faiss IVF index over the table, or exact products up to ``exact_up_to`` rows."""
+
+    def __init__(self, table, threads=None, exact_up_to=EXACT_UP_TO):
+        self.table = table
+        self.index = _faiss_index(table, threads) if table.size(0) > exact_up_to else None
+
+    def search(self, unit, k):
+        if self.index is None:
+            return _exact_search(self.table, unit, k)
+        return self.index.search(unit, k).to(unit.device)
+
+
+class Negatives:
+    """The candidate negatives of one batch from ``sources`` (see the module docstring).
+
+    ``__call__(unit [N, m], target [N])`` -> (shared ids [S] or None, per-token ids [N, C] or None)."""
+
+    def __init__(self, sources, table, num_sampled=64, ann_candidates=32, threads=None):
+        self.sources, self.table = tuple(sources), table
+        self.num_sampled, self.k = num_sampled, ann_candidates
+        self.neighbours = table_neighbours(table, ann_candidates, threads) if "gold_nn" in sources else None
+        self.index = PredictionIndex(table, threads) if "ann" in sources else None
+
+    def __call__(self, unit, target):
+        vocab = self.table.size(0)
+        shared, per_token = [], []
+        for source in self.sources:
+            if source == "exact":
+                shared.append(torch.arange(1, vocab, device=target.device))
+            elif source == "inbatch":
+                shared.append(target)
+            elif source == "random":
+                shared.append(torch.randint(1, vocab, (self.num_sampled,), device=target.device))
+            elif source == "gold_nn":
+                per_token.append(self.neighbours[target])
+            else:  # ann
+                with torch.no_grad():
+                    per_token.append(self.index.search(unit.detach(), self.k))
+        return (torch.cat(shared) if shared else None), (torch.cat(per_token, 1) if per_token else None)
+
+
+def candidate_dots(vec, table, shared, per_token):
+    """vec [N, m] · e(j) for every candidate: [N, S + C] (shared first, then per-token); the rows
+    of invalid per-token ids (−1) are read at 0 and must be masked with :func:`invalid`."""
+    parts = []
+    if shared is not None:
+        parts.append(vec @ table[shared].t())
+    if per_token is not None:
+        parts.append(torch.einsum("nm,ncm->nc", vec, table[per_token.clamp_min(0)]))
+    return torch.cat(parts, 1)
+
+
+def invalid(target, shared, per_token):
+    """[N, S + C] True where a candidate is no negative: the gold word, padding (0), or −1."""
+    parts = []
+    if shared is not None:
+        parts.append((shared.unsqueeze(0) == target.unsqueeze(1)) | (shared.unsqueeze(0) <= 0))
+    if per_token is not None:
+        parts.append((per_token == target.unsqueeze(1)) | (per_token <= 0))
+    return torch.cat(parts, 1)
+
+
+def candidate_ids(index, shared, per_token):
+    """Positions [N, K] in the candidate list of :func:`candidate_dots` -> word ids [N, K], without
+    materialising the [N, S + C] id matrix (S is the whole vocabulary for ``exact``)."""
+    s = 0 if shared is None else shared.numel()
+    from_shared = shared[index.clamp_max(s - 1)] if shared is not None else None
+    if per_token is None:
+        return from_shared
+    from_token = per_token.gather(1, (index - s).clamp_min(0))
+    return from_token if shared is None else torch.where(index < s, from_shared, from_token)

@@ -1,0 +1,167 @@
+"""Hand-computed values of the contrastive losses (onmt_cont.losses.contrastive) and of their
+negative sources (onmt_cont.losses.negatives), on the 5-word table of test_losses::
+
+    e1 = (1, 0, 0), e2 = (0, 1, 0), e3 = (0, 0, 1), e4 = (0.6, 0.8, 0)
+
+Token 0: target e1, ê along e4:  cos(ê, e_j)           = [-, 0.6, 0.8, 0, 1.0]
+                                  cos(ê, e_j) − cos(e1, e_j) = [-, (gold), 0.8, 0, 0.4]
+so the hardest negative is e2 (hinge 0.5 + 0.8 − 0.6 = 0.7), then e4 (0.9), then e3 (0).
+"""
+
+import math
+from argparse import Namespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from onmt_cont.losses import build_loss
+from onmt_cont.losses.continuous import max_margin, nll_vmf
+from onmt_cont.losses.negatives import parse_sources, table_neighbours
+
+TABLE3 = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.6, 0.8, 0.0]])
+PRED = torch.tensor([[1.2, 1.6, 0.0], [0.1, 0.0, 1.0]])  # token 1: ê = (0.1, 0, 1), |ê| = √1.01
+TARGET = torch.tensor([1, 3])
+C1 = 0.1 / math.sqrt(1.01)  # cos(ê1, e1)
+C3 = 1.0 / math.sqrt(1.01)  # cos(ê1, e3)
+
+
+def loss_of(name, pred=PRED, target=TARGET, table=TABLE3, **kw):
+    base = {"loss": name, "margin": 0.5, "num_negatives": None, "negatives": None, "num_sampled": 64,
+            "ann_candidates": 32, "temperature": 0.1, "contrastive_weight": 1.0, "lambda1": 0.02, "lambda2": 0.1,
+            "vmf_approx": False}
+    return build_loss(Namespace(**{**base, **kw}), table)(pred, target)
+
+
+def random_table(vocab=40, m=8, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    table = F.normalize(torch.randn(vocab, m, generator=gen), dim=-1)
+    table[0] = 0
+    return table, gen
+
+
+# --- maxmargin ------------------------------------------------------------------------------------
+
+
+def test_maxmargin_exact_k1_is_the_reference():
+    table, gen = random_table()
+    pred = torch.randn(30, 8, generator=gen)
+    target = torch.randint(1, 40, (30,), generator=gen)
+    torch.testing.assert_close(loss_of("maxmargin", pred, target, table, negatives="exact"),
+                               max_margin(pred, target, table, 0.5))
+
+
+@pytest.mark.parametrize("k,want0", [(1, 0.7), (2, (0.7 + 0.9) / 2), (3, (0.7 + 0.9 + 0.0) / 3), (9, 1.6 / 3)])
+def test_maxmargin_k_hardest_mean(k, want0):
+    """The k hardest by the criterion, their hinges averaged; k past the 3 negatives takes all 3."""
+    got = loss_of("maxmargin", negatives="exact", num_negatives=k)
+    torch.testing.assert_close(got[0], torch.tensor(want0))
+    assert got[1] == 0  # token 1 is inside the margin against every word
+
+
+def test_maxmargin_inbatch_negatives():
+    """The batch's targets are e1 and e3: token 0 has only e3 (its own e1 is masked), token 1 only
+    e1; with k = 3 each averages over the one it has. Margin 2 keeps both hinges open."""
+    got = loss_of("maxmargin", negatives="inbatch", num_negatives=3, margin=2.0)
+    torch.testing.assert_close(got, torch.tensor([2.0 + 0.0 - 0.6, 2.0 + C1 - C3]))
+
+
+def test_maxmargin_gold_neighbours():
+    """One neighbour of the gold word: e1's nearest other word is e4 (0.6), so token 0 gets the
+    hinge of e4 (0.9), not exact's e2 (0.7). Token 1 (gold e2, whose neighbour is e4 at 0.8):
+    0.5 + cos(ê1, e4) − cos(ê1, e2) = 0.5 + 0.06/√1.01."""
+    got = loss_of("maxmargin", target=torch.tensor([1, 2]), negatives="gold_nn", ann_candidates=1)
+    torch.testing.assert_close(got, torch.tensor([0.9, 0.5 + 0.06 / math.sqrt(1.01)]))
+
+
+@pytest.mark.parametrize("k,want0", [(1, 0.9), (2, 0.7)])
+def test_maxmargin_prediction_neighbours_are_rescored(k, want0):
+    """ê0's nearest words are e4 (1.0) then e2 (0.8): with one candidate the negative is e4; with
+    two the criterion picks e2 among them, which is exact's choice."""
+    got = loss_of("maxmargin", negatives="ann", ann_candidates=k)
+    torch.testing.assert_close(got[0], torch.tensor(want0))
+
+
+def test_maxmargin_random_draws_are_rescored():
+    """64 uniform draws from 4 words hold all of them (seeded): the hardest is exact's."""
+    torch.manual_seed(0)
+    torch.testing.assert_close(loss_of("maxmargin", negatives="random"), loss_of("maxmargin", negatives="exact"))
+    torch.manual_seed(0)
+    few = loss_of("maxmargin", negatives="random", num_sampled=1)  # one word for both tokens
+    assert min(abs(few[0].item() - v) for v in (0.7, 0.9, 0.0)) < 1e-6  # e2, e4, e3 or the (masked) gold
+
+
+def test_no_gradient_reaches_the_table_or_the_choice():
+    table = TABLE3.clone().requires_grad_(False)
+    pred = PRED.clone().requires_grad_(True)
+    for neg in ("exact", "gold_nn", "ann", "inbatch,random"):
+        pred.grad = None
+        loss_of("maxmargin", pred, TARGET, table, negatives=neg).sum().backward()
+        assert table.grad is None and torch.isfinite(pred.grad).all()
+        assert pred.grad[1].abs().sum() == 0  # inside the margin: no gradient
+
+
+# --- infonce and nllvmf_nce -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tau", [0.1, 1.0])
+def test_infonce_exact_by_hand(tau):
+    """Token 0: −log e^{0.6/τ} / (e^{0.6/τ} + e^{0.8/τ} + e^{0/τ} + e^{1/τ}); padding is no word."""
+    got = loss_of("infonce", negatives="exact", temperature=tau)
+    want0 = math.log(sum(math.exp(c / tau) for c in (0.6, 0.8, 0.0, 1.0))) - 0.6 / tau
+    want1 = math.log(sum(math.exp(c / tau) for c in (C1, 0.0, C3, 0.6 * C1))) - C3 / tau
+    torch.testing.assert_close(got, torch.tensor([want0, want1]))
+
+
+def test_infonce_exact_is_a_cosine_softmax_over_the_table():
+    table, gen = random_table()
+    pred = torch.randn(30, 8, generator=gen)
+    target = torch.randint(1, 40, (30,), generator=gen)
+    logits = F.normalize(pred, dim=-1) @ table.t() / 0.1
+    logits[:, 0] = float("-inf")
+    torch.testing.assert_close(loss_of("infonce", pred, target, table, negatives="exact"),
+                               F.cross_entropy(logits, target, reduction="none"))
+
+
+def test_infonce_inbatch_repeats_count():
+    """Targets e1, e1, e3: each e1 token's only negative is e3 (its twin is the gold word); the e3
+    token sees e1 twice (in-batch negatives follow the data's frequencies)."""
+    pred = torch.tensor([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    got = loss_of("infonce", pred, torch.tensor([1, 1, 3]), negatives="inbatch", temperature=1.0)
+    a = math.log(math.e + 1.0) - 1.0  # gold cos 1, negative cos 0
+    b = math.log(math.e + 2.0) - 1.0
+    torch.testing.assert_close(got, torch.tensor([a, a, b]))
+
+
+@pytest.mark.parametrize("weight", [0.0, 0.5])
+def test_nllvmf_nce(weight):
+    """NLLvMF plus weight · (logsumexp of êᵀe_j over {w} ∪ negatives − êᵀe(w)), unscaled logits."""
+    got = loss_of("nllvmf_nce", negatives="exact", contrastive_weight=weight)
+    vmf = nll_vmf(PRED, TABLE3[TARGET], 0.02, 0.1)
+    dots = PRED @ TABLE3[1:].t()
+    contrast = torch.logsumexp(dots, 1) - dots.gather(1, (TARGET - 1).unsqueeze(1)).squeeze(1)
+    torch.testing.assert_close(got, vmf + weight * contrast)
+    # token 0 by hand: êᵀe_j = [1.2, 1.6, 0, 2.0], gold 1.2
+    want0 = math.log(math.exp(1.2) + math.exp(1.6) + 1.0 + math.exp(2.0)) - 1.2
+    torch.testing.assert_close(contrast[0], torch.tensor(want0))
+
+
+# --- the negative sources ---------------------------------------------------------------------------
+
+
+def test_table_neighbours_exact_and_faiss():
+    """Exact below EXACT_UP_TO rows; the faiss IVF index (forced here) finds nearly the same."""
+    table, _ = random_table(3000, 32)
+    exact = table_neighbours(table, 8)
+    assert (exact[0] == -1).all() and (exact[1:, 0] == torch.arange(1, 3000)).all()  # each row's nearest: itself
+    want = (table[1:] @ table[1:].t()).topk(9, dim=1).indices + 1
+    assert torch.equal(exact[1:], want)
+    approx = table_neighbours(table, 8, exact_up_to=0)
+    recall = (approx[1:, :, None] == exact[1:, None, :]).any(-1).float().mean().item()
+    assert recall > 0.95
+
+
+@pytest.mark.parametrize("text", ["", "exact,inbatch", "gold_nn,gold_nn", "hard"])
+def test_parse_sources_refuses(text):
+    with pytest.raises(ValueError):
+        parse_sources(text)
