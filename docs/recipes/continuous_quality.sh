@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Issue 15's comparison: continuous-output losses whose cost is flat in the vocabulary size
+# (contrastive negatives from the batch, uniform samples and the gold word's precomputed
+# neighbours), against the Multi30k recipe's rows. Model selection by greedy validation BLEU
+# (-valid_metric bleu, the model's own words: no -replace_unk); each test set is translated once
+# with -replace_unk, and translate.py prints the BLEU of the output before replacement and the
+# <unk> rate in the same pass. Results: docs/results.md, section "Contrastive losses".
+#
+#   bash docs/recipes/continuous_quality.sh                       # every config below, seed 1
+#   CONFIGS="infonce" SEEDS="1 2" EPOCHS=10 bash docs/recipes/continuous_quality.sh
+#
+# Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
+# [runs/quality_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [10], THREADS per process [1]; MODEL is
+# docs/recipes/multi30k.sh's, so the rows compare with docs/results.md section 5.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SRC=${SRC:-fr}; TGT=${TGT:-en}
+SHARED=${SHARED:-../shared/data}
+OUT=${OUT:-runs/quality_$SRC-$TGT}
+SEEDS=${SEEDS:-1}
+EPOCHS=${EPOCHS:-10}
+THREADS=${THREADS:-1}
+MODEL=${MODEL:--brnn -enc_layers 1 -dec_layers 2 -rnn_size 256 -word_vec_size 256 -dropout 0.3 -batch_size 64}
+ALL_CONFIGS="maxmargin_flat infonce nllvmf_nce_tied"
+CONFIGS=${CONFIGS:-$ALL_CONFIGS}
+EMB=$SHARED/embeddings/$TGT.ft300.vec.gz
+TOK=$OUT/tok
+mkdir -p "$TOK"
+log() { echo "[$(date -u +%H:%M:%S)] $*"; }
+
+config_flags() {
+  case $1 in
+    # maxmargin (Lazaridou et al.) with its hardest negative among flat-cost candidates instead of the whole table
+    maxmargin_flat)  echo "-loss maxmargin -margin 0.5 -tie_emb -negatives inbatch,random,gold_nn" ;;
+    # sampled softmax over the fixed table: cosine / 0.1 against the same candidates
+    infonce)         echo "-loss infonce -tie_emb" ;;
+    # NLLvMF (the paper's tied row, reg1+reg2) plus the vMF density renormalised over those candidates
+    nllvmf_nce_tied) echo "-loss nllvmf_nce -lambda1 0.02 -lambda2 0.1 -tie_emb" ;;
+    *) echo "unknown config $1 (known: $ALL_CONFIGS)" >&2; return 1 ;;
+  esac
+}
+
+# 1. tokenize (Moses, no escaping, lowercase), preprocess with the target restricted to words that
+#    have a vector, the unit table, the lexicon: as docs/recipes/multi30k.sh does
+for split in train val test_2016_flickr test_2017_flickr; do
+  for l in $SRC $TGT; do
+    [ -s "$TOK/$split.$l" ] || python tools/moses_tok.py -lang $l < "$SHARED/multi30k/$split.$l" > "$TOK/$split.$l"
+  done
+done
+[ -s "$OUT/data.vocab.pt" ] || python preprocess.py -train_src "$TOK/train.$SRC" -train_tgt "$TOK/train.$TGT" \
+  -valid_src "$TOK/val.$SRC" -valid_tgt "$TOK/val.$TGT" -save_data "$OUT/data" -tgt_emb "$EMB" -shuffle
+[ -s "$OUT/emb.dec.pt" ] || python embeddings_to_torch.py -emb_file_dec "$EMB" -dict_file "$OUT/data.vocab.pt" \
+  -output_file "$OUT/emb" -normalize
+[ -s "$OUT/lexicon.txt" ] || python build_lexicon.py -src "$TOK/train.$SRC" -tgt "$TOK/train.$TGT" -output "$OUT/lexicon.txt"
+
+# 2. train (validation BLEU at every epoch's end picks model_best.pt), 3. translate both test sets
+for cfg in $CONFIGS; do
+  flags=$(config_flags "$cfg")
+  for seed in $SEEDS; do
+    run=$OUT/$cfg.s$seed
+    mkdir -p "$run"
+    if [ ! -s "$run/model_last.pt" ]; then
+      log "train $cfg seed $seed"
+      start=$(date +%s)
+      # shellcheck disable=SC2086
+      python train.py -data "$OUT/data" -save_model "$run/model" -tgt_emb "$OUT/emb.dec.pt" $flags $MODEL \
+        -epochs "$EPOCHS" -seed "$seed" -threads "$THREADS" -valid_metric bleu -valid_steps 1000000 \
+        -save_checkpoint_steps 1000000 -report_every 100 -log_file "$run/train.log" > "$run/train.stdout" 2>&1
+      echo "train_wall_s $(( $(date +%s) - start ))" > "$run/train_time.txt"
+    fi
+    for t in test_2016_flickr test_2017_flickr; do
+      [ -s "$run/$t.bleu.txt" ] || python translate.py -model "$run/model_best.pt" -src "$TOK/$t.$SRC" \
+        -output "$run/$t.$TGT" -tgt "$TOK/$t.$TGT" -tgt_lang "$TGT" -threads "$THREADS" \
+        -replace_unk -lookup_dict "$OUT/lexicon.txt" > "$run/$t.bleu.txt"
+      log "$cfg seed $seed $t: $(grep -h '^sacreBLEU' "$run/$t.bleu.txt" | cut -c1-30) | $(grep -h '^without' "$run/$t.bleu.txt")"
+    done
+  done
+done
+log "done"
