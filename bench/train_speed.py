@@ -56,6 +56,12 @@ ROWS = [
     ("maxmargin inbatch", ["-loss", "maxmargin", "-negatives", "inbatch,random"]),
     ("infonce", ["-loss", "infonce"]),
     ("nllvmf_nce", ["-loss", "nllvmf_nce"]),
+    # the same with -tie_emb, whose input layer does not grow with the vocabulary: what "flat" is checked on
+    ("margin_random tied", ["-loss", "margin_random", "-tie_emb"]),
+    ("maxmargin tied", ["-loss", "maxmargin", "-tie_emb"]),
+    ("maxmargin flat tied", ["-loss", "maxmargin", "-negatives", "inbatch,random,gold_nn", "-tie_emb"]),
+    ("infonce tied", ["-loss", "infonce", "-tie_emb"]),
+    ("nllvmf_nce tied", ["-loss", "nllvmf_nce", "-tie_emb"]),
     ("ReWE", ["-loss", "ce", "-rewe_lambda", "20"]),
     ("joint full", ["-loss", "ce", "-generator", "joint"]),
     ("joint sampled", ["-loss", "ce", "-generator", "joint", "-joint_sample", "0.25"]),
@@ -69,7 +75,8 @@ SWEEP_ROWS = ["ce", "nllvmf", "maxmargin"]
 # At a larger vocabulary these rows are also timed at 50K words in the same rounds ("nllvmf @50K"),
 # so that "flat in the vocabulary size" compares updates timed side by side, not minutes apart.
 FLAT_ROWS = ["nllvmf", "nllvmf tied", "margin_random", "maxmargin gold_nn", "maxmargin gold_nn5", "maxmargin ann",
-             "maxmargin inbatch", "infonce", "nllvmf_nce"]
+             "maxmargin inbatch", "infonce", "nllvmf_nce", "margin_random tied", "maxmargin tied", "maxmargin flat tied",
+             "infonce tied", "nllvmf_nce tied"]
 RESERVE_MB = 2500  # memory left free for the rest of the machine when adding a worker
 
 
