@@ -1,0 +1,73 @@
+"""The tables of docs/results.md's "Contrastive losses" section from the run folders that
+docs/recipes/continuous_quality.sh writes (train.log, train_time.txt, TEST.bleu.txt).
+
+    python tools/quality_report.py docs/results/quality_fr-en/*
+"""
+
+import argparse
+import os
+import re
+import sys
+
+TESTS = ("test_2016_flickr", "test_2017_flickr")
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def test_scores(run, test):
+    """-> (sacreBLEU with -replace_unk, sacreBLEU without it, <unk> %) of one test set, or None."""
+    path = os.path.join(run, f"{test}.bleu.txt")
+    if not os.path.exists(path):
+        return None
+    text = read(path)
+    with_unk = float(re.search(r"^sacreBLEU \(detokenized\): ([\d.]+)", text, re.M).group(1))
+    own = re.search(r"^without -replace_unk \(the model's own words, ([\d.]+)% <unk>\): sacreBLEU ([\d.]+)", text, re.M)
+    return with_unk, float(own.group(2)), float(own.group(1))
+
+
+def valid_bleus(run):
+    return [float(x) for x in re.findall(r"greedy BLEU ([\d.]+)", read(os.path.join(run, "train.log")))]
+
+
+def wall_seconds(run):
+    path = os.path.join(run, "train_time.txt")
+    m = re.search(r"train_wall_s (\d+)", read(path)) if os.path.exists(path) else None
+    return int(m.group(1)) if m else None
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", help="run folders")
+    args = p.parse_args(argv)
+    print("| row | test_2016 | test_2017 | without -replace_unk (2016 / 2017) | `<unk>` (2016) "
+          "| best val. epoch | train wall s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    curves = []
+    for run in args.runs:
+        if not os.path.exists(os.path.join(run, "train.log")):
+            print(f"{run}: no train.log", file=sys.stderr)
+            continue
+        name = os.path.basename(os.path.normpath(run))
+        scores = [test_scores(run, t) for t in TESTS]
+        bleus = valid_bleus(run)
+        best = max(range(len(bleus)), key=lambda i: (bleus[i], -i)) + 1 if bleus else "–"
+        cells = [f"{s[0]:.2f}" if s else "–" for s in scores]
+        own = " / ".join(f"{s[1]:.2f}" if s else "–" for s in scores)
+        unk = f"{scores[0][2]:.1f}%" if scores[0] else "–"
+        wall = wall_seconds(run)
+        print(f"| {name} | {cells[0]} | {cells[1]} | {own} | {unk} | {best} | {wall if wall else '–'} |")
+        curves.append((name, bleus))
+    width = max((len(b) for _, b in curves), default=0)
+    print()
+    print("| row | " + " | ".join(str(i) for i in range(1, width + 1)) + " |")
+    print("| --- |" + " ---: |" * width)
+    for name, bleus in curves:
+        cells = [f"{b:.2f}" for b in bleus] + ["–"] * (width - len(bleus))
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
