@@ -17,12 +17,14 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from onmt_cont import training  # noqa: E402
 from onmt_cont.bin import train as train_cli  # noqa: E402
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from onmt_cont.losses import build_loss  # noqa: E402
 from onmt_cont.models.generators import frozen_count, parameter_count  # noqa: E402
 from onmt_cont.models.model import build_model  # noqa: E402
 from onmt_cont.trainer import Trainer  # noqa: E402
+from onmt_cont.utils.device import resolve_device as device_of_gpu  # noqa: E402
 from onmt_cont.utils.errors import UserError  # noqa: E402
 from onmt_cont.utils.threads import add_threads_arg, apply_threads, set_threads  # noqa: E402
 
@@ -62,7 +64,7 @@ def setup(args, script):
 
 def resolve_device(gpu):
     """``None`` -> CPU; an id -> that CUDA device (a UserError when CUDA is not there)."""
-    return train_cli.resolve_device(gpu)
+    return device_of_gpu(gpu)
 
 
 def sync(device):
@@ -94,7 +96,7 @@ def row_options(size, row_args, gpu=None):
         argv += ["-gpu", str(gpu)]
     with contextlib.redirect_stderr(io.StringIO()):  # argparse's usage text: the UserError says it all
         opt = train_cli.build_parser().parse_args(argv)
-    train_cli._check_options(opt)  # the defaults train.py fills in (learning rate) and its refusals
+    training.check_options(opt)  # the defaults train.py fills in (learning rate) and its refusals
     return opt
 
 
@@ -189,4 +191,5 @@ __all__ = [
     "parameter_count",
     "set_threads",
     "train_cli",
+    "training",
 ]

@@ -66,7 +66,7 @@ class Model:
         model = benchlib.build_model(opt, benchlib.SRC_VOCAB, vocab, table).to(self.device)
         del table  # the model holds its own normalised copy where it needs one
         self.build_s = time.perf_counter() - start
-        optimizer = benchlib.train_cli.make_optimizer(opt, model)
+        optimizer = benchlib.training.make_optimizer(opt, model)
         gen_table = getattr(model.generator, "table", None)
         with neighbour_standin(gen_table):
             loss_fn = benchlib.build_loss(opt, gen_table)

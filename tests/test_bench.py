@@ -19,7 +19,7 @@ def tiny_options(*row):
     opt = benchlib.train_cli.build_parser().parse_args(
         ["-rnn_size", str(H), "-word_vec_size", str(E), "-brnn", "-dec_layers", "2", "-tgt_emb", "x", *row]
     )
-    benchlib.train_cli._check_options(opt)
+    benchlib.training.check_options(opt)
     return opt
 
 

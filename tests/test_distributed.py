@@ -82,6 +82,7 @@ def test_resume_two_ranks_onto_one(data):
 def _bf16_probe_error(data):
     """None when this CPU runs the COMMON model under bf16 autocast, else why not (train.py's own
     start-up probe: oneDNN's bf16 LSTM needs AVX-512)."""
+    from onmt_cont import training
     from onmt_cont.bin import train
     from onmt_cont.losses import build_loss
     from onmt_cont.models.model import build_model
@@ -89,7 +90,7 @@ def _bf16_probe_error(data):
     from onmt_cont.utils.amp import probe_autocast
 
     opt = train.build_parser().parse_args([*COMMON, "-tgt_emb", str(data / "emb.pt")])
-    train._check_options(opt)
+    training.check_options(opt)
     vocab = torch.load(data / "data.vocab.pt", weights_only=True)
     model = build_model(opt, len(vocab["src"]["tokens"]), len(vocab["tgt"]["tokens"]),
                         torch.load(data / "emb.pt", weights_only=True))

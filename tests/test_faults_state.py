@@ -21,6 +21,7 @@ import torch
 
 from onmt_cont.bin import embeddings_to_torch, preprocess, train, translate
 from onmt_cont.models.checkpoint import load_checkpoint, newest_checkpoint
+from onmt_cont.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -98,12 +99,12 @@ def test_checkpoint_holds_everything_resume_needs(sample):
 def test_resuming_an_early_stopped_run_takes_no_step(sample, tmp_path, monkeypatch):
     """A run that stopped early, resumed with the same options, stops at once (it took one more step)."""
     values = iter([1.0, 2.0, 3.0] + [4.0] * 20)
-    real = train.Trainer.validate
+    real = Trainer.validate
 
     def never_improves(self, batches):
         return {**real(self, batches), "loss": next(values)}
 
-    monkeypatch.setattr(train.Trainer, "validate", never_improves)
+    monkeypatch.setattr(Trainer, "validate", never_improves)
     args = kr.train_args(sample["args"], str(tmp_path / "m"), steps=40)
     args[args.index("-early_stopping") + 1] = "2"
     first = train.main(args)

@@ -8,6 +8,7 @@ import time
 import pytest
 import torch
 
+from onmt_cont import training
 from onmt_cont.bin import preprocess, train, translate
 from onmt_cont.losses import build_loss
 from onmt_cont.models.model import build_model
@@ -41,7 +42,7 @@ def sample(tmp_path_factory):
 def tiny_model(sample):
     """The model and loss train.py builds from TINY on the sample."""
     opt = train.build_parser().parse_args(TINY + ["-tgt_emb", str(sample / "emb.pt")])
-    train._check_options(opt)
+    training.check_options(opt)
     vocab = torch.load(sample / "data.vocab.pt", weights_only=True)
     table = torch.load(sample / "emb.pt", weights_only=True)
     model = build_model(opt, len(vocab["src"]["tokens"]), len(vocab["tgt"]["tokens"]), table)

@@ -587,8 +587,8 @@ def test_is_better_directions():
 
 def test_valid_bleu_without_shard_text_never_matches_unk():
     """Shards of an older preprocess.py: a reference <unk> must not reward an output <unk>."""
-    from onmt_cont.bin.train import ValidBleu
     from onmt_cont.inputters.vocab import Vocab
+    from onmt_cont.training import ValidBleu
 
     vocab = Vocab(["<blank>", "<unk>", "<s>", "</s>", "a", "b"])
     examples = [(torch.tensor([4, 5]), torch.tensor([4, 1, 5]))]

@@ -17,10 +17,10 @@ from itertools import islice, zip_longest
 import torch
 
 from onmt_cont import opts
-from onmt_cont.bin.train import resolve_device
 from onmt_cont.inputters.corpus import count_lines
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon
+from onmt_cont.utils.device import resolve_device
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_path, read_lines
 from onmt_cont.utils.progress import progress

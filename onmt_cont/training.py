@@ -1,0 +1,422 @@
+"""The training session train.py runs: option checks, the data, model, loss and optimiser of
+one run (Run), its loop over epochs, validation, checkpoints and -train_from resumption.
+
+bin/train.py only parses the options and calls train(); tests, tools and benchmarks use the
+pieces here (check_options, Run, ValidBleu, load_table) directly."""
+
+import logging
+import os
+import random
+import sys
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from onmt_cont import distributed
+from onmt_cont.constants import UNK
+from onmt_cont.evaluate import tokenized_bleu
+from onmt_cont.inputters.batching import ShardedIterator, collate, make_batches
+from onmt_cont.inputters.corpus import load_shard, load_shard_text, shard_paths
+from onmt_cont.inputters.vocab import load_vocabs
+from onmt_cont.losses import CONTINUOUS_LOSSES, build_loss
+from onmt_cont.losses.contrastive import DEFAULT_NEGATIVES
+from onmt_cont.losses.negatives import parse_sources
+from onmt_cont.models.checkpoint import is_better, load_checkpoint, save_checkpoint
+from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
+from onmt_cont.models.model import build_model
+from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer, TrainingForward
+from onmt_cont.translate.ann import import_faiss
+from onmt_cont.translate.translator import Translator
+from onmt_cont.utils.amp import require_autocast
+from onmt_cont.utils.device import resolve_device
+from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.io import load_checkpoint_data, remove_stale_temps
+from onmt_cont.utils.threads import apply_threads
+
+# Options that define the network; -train_from takes them from the checkpoint.
+MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
+              "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden")
+logger = logging.getLogger("onmt_cont.train")
+
+
+def setup_logging(log_file, main=True):
+    for h in list(logger.handlers):  # an earlier in-process run's handlers: close its log file
+        logger.removeHandler(h)
+        if isinstance(h, logging.FileHandler):
+            h.close()
+    if not main:  # only rank 0 logs
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
+        return
+    logger.setLevel(logging.INFO)
+    fmt = logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S")
+    handlers = [logging.StreamHandler(sys.stdout)]
+    if log_file:
+        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+    for h in handlers:
+        h.setFormatter(fmt)
+        logger.addHandler(h)
+
+
+def check_options(opt):
+    """The checks argparse cannot make (option combinations, ranges); fills in defaults that
+    depend on other options (learning rate, -num_negatives, -negatives)."""
+    if opt.loss in CONTINUOUS_LOSSES and not opt.tgt_emb:
+        raise UserError(f"-loss {opt.loss} predicts pretrained target vectors: give -tgt_emb OUT.dec.pt")
+    if opt.tie_emb and not opt.tgt_emb:
+        raise UserError("-tie_emb uses the pretrained target vectors: give -tgt_emb OUT.dec.pt")
+    if opt.loss == "ce" and opt.generator not in ("linear", "joint"):
+        raise UserError(f"-loss ce is a softmax loss: -generator {opt.generator} does not fit (use linear or joint)")
+    if opt.loss in CONTINUOUS_LOSSES and opt.generator == "joint":
+        raise UserError(f"-generator joint is a softmax output layer: use it with -loss ce, not -loss {opt.loss}")
+    if opt.generator != "joint":
+        for name in ("joint_sample", "joint_dropout"):
+            if getattr(opt, name) is not None:
+                raise UserError(f"-{name} is only used with -generator joint (got -generator {opt.generator})")
+    if opt.rewe_lambda is None and opt.rewe_hidden is not None:
+        raise UserError("-rewe_hidden is only used with -rewe_lambda")
+    if opt.rewe_lambda is not None:
+        if opt.loss != "ce" or opt.generator != "linear":
+            raise UserError("-rewe_lambda adds a ReWE head to a softmax model: it needs -loss ce -generator linear "
+                            f"(got -loss {opt.loss} -generator {opt.generator})")
+        if not opt.tgt_emb:
+            raise UserError("-rewe_lambda regresses the pretrained target vectors: give -tgt_emb OUT.dec.pt")
+        if not opt.rewe_lambda >= 0:
+            raise UserError(f"-rewe_lambda must be at least 0, got {opt.rewe_lambda}")
+    if opt.joint_sample is not None and not 0.0 < opt.joint_sample <= 1.0:
+        raise UserError(f"-joint_sample must be in (0, 1], got {opt.joint_sample}")
+    if opt.joint_dropout is not None and not 0.0 <= opt.joint_dropout < 1.0:
+        raise UserError(f"-joint_dropout must be in [0, 1), got {opt.joint_dropout}")
+    _check_negatives(opt)
+    for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "epochs", "report_every",
+                 "valid_steps", "save_checkpoint_steps", "save_checkpoint_epochs", "train_steps", "joint_dim",
+                 "num_negatives", "rewe_hidden", "num_sampled", "ann_candidates"):
+        if getattr(opt, name) is not None and getattr(opt, name) < 1:
+            raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
+    if not 0.0 <= opt.label_smoothing < 1.0:
+        raise UserError(f"-label_smoothing must be in [0, 1), got {opt.label_smoothing}")
+    if opt.learning_rate is not None and not opt.learning_rate > 0:
+        raise UserError(f"-learning_rate must be positive, got {opt.learning_rate}")
+    if opt.learning_rate is None:
+        opt.learning_rate = 5e-4 if opt.loss in CONTINUOUS_LOSSES else 2e-4
+
+
+def _check_negatives(opt):
+    """The contrastive options: refused where the loss does not use them; defaults filled in."""
+    contrastive = ("maxmargin", "infonce", "nllvmf_nce")
+    if opt.num_negatives is not None and opt.loss not in ("maxmargin", "margin_random"):
+        raise UserError(f"-num_negatives is used by -loss maxmargin and margin_random, not -loss {opt.loss}")
+    if opt.negatives is not None and opt.loss not in contrastive:
+        raise UserError(f"-negatives is used by -loss {', '.join(contrastive)}, not -loss {opt.loss}")
+    if opt.loss == "margin_random" and opt.num_negatives is None:
+        opt.num_negatives = 5
+    if opt.loss == "maxmargin" and opt.num_negatives is None:
+        opt.num_negatives = 1
+    if opt.loss in contrastive:
+        try:
+            sources = parse_sources(opt.negatives or DEFAULT_NEGATIVES[opt.loss])
+        except ValueError as exc:
+            raise UserError(f"-negatives: {exc}") from None
+        opt.negatives = ",".join(sources)
+        if {"gold_nn", "ann"} & set(sources):
+            import_faiss()
+    if not opt.temperature > 0:
+        raise UserError(f"-temperature must be positive, got {opt.temperature}")
+    if not opt.contrastive_weight >= 0:
+        raise UserError(f"-contrastive_weight must be at least 0, got {opt.contrastive_weight}")
+
+
+def load_table(path, tgt_vocab):
+    if not os.path.isfile(path):
+        raise UserError(f"-tgt_emb {path}: no such file")
+    try:
+        table = load_checkpoint_data(path, "a tensor file written by embeddings_to_torch.py")
+    except UserError as exc:  # a text, .vec.gz, checkpoint or otherwise unreadable file
+        raise UserError(f"-tgt_emb {exc}") from None
+    if not isinstance(table, torch.Tensor) or table.dim() != 2 or not table.is_floating_point():
+        raise UserError(f"-tgt_emb {path}: expected a float tensor [vocab, dim] written by embeddings_to_torch.py")
+    if table.size(0) != len(tgt_vocab):
+        raise UserError(f"-tgt_emb {path} has {table.size(0)} rows but the target vocabulary has {len(tgt_vocab)} "
+                        "words: run embeddings_to_torch.py with this -data's vocab.pt")
+    if not torch.isfinite(table).all():
+        raise UserError(f"-tgt_emb {path} holds NaN or inf")
+    return table
+
+
+def check_resumable(ckpt, opt, model, src_vocab, tgt_vocab):
+    """Refuse a -train_from checkpoint that does not fit this -data / -tgt_emb, before anything
+    is written: load_state_dict would raise a raw size-mismatch error, and a same-size table
+    of other vectors would be silently replaced by the checkpoint's."""
+    for side, vocab in (("source", src_vocab), ("target", tgt_vocab)):
+        saved = ckpt["vocab"]["src" if side == "source" else "tgt"]
+        if list(saved) != list(vocab.itos):
+            raise UserError(f"-train_from {opt.train_from} was trained with another {side} vocabulary ({len(saved)} "
+                            f"words) than -data {opt.data} ({len(vocab)} words): resume with the same -data")
+    own = model.state_dict()
+    fixed = {n for n, p in model.named_parameters() if not p.requires_grad} | {n for n, _ in model.named_buffers()}
+    for name, tensor in ckpt["model"].items():
+        mine = own.get(name)
+        if mine is None:
+            continue  # load_state_dict reports missing and unexpected keys below
+        if mine.shape != tensor.shape:
+            what = f"-tgt_emb {opt.tgt_emb}" if name in fixed else "the model built from these options"
+            raise UserError(f"-train_from {opt.train_from}: {name} is {list(tensor.shape)} in the checkpoint but "
+                            f"{list(mine.shape)} in {what}: resume with the table and options it was trained with")
+        if name in fixed and opt.tgt_emb and mine.is_floating_point() and not torch.equal(mine, tensor.to(mine)):
+            raise UserError(f"-tgt_emb {opt.tgt_emb} holds other vectors than the table -train_from "
+                            f"{opt.train_from} was trained with ({name}): resume with the same table")
+    try:
+        model.load_state_dict(ckpt["model"])
+    except RuntimeError as exc:
+        raise UserError(f"-train_from {opt.train_from} does not fit the model built from these options: "
+                        f"{exc}") from None
+
+
+def make_optimizer(opt, model):
+    params = [p for p in model.parameters() if p.requires_grad]
+    if opt.optim == "adam":
+        return torch.optim.Adam(params, lr=opt.learning_rate, betas=(opt.adam_beta1, opt.adam_beta2))
+    return torch.optim.SGD(params, lr=opt.learning_rate)
+
+
+def report_parameters(model):
+    emb = model.decoder.embeddings
+    logger.info(f"parameters: encoder {parameter_count(model.encoder):,}; decoder "
+                f"{parameter_count(model.decoder) - parameter_count(emb):,}")
+    logger.info(f"input layer (decoder embeddings): {parameter_count(emb):,} trainable, {frozen_count(emb):,} frozen")
+    gen = model.generator
+    if isinstance(gen, JointGenerator):
+        d_j, d = gen.word_proj.weight.shape
+        logger.info(f"output layer (joint generator): {parameter_count(gen):,} trainable = U {d_j}x{d} + b_u {d_j} + "
+                    f"V {d_j}x{gen.context_proj.in_features} + b_v {d_j} + b {gen.bias.numel()}; "
+                    "E is the decoder's input embeddings (counted above)")
+        return
+    head = parameter_count(gen.head) if isinstance(gen, ReWEGenerator) else 0
+    logger.info(f"output layer (generator): {parameter_count(gen) - head:,} trainable, "
+                f"{frozen_count(gen):,} frozen (embedding table)")
+    if isinstance(gen, ReWEGenerator):
+        w1, w2 = gen.head.w1, gen.head.w2
+        logger.info(f"ReWE head: {head:,} trainable = W1 {w1.out_features}x{w1.in_features} + b1 + "
+                    f"W2 {w2.out_features}x{w2.in_features} + b2 (training only; ignored at inference)")
+
+
+class ValidBleu:
+    """BLEU of greedy decoding of the validation shard, with translate.py's Translator (no
+    -replace_unk: model selection sees the model's own words). References are the shard's target
+    text; shards from an older preprocess.py hold only ids, so the references' unknown words are
+    then written as a token no output can match (a pessimistic but consistent score)."""
+
+    def __init__(self, examples, tgt_text, src_vocab, tgt_vocab, batch_size):
+        self.src_lines = [" ".join(src_vocab.decode(src.tolist())) for src, _ in examples]
+        if tgt_text is None:
+            logger.warning("the validation shard has no target text (made by an older preprocess.py): BLEU "
+                           "references have <unk> where the vocabulary lacks a word; rerun preprocess.py to fix")
+            tgt_text = [" ".join(tok if tok != UNK else "<unk-ref>" for tok in tgt_vocab.decode(tgt.tolist()))
+                        for _, tgt in examples]
+        self.refs = tgt_text
+        self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
+        self.batch_size = batch_size
+
+    def __call__(self, model, device):
+        translator = Translator.from_model(model, self.src_vocab, self.tgt_vocab, False, device)
+        with torch.no_grad():
+            hyps = translator.translate_lines(self.src_lines, self.batch_size)
+        return {"bleu": tokenized_bleu(hyps, self.refs)[0],
+                "unk_share": translator.unk_out / max(translator.words_out, 1)}
+
+
+class Run:
+    """Everything one training run holds, and the loop over epochs."""
+
+    def __init__(self, opt, device, ctx=None):
+        self.opt = opt
+        self.device = device
+        self.ctx = ctx if ctx is not None else distributed.Context()
+        self.src_vocab, self.tgt_vocab, vocab_data = load_vocabs(opt.data + ".vocab.pt")
+        self.lower = bool(vocab_data.get("lower", False))  # translate.py lowercases input the same way
+        self.train_paths = shard_paths(opt.data, "train")
+        valid_path = shard_paths(opt.data, "valid")[0]
+        valid_examples = load_shard(valid_path)
+        self.valid = [collate(valid_examples, b, device)
+                      for b in make_batches(valid_examples, opt.valid_batch_size, "sents")]
+        self.valid_bleu = ValidBleu(valid_examples, load_shard_text(valid_path), self.src_vocab, self.tgt_vocab,
+                                    opt.valid_batch_size) if opt.valid_metric == "bleu" else None
+        table = load_table(opt.tgt_emb, self.tgt_vocab) if opt.tgt_emb else None
+        torch.manual_seed(opt.seed)
+        random.seed(opt.seed)
+        try:
+            self.model = build_model(opt, len(self.src_vocab), len(self.tgt_vocab), table).to(device)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+        self.optimizer = make_optimizer(opt, self.model)
+        gen_table = getattr(self.model.generator, "table", None)
+        forward = TrainingForward(self.model)
+        loss_fn = build_loss(opt, gen_table)
+        amp = {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if opt.amp else None
+        if amp is not None:  # before DDP wraps the model and before any log or checkpoint is written
+            require_autocast(forward, loss_fn, device, amp)
+        if self.ctx.distributed:
+            # a ReWE head at lambda 0 is left out of the graph: DDP must be told some parameters go unused
+            unused = getattr(opt, "rewe_lambda", None) == 0
+            forward = DistributedDataParallel(forward, device_ids=[device.index] if device.type == "cuda" else None,
+                                              find_unused_parameters=unused)
+        self.trainer = Trainer(self.model, loss_fn, self.optimizer, opt.max_grad_norm,
+                               forward, self.ctx, amp, measure_every=opt.report_every)
+        self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, "best_score": None, "bad_validations": 0,
+                         "valid_metric": opt.valid_metric}
+        self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
+                                        self.ctx.rank, self.ctx.world)
+
+    def resume(self, ckpt):
+        self.model.load_state_dict(ckpt["model"])
+        if ckpt.get("optim"):
+            self.optimizer.load_state_dict(ckpt["optim"])
+            for group in self.optimizer.param_groups:
+                group["lr"] = self.opt.learning_rate
+        self.progress.update(ckpt["progress"])
+        torch.set_rng_state(ckpt["rng"]["torch"])
+        if self.device.type == "cuda" and ckpt["rng"]["cuda"]:
+            torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
+        if "python" in ckpt["rng"]:  # checkpoints before it was saved: nothing drew from it then either
+            random.setstate(ckpt["rng"]["python"])
+        if self.trainer.scaler is not None and ckpt.get("scaler"):
+            self.trainer.scaler.load_state_dict(ckpt["scaler"])
+        logger.info(f"resumed from step {self.progress['step']} (epoch {self.progress['epoch'] + 1})")
+
+    def save(self, name):
+        """Rank 0 writes (atomically); the others only wait for it."""
+        path = f"{self.opt.save_model}_{name}.pt"
+        if not self.ctx.is_main:
+            distributed.barrier(self.ctx)
+            return path
+        save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab, self.progress,
+                        lower=self.lower, scaler=self.trainer.scaler)
+        distributed.barrier(self.ctx)
+        return path
+
+    def validate(self):
+        stats = self.trainer.validate(self.valid)
+        extra = (f"cosine {stats['cosine']:.4f}; nn accuracy {stats['accuracy']:.2%}" if "cosine" in stats
+                 else f"ppl {stats['ppl']:.2f}; accuracy {stats['accuracy']:.2%}")
+        if self.valid_bleu is not None:
+            stats.update(self.valid_bleu(self.model, self.device))
+            extra += f"; greedy BLEU {stats['bleu']:.2f} (<unk> {stats['unk_share']:.1%} of the output)"
+        logger.info(f"validation at step {self.progress['step']}: loss {stats['loss']:.4f}; {extra}")
+        metric = self.opt.valid_metric
+        if self.progress.get("valid_metric", "loss") != metric:  # a resumed run that changed -valid_metric
+            self.progress["best_score"], self.progress["bad_validations"] = None, 0
+        self.progress["valid_metric"] = metric
+        if is_better(stats[metric], self.progress["best_score"], higher=metric != "loss"):
+            self.progress["best_score"] = stats[metric]
+            self.progress["bad_validations"] = 0
+            logger.info(f"new best validation {metric}: wrote {self.save('best')}")
+        else:
+            self.progress["bad_validations"] += 1
+        return stats
+
+    def stop_early(self):
+        n = self.opt.early_stopping
+        return n > 0 and self.progress["bad_validations"] >= n
+
+    def train(self):
+        opt, pr = self.opt, self.progress
+        meter = Meter(self.model.generator.continuous)
+        cap = opt.train_steps
+        # stop_early(): resuming a run that stopped early must not take one more step
+        while pr["epoch"] < opt.epochs and (cap is None or pr["step"] < cap) and not self.stop_early():
+            for si, bi, batch in self.iterator.epoch(pr["epoch"], pr["shard"], pr["batch"]):
+                loss, n = self.trainer.train_step(batch, pr["step"] + 1)
+                pr["step"] += 1
+                pr["shard"], pr["batch"] = si, bi + 1
+                meter.update(loss, n, self.trainer.last_src_tokens, self.trainer.last_stats, pr["step"])
+                if pr["step"] % opt.report_every == 0:
+                    logger.info(meter.line(pr["step"], self.optimizer.param_groups[0]["lr"]))
+                    meter.reset()
+                if pr["step"] % opt.valid_steps == 0:
+                    self.validate()
+                if pr["step"] % opt.save_checkpoint_steps == 0:
+                    self.save(f"step_{pr['step']}")
+                if (cap is not None and pr["step"] >= cap) or self.stop_early():
+                    break
+            else:
+                pr["epoch"], pr["shard"], pr["batch"] = pr["epoch"] + 1, 0, 0
+                logger.info(f"epoch {pr['epoch']} done at step {pr['step']}")
+                if pr["step"] % opt.valid_steps:
+                    self.validate()
+                if opt.save_checkpoint_epochs and pr["epoch"] % opt.save_checkpoint_epochs == 0:
+                    self.save(f"epoch_{pr['epoch']}")
+                if self.stop_early():
+                    logger.info(f"early stopping: {pr['bad_validations']} validations without improvement")
+                    break
+                continue
+            if self.stop_early():
+                logger.info(f"early stopping: {pr['bad_validations']} validations without improvement")
+            break
+        if pr["step"] % opt.save_checkpoint_steps:
+            self.save(f"step_{pr['step']}")
+        logger.info(f"finished at step {pr['step']}: wrote {self.save('last')}")
+        if self.ctx.distributed:
+            same = distributed.parameters_identical(self.model, self.ctx)
+            logger.info(f"parameters identical on all {self.ctx.world} ranks: {'yes' if same else 'NO'}")
+            if not same:
+                raise RuntimeError("ranks ended with different parameters")
+
+
+def train(opt, default):
+    """Check the parsed options ``opt`` (an argparse namespace of bin/train.py's parser), build the
+    run and train it to the end. ``default(name)`` is the parser's default of an option: with
+    -train_from, a model option left at its default takes the checkpoint's value, and one given
+    otherwise must match it. Returns the finished Run."""
+    missing = [f"-{k}" for k in ("data", "save_model") if not getattr(opt, k)]
+    if missing:
+        raise UserError(f"missing required option(s): {' '.join(missing)}")
+    if os.path.isfile(opt.data):  # e.g. a checkpoint or PREFIX.vocab.pt
+        raise UserError(f"-data {opt.data} is a file: -data takes the prefix given to preprocess.py -save_data "
+                        "(the files are PREFIX.vocab.pt, PREFIX.train.N.pt, PREFIX.valid.0.pt)")
+    ckpt = None
+    if opt.train_from:
+        ckpt = load_checkpoint(opt.train_from)
+        for k in MODEL_OPTS:
+            if k in ckpt["opt"]:
+                given = getattr(opt, k)
+                if given != default(k) and given != ckpt["opt"][k]:
+                    raise UserError(f"-{k} {given} conflicts with the checkpoint -train_from {opt.train_from} "
+                                    f"(trained with -{k} {ckpt['opt'][k]}); leave it out to resume")
+                setattr(opt, k, ckpt["opt"][k])
+    check_options(opt)
+    save_dir = os.path.dirname(os.path.abspath(opt.save_model))
+    if not os.path.isdir(save_dir):
+        raise UserError(f"-save_model {opt.save_model}: directory {save_dir} does not exist")
+    if opt.log_file and not os.path.isdir(os.path.dirname(os.path.abspath(opt.log_file))):
+        raise UserError(f"-log_file {opt.log_file}: directory {os.path.dirname(os.path.abspath(opt.log_file))} "
+                        "does not exist")
+    if opt.amp and opt.amp_dtype == "fp16" and opt.gpu is None:
+        raise UserError("-amp -amp_dtype fp16 needs a GPU (-gpu); on CPU use -amp_dtype bf16")
+    threads = apply_threads(opt.threads)
+    ctx = distributed.init(use_gpu=opt.gpu is not None)
+    device = resolve_device(ctx.local_rank if ctx.distributed and opt.gpu is not None else opt.gpu)
+    run = Run(opt, device, ctx)  # reads and checks every input: a failure leaves no log file behind
+    if ckpt is not None:
+        check_resumable(ckpt, opt, run.model, run.src_vocab, run.tgt_vocab)
+    setup_logging(opt.log_file if ctx.is_main else None, ctx.is_main)
+    if ctx.is_main:
+        stale = remove_stale_temps(save_dir, os.path.basename(opt.save_model) + "_")
+        if stale:
+            logger.info(f"removed {len(stale)} partial checkpoint file(s) of a killed run: {', '.join(stale)}")
+    if ckpt is not None:
+        run.resume(ckpt)
+    extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample", "negatives", "num_negatives")
+                    if getattr(opt, k) is not None)
+    logger.info(f"model: -loss {opt.loss} -generator {opt.generator}{' -tie_emb' if opt.tie_emb else ''}{extra}; "
+                f"device {device}{f' ({threads} threads)' if device.type == 'cpu' else ''}; lr {opt.learning_rate}")
+    report_parameters(run.model)
+    if ctx.distributed:
+        logger.info(f"distributed: {ctx.world} processes ({'nccl' if device.type == 'cuda' else 'gloo'}); "
+                    f"each takes 1/{ctx.world} of every batch of -batch_size {opt.batch_size}")
+    try:
+        run.train()
+    except NonFiniteLoss as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        distributed.cleanup(ctx)
+    return run
