@@ -9,7 +9,7 @@ from torch import nn
 
 from onmt_cont import distributed
 from onmt_cont.constants import PAD_ID
-from onmt_cont.models.generators import ReWEOutput, SampledLogits
+from onmt_cont.outputs import ReWEOutput, SampledLogits
 
 
 class NonFiniteLoss(RuntimeError):

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from onmt_cont.losses.continuous import cosine, l2
-from onmt_cont.models.generators import SampledLogits
+from onmt_cont.outputs import SampledLogits
 
 # ReWE's regression loss between the head's ê [N, m] and e(y) [N, m] -> [N]: the cosine embedding
 # loss 1 − cos (the paper's best) or the squared error ‖ê − e(y)‖² summed over the dimensions.

@@ -13,28 +13,14 @@ All share one interface, so the trainer and the decoders need no special cases:
 """
 
 import math
-from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from onmt_cont.constants import PAD_ID, SPECIALS
+from onmt_cont.outputs import ReWEOutput, SampledLogits
 from onmt_cont.vmf import log_cmk
-
-
-class SampledLogits(NamedTuple):
-    """A softmax over a subset of the vocabulary (joint generator, ``-joint_sample``)."""
-
-    logits: torch.Tensor  # [N, K]: the scores of the candidate words only
-    candidates: torch.Tensor  # [K]: their ids, sorted ascending, every gold id among them
-
-
-class ReWEOutput(NamedTuple):
-    """A softmax model's logits and its ReWE head's predicted embedding (training and validation)."""
-
-    logits: torch.Tensor  # [N, vocab]
-    embedding: torch.Tensor  # [N, m]
 
 
 class SoftmaxGenerator(nn.Module):
