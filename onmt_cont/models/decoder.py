@@ -83,6 +83,13 @@ class InputFeedRNNDecoder(nn.Module):
         enc_hidden = enc_hidden or hidden_size
         self.bridge = nn.Linear(2 * enc_layers * enc_hidden, 2 * num_layers * hidden_size)
 
+    @classmethod
+    def from_opt(cls, opt, embeddings):
+        """The decoder train.py's options describe (-dec_layers, -rnn_size, -dropout), reading
+        ``embeddings`` (a TargetEmbeddings); its bridge takes the RNN encoder's final state."""
+        return cls(embeddings, opt.rnn_size, opt.dec_layers, opt.dropout, enc_hidden=opt.rnn_size,
+                   enc_layers=opt.enc_layers)
+
     def init_state(self, enc_final):
         """enc_final: (h, c), each [enc_layers, batch, enc_hidden] -> decoder state dict with
         h, c: [num_layers, batch, hidden] and input_feed: [batch, hidden]."""

@@ -29,6 +29,13 @@ class RNNEncoder(nn.Module):
         self.bidirectional = bidirectional
         self.num_layers = num_layers
 
+    @classmethod
+    def from_opt(cls, opt, vocab_size, pad_id=0):
+        """The encoder train.py's options describe (-brnn, -enc_layers, -rnn_size, -dropout), over a
+        source vocabulary of ``vocab_size`` words."""
+        emb_size = opt.src_word_vec_size or opt.word_vec_size
+        return cls(vocab_size, emb_size, opt.rnn_size, opt.enc_layers, opt.brnn, opt.dropout, pad_id)
+
     def forward(self, src, lengths):
         """src: [batch, src_len] ids; lengths: [batch] (on CPU or the same device).
 

@@ -15,6 +15,18 @@ from onmt_cont.models.generators import (
     normalize_table,
 )
 
+# The architectures, by name (OpenNMT's -encoder_type / -decoder_type names). Each class has
+# from_opt(opt, ...) taking what it needs from the options; a new architecture is its own module
+# under models/ plus an entry here. "brnn" is the bidirectional RNNEncoder (-brnn).
+str2enc = {"rnn": RNNEncoder, "brnn": RNNEncoder}
+str2dec = {"rnn": InputFeedRNNDecoder}
+
+
+def architecture(opt):
+    """-> (encoder name, decoder name) of the options. Only -brnn chooses today; an
+    -encoder_type / -decoder_type option would be read here."""
+    return ("brnn" if opt.brnn else "rnn"), "rnn"
+
 
 class NMTModel(nn.Module):
     def __init__(self, encoder, decoder, generator):
@@ -95,12 +107,11 @@ def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
     if (kind in ("continuous", "rewe") or opt.tie_emb) and tgt_table is None:
         needs = "-rewe_lambda" if kind == "rewe" else f"-loss {opt.loss}{' -tie_emb' if opt.tie_emb else ''}"
         raise ValueError(f"{needs} needs -tgt_emb")
-    src_emb = opt.src_word_vec_size or opt.word_vec_size
+    enc_name, dec_name = architecture(opt)
     tgt_emb = opt.tgt_word_vec_size or opt.word_vec_size
-    encoder = RNNEncoder(src_vocab_size, src_emb, opt.rnn_size, opt.enc_layers, opt.brnn, opt.dropout, PAD_ID)
+    encoder = str2enc[enc_name].from_opt(opt, src_vocab_size, PAD_ID)
     embeddings = TargetEmbeddings(tgt_vocab_size, tgt_emb, tgt_table if opt.tie_emb else None, PAD_ID)
-    decoder = InputFeedRNNDecoder(embeddings, opt.rnn_size, opt.dec_layers, opt.dropout,
-                                  enc_hidden=opt.rnn_size, enc_layers=opt.enc_layers)
+    decoder = str2dec[dec_name].from_opt(opt, embeddings)
     generator = build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table)
     model = NMTModel(encoder, decoder, generator)
     if opt.param_init:
