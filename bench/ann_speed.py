@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from onmt_cont.translate.ann import FaissIndex  # noqa: E402
+from onmt_cont.ann import FaissIndex  # noqa: E402
 
 
 def synthetic_table(n, dim=300, words_per_cluster=50, spread=1.0, seed=0):

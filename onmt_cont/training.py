@@ -13,6 +13,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from onmt_cont import distributed
+from onmt_cont.ann import import_faiss
 from onmt_cont.constants import UNK
 from onmt_cont.evaluate import tokenized_bleu
 from onmt_cont.inputters.batching import ShardedIterator, collate, make_batches
@@ -25,7 +26,6 @@ from onmt_cont.models.checkpoint import is_better, load_checkpoint, save_checkpo
 from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
 from onmt_cont.models.model import build_model
 from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer, TrainingForward
-from onmt_cont.translate.ann import import_faiss
 from onmt_cont.translate.translator import Translator
 from onmt_cont.utils.amp import require_autocast
 from onmt_cont.utils.device import resolve_device

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from ann_speed import exact_top1, synthetic_queries, synthetic_table  # noqa: E402
 
 faiss = pytest.importorskip("faiss")
-from onmt_cont.translate.ann import FaissIndex  # noqa: E402
+from onmt_cont.ann import FaissIndex  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

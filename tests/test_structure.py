@@ -1,4 +1,7 @@
-"""The architecture registries (issue 16, "structure first")."""
+"""The package's layering and the architecture registries (issue 16, "structure first")."""
+
+import ast
+import pathlib
 
 import pytest
 
@@ -6,6 +9,53 @@ from onmt_cont.bin import train
 from onmt_cont.models import model as model_mod
 from onmt_cont.models.decoder import InputFeedRNNDecoder
 from onmt_cont.models.encoder import RNNEncoder
+
+PKG = pathlib.Path(__file__).resolve().parent.parent / "onmt_cont"
+
+# Lower layers first; a module may import its own layer and those before it, never a later one.
+LAYERS = [
+    {"constants", "vmf", "outputs", "ann", "utils", "distributed", "evaluate"},
+    {"losses", "inputters", "opts", "align"},
+    {"models"},
+    {"trainer", "translate"},
+    {"training"},
+    {"bin"},
+]
+RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+
+
+def top_part(module):
+    """'onmt_cont.models.generators' -> 'models'; None outside the package."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "onmt_cont" and len(parts) > 1 else None
+
+
+def package_imports(path):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            if node.module == "onmt_cont":  # from onmt_cont import opts, distributed
+                yield from (alias.name for alias in node.names)
+            else:
+                yield top_part(node.module)
+        elif isinstance(node, ast.Import):
+            yield from (top_part(alias.name) for alias in node.names)
+
+
+def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
+    upward = []
+    for path in sorted(PKG.rglob("*.py")):
+        rel = path.relative_to(PKG)
+        own = rel.parts[0].removesuffix(".py")
+        if own == "__init__":
+            continue
+        assert own in RANK, f"onmt_cont/{rel}: add its part to LAYERS"
+        for part in package_imports(path):
+            if part is None:
+                continue
+            assert part in RANK, f"onmt_cont/{rel} imports onmt_cont.{part}: add it to LAYERS"
+            if RANK[part] > RANK[own]:
+                upward.append(f"onmt_cont/{rel} -> onmt_cont.{part}")
+    assert upward == []
 
 
 @pytest.mark.parametrize("brnn", [False, True])

@@ -10,7 +10,7 @@ A negative source gives, for a batch of N tokens, either word ids shared by all 
   checkpoints);
 - ``gold_nn`` (per token): the ``-ann_candidates`` nearest table words of the gold word. The table
   is frozen, so they are found once, before training, with a faiss index over the table
-  (onmt_cont.translate.ann; exactly on a GPU or for tables of up to EXACT_UP_TO words), and each
+  (onmt_cont.ann; exactly on a GPU or for tables of up to EXACT_UP_TO words), and each
   step only looks them up: flat in V;
 - ``ann`` (per token): the ``-ann_candidates`` nearest table words of the prediction ê, searched in
   the same faiss index at every step (on the CPU). The index searches a fixed number of cells of
@@ -47,7 +47,7 @@ EXACT_UP_TO = 16384
 
 
 def _faiss_index(table, threads):
-    from onmt_cont.translate.ann import FaissIndex
+    from onmt_cont.ann import FaissIndex
 
     return FaissIndex(table, "ivf", threads=threads or torch.get_num_threads())
 

@@ -2,10 +2,10 @@
 
 import torch
 
+from onmt_cont.ann import FaissIndex
 from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.batching import collate
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
-from onmt_cont.translate.ann import FaissIndex
 from onmt_cont.translate.open_vocab import extend_model, read_extension
 from onmt_cont.translate.search import BANNED, BANNED_WITH_UNK, beam_search, greedy_search
 from onmt_cont.translate.unk import replace_unk
@@ -18,7 +18,7 @@ class Translator:
                  tgt_emb_extend_vocab=None, ann=None, ban_unk=False):
         """``tgt_emb_extend``: open-vocabulary decoding over that table (see open_vocab.py);
         ``ban_unk``: never produce <unk> (translate.py -ban_unk_token);
-        ``ann``: None (exact search) or a dict of :class:`~onmt_cont.translate.ann.FaissIndex`
+        ``ann``: None (exact search) or a dict of :class:`~onmt_cont.ann.FaissIndex`
         arguments besides the table, built once here over the final table."""
         data = load_checkpoint(checkpoint_path)
         model, _, src_vocab, tgt_vocab = model_from_checkpoint(data, device)
