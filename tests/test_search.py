@@ -109,6 +109,10 @@ class StubDecoder:
         new_state = dict(state, prefix=prefix, h=state["h"] + 1)
         return dec_out, attn, new_state
 
+    def reorder_state(self, state, index):
+        """The stub's state is laid out like the LSTM decoder's: h and c have the batch in dim 1."""
+        return {key: v.index_select(1 if key in ("h", "c") else 0, index) for key, v in state.items()}
+
 
 class StubGenerator:
     """The decoder already produced scores: forward and scores are identities."""

@@ -103,6 +103,11 @@ class InputFeedRNNDecoder(nn.Module):
             "input_feed": h.new_zeros(batch, self.hidden_size),
         }
 
+    def reorder_state(self, state, index):
+        """Beam search: the state of the hypotheses ``index`` [n] picks (by batch row) -> new state.
+        h and c are [num_layers, batch, hidden], input_feed [batch, hidden]."""
+        return {key: v.index_select(1 if key in ("h", "c") else 0, index) for key, v in state.items()}
+
     def forward(self, tgt_in, memory_bank, src_mask, state):
         """tgt_in: [batch, tgt_len] ids; memory_bank: [batch, src_len, hidden]; src_mask:
         [batch, src_len]. Returns dec_out [batch, tgt_len, hidden], attn [batch, tgt_len, src_len]

@@ -124,7 +124,7 @@ def _beam_one(model, src, src_lengths, max_len, k, penalty, alpha, banned):
         if len(finished) >= k or not new_seqs:
             break
         index = torch.tensor(parents, device=device)
-        state = {key: v.index_select(1 if key in ("h", "c") else 0, index) for key, v in state.items()}
+        state = model.decoder.reorder_state(state, index)  # the state's layout is the decoder's business
         seqs, attns = new_seqs, new_attns
         totals = torch.tensor(new_totals, device=device)
         last = torch.tensor(words, device=device)
