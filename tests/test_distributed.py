@@ -59,7 +59,10 @@ def test_two_gloo_ranks_match_one_process(data):
     single_m, multi_m = re.findall(metrics, single_log), re.findall(metrics, multi_log)
     assert len(single_m) == len(multi_m) == 6
     for (c1, a1, n1), (c2, a2, n2) in zip(single_m, multi_m, strict=True):
-        assert (float(c2), a2, n2) == (pytest.approx(float(c1), abs=1e-3), a1, n1)
+        # two ranks split the batch, so their products sum in another order: a near-tie in the
+        # nearest-neighbour argmax may flip one token (seen once in a loaded full-suite run)
+        assert n2 == n1 and float(c2) == pytest.approx(float(c1), abs=1e-3), (single_m, multi_m)
+        assert abs(float(a2) - float(a1)) <= 100 / int(n1) + 0.01, (single_m, multi_m)
     assert multi_log.count("finished at step 6") == 1  # only rank 0 logs
     a = torch.load(data / "single_last.pt", weights_only=True)["model"]
     b = torch.load(data / "multi_last.pt", weights_only=True)["model"]
