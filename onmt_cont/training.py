@@ -24,7 +24,7 @@ from onmt_cont.losses.contrastive import DEFAULT_NEGATIVES
 from onmt_cont.losses.negatives import parse_sources
 from onmt_cont.models.checkpoint import is_better, load_checkpoint, save_checkpoint
 from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
-from onmt_cont.models.model import build_model
+from onmt_cont.models.model import architecture, build_model
 from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer, TrainingForward
 from onmt_cont.translate.translator import Translator
 from onmt_cont.utils.amp import require_autocast
@@ -35,7 +35,8 @@ from onmt_cont.utils.threads import apply_threads
 
 # Options that define the network; -train_from takes them from the checkpoint.
 MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
-              "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden")
+              "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden", "encoder_type",
+              "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions")
 logger = logging.getLogger("onmt_cont.train")
 
 
@@ -88,6 +89,7 @@ def check_options(opt):
     if opt.joint_dropout is not None and not 0.0 <= opt.joint_dropout < 1.0:
         raise UserError(f"-joint_dropout must be in [0, 1), got {opt.joint_dropout}")
     _check_negatives(opt)
+    _check_architecture(opt)
     for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "epochs", "report_every",
                  "valid_steps", "save_checkpoint_steps", "save_checkpoint_epochs", "train_steps", "joint_dim",
                  "num_negatives", "rewe_hidden", "num_sampled", "ann_candidates"):
@@ -95,10 +97,72 @@ def check_options(opt):
             raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
     if not 0.0 <= opt.label_smoothing < 1.0:
         raise UserError(f"-label_smoothing must be in [0, 1), got {opt.label_smoothing}")
+    if opt.label_smoothing and opt.loss != "ce":
+        raise UserError(f"-label_smoothing smooths the softmax's target distribution: it needs -loss ce, "
+                        f"not -loss {opt.loss}")
     if opt.learning_rate is not None and not opt.learning_rate > 0:
         raise UserError(f"-learning_rate must be positive, got {opt.learning_rate}")
+    if opt.warmup_steps < 1:
+        raise UserError(f"-warmup_steps must be at least 1, got {opt.warmup_steps}")
     if opt.learning_rate is None:
-        opt.learning_rate = 5e-4 if opt.loss in CONTINUOUS_LOSSES else 2e-4
+        if opt.decay_method == "noam":
+            opt.learning_rate = 2.0  # OpenNMT's Transformer factor
+        else:
+            opt.learning_rate = 5e-4 if opt.loss in CONTINUOUS_LOSSES else 2e-4
+
+
+def expand_layers(opt, default):
+    """-layers N sets -enc_layers and -dec_layers; refused next to either of them."""
+    if opt.layers is None:
+        return
+    given = [f"-{k}" for k in ("enc_layers", "dec_layers") if getattr(opt, k) != default(k)]
+    if given:
+        raise UserError(f"-layers sets both -enc_layers and -dec_layers: give it or {' / '.join(given)}, not both")
+    if opt.layers < 1:
+        raise UserError(f"-layers must be at least 1, got {opt.layers}")
+    opt.enc_layers = opt.dec_layers = opt.layers
+    opt.layers = None  # a resumed run reads -enc_layers / -dec_layers from the checkpoint
+
+
+def _check_architecture(opt):
+    """-encoder_type / -decoder_type and the Transformer's sizes, before anything is built."""
+    try:
+        enc, dec = architecture(opt)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    for name in ("enc_layers", "dec_layers"):
+        if getattr(opt, name) < 1:
+            raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
+    transformer = "transformer" in (enc, dec)
+    if transformer:
+        for name in ("heads", "transformer_ff", "max_positions"):
+            if getattr(opt, name) < 1:
+                raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
+        if opt.rnn_size % opt.heads:
+            raise UserError(f"-heads {opt.heads} must divide -rnn_size {opt.rnn_size} (the Transformer's model size): "
+                            "each head attends over rnn_size / heads dimensions")
+        if not 0.0 <= opt.attention_dropout < 1.0:
+            raise UserError(f"-attention_dropout must be in [0, 1), got {opt.attention_dropout}")
+    for side, name, key in (("encoder", enc, "src_word_vec_size"), ("decoder", dec, "tgt_word_vec_size")):
+        size = getattr(opt, key) or opt.word_vec_size
+        if name == "transformer" and size != opt.rnn_size:
+            raise UserError(f"-{side}_type transformer adds position vectors to the word embeddings, so they "
+                            f"must be -rnn_size {opt.rnn_size} wide, not {size}: give -{key} {opt.rnn_size} "
+                            f"(or -word_vec_size {opt.rnn_size})")
+    if opt.alignment_layer is not None:
+        if dec != "transformer":
+            raise UserError("-alignment_layer picks a Transformer decoder layer's cross-attention: it needs "
+                            f"-decoder_type transformer (got -decoder_type {dec})")
+        if not -opt.dec_layers <= opt.alignment_layer < opt.dec_layers:
+            raise UserError(f"-alignment_layer {opt.alignment_layer}: the decoder has {opt.dec_layers} layers "
+                            f"(0..{opt.dec_layers - 1}, or -1 for the last)")
+
+
+def learning_rate(opt, step):
+    """The learning rate of update ``step`` (1-based): constant, or the noam schedule."""
+    if opt.decay_method == "noam":
+        return opt.learning_rate * opt.rnn_size ** -0.5 * min(step ** -0.5, step * opt.warmup_steps ** -1.5)
+    return opt.learning_rate
 
 
 def _check_negatives(opt):
@@ -325,6 +389,9 @@ class Run:
         # stop_early(): resuming a run that stopped early must not take one more step
         while pr["epoch"] < opt.epochs and (cap is None or pr["step"] < cap) and not self.stop_early():
             for si, bi, batch in self.iterator.epoch(pr["epoch"], pr["shard"], pr["batch"]):
+                if opt.decay_method != "none":
+                    for group in self.optimizer.param_groups:
+                        group["lr"] = learning_rate(opt, pr["step"] + 1)
                 loss, n = self.trainer.train_step(batch, pr["step"] + 1)
                 pr["step"] += 1
                 pr["shard"], pr["batch"] = si, bi + 1
@@ -373,6 +440,7 @@ def train(opt, default):
     if os.path.isfile(opt.data):  # e.g. a checkpoint or PREFIX.vocab.pt
         raise UserError(f"-data {opt.data} is a file: -data takes the prefix given to preprocess.py -save_data "
                         "(the files are PREFIX.vocab.pt, PREFIX.train.N.pt, PREFIX.valid.0.pt)")
+    expand_layers(opt, default)
     ckpt = None
     if opt.train_from:
         ckpt = load_checkpoint(opt.train_from)
@@ -407,7 +475,8 @@ def train(opt, default):
         run.resume(ckpt)
     extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample", "negatives", "num_negatives")
                     if getattr(opt, k) is not None)
-    logger.info(f"model: -loss {opt.loss} -generator {opt.generator}{' -tie_emb' if opt.tie_emb else ''}{extra}; "
+    enc, dec = architecture(opt)
+    logger.info(f"model: -encoder_type {enc} -decoder_type {dec} -loss {opt.loss} -generator {opt.generator}{' -tie_emb' if opt.tie_emb else ''}{extra}; "
                 f"device {device}{f' ({threads} threads)' if device.type == 'cpu' else ''}; lr {opt.learning_rate}")
     report_parameters(run.model)
     if ctx.distributed:

@@ -17,7 +17,15 @@ def build_parser():
     g.add_argument("-tgt_emb", help="target embedding table OUT.dec.pt from embeddings_to_torch.py "
                    "(unit-normalised and frozen here); required by continuous losses and -tie_emb")
     g = p.add_argument_group("Model")
-    g.add_argument("-rnn_size", type=int, default=1024, help="LSTM hidden size (paper: 1024)")
+    g.add_argument("-encoder_type", choices=["rnn", "brnn", "transformer"], default=None,
+                   help="rnn: LSTM; brnn: bidirectional LSTM (same as -brnn); transformer: pre-norm self-attention "
+                   "(default: brnn with -brnn, else rnn)")
+    g.add_argument("-decoder_type", choices=["rnn", "transformer"], default="rnn",
+                   help="rnn: LSTM with Luong attention and input feeding; transformer: pre-norm causal "
+                   "self-attention + cross-attention, decoded with a key/value cache")
+    g.add_argument("-rnn_size", type=int, default=1024, help="LSTM hidden size (paper: 1024); the Transformer's "
+                   "model size d_model (its embeddings must be as wide: -word_vec_size)")
+    g.add_argument("-layers", type=int, default=None, help="set both -enc_layers and -dec_layers")
     g.add_argument("-word_vec_size", type=int, default=512, help="input embedding size (paper: 512)")
     g.add_argument("-src_word_vec_size", type=int, default=None, help="source embedding size (default -word_vec_size)")
     g.add_argument("-tgt_word_vec_size", type=int, default=None,
@@ -25,8 +33,22 @@ def build_parser():
     g.add_argument("-enc_layers", type=int, default=1, help="encoder LSTM layers (paper: 1)")
     g.add_argument("-dec_layers", type=int, default=2, help="decoder LSTM layers (paper: 2)")
     g.add_argument("-brnn", action="store_true", help="bidirectional encoder (the paper's)")
+    g.add_argument("-heads", type=int, default=8, help="transformer: attention heads (must divide -rnn_size)")
+    g.add_argument("-transformer_ff", type=int, default=2048, help="transformer: inner size of the feed-forward "
+                   "blocks")
+    g.add_argument("-position_encoding", choices=["sinusoidal", "learned"], default="sinusoidal",
+                   help="transformer: fixed sinusoids (any length) or a learned table of -max_positions rows")
+    g.add_argument("-max_positions", type=int, default=1024, help="transformer, -position_encoding learned: "
+                   "positions with a vector of their own (longer sentences reuse the last one)")
+    g.add_argument("-attention_dropout", type=float, default=0.1, help="transformer: dropout on the attention "
+                   "probabilities")
+    g.add_argument("-alignment_layer", type=int, default=None, help="transformer decoder: the layer whose "
+                   "cross-attention, averaged over heads, -replace_unk reads (0-based, -1 the last; default the "
+                   "penultimate, the best alignment layer in Garg et al. 2019); translate.py can override it")
     g.add_argument("-dropout", type=float, default=0.3, help="dropout probability")
     g.add_argument("-param_init", type=float, default=0.1, help="uniform init in [-x, x]; 0 keeps PyTorch's init")
+    g.add_argument("-param_init_glorot", action="store_true", help="Xavier-uniform init of every trainable matrix "
+                   "instead of -param_init (OpenNMT's Transformer setting)")
     g.add_argument("-generator", choices=["linear", "nonlinear", "joint"], default="linear",
                    help="output layer: with -loss ce a softmax over the vocabulary (linear), or Pappas et al.'s "
                    "structure-aware joint input-output layer (joint); with a continuous loss a layer to the "
@@ -90,6 +112,10 @@ def build_parser():
     g.add_argument("-optim", choices=["adam", "sgd"], default="adam")
     g.add_argument("-learning_rate", type=float, default=None,
                    help="default: 5e-4 for continuous losses, 2e-4 for ce (the paper's)")
+    g.add_argument("-decay_method", choices=["none", "noam"], default="none",
+                   help="noam: lr = -learning_rate x rnn_size^-0.5 x min(step^-0.5, step x warmup^-1.5) "
+                   "(Vaswani et al.; -learning_rate is then a factor, OpenNMT's Transformer uses 2)")
+    g.add_argument("-warmup_steps", type=int, default=4000, help="noam: steps of linear warm-up")
     g.add_argument("-adam_beta1", type=float, default=0.9)
     g.add_argument("-adam_beta2", type=float, default=0.999)
     g.add_argument("-max_grad_norm", type=float, default=5.0, help="clip the gradient norm (0: off)")

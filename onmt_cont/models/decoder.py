@@ -87,8 +87,9 @@ class InputFeedRNNDecoder(nn.Module):
     def from_opt(cls, opt, embeddings):
         """The decoder train.py's options describe (-dec_layers, -rnn_size, -dropout), reading
         ``embeddings`` (a TargetEmbeddings); its bridge takes the RNN encoder's final state."""
+        transformer = getattr(opt, "encoder_type", None) == "transformer"  # its final state is one layer
         return cls(embeddings, opt.rnn_size, opt.dec_layers, opt.dropout, enc_hidden=opt.rnn_size,
-                   enc_layers=opt.enc_layers)
+                   enc_layers=1 if transformer else opt.enc_layers)
 
     def init_state(self, enc_final):
         """enc_final: (h, c), each [enc_layers, batch, enc_hidden] -> decoder state dict with

@@ -14,18 +14,24 @@ from onmt_cont.models.generators import (
     SoftmaxGenerator,
     normalize_table,
 )
+from onmt_cont.models.transformer import TransformerDecoder, TransformerEncoder
 
 # The architectures, by name (OpenNMT's -encoder_type / -decoder_type names). Each class has
 # from_opt(opt, ...) taking what it needs from the options; a new architecture is its own module
 # under models/ plus an entry here. "brnn" is the bidirectional RNNEncoder (-brnn).
-str2enc = {"rnn": RNNEncoder, "brnn": RNNEncoder}
-str2dec = {"rnn": InputFeedRNNDecoder}
+str2enc = {"rnn": RNNEncoder, "brnn": RNNEncoder, "transformer": TransformerEncoder}
+str2dec = {"rnn": InputFeedRNNDecoder, "transformer": TransformerDecoder}
 
 
 def architecture(opt):
-    """-> (encoder name, decoder name) of the options. Only -brnn chooses today; an
-    -encoder_type / -decoder_type option would be read here."""
-    return ("brnn" if opt.brnn else "rnn"), "rnn"
+    """-> (encoder name, decoder name) of the options: -encoder_type / -decoder_type, where
+    -encoder_type defaults to brnn with -brnn and rnn without (checkpoints written before these
+    options existed have neither, and are LSTMs)."""
+    enc = getattr(opt, "encoder_type", None) or ("brnn" if opt.brnn else "rnn")
+    dec = getattr(opt, "decoder_type", None) or "rnn"
+    if opt.brnn and enc != "brnn":
+        raise ValueError(f"-brnn makes the RNN encoder bidirectional: it does not go with -encoder_type {enc}")
+    return enc, dec
 
 
 class NMTModel(nn.Module):
@@ -83,6 +89,15 @@ def init_uniform(model, scale):
             torch.nn.init.uniform_(p, -scale, scale)
 
 
+def init_glorot(model):
+    """-param_init_glorot: Xavier-uniform for every trainable matrix (biases and LayerNorm gains
+    keep PyTorch's zeros and ones), skipping self-initialised modules as :func:`init_uniform` does."""
+    own = {id(p) for m in model.modules() if getattr(m, "self_initialised", False) for p in m.parameters()}
+    for p in model.parameters():
+        if p.requires_grad and id(p) not in own and p.dim() > 1:
+            torch.nn.init.xavier_uniform_(p)
+
+
 def build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table):
     if kind == "continuous":
         return ContinuousGenerator(opt.rnn_size, tgt_table, opt.generator == "nonlinear", decode_criterion(opt.loss))
@@ -114,7 +129,9 @@ def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
     decoder = str2dec[dec_name].from_opt(opt, embeddings)
     generator = build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table)
     model = NMTModel(encoder, decoder, generator)
-    if opt.param_init:
+    if getattr(opt, "param_init_glorot", False):
+        init_glorot(model)
+    elif opt.param_init:
         init_uniform(model, opt.param_init)
     with torch.no_grad():
         encoder.embeddings.weight[PAD_ID].zero_()

@@ -1,0 +1,254 @@
+"""The Transformer encoder and decoder (Vaswani et al., 2017), pre-norm (a LayerNorm before every
+sublayer and one after the last layer), with ``scaled_dot_product_attention``.
+
+The decoder keeps a key/value cache in its state: a step of greedy, beam or k-NN search feeds
+one word and attends to the cached keys and values of the words before it, so decoding a
+sentence of n words costs O(n) projections instead of O(n²). The encoder's keys and values for
+the cross-attention are computed once, at the first step, and kept in the state as well.
+
+The attention the decoder returns (for ``-replace_unk``) is the cross-attention of one layer,
+``alignment_layer``, averaged over its heads (see :func:`default_alignment_layer`).
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def default_alignment_layer(layers):
+    """The penultimate decoder layer (the last one of a 1-layer decoder): averaged over heads,
+    its cross-attention aligns better than the last layer's (Garg et al., 2019, "Jointly Learning
+    to Align and Translate with Transformer Models", who find the penultimate layer the best
+    alignment source of a 6-layer Transformer)."""
+    return max(layers - 2, 0)
+
+
+class PositionalEncoding(nn.Module):
+    """Position vectors added to the (scaled) word embeddings: the fixed sinusoids of Vaswani et
+    al. (computed for the positions asked, so no length limit), or a learned table of
+    ``max_positions`` rows (positions past it reuse the last row)."""
+
+    def __init__(self, dim, kind="sinusoidal", max_positions=1024):
+        super().__init__()
+        if kind not in ("sinusoidal", "learned"):
+            raise ValueError(f"-position_encoding must be sinusoidal or learned, got {kind}")
+        self.dim, self.kind = dim, kind
+        self.table = nn.Embedding(max_positions, dim) if kind == "learned" else None
+
+    def forward(self, length, offset, device):
+        """-> [length, dim]: the vectors of positions offset .. offset + length - 1."""
+        pos = torch.arange(offset, offset + length, device=device)
+        if self.table is not None:
+            return self.table(pos.clamp(max=self.table.num_embeddings - 1))
+        half = torch.arange(0, self.dim, 2, device=device, dtype=torch.float32)
+        angle = pos.float().unsqueeze(1) * torch.exp(half * (-math.log(10000.0) / self.dim))
+        pe = torch.zeros(length, self.dim, device=device)
+        pe[:, 0::2] = torch.sin(angle)
+        pe[:, 1::2] = torch.cos(angle[:, : self.dim // 2])
+        return pe
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention split in two, so the decoder can cache: :meth:`keys_values` projects
+    the attended sequence, :meth:`attend` runs queries against (cached) keys and values."""
+
+    def __init__(self, dim, heads, dropout=0.0):
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.query = nn.Linear(dim, dim)
+        self.key_value = nn.Linear(dim, 2 * dim)
+        self.out = nn.Linear(dim, dim)
+        self.dropout = dropout
+
+    def _split(self, x):  # [batch, len, dim] -> [batch, heads, len, head_dim]
+        return x.view(x.size(0), x.size(1), self.heads, self.head_dim).transpose(1, 2)
+
+    def keys_values(self, x):
+        """x: [batch, len, dim] -> keys, values: [batch, heads, len, head_dim]."""
+        k, v = self.key_value(x).chunk(2, dim=-1)
+        return self._split(k), self._split(v)
+
+    def attend(self, x, keys, values, mask=None, need_weights=False):
+        """x: [batch, len_q, dim] queries; mask: bool, True where a query may attend, broadcast to
+        [batch, heads, len_q, len_k]. Returns [batch, len_q, dim] and, with ``need_weights``, the
+        attention probabilities averaged over heads [batch, len_q, len_k] (else None)."""
+        q = self._split(self.query(x))
+        ctx = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
+                                             dropout_p=self.dropout if self.training else 0.0)
+        out = self.out(ctx.transpose(1, 2).reshape(x.size(0), x.size(1), -1))
+        weights = None
+        if need_weights:  # the alignment only; the context above is SDPA's
+            scores = torch.matmul(q, keys.transpose(-1, -2)) / math.sqrt(self.head_dim)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            weights = torch.softmax(scores.float(), dim=-1).mean(1)
+        return out, weights
+
+
+class FeedForward(nn.Module):
+    def __init__(self, dim, ff, dropout):
+        super().__init__()
+        self.w1, self.w2 = nn.Linear(dim, ff), nn.Linear(ff, dim)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.w2(self.dropout(torch.relu(self.w1(x))))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, dim, heads, ff, dropout, attn_dropout):
+        super().__init__()
+        self.norm_attn, self.norm_ff = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.attn = MultiHeadAttention(dim, heads, attn_dropout)
+        self.ff = FeedForward(dim, ff, dropout)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, mask):
+        h = self.norm_attn(x)
+        k, v = self.attn.keys_values(h)
+        x = x + self.dropout(self.attn.attend(h, k, v, mask)[0])
+        return x + self.dropout(self.ff(self.norm_ff(x)))
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, dim, heads, ff, dropout, attn_dropout):
+        super().__init__()
+        self.norm_self, self.norm_ctx, self.norm_ff = nn.LayerNorm(dim), nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.self_attn = MultiHeadAttention(dim, heads, attn_dropout)
+        self.ctx_attn = MultiHeadAttention(dim, heads, attn_dropout)
+        self.ff = FeedForward(dim, ff, dropout)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x, past, memory, causal, src_mask, need_weights):
+        """past: (keys, values) of the earlier positions or None; memory: the cross-attention's
+        (keys, values). Returns x, this layer's (keys, values) through x's positions, and the
+        cross-attention weights (or None)."""
+        h = self.norm_self(x)
+        k, v = self.self_attn.keys_values(h)
+        if past is not None:
+            k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
+        x = x + self.dropout(self.self_attn.attend(h, k, v, causal)[0])
+        ctx, weights = self.ctx_attn.attend(self.norm_ctx(x), memory[0], memory[1], src_mask, need_weights)
+        x = x + self.dropout(ctx)
+        return x + self.dropout(self.ff(self.norm_ff(x))), (k, v), weights
+
+
+def _check_sizes(dim, heads, emb_size, what):
+    if heads < 1 or dim % heads:
+        raise ValueError(f"-heads {heads} must divide the model size -rnn_size {dim} (the Transformer's d_model)")
+    if emb_size != dim:
+        raise ValueError(f"the Transformer {what} adds position vectors to its word embeddings, so {what} "
+                         f"embeddings must be -rnn_size {dim} wide, not {emb_size}: set "
+                         f"{'-src_word_vec_size' if what == 'encoder' else '-tgt_word_vec_size'} (or -word_vec_size) "
+                         f"to {dim}")
+
+
+class TransformerEncoder(nn.Module):
+    """Word embeddings · √d + positions, ``num_layers`` pre-norm self-attention layers, a final
+    LayerNorm. Its "final state" (for an RNN decoder's bridge) is the mean of the memory bank over
+    the real source tokens, as one layer: ([1, batch, dim], same)."""
+
+    def __init__(self, vocab_size, dim, heads, ff, num_layers, dropout=0.1, attn_dropout=0.1,
+                 position_encoding="sinusoidal", max_positions=1024, pad_id=0):
+        super().__init__()
+        _check_sizes(dim, heads, dim, "encoder")
+        self.embeddings = nn.Embedding(vocab_size, dim, padding_idx=pad_id)
+        self.positions = PositionalEncoding(dim, position_encoding, max_positions)
+        self.layers = nn.ModuleList(EncoderLayer(dim, heads, ff, dropout, attn_dropout) for _ in range(num_layers))
+        self.norm = nn.LayerNorm(dim)
+        self.dropout = nn.Dropout(dropout)
+        self.scale = math.sqrt(dim)
+        self.pad_id = pad_id
+
+    @classmethod
+    def from_opt(cls, opt, vocab_size, pad_id=0):
+        emb_size = opt.src_word_vec_size or opt.word_vec_size
+        _check_sizes(opt.rnn_size, opt.heads, emb_size, "encoder")
+        return cls(vocab_size, opt.rnn_size, opt.heads, opt.transformer_ff, opt.enc_layers, opt.dropout,
+                   opt.attention_dropout, opt.position_encoding, opt.max_positions, pad_id)
+
+    def forward(self, src, lengths):
+        """src: [batch, src_len]; lengths: unused (the padding mask comes from the ids).
+        Returns memory_bank [batch, src_len, dim] (zero at padding) and the final state."""
+        real = src != self.pad_id
+        x = self.embeddings(src) * self.scale + self.positions(src.size(1), 0, src.device)
+        x = self.dropout(x)
+        mask = real[:, None, None, :]
+        for layer in self.layers:
+            x = layer(x, mask)
+        x = self.norm(x) * real.unsqueeze(-1)
+        mean = (x.sum(1) / real.sum(1, keepdim=True).clamp(min=1)).unsqueeze(0)
+        return x, (mean, mean)
+
+
+class TransformerDecoder(nn.Module):
+    """Target embeddings (a TargetEmbeddings: trained, or -tie_emb's frozen table) · √d +
+    positions, ``num_layers`` pre-norm layers of causal self-attention, cross-attention and a
+    feed-forward block, a final LayerNorm. The state is the key/value cache: ``k{i}``/``v{i}``
+    [batch, heads, steps, head_dim] of layer i's self-attention and ``mk{i}``/``mv{i}`` of its
+    cross-attention over the memory bank; the initial state is empty."""
+
+    def __init__(self, embeddings, dim, heads, ff, num_layers, dropout=0.1, attn_dropout=0.1,
+                 position_encoding="sinusoidal", max_positions=1024, alignment_layer=None):
+        super().__init__()
+        _check_sizes(dim, heads, embeddings.out_size, "decoder")
+        self.embeddings = embeddings
+        self.positions = PositionalEncoding(dim, position_encoding, max_positions)
+        self.layers = nn.ModuleList(DecoderLayer(dim, heads, ff, dropout, attn_dropout) for _ in range(num_layers))
+        self.norm = nn.LayerNorm(dim)
+        self.dropout = nn.Dropout(dropout)
+        self.scale = math.sqrt(dim)
+        self.hidden_size = dim
+        self.set_alignment_layer(alignment_layer)
+
+    @classmethod
+    def from_opt(cls, opt, embeddings):
+        return cls(embeddings, opt.rnn_size, opt.heads, opt.transformer_ff, opt.dec_layers, opt.dropout,
+                   opt.attention_dropout, opt.position_encoding, opt.max_positions,
+                   getattr(opt, "alignment_layer", None))
+
+    def set_alignment_layer(self, layer):
+        """The layer whose cross-attention (mean over heads) is returned; None: the default."""
+        n = len(self.layers)
+        if layer is None:
+            layer = default_alignment_layer(n)
+        if not -n <= layer < n:
+            raise ValueError(f"-alignment_layer {layer}: the decoder has {n} layers (0..{n - 1}, or -1 for the last)")
+        self.alignment_layer = layer % n
+
+    def init_state(self, enc_final):
+        """The Transformer decoder starts from nothing but the memory bank: an empty cache."""
+        return {}
+
+    def reorder_state(self, state, index):
+        return {key: v.index_select(0, index) for key, v in state.items()}
+
+    def forward(self, tgt_in, memory_bank, src_mask, state):
+        """tgt_in: [batch, tgt_len] ids following the cached steps (all of them in training, one
+        per step in decoding). Returns dec_out [batch, tgt_len, dim], the alignment layer's
+        cross-attention [batch, tgt_len, src_len] (None in training mode: nothing reads it there)
+        and the state with the new positions' keys and values appended."""
+        past_len = state["k0"].size(2) if "k0" in state else 0
+        length = tgt_in.size(1)
+        x = self.embeddings(tgt_in) * self.scale + self.positions(length, past_len, tgt_in.device)
+        x = self.dropout(x)
+        causal = None
+        if length > 1:  # query i (position past_len + i) sees keys 0 .. past_len + i
+            keys = torch.arange(past_len + length, device=x.device)
+            causal = keys.unsqueeze(0) <= (past_len + torch.arange(length, device=x.device)).unsqueeze(1)
+        ctx_mask = src_mask[:, None, None, :]
+        new_state, attn = {}, None
+        for i, layer in enumerate(self.layers):
+            if f"mk{i}" in state:
+                memory = state[f"mk{i}"], state[f"mv{i}"]
+            else:
+                memory = layer.ctx_attn.keys_values(memory_bank)
+            past = (state[f"k{i}"], state[f"v{i}"]) if past_len else None
+            need = not self.training and i == self.alignment_layer
+            x, (k, v), weights = layer(x, past, memory, causal, ctx_mask, need)
+            new_state.update({f"k{i}": k, f"v{i}": v, f"mk{i}": memory[0], f"mv{i}": memory[1]})
+            if need:
+                attn = weights
+        return self.norm(x), attn, new_state
