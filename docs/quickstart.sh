@@ -2,10 +2,21 @@
 # The whole chain on the shipped sample (data/: Multi30k fr->en, 3,000 training pairs):
 # preprocess -> embeddings_to_torch -> lexicon -> train (nllvmf, tied) -> translate -replace_unk -> BLEU.
 # A small model that trains in a few minutes on 2 CPU cores. Outputs go to runs/quickstart/.
+#
+#   bash docs/quickstart.sh                     # the paper's LSTM (bidirectional encoder, 2-layer decoder)
+#   ARCH=transformer bash docs/quickstart.sh    # the same NLLvMF tied model as a small Transformer
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/quickstart}
+ARCH=${ARCH:-lstm}
 mkdir -p "$OUT"
+case $ARCH in
+  lstm)        MODEL="-brnn -rnn_size 256 -word_vec_size 256 -enc_layers 1 -dec_layers 2 -dropout 0.2" ;;
+  transformer) MODEL="-encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2
+                      -heads 4 -transformer_ff 512 -dropout 0.1 -param_init 0 -param_init_glorot
+                      -decay_method noam -learning_rate 1 -warmup_steps 400 -adam_beta2 0.998" ;;
+  *) echo "ARCH must be lstm or transformer, got $ARCH" >&2; exit 2 ;;
+esac
 
 python preprocess.py -train_src data/train.fr -train_tgt data/train.en \
   -valid_src data/valid.fr -valid_tgt data/valid.en \
@@ -16,9 +27,9 @@ python embeddings_to_torch.py -emb_file_dec data/en.vec.gz -dict_file "$OUT/data
 
 python build_lexicon.py -src data/train.fr -tgt data/train.en -output "$OUT/lexicon.txt"
 
+# shellcheck disable=SC2086  # $MODEL holds several flags
 python train.py -data "$OUT/data" -save_model "$OUT/model" -tgt_emb "$OUT/emb.dec.pt" \
-  -loss nllvmf -tie_emb -generator linear -brnn -rnn_size 256 -word_vec_size 256 \
-  -enc_layers 1 -dec_layers 2 -dropout 0.2 -batch_size 32 -epochs ${EPOCHS:-12} \
+  -loss nllvmf -tie_emb -generator linear $MODEL -batch_size 32 -epochs ${EPOCHS:-12} \
   -valid_steps 100000 -save_checkpoint_steps 100000 -report_every 50 -log_file "$OUT/train.log"
 
 python translate.py -model "$OUT/model_best.pt" -src data/test.fr -output "$OUT/test.pred.en" \
