@@ -38,13 +38,52 @@ def wall_seconds(run):
     return int(m.group(1)) if m else None
 
 
+def seconds_to_best(run):
+    """Seconds from the first line of train.log to its last "new best validation" line (the
+    log's [HH:MM:SS] stamps; a day boundary is crossed when a stamp goes backwards), or None."""
+    stamps, best = [], None
+    for line in read(os.path.join(run, "train.log")).splitlines():
+        m = re.match(r"\[(\d\d):(\d\d):(\d\d)\]", line)
+        if not m:
+            continue
+        t = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
+        while stamps and t < stamps[-1]:
+            t += 86400
+        stamps.append(t)
+        if "new best validation" in line:
+            best = t
+    return best - stamps[0] if best is not None else None
+
+
+def seed_summary(rows):
+    """rows: {run name: (2016, 2017) sacreBLEU} -> lines 'ROW: mean ± std over N seeds' for the
+    names ROW.sSEED with at least two seeds."""
+    groups = {}
+    for name, scores in rows.items():
+        base = re.sub(r"\.s\d+$", "", name)
+        groups.setdefault(base, []).append(scores)
+    lines = []
+    for base, runs in groups.items():
+        if len(runs) < 2 or any(None in r for r in runs):
+            continue
+        cells = []
+        for i in range(2):
+            xs = [r[i] for r in runs]
+            mean = sum(xs) / len(xs)
+            std = (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+            cells.append(f"{mean:.2f} ± {std:.2f}")
+        lines.append(f"| {base} ({len(runs)} seeds) | {cells[0]} | {cells[1]} |")
+    return lines
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="run folders")
     args = p.parse_args(argv)
     print("| row | test_2016 | test_2017 | without -replace_unk (2016 / 2017) | `<unk>` (2016) "
-          "| best val. epoch | train wall s |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| best val. epoch | s to best | train wall s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    sacre = {}
     curves = []
     for run in args.runs:
         if not os.path.exists(os.path.join(run, "train.log")):
@@ -58,8 +97,17 @@ def main(argv=None):
         own = " / ".join(f"{s[1]:.2f}" if s else "–" for s in scores)
         unk = f"{scores[0][2]:.1f}%" if scores[0] else "–"
         wall = wall_seconds(run)
-        print(f"| {name} | {cells[0]} | {cells[1]} | {own} | {unk} | {best} | {wall if wall else '–'} |")
+        to_best = seconds_to_best(run)
+        print(f"| {name} | {cells[0]} | {cells[1]} | {own} | {unk} | {best} | {to_best if to_best else '–'} "
+              f"| {wall if wall else '–'} |")
+        sacre[name] = tuple(s[0] if s else None for s in scores)
         curves.append((name, bleus))
+    summary = seed_summary(sacre)
+    if summary:
+        print()
+        print("| row | test_2016 (mean ± std) | test_2017 |")
+        print("| --- | ---: | ---: |")
+        print("\n".join(summary))
     width = max((len(b) for _, b in curves), default=0)
     print()
     print("| row | " + " | ".join(str(i) for i in range(1, width + 1)) + " |")
