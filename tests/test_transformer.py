@@ -27,6 +27,7 @@ from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.losses import CONTINUOUS_LOSSES, LOSSES
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.models.model import build_model
+from onmt_cont.trainer import Trainer
 from onmt_cont.training import learning_rate, load_table
 from onmt_cont.translate.search import beam_search, greedy_search
 from onmt_cont.translate.translator import Translator
@@ -288,3 +289,211 @@ def test_search_with_the_cache_equals_the_uncached_reference(data, loss):
     assert ids == ref_ids, (ids, ref_ids)
     for a, b in zip(attn, ref_attn, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+# --- 3. save / resume -----------------------------------------------------------------------------
+
+NOAM = {"decay_method": "noam", "warmup_steps": "4", "learning_rate": "2", "param_init": "0",
+        "param_init_glorot": True}
+ARCH = ("encoder_type", "decoder_type", "heads", "transformer_ff", "layers", "position_encoding")
+
+
+def logged_lrs(path):
+    return log_values(path, r"\] step \d+: loss [^\n]*lr ([\d.e+-]+)")
+
+
+def test_resume_is_exact_and_keeps_the_architecture(data, tmp_path, monkeypatch):
+    """10 steps with dropout, attention dropout and noam; resume from step 4 (an epoch's end) and
+    step 6 (mid-epoch) without repeating any architecture option: every later step's loss, the lr
+    of every step, the final parameters and the progress equal the uninterrupted run's."""
+    seen = record_steps(monkeypatch)
+    lrs = []
+    real_step = Trainer.train_step  # record_steps's wrapper
+
+    def recording(self, batch, step):
+        lrs.append((step, self.optimizer.param_groups[0]["lr"]))
+        return real_step(self, batch, step)
+
+    monkeypatch.setattr(Trainer, "train_step", recording)
+    common = {"loss": "nllvmf", "dropout": "0.3", "attention_dropout": "0.2", "epochs": "5", "train_steps": "10",
+              "save_checkpoint_steps": "2", "valid_steps": "3", "report_every": "1", **NOAM}
+    full = run_train(data, tmp_path / "full", **{**TRANSFORMER, **common})
+    reference, ref_lrs = dict(seen), dict(lrs)
+    assert sorted(reference) == list(range(1, 11))
+    for step, lr in ref_lrs.items():  # the lr used at step s is the schedule's
+        assert lr == pytest.approx(learning_rate(full.opt, step), rel=1e-12), step
+    logged = logged_lrs(tmp_path / "full" / "train.log")
+    assert logged == [float(f"{learning_rate(full.opt, s):.2e}") for s in range(1, 11)]
+    resumed_opts = {k: v for k, v in TRANSFORMER.items() if k not in ARCH}
+    for k in (4, 6):
+        seen.clear()
+        lrs.clear()
+        ckpt = tmp_path / "full" / f"m_step_{k}.pt"
+        resumed = run_train(data, tmp_path / f"from{k}", train_from=str(ckpt), **{**resumed_opts, **common})
+        assert [s for s, _ in seen] == list(range(k + 1, 11))
+        for step, value in seen:
+            assert value == reference[step], (k, step)
+        assert dict(lrs) == {s: ref_lrs[s] for s in range(k + 1, 11)}
+        for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
+            assert torch.equal(a, b), name
+        assert resumed.progress == full.progress
+        assert type(resumed.model.encoder).__name__ == "TransformerEncoder"
+        assert (resumed.opt.heads, resumed.opt.enc_layers, resumed.opt.dec_layers) == (2, 2, 2)
+
+
+def test_resume_with_a_conflicting_architecture_option(data, tmp_path, capsys):
+    run_train(data, tmp_path / "a", loss="cosine", **TRANSFORMER)
+    ckpt = str(tmp_path / "a" / "m_last.pt")
+    rest = {k: v for k, v in TRANSFORMER.items() if k not in ARCH}
+    b = tmp_path / "b"
+    b.mkdir()
+    fails(capsys, argv(data, b, train_from=ckpt, **rest, encoder_type="rnn"), "-encoder_type rnn",
+          "-encoder_type transformer", ckpt)
+    fails(capsys, argv(data, b, train_from=ckpt, **rest, heads="4"), "-heads 4", "-heads 2")
+    fails(capsys, argv(data, b, train_from=ckpt, **rest, layers="3"), "-enc_layers 3", "-enc_layers 2")
+    fails(capsys, argv(data, b, train_from=ckpt, **rest, position_encoding="learned"), "-position_encoding learned")
+    assert list(b.iterdir()) == []
+
+
+# --- 4. an LSTM checkpoint written before the Transformer -----------------------------------------
+
+NEW_OPTS = ("encoder_type", "decoder_type", "layers", "heads", "transformer_ff", "position_encoding",
+            "max_positions", "attention_dropout", "alignment_layer", "param_init_glorot", "decay_method",
+            "warmup_steps")
+
+
+def test_old_lstm_checkpoint_loads_translates_and_resumes(data, tmp_path):
+    run_train(data, tmp_path, loss="nllvmf", brnn=True, rnn_size="16", word_vec_size="8", train_steps="4")
+    ckpt = torch.load(tmp_path / "m_last.pt", weights_only=True)
+    for key in NEW_OPTS:
+        assert key in ckpt["opt"]
+        del ckpt["opt"][key]
+    old = tmp_path / "old.pt"
+    torch.save(ckpt, old)
+    model, opt, _, _ = model_from_checkpoint(load_checkpoint(str(old)))
+    assert type(model.encoder).__name__ == "RNNEncoder" and model.encoder.rnn.bidirectional
+    assert type(model.decoder).__name__ == "InputFeedRNNDecoder"
+    src = tmp_path / "in.fr"
+    src.write_text("\n".join(data["src"][:5]) + "\n", encoding="utf-8")
+    outs = []
+    for name in ("m_last.pt", "old.pt"):
+        translate.main(["-model", str(tmp_path / name), "-src", str(src), "-output", str(tmp_path / f"{name}.out"),
+                        "-beam_size", "2"])
+        outs.append((tmp_path / f"{name}.out").read_text(encoding="utf-8"))
+    assert outs[0] == outs[1] and outs[0].count("\n") == 5
+    run = run_train(data, tmp_path / "resumed", train_from=str(old), train_steps="6", epochs="2", rnn_size=None,
+                    word_vec_size=None)
+    assert run.progress["step"] == 6 and run.opt.brnn and run.opt.rnn_size == 16
+
+
+# --- 5. clear errors ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("extra,needles", [
+    ({"heads": "3"}, ["-heads 3", "-rnn_size 16"]),
+    ({"heads": "0"}, ["-heads", "at least 1"]),
+    ({"word_vec_size": "8"}, ["-encoder_type transformer", "-rnn_size 16", "not 8", "-src_word_vec_size 16"]),
+    ({"tgt_word_vec_size": "8"}, ["-decoder_type transformer", "not 8", "-tgt_word_vec_size 16"]),
+    ({"brnn": True}, ["-brnn", "-encoder_type transformer"]),
+    ({"alignment_layer": "2"}, ["-alignment_layer 2", "2 layers"]),
+    ({"alignment_layer": "-3"}, ["-alignment_layer -3", "2 layers"]),
+    ({"alignment_layer": "0", "decoder_type": "rnn"}, ["-alignment_layer", "-decoder_type rnn"]),
+    ({"enc_layers": "3"}, ["-layers", "-enc_layers"]),
+    ({"layers": "0"}, ["-layers", "at least 1"]),
+    ({"label_smoothing": "0.1"}, ["-label_smoothing", "-loss cosine"]),
+    ({"decay_method": "noam", "warmup_steps": "0"}, ["-warmup_steps", "0"]),
+    ({"attention_dropout": "1"}, ["-attention_dropout", "[0, 1)"]),
+    ({"transformer_ff": "0"}, ["-transformer_ff", "at least 1"]),
+])
+def test_bad_transformer_options(data, tmp_path, capsys, extra, needles):
+    err = fails(capsys, argv(data, tmp_path, loss="cosine", **{**TRANSFORMER, **extra}), *needles)
+    assert err.startswith("error: ") or "\nerror: " in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_exits_2(data, tmp_path):
+    """The root script: exit status 2, 'error: ...' on stderr, nothing written."""
+    args = argv(data, tmp_path, loss="cosine", log_file=str(tmp_path / "log"), **{**TRANSFORMER, "heads": "3"})
+    out = subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "error: -heads 3 must divide -rnn_size 16" in out.stderr, out.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+# --- 6. mixed encoder / decoder pairs -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("enc,dec", [("transformer", "rnn"), ("rnn", "transformer"), ("brnn", "transformer")])
+def test_mixed_pairs_train_and_decode(data, tmp_path, enc, dec):
+    run = run_train(data, tmp_path, loss="nllvmf", tie_emb=True,
+                    **{**TRANSFORMER, "encoder_type": enc, "decoder_type": dec})
+    losses = reported_losses(tmp_path / "train.log")
+    assert len(losses) == 4 and all(math.isfinite(x) for x in losses)
+    names = {"transformer": "TransformerEncoder", "rnn": "RNNEncoder", "brnn": "RNNEncoder"}
+    assert type(run.model.encoder).__name__ == names[enc]
+    assert type(run.model.decoder).__name__ == ("TransformerDecoder" if dec == "transformer" else "InputFeedRNNDecoder")
+    assert_trained(run, initial_model(run))
+    lines = data["src"][:3]
+    assert decodes(run, lines, 1) and decodes(run, lines, 3)
+    # and through the checkpoint, as translate.py loads it
+    assert Translator(str(tmp_path / "m_last.pt")).translate_lines(lines) == decodes(run, lines, 1)
+
+
+# --- 7. DDP and -amp --------------------------------------------------------------------------------
+
+
+def test_two_gloo_ranks_match_one_process(data, tmp_path):
+    """tests/test_distributed.py's check on the Transformer: 4 steps of 2 gloo ranks (each taking
+    half of every 4-sentence batch) end with the parameters of one in-process run."""
+    opts = {"loss": "nllvmf", "tie_emb": True, "batch_size": "4", "dropout": "0", "seed": "7", **TRANSFORMER}
+    single = run_train(data, tmp_path / "one", **opts)
+    multi = tmp_path / "two"
+    multi.mkdir()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
+           *argv(data, multi, **opts)]
+    out = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
+                         timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "parameters identical on all 2 ranks: yes" in out.stdout
+    multi_losses = [float(x) for x in re.findall(r"step \d+: loss (-?[\d.]+)", out.stdout)]
+    assert multi_losses == pytest.approx(reported_losses(tmp_path / "one" / "train.log"), abs=1e-3)
+    b = torch.load(multi / "m_last.pt", weights_only=True)["model"]
+    for name, a in single.model.state_dict().items():
+        assert torch.allclose(a, b[name], atol=1e-4), name
+
+
+def test_amp_bf16_transformer_loss_is_finite(data, tmp_path):
+    from onmt_cont.losses import build_loss
+    from onmt_cont.trainer import TrainingForward
+    from onmt_cont.utils.amp import probe_autocast
+
+    model, _, _ = tiny_model(data, loss="nllvmf")
+    opt = train.build_parser().parse_args(argv(data, tmp_path, loss="nllvmf", **TRANSFORMER))
+    from onmt_cont.training import check_options
+
+    check_options(opt)
+    error = probe_autocast(TrainingForward(model.train()), build_loss(opt, model.generator.table),
+                           torch.device("cpu"), torch.bfloat16)
+    if error is not None:
+        pytest.skip(f"this CPU cannot run the Transformer in bfloat16 under autocast: {error[:100]}")
+    run = run_train(data, tmp_path, loss="nllvmf", amp=True, amp_dtype="bf16", **TRANSFORMER)
+    losses = reported_losses(tmp_path / "train.log")
+    assert run.progress["step"] == 4 and len(losses) == 4 and all(math.isfinite(x) for x in losses), losses
+
+
+# --- 8. noam ----------------------------------------------------------------------------------------
+
+
+def test_noam_formula():
+    """lr(s) = factor · d^-0.5 · min(s^-0.5, s · w^-1.5): linear warm-up to the peak at s = w,
+    then inverse square root decay; constant without -decay_method."""
+    from argparse import Namespace
+
+    opt = Namespace(decay_method="noam", learning_rate=2.0, rnn_size=512, warmup_steps=4000)
+    for step, expected in ((1, 2.0 / (512 ** 0.5 * 4000 ** 1.5)), (400, 2.0 * 400 / (512 ** 0.5 * 4000 ** 1.5)),
+                           (4000, 2.0 / (512 ** 0.5 * 4000 ** 0.5)), (16000, 2.0 / (512 ** 0.5 * 16000 ** 0.5))):
+        assert learning_rate(opt, step) == pytest.approx(expected, rel=1e-12), step
+    base = Namespace(decay_method="noam", learning_rate=1.0, rnn_size=512, warmup_steps=4000)
+    assert learning_rate(base, 4000) == pytest.approx(6.9877e-4, rel=1e-4)  # the peak of Vaswani et al.'s base model
+    assert learning_rate(opt, 2000) == pytest.approx(learning_rate(opt, 4000) / 2)
+    assert learning_rate(opt, 16000) == pytest.approx(learning_rate(opt, 4000) / 2)
+    assert learning_rate(Namespace(decay_method="none", learning_rate=0.01), 7) == 0.01
