@@ -33,10 +33,12 @@ from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import load_checkpoint_data, remove_stale_temps
 from onmt_cont.utils.threads import apply_threads
 
-# Options that define the network; -train_from takes them from the checkpoint.
+# Options that define the network; -train_from takes them from the checkpoint. alignment_layer
+# holds no parameter but is the model's -replace_unk alignment: a resumed run that dropped it
+# would write checkpoints aligning with another layer.
 MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
               "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden", "encoder_type",
-              "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions")
+              "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions", "alignment_layer")
 logger = logging.getLogger("onmt_cont.train")
 
 

@@ -355,6 +355,21 @@ def test_resume_with_a_conflicting_architecture_option(data, tmp_path, capsys):
     assert list(b.iterdir()) == []
 
 
+def test_alignment_layer_is_carried_to_translation_and_through_resume(data, tmp_path, capsys):
+    """-alignment_layer -1 (the last of 2 layers) reaches translate.py through the checkpoint and
+    survives a -train_from that does not repeat it; a different one on resume is a conflict."""
+    run_train(data, tmp_path / "a", loss="cosine", alignment_layer="-1", **TRANSFORMER)
+    ckpt = str(tmp_path / "a" / "m_last.pt")
+    assert Translator(ckpt).model.decoder.alignment_layer == 1
+    rest = {k: v for k, v in TRANSFORMER.items() if k not in ARCH}
+    run = run_train(data, tmp_path / "b", train_from=ckpt, **{**rest, "epochs": "2", "train_steps": "5"})
+    assert run.opt.alignment_layer == -1 and run.model.decoder.alignment_layer == 1
+    assert Translator(str(tmp_path / "b" / "m_last.pt")).model.decoder.alignment_layer == 1
+    c = tmp_path / "c"
+    c.mkdir()
+    fails(capsys, argv(data, c, train_from=ckpt, alignment_layer="0", **rest), "-alignment_layer 0", "-alignment_layer -1")
+
+
 # --- 4. an LSTM checkpoint written before the Transformer -----------------------------------------
 
 NEW_OPTS = ("encoder_type", "decoder_type", "layers", "heads", "transformer_ff", "position_encoding",
