@@ -370,6 +370,33 @@ def test_alignment_layer_is_carried_to_translation_and_through_resume(data, tmp_
     fails(capsys, argv(data, c, train_from=ckpt, alignment_layer="0", **rest), "-alignment_layer 0", "-alignment_layer -1")
 
 
+def test_translate_alignment_layer_overrides_the_checkpoint(data, tmp_path, capsys):
+    """translate.py -alignment_layer picks another layer's attention (same words); an LSTM model
+    or a layer out of range exits 2 before -output is written."""
+    run_train(data, tmp_path, loss="cosine", **TRANSFORMER)
+    ckpt = str(tmp_path / "m_last.pt")
+    toks = [line.split() for line in data["src"][:3]]
+    words, attns = {}, {}
+    for layer in (None, 0, 1, -1):
+        tr = Translator(ckpt, alignment_layer=layer)
+        words[layer], attns[layer] = tr.translate_batch(toks)
+        assert tr.model.decoder.alignment_layer == (0 if layer is None else layer % 2)
+    assert words[0] == words[1] == words[None] == words[-1]
+    assert all(torch.equal(a, b) for a, b in zip(attns[None], attns[0], strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(attns[1], attns[-1], strict=True))
+    assert not all(torch.allclose(a, b) for a, b in zip(attns[0], attns[1], strict=True))
+    run_train(data, tmp_path / "lstm", loss="cosine", rnn_size="16", word_vec_size="8", train_steps="1")
+    src = tmp_path / "in.fr"
+    src.write_text(data["src"][0] + "\n", encoding="utf-8")
+    out = tmp_path / "out.en"
+    for model, layer, needle in ((ckpt, "2", "-alignment_layer 2: the decoder has 2 layers"),
+                                 (str(tmp_path / "lstm" / "m_last.pt"), "0", "decoder is an LSTM")):
+        with pytest.raises(SystemExit) as exc:
+            translate.main(["-model", model, "-src", str(src), "-output", str(out), "-alignment_layer", layer])
+        assert exc.value.code == 2 and needle in capsys.readouterr().err
+        assert not out.exists()
+
+
 # --- 4. an LSTM checkpoint written before the Transformer -----------------------------------------
 
 NEW_OPTS = ("encoder_type", "decoder_type", "layers", "heads", "transformer_ff", "position_encoding",

@@ -56,6 +56,9 @@ def build_parser():
                    "mean of the out-of-vocabulary vectors, is a hub that uncertain predictions fall on")
     g.add_argument("-replace_unk", action="store_true", help="replace each <unk> through the attention: the "
                    "most-attended source word, translated by -lookup_dict, or copied when it is not there")
+    g.add_argument("-alignment_layer", type=int, default=None, help="Transformer decoder: the layer whose "
+                   "cross-attention, averaged over heads, -replace_unk reads (0-based, -1 the last; default: the "
+                   "checkpoint's train.py -alignment_layer)")
     g.add_argument("-lookup_dict", help="bilingual lexicon: 'source_word target_word' per line (build_lexicon.py)")
     g.add_argument("-remove_bpe", action="store_true", help="the model's target side is subword-nmt BPE: join "
                    "the pieces ('@@ ' and a final '@@' removed) before writing the output and scoring it")
@@ -137,7 +140,7 @@ def main(argv=None):
                "ef_search": opt.ann_ef_search}
     translator = Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
                             opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.tgt_emb_extend,
-                            opt.tgt_emb_extend_vocab, ann, opt.ban_unk_token)
+                            opt.tgt_emb_extend_vocab, ann, opt.ban_unk_token, opt.alignment_layer)
     if opt.tgt_emb_extend:
         added = len(translator.tgt_vocab) - translator.n_train_words
         print(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "

@@ -15,8 +15,9 @@ from onmt_cont.utils.errors import UserError
 class Translator:
     def __init__(self, checkpoint_path, device="cpu", beam_size=1, max_length=None, max_length_ratio=2.0,
                  length_penalty="avg", alpha=0.0, replace_unk=False, lexicon=None, tgt_emb_extend=None,
-                 tgt_emb_extend_vocab=None, ann=None, ban_unk=False):
-        """``tgt_emb_extend``: open-vocabulary decoding over that table (see open_vocab.py);
+                 tgt_emb_extend_vocab=None, ann=None, ban_unk=False, alignment_layer=None):
+        """``alignment_layer``: the Transformer decoder layer whose cross-attention -replace_unk
+        reads (None: the checkpoint's); ``tgt_emb_extend``: open-vocabulary decoding over that table (see open_vocab.py);
         ``ban_unk``: never produce <unk> (translate.py -ban_unk_token);
         ``ann``: None (exact search) or a dict of :class:`~onmt_cont.ann.FaissIndex`
         arguments besides the table, built once here over the final table."""
@@ -24,7 +25,8 @@ class Translator:
         model, _, src_vocab, tgt_vocab = model_from_checkpoint(data, device)
         lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
         self._setup(model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
-                    length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk)
+                    length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
+                    alignment_layer)
 
     @classmethod
     def from_model(cls, model, src_vocab, tgt_vocab, lower=False, device="cpu", **options):
@@ -33,7 +35,7 @@ class Translator:
         self = cls.__new__(cls)
         defaults = {"beam_size": 1, "max_length": None, "max_length_ratio": 2.0, "length_penalty": "avg",
                     "alpha": 0.0, "replace_unk": False, "lexicon": None, "tgt_emb_extend": None,
-                    "tgt_emb_extend_vocab": None, "ann": None, "ban_unk": False}
+                    "tgt_emb_extend_vocab": None, "ann": None, "ban_unk": False, "alignment_layer": None}
         unknown = set(options) - set(defaults)
         if unknown:
             raise TypeError(f"unknown translator options: {sorted(unknown)}")
@@ -41,8 +43,17 @@ class Translator:
         return self
 
     def _setup(self, model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
-               length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk):
+               length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
+               alignment_layer=None):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        if alignment_layer is not None:
+            if not hasattr(model.decoder, "set_alignment_layer"):
+                raise UserError("-alignment_layer picks a Transformer decoder layer's cross-attention: this model's "
+                                "decoder is an LSTM (it has one attention)")
+            try:
+                model.decoder.set_alignment_layer(alignment_layer)
+            except ValueError as exc:
+                raise UserError(str(exc)) from None
         self.n_train_words = len(self.tgt_vocab)
         if tgt_emb_extend:
             words, vectors = read_extension(tgt_emb_extend, tgt_emb_extend_vocab)
