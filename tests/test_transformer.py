@@ -367,7 +367,8 @@ def test_alignment_layer_is_carried_to_translation_and_through_resume(data, tmp_
     assert Translator(str(tmp_path / "b" / "m_last.pt")).model.decoder.alignment_layer == 1
     c = tmp_path / "c"
     c.mkdir()
-    fails(capsys, argv(data, c, train_from=ckpt, alignment_layer="0", **rest), "-alignment_layer 0", "-alignment_layer -1")
+    fails(capsys, argv(data, c, train_from=ckpt, alignment_layer="0", **rest), "-alignment_layer 0",
+          "-alignment_layer -1")
 
 
 def test_translate_alignment_layer_overrides_the_checkpoint(data, tmp_path, capsys):

@@ -17,7 +17,8 @@ class Translator:
                  length_penalty="avg", alpha=0.0, replace_unk=False, lexicon=None, tgt_emb_extend=None,
                  tgt_emb_extend_vocab=None, ann=None, ban_unk=False, alignment_layer=None):
         """``alignment_layer``: the Transformer decoder layer whose cross-attention -replace_unk
-        reads (None: the checkpoint's); ``tgt_emb_extend``: open-vocabulary decoding over that table (see open_vocab.py);
+        reads (None: the checkpoint's);
+        ``tgt_emb_extend``: open-vocabulary decoding over that table (see open_vocab.py);
         ``ban_unk``: never produce <unk> (translate.py -ban_unk_token);
         ``ann``: None (exact search) or a dict of :class:`~onmt_cont.ann.FaissIndex`
         arguments besides the table, built once here over the final table."""
