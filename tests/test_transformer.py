@@ -454,14 +454,6 @@ def test_bad_transformer_options(data, tmp_path, capsys, extra, needles):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_cli_exits_2(data, tmp_path):
-    """The root script: exit status 2, 'error: ...' on stderr, nothing written."""
-    args = argv(data, tmp_path, loss="cosine", log_file=str(tmp_path / "log"), **{**TRANSFORMER, "heads": "3"})
-    out = subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2 and "error: -heads 3 must divide -rnn_size 16" in out.stderr, out.stderr
-    assert list(tmp_path.iterdir()) == []
-
-
 # --- 6. mixed encoder / decoder pairs -------------------------------------------------------------
 
 
