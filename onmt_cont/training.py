@@ -33,10 +33,15 @@ from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import load_checkpoint_data, remove_stale_temps
 from onmt_cont.utils.threads import apply_threads
 
-# Options that define the network; -train_from takes them from the checkpoint.
+# Options that define the network; -train_from takes them from the checkpoint. alignment_layer
+# holds no parameter but is the model's -replace_unk alignment: a resumed run that dropped it
+# would write checkpoints aligning with another layer.
 MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
               "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden", "encoder_type",
-              "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions")
+              "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions", "alignment_layer")
+# The learning-rate schedule: -train_from keeps the checkpoint's unless the option is given again
+# (a resumed noam run must not fall back to a constant rate; a new -learning_rate is allowed).
+SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps")
 logger = logging.getLogger("onmt_cont.train")
 
 
@@ -450,6 +455,9 @@ def train(opt, default):
                 if given != default(k) and given != ckpt["opt"][k]:
                     raise UserError(f"-{k} {given} conflicts with the checkpoint -train_from {opt.train_from} "
                                     f"(trained with -{k} {ckpt['opt'][k]}); leave it out to resume")
+                setattr(opt, k, ckpt["opt"][k])
+        for k in SCHEDULE_OPTS:  # left out on resume: the checkpoint's; given: the new value
+            if k in ckpt["opt"] and getattr(opt, k) == default(k):
                 setattr(opt, k, ckpt["opt"][k])
     check_options(opt)
     save_dir = os.path.dirname(os.path.abspath(opt.save_model))
