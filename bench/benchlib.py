@@ -94,8 +94,10 @@ def row_options(size, row_args, gpu=None):
     argv = SIZES[size] + list(row_args) + ["-tgt_emb", "<synthetic>"]
     if gpu is not None:
         argv += ["-gpu", str(gpu)]
+    parser = train_cli.build_parser()
     with contextlib.redirect_stderr(io.StringIO()):  # argparse's usage text: the UserError says it all
-        opt = train_cli.build_parser().parse_args(argv)
+        opt = parser.parse_args(argv)
+    training.expand_layers(opt, parser.get_default)  # -layers N, as train.py reads it
     training.check_options(opt)  # the defaults train.py fills in (learning rate) and its refusals
     return opt
 

@@ -79,3 +79,40 @@ def test_synthetic_batch_is_a_length_bucket():
     lengths = (tgt != PAD_ID).sum(1) - 2
     assert (tgt[range(16), lengths + 1] == EOS_ID).all()
     assert tgt.size(1) == int(lengths.max()) + 2 and int(lengths.min()) >= 3
+
+
+FF, LAYERS = 12, 2
+
+
+def transformer_hand_count(batch, generator_fwd, tied=False):
+    """3x the forward matmul FLOPs of a Transformer encoder and decoder (d = H, FF, LAYERS each),
+    counted by hand; with -tie_emb the frozen table's 300 -> H projection gets no input gradient (2x)."""
+    T = batch["tgt"].size(1) - 1
+    n = int((batch["tgt"][:, 1:] != PAD_ID).sum())
+    src, tgt = B * S, B * T
+    attention = 2 * H * H * 4  # q, k, v and out projections per token (2·H·H each)
+    encoder = LAYERS * (src * (attention + 2 * 2 * H * FF) + 2 * 2 * B * S * S * H)
+    decoder = LAYERS * (
+        tgt * (attention + 2 * 2 * H * FF) + 2 * 2 * B * T * T * H  # causal self-attention (full T x T)
+        + tgt * 2 * 2 * H * H + src * 2 * 2 * H * H + 2 * 2 * B * T * S * H  # cross: q, out; k, v; scores
+    )
+    projection = 2 * tgt * M * H if tied else 0
+    return 3 * (encoder + decoder + n * generator_fwd) + 2 * projection
+
+
+@pytest.mark.parametrize(
+    ("row", "generator_fwd", "tied"),
+    [(["-loss", "ce"], 2 * H * V, False), (["-loss", "nllvmf"], 2 * H * M, False),
+     (["-loss", "nllvmf", "-tie_emb"], 2 * H * M, True)],
+)
+def test_transformer_step_flops_match_a_hand_count(row, generator_fwd, tied):
+    parser = benchlib.train_cli.build_parser()
+    opt = parser.parse_args(
+        ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", str(H), "-word_vec_size",
+         str(H), "-heads", "2", "-transformer_ff", str(FF), "-layers", str(LAYERS), "-tgt_emb", "x", *row]
+    )
+    benchlib.training.expand_layers(opt, parser.get_default)
+    benchlib.training.check_options(opt)
+    batch = benchlib.synthetic_batch(B, V, V, "cpu", src_len=S)
+    got = flops.step_flops(opt, V, V, batch, benchlib.needs_table(opt, V))["total"]
+    assert got == transformer_hand_count(batch, generator_fwd, tied)
