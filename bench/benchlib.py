@@ -110,7 +110,7 @@ def row_options(size, row_args, gpu=None):
 
 def describe(size):
     """One line naming a size's encoder and decoder, for the tables' titles."""
-    opt = train_cli.build_parser().parse_args(SIZES[size] + ["-tgt_emb", "<synthetic>"])
+    opt = row_options(size, ["-loss", "ce"])
     enc, dec = architecture(opt)
     if "transformer" in (enc, dec):
         return (f"{enc} encoder, {dec} decoder: d_model {opt.rnn_size}, {opt.heads} heads, "

@@ -4,6 +4,7 @@ import os
 import sys
 
 import pytest
+import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
 
@@ -116,3 +117,29 @@ def test_transformer_step_flops_match_a_hand_count(row, generator_fwd, tied):
     batch = benchlib.synthetic_batch(B, V, V, "cpu", src_len=S)
     got = flops.step_flops(opt, V, V, batch, benchlib.needs_table(opt, V))["total"]
     assert got == transformer_hand_count(batch, generator_fwd, tied)
+
+
+def test_a_tiny_transformer_row_trains_in_the_worker(monkeypatch):
+    """What bench/train_speed.py's worker runs for the transformer size, at a tiny width: the row's
+    options through train.py's checks, build_model, two timed updates, the parameter counts."""
+    import train_worker
+
+    tiny = ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", str(H), "-word_vec_size",
+            str(H), "-heads", "2", "-transformer_ff", str(FF), "-layers", str(LAYERS), "-decay_method", "noam"]
+    monkeypatch.setitem(benchlib.SIZES, "tiny_transformer", tiny)
+    assert "d_model 8, 2 heads, feed-forward 12, 2+2 layers" in benchlib.describe("tiny_transformer")
+    counts = {}
+    for label, row in (("ce", ["-loss", "ce"]), ("nllvmf tied", ["-loss", "nllvmf", "-tie_emb"])):
+        cfg = {"size": "tiny_transformer", "row_args": row, "vocab": V, "gpu": None, "threads": 1, "seed": 1,
+               "tgt_len_sd": 0.6}
+        model = train_worker.Model(cfg)
+        assert model.opt.enc_layers == model.opt.dec_layers == LAYERS
+        before = [p.detach().clone() for p in model.model.parameters() if p.requires_grad]
+        times = [model.step(4) for _ in range(2)]
+        assert all(t > 0 for t in times)
+        after = [p for p in model.model.parameters() if p.requires_grad]
+        assert any(not torch.equal(a, b) for a, b in zip(after, before, strict=True))  # Adam moved them
+        counts[label] = model.params()
+    assert counts["ce"]["output_layer"] == H * V + V  # the softmax layer
+    assert counts["nllvmf tied"]["output_layer"] == H * M + M  # d_model -> m
+    assert counts["nllvmf tied"]["input_layer"] == M * H + H  # the frozen table's projection
