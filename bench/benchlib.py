@@ -22,7 +22,7 @@ from onmt_cont.bin import train as train_cli  # noqa: E402
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
 from onmt_cont.losses import build_loss  # noqa: E402
 from onmt_cont.models.generators import frozen_count, parameter_count  # noqa: E402
-from onmt_cont.models.model import build_model  # noqa: E402
+from onmt_cont.models.model import architecture, build_model  # noqa: E402
 from onmt_cont.trainer import Trainer  # noqa: E402
 from onmt_cont.utils.device import resolve_device as device_of_gpu  # noqa: E402
 from onmt_cont.utils.errors import UserError  # noqa: E402
@@ -34,6 +34,12 @@ from onmt_cont.utils.threads import add_threads_arg, apply_threads, set_threads 
 SIZES = {
     "paper": ["-rnn_size", "1024", "-word_vec_size", "512", "-enc_layers", "1", "-dec_layers", "2", "-brnn"],
     "small": ["-rnn_size", "256", "-word_vec_size", "128", "-enc_layers", "1", "-dec_layers", "2", "-brnn"],
+    # The Transformer at the small LSTM's width (d_model = its rnn_size 256) and decoder depth: 2+2
+    # pre-norm layers, 4 heads of 64, feed-forward 1024 (4 d_model, as Vaswani et al.), and the
+    # settings docs/recipes/transformer.sh trains it with (noam, Glorot), which cost nothing per update.
+    "transformer": ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "256",
+                    "-word_vec_size", "256", "-heads", "4", "-transformer_ff", "1024", "-enc_layers", "2",
+                    "-dec_layers", "2", "-decay_method", "noam", "-param_init", "0", "-param_init_glorot"],
 }
 EMB_DIM = 300  # m, the pretrained target vectors' size (the paper's)
 SRC_VOCAB = 50_000  # the paper's source vocabulary (Table 7); only the target vocabulary varies
@@ -94,10 +100,23 @@ def row_options(size, row_args, gpu=None):
     argv = SIZES[size] + list(row_args) + ["-tgt_emb", "<synthetic>"]
     if gpu is not None:
         argv += ["-gpu", str(gpu)]
+    parser = train_cli.build_parser()
     with contextlib.redirect_stderr(io.StringIO()):  # argparse's usage text: the UserError says it all
-        opt = train_cli.build_parser().parse_args(argv)
+        opt = parser.parse_args(argv)
+    training.expand_layers(opt, parser.get_default)  # -layers N, as train.py reads it
     training.check_options(opt)  # the defaults train.py fills in (learning rate) and its refusals
     return opt
+
+
+def describe(size):
+    """One line naming a size's encoder and decoder, for the tables' titles."""
+    opt = row_options(size, ["-loss", "ce"])
+    enc, dec = architecture(opt)
+    if "transformer" in (enc, dec):
+        return (f"{enc} encoder, {dec} decoder: d_model {opt.rnn_size}, {opt.heads} heads, "
+                f"feed-forward {opt.transformer_ff}, {opt.enc_layers}+{opt.dec_layers} layers")
+    return (f"rnn {opt.rnn_size}, emb {opt.word_vec_size}, {opt.dec_layers}-layer decoder, "
+            f"{'bi-LSTM' if enc == 'brnn' else 'LSTM'} encoder")
 
 
 def needs_table(opt, tgt_vocab):

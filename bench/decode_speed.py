@@ -20,6 +20,10 @@ tables and queries and does the measurement. faiss runs on the CPU, so this part
     python bench/decode_speed.py                # small and paper sizes, 50K and 300K words; ANN at 50K, 300K, 1M
     python bench/decode_speed.py -sizes small -vocabs 50000 -sentences 64 -ann_sizes none
     python bench/decode_speed.py -sizes none -ann_sizes 300000 -ann_sweep 16 32 64   # ANN only
+    python bench/decode_speed.py -sizes small,transformer -ann_sizes none   # LSTM against Transformer
+
+The transformer size (benchlib.SIZES) decodes with its key/value cache: one new position per
+step, attending to the cached keys and values of the earlier ones.
 """
 
 import argparse
@@ -43,7 +47,9 @@ ROWS = [("softmax (ce)", ["-loss", "ce"]), ("nllvmf", ["-loss", "nllvmf"]), ("co
 
 def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-sizes", default="small,paper", help="comma list of benchlib.SIZES, or none")
+    p.add_argument(
+        "-sizes", default="small,paper", help="comma list of benchlib.SIZES (small, paper, transformer), or none"
+    )
     p.add_argument("-vocabs", default="50000,300000", help="target vocabulary sizes")
     p.add_argument("-batch_size", type=int, default=32, help="sentences per batch (translate.py's default)")
     p.add_argument("-sentences", type=int, default=None, help="sentences per timing (default: 128 small, 64 paper)")
@@ -181,7 +187,7 @@ def main(argv=None):
         f"out per sentence; median of {args.reps}"
     )
     sizes = [] if args.sizes == "none" else args.sizes.split(",")
-    head = f"{'size':6s} {'target words':>12s} " + " ".join(f"{label + ' sent/s':>20s}" for label, _ in ROWS)
+    head = f"{'size':11s} {'target words':>12s} " + " ".join(f"{label + ' sent/s':>20s}" for label, _ in ROWS)
     head += " " + " ".join(f"{label + ' / ce':>14s}" for label, _ in ROWS[1:])
     if sizes:
         print(head)
@@ -197,7 +203,7 @@ def main(argv=None):
                 f"{res[label]['sent_s'] / ce:14.2f}" if "sent_s" in res[label] and ce else f"{'n/a':>14s}"
                 for label, _ in ROWS[1:]
             ]
-            print(f"{size:6s} {vocab:12,d} " + " ".join(cells) + " " + " ".join(ratios), flush=True)
+            print(f"{size:11s} {vocab:12,d} " + " ".join(cells) + " " + " ".join(ratios), flush=True)
     if args.ann_sizes != "none":
         ann_rows(args, args.threads)
     print(f"(ran {time.perf_counter() - start:.0f} s; load average {os.getloadavg()[0]:.1f} at the end)")

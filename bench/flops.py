@@ -6,9 +6,12 @@ matrix product of the forward pass and of the backward pass as autograd really r
 frozen table gets no weight gradient, a loss's no-grad search (maxmargin's most informative
 negative) is counted once. So a new generator or loss is counted without changes here.
 
-The counter has no formula for the fused LSTM of the encoder (``nn.LSTM``), so the encoder is
+The counter has no formula for the fused LSTM of the encoder (``nn.LSTM``), so an LSTM encoder is
 counted by hand: per source token, direction and layer, forward 2·4h·(in + h); the backward
-(gradients of the inputs and of the weights) twice that.
+(gradients of the inputs and of the weights) twice that. A Transformer encoder is counted by the
+counter, forward and backward, on its own (its gradient from the decoder stands in as given).
+On ``meta`` ``scaled_dot_product_attention`` runs its math path (two batched products forward,
+four backward), which the counter sees; the CPU's fused kernel it would not.
 
 Elementwise work, the embedding gradients and the optimiser step are not FLOPs here: they are
 memory-bound, and docs/benchmarks.md says where they matter.
@@ -23,7 +26,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from onmt_cont.losses import build_loss, negatives
 from onmt_cont.models import generators
-from onmt_cont.models.model import build_model
+from onmt_cont.models.model import architecture, build_model
 
 META = torch.device("meta")
 
@@ -38,6 +41,17 @@ def encoder_flops(opt, src_tokens):
         total += directions * 2 * 4 * h * (size_in + h)
         size_in = h * directions
     return 3 * total * src_tokens
+
+
+def counted_encoder_flops(model, batch):
+    """Forward + backward matmul FLOPs of a (non-LSTM) encoder on ``batch``'s shapes, on meta: the
+    memory bank's gradient (what the decoder sends back) is an input here, not counted work."""
+    src = torch.ones(batch["src"].shape, dtype=torch.long, device=META)  # no padding: every token is real
+    counter = FlopCounterMode(display=False)
+    with counter:
+        memory_bank, _ = model.encoder(src, batch["src_lengths"].to(META))
+        memory_bank.backward(torch.empty_like(memory_bank))
+    return counter.get_total_flops()
 
 
 @contextmanager
@@ -98,5 +112,9 @@ def step_flops(opt, src_vocab, tgt_vocab, batch, with_table, emb_dim=300):
             output = model.generator(dec_out.reshape(-1, H)[:n], gold)
             loss_fn(output, gold).sum().backward()
     rest = counter.get_total_flops()
-    enc = encoder_flops(opt, src_tokens)
+    if architecture(opt)[0] == "transformer":
+        with torch.device(META):
+            enc = counted_encoder_flops(model, batch)
+    else:
+        enc = encoder_flops(opt, src_tokens)
     return {"encoder": enc, "decoder+generator+loss": rest, "total": enc + rest}

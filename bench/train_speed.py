@@ -1,9 +1,10 @@
 """Training speed and memory per loss: Kumar & Tsvetkov (2019), Table 4 and Figure 1 (left).
 
-Every row is the same encoder and decoder (SIZES in benchlib.py) with only its generator and
-loss options changed, built, checked and trained by the toolkit's own code (train.py's parser
-and checks, build_model, build_loss, Trainer.train_step). Target tables are random unit
-vectors (m = 300) and batches random ids of realistic lengths (benchlib.synthetic_batch).
+Every row of a table is the same encoder and decoder (SIZES in benchlib.py: LSTMs of two sizes,
+and a Transformer as wide as the small LSTM) with only its generator and loss options changed,
+built, checked and trained by the toolkit's own code (train.py's parser and checks,
+build_model, build_loss, Trainer.train_step). Target tables are random unit vectors (m = 300)
+and batches random ids of realistic lengths (benchlib.synthetic_batch).
 
 One update = forward + loss + backward + gradient clipping + Adam step, as train.py does it.
 Each row runs in its own worker process, so that its peak memory is its own: on CPU the
@@ -15,7 +16,9 @@ changes in machine load hit every row alike; a row's "x ce" is its median update
 the median of the ce updates timed in the same turns.
 
     python bench/train_speed.py -quick          # < 1 min on 2 CPU cores: ce, nllvmf, cosine
-    python bench/train_speed.py                 # the tables of docs/benchmarks.md (2-core CPU: ~17 min)
+    python bench/train_speed.py                 # the tables of docs/benchmarks.md (2-core CPU: ~20 min)
+    python bench/train_speed.py -sizes small,transformer -rows "ce,nllvmf,nllvmf tied" -sweep ""
+                                                # LSTM against Transformer (issue 16), one run
     python bench/train_speed.py -gpu 0          # on a GPU, plus the largest batch per memory budget
 
 Rows with ``-negatives gold_nn`` on a CPU above EXACT_UP_TO words time the update with a random
@@ -71,6 +74,9 @@ SOFTMAX_ROWS = {"ce", "ReWE", "joint full", "joint sampled"}
 # The paper's sizes are slow on a CPU (several seconds per update): by default only the rows that
 # Table 4 and the targets need run there on CPU; -paper_rows all runs every row.
 PAPER_ROWS_CPU = {50_000: ["ce", "nllvmf", "nllvmf tied", "cosine"], 300_000: ["ce", "nllvmf tied"]}
+# The Transformer size (benchlib.SIZES): issue 16's softmax against NLLvMF rows by default, on any
+# device; -transformer_rows all runs every row.
+TRANSFORMER_ROWS = {50_000: ["ce", "nllvmf", "nllvmf tied"], 300_000: ["ce", "nllvmf tied"]}
 SWEEP_ROWS = ["ce", "nllvmf", "maxmargin"]
 # At a larger vocabulary these rows are also timed at 50K words in the same rounds ("nllvmf @50K"),
 # so that "flat in the vocabulary size" compares updates timed side by side, not minutes apart.
@@ -84,7 +90,10 @@ def build_parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-quick", action="store_true", help="small size, 50K words, ce/nllvmf/cosine: under a minute")
     p.add_argument(
-        "-sizes", default=None, help="comma list of benchlib.SIZES (default: small,paper; none: the sweep only)"
+        "-sizes",
+        default=None,
+        help="comma list of benchlib.SIZES: small, paper (LSTMs), transformer (default: small,transformer,paper; "
+        "none: the sweep only)",
     )
     p.add_argument("-vocabs", default="50000,300000", help="target vocabulary sizes")
     p.add_argument("-rows", default="all", help="comma list of row labels, or all")
@@ -92,6 +101,12 @@ def build_parser():
         "-paper_rows",
         default=None,
         help="rows at the paper's size (default on CPU: those Table 4 and the targets need; on GPU: all)",
+    )
+    p.add_argument(
+        "-transformer_rows",
+        default=None,
+        help="rows at the transformer size (default: ce, nllvmf, nllvmf tied at 50K; ce, nllvmf tied at "
+        "larger vocabularies; all: every row)",
     )
     p.add_argument("-batch_size", type=int, default=64, help="sentences per batch (Table 4: 64)")
     p.add_argument(
@@ -360,7 +375,7 @@ def check_targets(all_results):
         lines.append(
             f"paper size, 50K: nllvmf step time {r:.2f}x ce (target <= 0.40): {'met' if r <= 0.4 else 'MISSED'}"
         )
-    for size in ("paper", "small"):
+    for size in ("paper", "small", "transformer"):
         a, b = all_results.get((size, 50_000), {}), all_results.get((size, 300_000), {})
         if ok("ce", a) and ok("ce", b):
             g = b["ce"]["step_s"] / a["ce"]["step_s"]
@@ -388,8 +403,27 @@ def check_targets(all_results):
     return lines
 
 
+def speedups(all_results, labels=("nllvmf", "nllvmf tied")):
+    """Lines of ce's update time over each continuous row's (the inverse of "x ce", same turns), per
+    size and vocabulary: how the continuous output's speed-up compares between architectures."""
+    keys = [k for k in all_results if isinstance(k, tuple)]
+    if not keys:
+        return []
+    lines = [f"{'size':12s} {'target words':>12s} " + " ".join(f"{lab:>12s}" for lab in labels)]
+    for size, vocab in keys:
+        res = all_results[(size, vocab)]
+        cells = [f"{1 / res[lab]['ratio']:11.2f}x" if lab in res and "na" not in res[lab] else f"{'-':>12s}"
+                 for lab in labels]
+        lines.append(f"{size:12s} {vocab:12,d} " + " ".join(cells))
+    return lines
+
+
 def table_labels(args, size, vocab, wanted, device):
-    """The rows of one table: at the paper's size on CPU only those PAPER_ROWS_CPU names."""
+    """The rows of one table: at the paper's size on CPU only those PAPER_ROWS_CPU names, at the
+    transformer size those TRANSFORMER_ROWS names (or what -paper_rows / -transformer_rows say)."""
+    if size == "transformer" and args.transformer_rows != "all":
+        pick = args.transformer_rows.split(",") if args.transformer_rows else TRANSFORMER_ROWS.get(vocab, ["ce"])
+        return [lab for lab in wanted if lab in pick]
     if size != "paper" or args.quick or args.paper_rows == "all":
         return list(wanted)
     if args.paper_rows:
@@ -415,11 +449,7 @@ def run_tables(args, device, sizes, vocabs, wanted):
             results.update(measure_group(size, vocab, runnable, reps, args))
             add_flops(results, size, vocab, args)
             all_results[(size, vocab)] = results
-            enc, dec = benchlib.SIZES[size][1], benchlib.SIZES[size][3]
-            title = (
-                f"{size} size (rnn {enc}, emb {dec}, 2-layer decoder, bi-LSTM encoder), {vocab:,} target "
-                f"words, batch {args.batch_size}"
-            )
+            title = f"{size} size ({benchlib.describe(size)}), {vocab:,} target words, batch {args.batch_size}"
             print_table(title, results, labels)
     return all_results
 
@@ -463,7 +493,10 @@ def main():
         sizes, vocabs, wanted = ["small"], [50_000], ["ce", "nllvmf", "cosine"]
         args.sweep, args.reps = "", 3
     else:
-        sizes = [] if args.sizes == "none" else (args.sizes or "small,paper").split(",")
+        sizes = [] if args.sizes == "none" else (args.sizes or "small,transformer,paper").split(",")
+        unknown = [size for size in sizes if size not in benchlib.SIZES]
+        if unknown:
+            sys.exit(f"train_speed.py: unknown size(s) {unknown}; sizes: {', '.join(benchlib.SIZES)}")
         vocabs = [int(v) for v in args.vocabs.split(",")]
         wanted = [lab for lab, _ in ROWS] if args.rows == "all" else args.rows.split(",")
     unknown = [lab for lab in wanted if lab not in ROW_ARGS]
@@ -481,6 +514,11 @@ def main():
         all_results["sweep"] = run_sweep(args, device)
     if device.type == "cuda":
         run_max_batch(args, wanted)
+    lines = speedups(all_results)
+    if lines:
+        print("\nspeed-up over ce (ce's update time / the row's, timed in the same turns)")
+        for line in lines:
+            print(f"  {line}")
     lines = check_targets(all_results)
     if lines:
         print("\ntargets")

@@ -4,6 +4,7 @@ import os
 import sys
 
 import pytest
+import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
 
@@ -79,3 +80,66 @@ def test_synthetic_batch_is_a_length_bucket():
     lengths = (tgt != PAD_ID).sum(1) - 2
     assert (tgt[range(16), lengths + 1] == EOS_ID).all()
     assert tgt.size(1) == int(lengths.max()) + 2 and int(lengths.min()) >= 3
+
+
+FF, LAYERS = 12, 2
+
+
+def transformer_hand_count(batch, generator_fwd, tied=False):
+    """3x the forward matmul FLOPs of a Transformer encoder and decoder (d = H, FF, LAYERS each),
+    counted by hand; with -tie_emb the frozen table's 300 -> H projection gets no input gradient (2x)."""
+    T = batch["tgt"].size(1) - 1
+    n = int((batch["tgt"][:, 1:] != PAD_ID).sum())
+    src, tgt = B * S, B * T
+    attention = 2 * H * H * 4  # q, k, v and out projections per token (2·H·H each)
+    encoder = LAYERS * (src * (attention + 2 * 2 * H * FF) + 2 * 2 * B * S * S * H)
+    decoder = LAYERS * (
+        tgt * (attention + 2 * 2 * H * FF) + 2 * 2 * B * T * T * H  # causal self-attention (full T x T)
+        + tgt * 2 * 2 * H * H + src * 2 * 2 * H * H + 2 * 2 * B * T * S * H  # cross: q, out; k, v; scores
+    )
+    projection = 2 * tgt * M * H if tied else 0
+    return 3 * (encoder + decoder + n * generator_fwd) + 2 * projection
+
+
+@pytest.mark.parametrize(
+    ("row", "generator_fwd", "tied"),
+    [(["-loss", "ce"], 2 * H * V, False), (["-loss", "nllvmf"], 2 * H * M, False),
+     (["-loss", "nllvmf", "-tie_emb"], 2 * H * M, True)],
+)
+def test_transformer_step_flops_match_a_hand_count(row, generator_fwd, tied):
+    parser = benchlib.train_cli.build_parser()
+    opt = parser.parse_args(
+        ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", str(H), "-word_vec_size",
+         str(H), "-heads", "2", "-transformer_ff", str(FF), "-layers", str(LAYERS), "-tgt_emb", "x", *row]
+    )
+    benchlib.training.expand_layers(opt, parser.get_default)
+    benchlib.training.check_options(opt)
+    batch = benchlib.synthetic_batch(B, V, V, "cpu", src_len=S)
+    got = flops.step_flops(opt, V, V, batch, benchlib.needs_table(opt, V))["total"]
+    assert got == transformer_hand_count(batch, generator_fwd, tied)
+
+
+def test_a_tiny_transformer_row_trains_in_the_worker(monkeypatch):
+    """What bench/train_speed.py's worker runs for the transformer size, at a tiny width: the row's
+    options through train.py's checks, build_model, two timed updates, the parameter counts."""
+    import train_worker
+
+    tiny = ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", str(H), "-word_vec_size",
+            str(H), "-heads", "2", "-transformer_ff", str(FF), "-layers", str(LAYERS), "-decay_method", "noam"]
+    monkeypatch.setitem(benchlib.SIZES, "tiny_transformer", tiny)
+    assert "d_model 8, 2 heads, feed-forward 12, 2+2 layers" in benchlib.describe("tiny_transformer")
+    counts = {}
+    for label, row in (("ce", ["-loss", "ce"]), ("nllvmf tied", ["-loss", "nllvmf", "-tie_emb"])):
+        cfg = {"size": "tiny_transformer", "row_args": row, "vocab": V, "gpu": None, "threads": 1, "seed": 1,
+               "tgt_len_sd": 0.6}
+        model = train_worker.Model(cfg)
+        assert model.opt.enc_layers == model.opt.dec_layers == LAYERS
+        before = [p.detach().clone() for p in model.model.parameters() if p.requires_grad]
+        times = [model.step(4) for _ in range(2)]
+        assert all(t > 0 for t in times)
+        after = [p for p in model.model.parameters() if p.requires_grad]
+        assert any(not torch.equal(a, b) for a, b in zip(after, before, strict=True))  # Adam moved them
+        counts[label] = model.params()
+    assert counts["ce"]["output_layer"] == H * V + V  # the softmax layer
+    assert counts["nllvmf tied"]["output_layer"] == H * M + M  # d_model -> m
+    assert counts["nllvmf tied"]["input_layer"] == M * H + H  # the frozen table's projection
