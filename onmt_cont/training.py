@@ -4,6 +4,7 @@ one run (Run), its loop over epochs, validation, checkpoints and -train_from res
 bin/train.py only parses the options and calls train(); tests, tools and benchmarks use the
 pieces here (check_options, Run, ValidBleu, load_table) directly."""
 
+import gc
 import logging
 import os
 import random
@@ -352,6 +353,14 @@ class Run:
             self.trainer.scaler.load_state_dict(ckpt["scaler"])
         logger.info(f"resumed from step {self.progress['step']} (epoch {self.progress['epoch'] + 1})")
 
+    def release_distributed(self):
+        """Drop the DistributedDataParallel wrapper before the process group goes: its reducer
+        can hold gloo work whose tensors would otherwise be freed during interpreter shutdown,
+        when gloo's threads can no longer take the GIL (the rank then aborts at exit, -6)."""
+        if isinstance(self.trainer.forward, DistributedDataParallel):
+            self.trainer.forward = TrainingForward(self.model)
+            gc.collect()
+
     def save(self, name):
         """Rank 0 writes (atomically); the others only wait for it."""
         path = f"{self.opt.save_model}_{name}.pt"
@@ -495,5 +504,6 @@ def train(opt, default):
     except NonFiniteLoss as exc:
         raise UserError(str(exc)) from None
     finally:
+        run.release_distributed()
         distributed.cleanup(ctx)
     return run
