@@ -493,7 +493,8 @@ def train(opt, default):
     extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample", "negatives", "num_negatives")
                     if getattr(opt, k) is not None)
     enc, dec = architecture(opt)
-    logger.info(f"model: -encoder_type {enc} -decoder_type {dec} -loss {opt.loss} -generator {opt.generator}{' -tie_emb' if opt.tie_emb else ''}{extra}; "
+    tie = " -tie_emb" if opt.tie_emb else ""
+    logger.info(f"model: -encoder_type {enc} -decoder_type {dec} -loss {opt.loss} -generator {opt.generator}{tie}{extra}; "
                 f"device {device}{f' ({threads} threads)' if device.type == 'cpu' else ''}; lr {opt.learning_rate}")
     report_parameters(run.model)
     if ctx.distributed:

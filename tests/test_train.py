@@ -33,10 +33,9 @@ def memorisation_corpus(n=20, seed=0):
     return src, tgt
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    """Shards of the memorisation corpus (validation: its first 8 pairs) and a random unit table."""
-    d = tmp_path_factory.mktemp("data")
+def memorisation_data(d, table_dim):
+    """Shards of the memorisation corpus in folder ``d`` (validation: its first 8 pairs) and a
+    random unit table of ``table_dim`` columns (row 0, padding, zero)."""
     src, tgt = memorisation_corpus()
     for name, lines in (("train.fr", src), ("train.en", tgt), ("valid.fr", src[:8]), ("valid.en", tgt[:8])):
         (d / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -45,10 +44,16 @@ def data(tmp_path_factory):
                      "-valid_src", str(d / "valid.fr"), "-valid_tgt", str(d / "valid.en"), "-save_data", prefix])
     _, tgt_vocab, _ = load_vocabs(prefix + ".vocab.pt")
     gen = torch.Generator().manual_seed(0)
-    table = torch.nn.functional.normalize(torch.randn(len(tgt_vocab), EMB_DIM, generator=gen), dim=-1)
+    table = torch.nn.functional.normalize(torch.randn(len(tgt_vocab), table_dim, generator=gen), dim=-1)
     table[0] = 0
     torch.save(table, d / "emb.pt")
-    return {"dir": d, "prefix": prefix, "emb": str(d / "emb.pt"), "tgt_vocab_size": len(tgt_vocab)}
+    return {"dir": d, "prefix": prefix, "emb": str(d / "emb.pt"), "tgt_vocab_size": len(tgt_vocab),
+            "src": src, "tgt": tgt}
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return memorisation_data(tmp_path_factory.mktemp("data"), EMB_DIM)
 
 
 SMALL = {"-rnn_size": "32", "-word_vec_size": "16", "-dropout": "0", "-batch_size": "5", "-seed": "1",

@@ -18,10 +18,18 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_train import argv, fails, log_values, memorisation_corpus, record_steps, reported_losses, run_train
+from test_train import (
+    argv,
+    fails,
+    log_values,
+    memorisation_data,
+    record_steps,
+    reported_losses,
+    run_train,
+)
 from torch import nn
 
-from onmt_cont.bin import preprocess, train, translate
+from onmt_cont.bin import train, translate
 from onmt_cont.constants import BOS_ID
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.losses import CONTINUOUS_LOSSES, LOSSES
@@ -45,19 +53,7 @@ TRANSFORMER = {"encoder_type": "transformer", "decoder_type": "transformer", "rn
 def data(tmp_path_factory):
     """The memorisation corpus's shards and a random unit table of TABLE_DIM (= d_model: tied
     embeddings feed the decoder without a projection)."""
-    d = tmp_path_factory.mktemp("tdata")
-    src, tgt = memorisation_corpus()
-    for name, lines in (("train.fr", src), ("train.en", tgt), ("valid.fr", src[:8]), ("valid.en", tgt[:8])):
-        (d / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    prefix = str(d / "d")
-    preprocess.main(["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"),
-                     "-valid_src", str(d / "valid.fr"), "-valid_tgt", str(d / "valid.en"), "-save_data", prefix])
-    _, tgt_vocab, _ = load_vocabs(prefix + ".vocab.pt")
-    gen = torch.Generator().manual_seed(0)
-    table = torch.nn.functional.normalize(torch.randn(len(tgt_vocab), TABLE_DIM, generator=gen), dim=-1)
-    table[0] = 0
-    torch.save(table, d / "emb.pt")
-    return {"dir": d, "prefix": prefix, "emb": str(d / "emb.pt"), "src": src, "tgt": tgt}
+    return memorisation_data(tmp_path_factory.mktemp("tdata"), TABLE_DIM)
 
 
 def initial_model(run):
@@ -304,8 +300,9 @@ def logged_lrs(path):
 
 def test_resume_is_exact_and_keeps_the_architecture(data, tmp_path, monkeypatch):
     """10 steps with dropout, attention dropout and noam; resume from step 4 (an epoch's end) and
-    step 6 (mid-epoch, and without the schedule's options too) without repeating any architecture option: every later step's loss, the lr
-    of every step, the final parameters and the progress equal the uninterrupted run's."""
+    step 6 (mid-epoch; also without the schedule's options) without repeating any architecture
+    option: every later step's loss, the lr of every step, the final parameters and the progress
+    equal the uninterrupted run's."""
     seen = record_steps(monkeypatch)
     lrs = []
     real_step = Trainer.train_step  # record_steps's wrapper
