@@ -494,7 +494,8 @@ def train(opt, default):
                     if getattr(opt, k) is not None)
     enc, dec = architecture(opt)
     tie = " -tie_emb" if opt.tie_emb else ""
-    logger.info(f"model: -encoder_type {enc} -decoder_type {dec} -loss {opt.loss} -generator {opt.generator}{tie}{extra}; "
+    logger.info(f"model: -encoder_type {enc} -decoder_type {dec} -loss {opt.loss} -generator {opt.generator}"
+                f"{tie}{extra}; "
                 f"device {device}{f' ({threads} threads)' if device.type == 'cpu' else ''}; lr {opt.learning_rate}")
     report_parameters(run.model)
     if ctx.distributed:
