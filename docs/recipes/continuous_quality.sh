@@ -44,20 +44,10 @@ config_flags() {
   esac
 }
 
-# 1. tokenize (Moses, no escaping, lowercase), preprocess with the target restricted to words that
-#    have a vector, the unit table, the lexicon: as docs/recipes/multi30k.sh does
-for split in train val test_2016_flickr test_2017_flickr; do
-  for l in $SRC $TGT; do
-    [ -s "$TOK/$split.$l" ] || python tools/moses_tok.py -lang $l < "$SHARED/multi30k/$split.$l" > "$TOK/$split.$l"
-  done
-done
-[ -s "$OUT/data.vocab.pt" ] || python preprocess.py -train_src "$TOK/train.$SRC" -train_tgt "$TOK/train.$TGT" \
-  -valid_src "$TOK/val.$SRC" -valid_tgt "$TOK/val.$TGT" -save_data "$OUT/data" -tgt_emb "$EMB" -shuffle
-[ -s "$OUT/emb.dec.pt" ] || python embeddings_to_torch.py -emb_file_dec "$EMB" -dict_file "$OUT/data.vocab.pt" \
-  -output_file "$OUT/emb" -normalize
+# 1. the data, the unit table and the lexicon
+. docs/recipes/prepare_m30k.sh
 [ -s "$OUT/emb_center.dec.pt" ] || python embeddings_to_torch.py -emb_file_dec "$EMB" -dict_file "$OUT/data.vocab.pt" \
   -output_file "$OUT/emb_center" -normalize -center
-[ -s "$OUT/lexicon.txt" ] || python build_lexicon.py -src "$TOK/train.$SRC" -tgt "$TOK/train.$TGT" -output "$OUT/lexicon.txt"
 
 # 2. train (validation BLEU at every epoch's end picks model_best.pt), 3. translate both test sets
 for cfg in $CONFIGS; do
