@@ -159,7 +159,7 @@ def _check_architecture(opt):
         if dec != "transformer":
             raise UserError("-alignment_layer picks a Transformer decoder layer's cross-attention: it needs "
                             f"-decoder_type transformer (got -decoder_type {dec})")
-        if not -opt.dec_layers <= opt.alignment_layer < opt.dec_layers:
+        if opt.alignment_layer != "mean" and not -opt.dec_layers <= opt.alignment_layer < opt.dec_layers:
             raise UserError(f"-alignment_layer {opt.alignment_layer}: the decoder has {opt.dec_layers} layers "
                             f"(0..{opt.dec_layers - 1}, or -1 for the last)")
 

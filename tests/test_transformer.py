@@ -378,12 +378,14 @@ def test_translate_alignment_layer_overrides_the_checkpoint(data, tmp_path, caps
     ckpt = str(tmp_path / "m_last.pt")
     toks = [line.split() for line in data["src"][:3]]
     words, attns = {}, {}
-    for layer in (None, 0, 1, -1):
+    for layer in (None, "mean", 0, 1, -1):
         tr = Translator(ckpt, alignment_layer=layer)
         words[layer], attns[layer] = tr.translate_batch(toks)
-        assert tr.model.decoder.alignment_layer == (0 if layer is None else layer % 2)
-    assert words[0] == words[1] == words[None] == words[-1]
-    assert all(torch.equal(a, b) for a, b in zip(attns[None], attns[0], strict=True))
+        assert tr.model.decoder.alignment_layer == (None if layer in (None, "mean") else layer % 2)
+    assert words[0] == words[1] == words[None] == words["mean"] == words[-1]
+    for a, b, c, d in zip(attns[None], attns["mean"], attns[0], attns[1], strict=True):  # the default: the mean
+        assert torch.equal(a, b)
+        torch.testing.assert_close(a, (c + d) / 2, atol=1e-6, rtol=0)
     assert all(torch.equal(a, b) for a, b in zip(attns[1], attns[-1], strict=True))
     assert not all(torch.allclose(a, b) for a, b in zip(attns[0], attns[1], strict=True))
     run_train(data, tmp_path / "lstm", loss="cosine", rnn_size="16", word_vec_size="8", train_steps="1")
@@ -441,6 +443,7 @@ def test_old_lstm_checkpoint_loads_translates_and_resumes(data, tmp_path):
     ({"alignment_layer": "2"}, ["-alignment_layer 2", "2 layers"]),
     ({"alignment_layer": "-3"}, ["-alignment_layer -3", "2 layers"]),
     ({"alignment_layer": "0", "decoder_type": "rnn"}, ["-alignment_layer", "-decoder_type rnn"]),
+    ({"alignment_layer": "last"}, ["-alignment_layer", "expected 'mean' or a layer number, got 'last'"]),
     ({"enc_layers": "3"}, ["-layers", "-enc_layers"]),
     ({"layers": "0"}, ["-layers", "at least 1"]),
     ({"label_smoothing": "0.1"}, ["-label_smoothing", "-loss cosine"]),

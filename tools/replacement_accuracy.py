@@ -7,7 +7,7 @@ that some source word of the sentence yields (through the lexicon, or by copying
 ``<unk>`` outputs are too few in a well-trained model to measure it on them alone.
 
     python tools/replacement_accuracy.py -model M.pt -src test.fr -lookup_dict lexicon.txt \\
-        [-alignment_layer 0,1,-1] [-json out.json]
+        [-alignment_layer mean,0,1] [-json out.json]
 
 With several ``-alignment_layer`` values (Transformer decoders) the source is translated once
 per layer: the words are the same, only the attention read differs. LSTM models have one
@@ -65,9 +65,10 @@ def parse_layers(text):
     if text is None:
         return [None]
     try:
-        return [int(x) for x in text.split(",")]
+        return [x if x == "mean" else int(x) for x in text.split(",")]
     except ValueError:
-        raise SystemExit(f"error: -alignment_layer takes comma-separated integers, got {text!r}") from None
+        raise SystemExit(f"error: -alignment_layer takes a comma list of layer numbers and 'mean', "
+                         f"got {text!r}") from None
 
 
 @cli_main
@@ -99,7 +100,7 @@ def main(argv=None):
         counts = score(outputs, attns, sources, lexicon)
         name = "default" if layer is None else str(layer)
         if layer is None and hasattr(translator.model.decoder, "alignment_layer"):
-            name = f"default ({translator.model.decoder.alignment_layer})"
+            name = f"default ({translator.model.decoder.alignment_layer or 'mean'})"
         counts["accuracy"] = counts["restored"] / max(counts["eligible"], 1)
         results[name] = counts
         print(f"alignment layer {name}: {counts['restored']} of {counts['eligible']} restorable output words "

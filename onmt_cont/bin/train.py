@@ -4,6 +4,7 @@ This file only defines and parses the options; the training session is onmt_cont
 
 from onmt_cont import opts
 from onmt_cont.losses import LOSSES
+from onmt_cont.models.transformer import parse_alignment_layer
 from onmt_cont.training import train
 from onmt_cont.utils.errors import cli_main
 from onmt_cont.utils.threads import add_threads_arg
@@ -42,9 +43,10 @@ def build_parser():
                    "positions with a vector of their own (longer sentences reuse the last one)")
     g.add_argument("-attention_dropout", type=float, default=0.1, help="transformer: dropout on the attention "
                    "probabilities")
-    g.add_argument("-alignment_layer", type=int, default=None, help="transformer decoder: the layer whose "
-                   "cross-attention, averaged over heads, -replace_unk reads (0-based, -1 the last; default the "
-                   "penultimate, the best alignment layer in Garg et al. 2019); translate.py can override it")
+    g.add_argument("-alignment_layer", type=parse_alignment_layer, default=None, help="Transformer decoder: "
+                   "the attention -replace_unk reads: mean (default: the cross-attention of every layer and head, "
+                   "averaged) or one layer's, averaged over its heads (0-based, -1 the last); translate.py can "
+                   "override it")
     g.add_argument("-dropout", type=float, default=0.3, help="dropout probability")
     g.add_argument("-param_init", type=float, default=0.1, help="uniform init in [-x, x]; 0 keeps PyTorch's init")
     g.add_argument("-param_init_glorot", action="store_true", help="Xavier-uniform init of every trainable matrix "

@@ -18,6 +18,7 @@ import torch
 
 from onmt_cont import opts
 from onmt_cont.inputters.corpus import count_lines
+from onmt_cont.models.transformer import parse_alignment_layer
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon
 from onmt_cont.utils.device import resolve_device
@@ -56,9 +57,10 @@ def build_parser():
                    "mean of the out-of-vocabulary vectors, is a hub that uncertain predictions fall on")
     g.add_argument("-replace_unk", action="store_true", help="replace each <unk> through the attention: the "
                    "most-attended source word, translated by -lookup_dict, or copied when it is not there")
-    g.add_argument("-alignment_layer", type=int, default=None, help="Transformer decoder: the layer whose "
-                   "cross-attention, averaged over its heads, -replace_unk reads (0-based, -1 the last; default the "
-                   "one train.py chose: the penultimate unless -alignment_layer was given there)")
+    g.add_argument("-alignment_layer", type=parse_alignment_layer, default=None, help="Transformer decoder: "
+                   "the attention -replace_unk reads: mean (default: the cross-attention of every layer and head, "
+                   "averaged) or one layer's, averaged over its heads (0-based, -1 the last); default: the "
+                   "checkpoint's")
     g.add_argument("-lookup_dict", help="bilingual lexicon: 'source_word target_word' per line (build_lexicon.py)")
     g.add_argument("-remove_bpe", action="store_true", help="the model's target side is subword-nmt BPE: join "
                    "the pieces ('@@ ' and a final '@@' removed) before writing the output and scoring it")
