@@ -28,7 +28,7 @@ TMODEL=${TMODEL:--encoder_type transformer -decoder_type transformer -rnn_size 1
 -heads 4 -transformer_ff 512 -dropout 0.3 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot \
 -decay_method noam -learning_rate 0.5 -warmup_steps 1000 -adam_beta2 0.998}
 LMODEL=${LMODEL:--brnn -enc_layers 1 -dec_layers 1 -rnn_size 128 -word_vec_size 128 -dropout 0.3 -batch_size 32 -learning_rate 1e-3}
-ALL_CONFIGS="t_ce t_nllvmf_nce_tied t_nllvmf_tied lstm_ce lstm_nllvmf_nce_tied"
+ALL_CONFIGS="t_ce t_nllvmf_nce_tied t_infonce t_nllvmf_tied lstm_ce lstm_nllvmf_nce_tied"
 CONFIGS=${CONFIGS:-t_ce t_nllvmf_nce_tied}
 EMB=$SHARED/embeddings/$TGT.ft300.vec.gz
 TOK=$OUT/tok
@@ -40,6 +40,8 @@ config_flags() {
     t_ce)                 echo "$TMODEL -loss ce -label_smoothing 0.1" ;;
     # NLLvMF (reg1+reg2, the paper's tied row) + contrastive term: issue 15's best NLLvMF row
     t_nllvmf_nce_tied)    echo "$TMODEL -loss nllvmf_nce -lambda1 0.02 -lambda2 0.1 -tie_emb" ;;
+    # sampled softmax over the fixed table (cos / 0.1) against the same flat negatives: issue 15's best row
+    t_infonce)            echo "$TMODEL -loss infonce -tie_emb" ;;
     # the paper's NLLvMF tied row alone, for reference
     t_nllvmf_tied)        echo "$TMODEL -loss nllvmf -lambda1 0.02 -lambda2 0.1 -tie_emb" ;;
     lstm_ce)              echo "$LMODEL -loss ce" ;;
