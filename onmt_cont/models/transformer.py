@@ -9,9 +9,10 @@ the cross-attention are computed once, at the first step, and kept in the state 
 The attention the decoder returns (for ``-replace_unk``) is the cross-attention averaged over
 heads, and by default over every layer as well (``-alignment_layer mean``), or one layer's
 (``-alignment_layer N``). Garg et al. (2019) find the penultimate layer of a 6-layer model the
-best aligner; on our 2-layer Multi30k models the best single layer differs between the softmax
-and the continuous model, while the mean over layers is as good as the better layer or better
-(docs/results.md, "The Transformer": tools/replacement_accuracy.py on the validation set).
+best aligner; on our 2-layer Multi30k models the better layer differs between the softmax and
+the continuous model, and the mean is the better compromise for the continuous models that
+``-replace_unk`` serves (docs/results.md, section 5b: tools/replacement_accuracy.py on the
+validation set).
 """
 
 import argparse
