@@ -455,6 +455,8 @@ def train(opt, default):
         raise UserError(f"-data {opt.data} is a file: -data takes the prefix given to preprocess.py -save_data "
                         "(the files are PREFIX.vocab.pt, PREFIX.train.N.pt, PREFIX.valid.0.pt)")
     expand_layers(opt, default)
+    if opt.alignment_layer == "mean":  # the default spelled out: the same model option as leaving it out
+        opt.alignment_layer = None
     ckpt = None
     if opt.train_from:
         ckpt = load_checkpoint(opt.train_from)

@@ -369,6 +369,11 @@ def test_alignment_layer_is_carried_to_translation_and_through_resume(data, tmp_
     c.mkdir()
     fails(capsys, argv(data, c, train_from=ckpt, alignment_layer="0", **rest), "-alignment_layer 0",
           "-alignment_layer -1")
+    # "mean" spelled out is the default: the same model option as leaving it out
+    run_train(data, tmp_path / "d", loss="cosine", alignment_layer="mean", **TRANSFORMER)
+    run = run_train(data, tmp_path / "e", train_from=str(tmp_path / "d" / "m_last.pt"), alignment_layer="mean",
+                    **{**rest, "epochs": "2", "train_steps": "5"})
+    assert run.opt.alignment_layer is None and run.model.decoder.alignment_layer is None
 
 
 def test_translate_alignment_layer_overrides_the_checkpoint(data, tmp_path, capsys):
