@@ -26,6 +26,7 @@ from onmt_cont.losses.negatives import parse_sources
 from onmt_cont.models.checkpoint import is_better, load_checkpoint, save_checkpoint
 from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
 from onmt_cont.models.model import architecture, build_model
+from onmt_cont.models.transformer import check_alignment_layer, check_sizes
 from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer, TrainingForward
 from onmt_cont.translate.translator import Translator
 from onmt_cont.utils.amp import require_autocast
@@ -139,29 +140,23 @@ def _check_architecture(opt):
     for name in ("enc_layers", "dec_layers"):
         if getattr(opt, name) < 1:
             raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
-    transformer = "transformer" in (enc, dec)
-    if transformer:
+    if "transformer" in (enc, dec):
         for name in ("heads", "transformer_ff", "max_positions"):
             if getattr(opt, name) < 1:
                 raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
-        if opt.rnn_size % opt.heads:
-            raise UserError(f"-heads {opt.heads} must divide -rnn_size {opt.rnn_size} (the Transformer's model size): "
-                            "each head attends over rnn_size / heads dimensions")
         if not 0.0 <= opt.attention_dropout < 1.0:
             raise UserError(f"-attention_dropout must be in [0, 1), got {opt.attention_dropout}")
-    for side, name, key in (("encoder", enc, "src_word_vec_size"), ("decoder", dec, "tgt_word_vec_size")):
-        size = getattr(opt, key) or opt.word_vec_size
-        if name == "transformer" and size != opt.rnn_size:
-            raise UserError(f"-{side}_type transformer adds position vectors to the word embeddings, so they "
-                            f"must be -rnn_size {opt.rnn_size} wide, not {size}: give -{key} {opt.rnn_size} "
-                            f"(or -word_vec_size {opt.rnn_size})")
-    if opt.alignment_layer is not None:
-        if dec != "transformer":
-            raise UserError("-alignment_layer picks a Transformer decoder layer's cross-attention: it needs "
-                            f"-decoder_type transformer (got -decoder_type {dec})")
-        if opt.alignment_layer != "mean" and not -opt.dec_layers <= opt.alignment_layer < opt.dec_layers:
-            raise UserError(f"-alignment_layer {opt.alignment_layer}: the decoder has {opt.dec_layers} layers "
-                            f"(0..{opt.dec_layers - 1}, or -1 for the last)")
+    sides = (("encoder", enc, "src_word_vec_size"), ("decoder", dec, "tgt_word_vec_size"))
+    if opt.alignment_layer is not None and dec != "transformer":
+        raise UserError("-alignment_layer picks a Transformer decoder layer's cross-attention: it needs "
+                        f"-decoder_type transformer (got -decoder_type {dec})")
+    try:
+        if "transformer" in (enc, dec):
+            check_sizes(opt.rnn_size, opt.heads, [(side, key, getattr(opt, key) or opt.word_vec_size)
+                                                  for side, name, key in sides if name == "transformer"])
+        check_alignment_layer(opt.alignment_layer, opt.dec_layers)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
 
 
 def learning_rate(opt, step):

@@ -79,22 +79,25 @@ def _generator_kind(opt):
     return kind
 
 
-def init_uniform(model, scale):
-    """Every trainable parameter uniform in [-scale, scale] from the global RNG, in registration
-    order, except those of modules that initialise themselves from their own generator
-    (``self_initialised``, the ReWE head): adding such a module changes no other initial value."""
+def _initialised_here(model):
+    """The trainable parameters, in registration order, except those of modules that initialise
+    themselves from their own generator (``self_initialised``, the ReWE head): adding such a
+    module changes no other initial value."""
     own = {id(p) for m in model.modules() if getattr(m, "self_initialised", False) for p in m.parameters()}
-    for p in model.parameters():
-        if p.requires_grad and id(p) not in own:
-            torch.nn.init.uniform_(p, -scale, scale)
+    return [p for p in model.parameters() if p.requires_grad and id(p) not in own]
+
+
+def init_uniform(model, scale):
+    """Every parameter of :func:`_initialised_here` uniform in [-scale, scale] from the global RNG."""
+    for p in _initialised_here(model):
+        torch.nn.init.uniform_(p, -scale, scale)
 
 
 def init_glorot(model):
-    """-param_init_glorot: Xavier-uniform for every trainable matrix (biases and LayerNorm gains
-    keep PyTorch's zeros and ones), skipping self-initialised modules as :func:`init_uniform` does."""
-    own = {id(p) for m in model.modules() if getattr(m, "self_initialised", False) for p in m.parameters()}
-    for p in model.parameters():
-        if p.requires_grad and id(p) not in own and p.dim() > 1:
+    """-param_init_glorot: Xavier-uniform for every matrix of :func:`_initialised_here` (biases and
+    LayerNorm gains keep PyTorch's zeros and ones)."""
+    for p in _initialised_here(model):
+        if p.dim() > 1:
             torch.nn.init.xavier_uniform_(p)
 
 

@@ -144,14 +144,24 @@ class DecoderLayer(nn.Module):
         return x + self.dropout(self.ff(self.norm_ff(x))), (k, v), weights
 
 
-def _check_sizes(dim, heads, emb_size, what):
+def check_sizes(dim, heads, emb_sizes=()):
+    """The Transformer's size constraints, as train.py words them: ``heads`` divides ``dim``
+    (-rnn_size) and each of ``emb_sizes`` ((side, option name, width), e.g. ("encoder",
+    "src_word_vec_size", 512)) equals it. Raises ValueError."""
     if heads < 1 or dim % heads:
-        raise ValueError(f"-heads {heads} must divide the model size -rnn_size {dim} (the Transformer's d_model)")
-    if emb_size != dim:
-        raise ValueError(f"the Transformer {what} adds position vectors to its word embeddings, so {what} "
-                         f"embeddings must be -rnn_size {dim} wide, not {emb_size}: set "
-                         f"{'-src_word_vec_size' if what == 'encoder' else '-tgt_word_vec_size'} (or -word_vec_size) "
-                         f"to {dim}")
+        raise ValueError(f"-heads {heads} must divide -rnn_size {dim} (the Transformer's model size): each head "
+                         "attends over rnn_size / heads dimensions")
+    for side, key, size in emb_sizes:
+        if size != dim:
+            raise ValueError(f"-{side}_type transformer adds position vectors to the word embeddings, so they must "
+                             f"be -rnn_size {dim} wide, not {size}: give -{key} {dim} (or -word_vec_size {dim})")
+
+
+def check_alignment_layer(layer, num_layers):
+    """-alignment_layer: "mean", None, or a layer of a ``num_layers``-layer decoder. Raises ValueError."""
+    if layer not in (None, "mean") and not -num_layers <= layer < num_layers:
+        raise ValueError(f"-alignment_layer {layer}: the decoder has {num_layers} layers (0..{num_layers - 1}, "
+                         "or -1 for the last)")
 
 
 class TransformerEncoder(nn.Module):
@@ -162,7 +172,7 @@ class TransformerEncoder(nn.Module):
     def __init__(self, vocab_size, dim, heads, ff, num_layers, dropout=0.1, attn_dropout=0.1,
                  position_encoding="sinusoidal", max_positions=1024, pad_id=0):
         super().__init__()
-        _check_sizes(dim, heads, dim, "encoder")
+        check_sizes(dim, heads)
         self.embeddings = nn.Embedding(vocab_size, dim, padding_idx=pad_id)
         self.positions = PositionalEncoding(dim, position_encoding, max_positions)
         self.layers = nn.ModuleList(EncoderLayer(dim, heads, ff, dropout, attn_dropout) for _ in range(num_layers))
@@ -174,7 +184,7 @@ class TransformerEncoder(nn.Module):
     @classmethod
     def from_opt(cls, opt, vocab_size, pad_id=0):
         emb_size = opt.src_word_vec_size or opt.word_vec_size
-        _check_sizes(opt.rnn_size, opt.heads, emb_size, "encoder")
+        check_sizes(opt.rnn_size, opt.heads, [("encoder", "src_word_vec_size", emb_size)])
         return cls(vocab_size, opt.rnn_size, opt.heads, opt.transformer_ff, opt.enc_layers, opt.dropout,
                    opt.attention_dropout, opt.position_encoding, opt.max_positions, pad_id)
 
@@ -202,7 +212,7 @@ class TransformerDecoder(nn.Module):
     def __init__(self, embeddings, dim, heads, ff, num_layers, dropout=0.1, attn_dropout=0.1,
                  position_encoding="sinusoidal", max_positions=1024, alignment_layer=None):
         super().__init__()
-        _check_sizes(dim, heads, embeddings.out_size, "decoder")
+        check_sizes(dim, heads, [("decoder", "tgt_word_vec_size", embeddings.out_size)])
         self.embeddings = embeddings
         self.positions = PositionalEncoding(dim, position_encoding, max_positions)
         self.layers = nn.ModuleList(DecoderLayer(dim, heads, ff, dropout, attn_dropout) for _ in range(num_layers))
@@ -221,13 +231,8 @@ class TransformerDecoder(nn.Module):
     def set_alignment_layer(self, layer):
         """The layer whose cross-attention (mean over heads) is returned; None or "mean": the mean
         over every layer (``self.alignment_layer`` is then None)."""
-        n = len(self.layers)
-        if layer is None or layer == "mean":
-            self.alignment_layer = None
-            return
-        if not -n <= layer < n:
-            raise ValueError(f"-alignment_layer {layer}: the decoder has {n} layers (0..{n - 1}, or -1 for the last)")
-        self.alignment_layer = layer % n
+        check_alignment_layer(layer, len(self.layers))
+        self.alignment_layer = None if layer in (None, "mean") else layer % len(self.layers)
 
     def init_state(self, enc_final):
         """The Transformer decoder starts from nothing but the memory bank: an empty cache."""
