@@ -1,6 +1,7 @@
 """tools/rare_word_f1.py and tools/accuracy_at_k.py on hand-made inputs."""
 
 import importlib.util
+import math
 from pathlib import Path
 
 import pytest
@@ -45,7 +46,25 @@ def test_rare_word_f1_by_hand():
     assert t["1"]["f1"] == pytest.approx(2 / 3)
     # bin 0: ref sat, hyp dog: no match
     assert (t["0"]["ref"], t["0"]["hyp"], t["0"]["match"], t["0"]["f1"]) == (1, 1, 0, 0.0)
-    assert t["1000+"] == {"ref": 0, "hyp": 0, "match": 0, "precision": 0.0, "recall": 0.0, "f1": 0.0}
+    assert t["1000+"]["hyp"] == 0 and math.isnan(t["1000+"]["ratio"])
+    assert {k: v for k, v in t["1000+"].items() if k != "ratio"} == \
+        {"ref": 0, "hyp": 0, "match": 0, "precision": 0.0, "recall": 0.0, "f1": 0.0}
+    # calibration: hypothesis / reference occurrences per bin
+    assert (t["10-99"]["ratio"], t["1"]["ratio"], t["0"]["ratio"]) == (pytest.approx(2 / 3), 2.0, 1.0)
+
+
+def test_calibration_bins(tmp_path, capsys):
+    train = ["a b b c c c d d d d"]  # a 1, b 2, c 3, d 4
+    t = rwf.rare_word_f1(train, ["a b c d", "d"], ["a a b c", "a"], rwf.CALIBRATION_BINS)
+    assert list(t) == ["0", "1", "2-4", "5-9", "10-99", "100-999", "1000+"]
+    assert (t["1"]["ref"], t["1"]["hyp"], t["1"]["ratio"]) == (1, 3, 3.0)
+    assert (t["2-4"]["ref"], t["2-4"]["hyp"], t["2-4"]["ratio"]) == (4, 2, 0.5)
+    for name, lines in (("train", train), ("ref", ["a b c d", "d"]), ("hyp", ["a a b c", "a"])):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    rwf.main(["-train", str(tmp_path / "train"), "-ref", str(tmp_path / "ref"), "-hyp", str(tmp_path / "hyp"),
+              "-bins", "calibration"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("\thyp/ref") and out[2].startswith("1\t1\t3\t") and out[2].endswith("\t3.00")
 
 
 def test_rare_word_f1_perfect_and_mismatch(tmp_path, capsys):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Unigram F1 of test words by their frequency in the training targets (the vMF paper's Table 5).
 
-    python tools/rare_word_f1.py -train train.en -ref test.en -hyp test.pred.en [-json out.json]
+    python tools/rare_word_f1.py -train train.en -ref test.en -hyp test.pred.en [-bins calibration] [-json out.json]
 
 Following Kumar & Tsvetkov (2019, section 5, Table 5; the compare-mt "word accuracy by frequency
 bucket" analysis): every word type w is put in the bin of its count in the tokenized training
@@ -9,7 +9,10 @@ targets (1, 2, 3, 4, 5-9, 10-99, 100-999, 1000+; words never seen in training go
 the paper's table does not show). Per sentence, the matches of w are min(count in hypothesis,
 count in reference) (clipped, as in BLEU's unigram precision). For each bin,
 recall = matches / reference occurrences of the bin's words, precision = matches / hypothesis
-occurrences of the bin's words, F1 = 2PR / (P + R). Inputs are tokenized, one sentence per line.
+occurrences of the bin's words, F1 = 2PR / (P + R), and the calibration ratio = hypothesis
+occurrences / reference occurrences (above 1: the model over-produces the bin's words; issue 21
+found continuous models writing words seen once in training 2.6-7x as often as the references).
+Inputs are tokenized, one sentence per line.
 """
 
 import argparse
@@ -24,6 +27,10 @@ from onmt_cont.utils.io import read_lines  # noqa: E402
 
 BINS = [("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4", 4, 4), ("5-9", 5, 9), ("10-99", 10, 99),
         ("100-999", 100, 999), ("1000+", 1000, float("inf"))]
+# -bins calibration: the bins docs/results.md reports the hyp/ref ratio for (issue 21)
+CALIBRATION_BINS = [("0", 0, 0), ("1", 1, 1), ("2-4", 2, 4), ("5-9", 5, 9), ("10-99", 10, 99),
+                    ("100-999", 100, 999), ("1000+", 1000, float("inf"))]
+BIN_SETS = {"paper": BINS, "calibration": CALIBRATION_BINS}
 
 
 def bin_of(freq, bins=BINS):
@@ -34,7 +41,8 @@ def bin_of(freq, bins=BINS):
 
 
 def rare_word_f1(train_lines, ref_lines, hyp_lines, bins=BINS, ignore=()):
-    """-> {bin: {"ref": n, "hyp": n, "match": n, "precision": p, "recall": r, "f1": f}} for every bin.
+    """-> {bin: {"ref": n, "hyp": n, "match": n, "precision": p, "recall": r, "f1": f, "ratio": hyp/ref}}
+    for every bin (ratio NaN where the reference has none of the bin's words).
 
     ``bins``: (name, lowest, highest training count) triples; ``ignore``: tokens that are no word of
     either text (tools/open_vocab_eval.py leaves out <unk>)."""
@@ -56,7 +64,9 @@ def rare_word_f1(train_lines, ref_lines, hyp_lines, bins=BINS, ignore=()):
         p = s["match"] / s["hyp"] if s["hyp"] else 0.0
         r = s["match"] / s["ref"] if s["ref"] else 0.0
         f = 2 * p * r / (p + r) if p + r else 0.0
-        out[name] = {"ref": s["ref"], "hyp": s["hyp"], "match": s["match"], "precision": p, "recall": r, "f1": f}
+        ratio = s["hyp"] / s["ref"] if s["ref"] else float("nan")
+        out[name] = {"ref": s["ref"], "hyp": s["hyp"], "match": s["match"], "precision": p, "recall": r, "f1": f,
+                     "ratio": ratio}
     return out
 
 
@@ -69,12 +79,15 @@ def main(argv=None):
     p.add_argument("-train", required=True, help="tokenized training targets (the frequencies)")
     p.add_argument("-ref", required=True, help="tokenized reference")
     p.add_argument("-hyp", required=True, help="tokenized hypothesis (the model's output)")
+    p.add_argument("-bins", choices=sorted(BIN_SETS), default="paper",
+                   help="paper: 1, 2, 3, 4, 5-9, ... (Table 5); calibration: 1, 2-4, 5-9, 10-99, ...")
     p.add_argument("-json", help="also write the table as JSON here")
     args = p.parse_args(argv)
-    table = rare_word_f1(read(args.train), read(args.ref), read(args.hyp))
-    print("bin\tref\thyp\tmatch\tprecision\trecall\tf1")
+    table = rare_word_f1(read(args.train), read(args.ref), read(args.hyp), BIN_SETS[args.bins])
+    print("bin\tref\thyp\tmatch\tprecision\trecall\tf1\thyp/ref")
     for name, s in table.items():
-        print(f"{name}\t{s['ref']}\t{s['hyp']}\t{s['match']}\t{s['precision']:.4f}\t{s['recall']:.4f}\t{s['f1']:.4f}")
+        print(f"{name}\t{s['ref']}\t{s['hyp']}\t{s['match']}\t{s['precision']:.4f}\t{s['recall']:.4f}\t{s['f1']:.4f}"
+              f"\t{s['ratio']:.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(table, f, indent=1)
