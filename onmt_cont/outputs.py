@@ -20,3 +20,16 @@ class ReWEOutput(NamedTuple):
 
     logits: torch.Tensor  # [N, vocab]
     embedding: torch.Tensor  # [N, m]
+
+
+class BiasedVector(NamedTuple):
+    """A continuous generator's prediction ê and its learned per-word bias b (-word_bias), for
+    the contrastive losses, whose logits of a candidate word j become score(ê, e_j) + b_j."""
+
+    vector: torch.Tensor  # [N, m]
+    bias: torch.Tensor  # [vocab]: the generator's parameter (only the candidates' entries get a gradient)
+
+
+def prediction(output):
+    """The predicted vector of a continuous generator's output (a tensor or :class:`BiasedVector`)."""
+    return output.vector if isinstance(output, BiasedVector) else output

@@ -9,7 +9,7 @@ from torch import nn
 
 from onmt_cont import distributed
 from onmt_cont.constants import PAD_ID
-from onmt_cont.outputs import ReWEOutput, SampledLogits
+from onmt_cont.outputs import ReWEOutput, SampledLogits, prediction
 
 
 class NonFiniteLoss(RuntimeError):
@@ -26,7 +26,9 @@ SCORE_CHUNK = 1 << 24
 
 
 def _logits(output):
-    return output.logits if isinstance(output, ReWEOutput) else output
+    """What the generator scores: a softmax's logits, or a continuous generator's prediction ê
+    (its scores add the word bias themselves)."""
+    return output.logits if isinstance(output, ReWEOutput) else prediction(output)
 
 
 @torch.no_grad()
@@ -40,7 +42,7 @@ def batch_stats(gen, output, gold, score=True):
     sums = torch.zeros(len(STATS), dtype=torch.float64, device=gold.device)
     sums[0] = gold.numel()
     if gen.continuous:
-        sums[3] = F.cosine_similarity(output.float(), gen.table[gold], dim=-1).sum()
+        sums[3] = F.cosine_similarity(prediction(output).float(), gen.table[gold], dim=-1).sum()
     if not score or gold.numel() == 0:
         return sums
     sums[1] = gold.numel()

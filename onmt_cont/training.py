@@ -19,7 +19,7 @@ from onmt_cont.constants import UNK
 from onmt_cont.evaluate import tokenized_bleu
 from onmt_cont.inputters.batching import ShardedIterator, collate, make_batches
 from onmt_cont.inputters.corpus import load_shard, load_shard_text, shard_paths
-from onmt_cont.inputters.vocab import load_vocabs
+from onmt_cont.inputters.vocab import load_vocabs, unigram_log_prior
 from onmt_cont.losses import CONTINUOUS_LOSSES, build_loss
 from onmt_cont.losses.contrastive import DEFAULT_NEGATIVES
 from onmt_cont.losses.negatives import parse_sources
@@ -40,7 +40,8 @@ from onmt_cont.utils.threads import apply_threads
 # would write checkpoints aligning with another layer.
 MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
               "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden", "encoder_type",
-              "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions", "alignment_layer")
+              "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions", "alignment_layer",
+              "word_bias", "sampling_correction")
 # The learning-rate schedule: -train_from keeps the checkpoint's unless the option is given again
 # (a resumed noam run must not fall back to a constant rate; a new -learning_rate is allowed).
 SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps")
@@ -189,6 +190,9 @@ def _check_negatives(opt):
         raise UserError(f"-temperature must be positive, got {opt.temperature}")
     if not opt.contrastive_weight >= 0:
         raise UserError(f"-contrastive_weight must be at least 0, got {opt.contrastive_weight}")
+    for name in ("word_bias", "sampling_correction"):
+        if getattr(opt, name) and opt.loss not in ("infonce", "nllvmf_nce"):
+            raise UserError(f"-{name} changes the logits of -loss infonce and nllvmf_nce, not -loss {opt.loss}")
 
 
 def load_table(path, tgt_vocab):
@@ -316,7 +320,7 @@ class Run:
         self.optimizer = make_optimizer(opt, self.model)
         gen_table = getattr(self.model.generator, "table", None)
         forward = TrainingForward(self.model)
-        loss_fn = build_loss(opt, gen_table)
+        loss_fn = build_loss(opt, gen_table, self._log_prior(device) if opt.sampling_correction else None)
         amp = {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if opt.amp else None
         if amp is not None:  # before DDP wraps the model and before any log or checkpoint is written
             require_autocast(forward, loss_fn, device, amp)
@@ -331,6 +335,12 @@ class Run:
                          "valid_metric": opt.valid_metric}
         self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
                                         self.ctx.rank, self.ctx.world)
+
+    def _log_prior(self, device):
+        try:
+            return unigram_log_prior(self.tgt_vocab).to(device)
+        except ValueError as exc:
+            raise UserError(f"-sampling_correction: {self.opt.data}.vocab.pt: {exc}") from None
 
     def resume(self, ckpt):
         self.model.load_state_dict(ckpt["model"])
@@ -490,7 +500,7 @@ def train(opt, default):
     extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample", "negatives", "num_negatives")
                     if getattr(opt, k) is not None)
     enc, dec = architecture(opt)
-    tie = " -tie_emb" if opt.tie_emb else ""
+    tie = "".join(f" -{k}" for k in ("tie_emb", "word_bias", "sampling_correction") if getattr(opt, k))
     logger.info(f"model: -encoder_type {enc} -decoder_type {dec} -loss {opt.loss} -generator {opt.generator}"
                 f"{tie}{extra}; "
                 f"device {device}{f' ({threads} threads)' if device.type == 'cpu' else ''}; lr {opt.learning_rate}")

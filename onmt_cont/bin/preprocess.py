@@ -204,6 +204,7 @@ def main(argv=None):
         tgt_vocab = build_vocab(tgt_counts, opt.tgt_vocab_size, opt.tgt_words_min_frequency, allowed)
     src_vocab.total_tokens = sum(src_counts.values())
     tgt_vocab.total_tokens = sum(tgt_counts.values())
+    src_vocab.sentences = tgt_vocab.sentences = stats["kept"]
     # counts of reused vocabularies describe this corpus, so coverage reports stay meaningful
     src_vocab.counts = [src_counts.get(t, 0) if i >= 4 else 0 for i, t in enumerate(src_vocab.itos)]
     tgt_vocab.counts = [tgt_counts.get(t, 0) if i >= 4 else 0 for i, t in enumerate(tgt_vocab.itos)]

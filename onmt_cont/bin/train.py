@@ -93,6 +93,14 @@ def build_parser():
     g.add_argument("-temperature", type=float, default=0.1, help="infonce: τ of the logits cos(ê, e_j)/τ")
     g.add_argument("-contrastive_weight", type=float, default=1.0, help="nllvmf_nce: weight of the contrastive "
                    "term (−log of the vMF density renormalised over the gold word and the negatives)")
+    g.add_argument("-sampling_correction", action="store_true", help="infonce, nllvmf_nce: subtract from each "
+                   "negative's logit the log of its expected count among the candidates (in-batch: N x its training "
+                   "frequency; random: -num_sampled/V; gold_nn/ann: 1), the sampled softmax's correction for how "
+                   "the candidates were drawn (Bengio & Senecal 2008); needs a vocabulary from this version of "
+                   "preprocess.py (it records the sentence count)")
+    g.add_argument("-word_bias", action="store_true", help="infonce, nllvmf_nce: learn a bias b_w per target word, "
+                   "added to the contrastive logits (only the candidates' entries get a gradient) and to every "
+                   "word's score when decoding, as a softmax's output bias is")
     g.add_argument("-rewe_lambda", type=float, default=None, help="ReWE (Jauregi Unanue et al.): add a head that "
                    "regresses the gold word's pretrained vector (-tgt_emb) and train on NLL + λ·ReWE loss "
                    "(paper: 20); needs -loss ce -generator linear. The head is ignored at inference. 0 builds the "

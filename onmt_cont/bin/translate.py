@@ -64,6 +64,14 @@ def build_parser():
     g.add_argument("-lookup_dict", help="bilingual lexicon: 'source_word target_word' per line (build_lexicon.py)")
     g.add_argument("-remove_bpe", action="store_true", help="the model's target side is subword-nmt BPE: join "
                    "the pieces ('@@ ' and a final '@@' removed) before writing the output and scoring it")
+    g = p.add_argument_group("Word choice (continuous models)")
+    g.add_argument("-decode_prior", type=float, default=0.0, help="score each word by the nearest-neighbour score "
+                   "+ this beta x log p_train(w), its add-one smoothed frequency in the training targets (stored in "
+                   "checkpoints of this version): a frequency prior that nearest-neighbour search lacks. Pick beta on "
+                   "validation BLEU; 0 (default): off")
+    g.add_argument("-csls", type=int, default=0, help="rank words by CSLS (Conneau et al. 2018): 2 cos(e^, e_w) - "
+                   "r(w), r(w) the mean cosine of e_w to its K nearest table words (a penalty for hubs), in the "
+                   "decoding criterion's units; K > 0 turns it on (the paper: 10)")
     g = p.add_argument_group("Open vocabulary and approximate search (continuous models)")
     g.add_argument("-tgt_emb_extend", help="decode over every word of this table too (.vec/.vec.gz, or a .pt "
                    "written by embeddings_to_torch.py with -tgt_emb_extend_vocab): the training target "
@@ -140,9 +148,12 @@ def main(argv=None):
     if opt.ann:
         ann = {"kind": opt.ann_index, "nlist": opt.ann_nlist, "nprobe": opt.ann_nprobe, "hnsw_m": opt.ann_hnsw_m,
                "ef_search": opt.ann_ef_search}
+    if opt.csls < 0:
+        raise UserError(f"-csls must be at least 0 (0: off), got {opt.csls}")
     translator = Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
                             opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.tgt_emb_extend,
-                            opt.tgt_emb_extend_vocab, ann, opt.ban_unk_token, opt.alignment_layer)
+                            opt.tgt_emb_extend_vocab, ann, opt.ban_unk_token, opt.alignment_layer,
+                            opt.decode_prior, opt.csls)
     if opt.tgt_emb_extend:
         added = len(translator.tgt_vocab) - translator.n_train_words
         print(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "

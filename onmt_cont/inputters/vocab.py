@@ -3,17 +3,22 @@
 On disk (``PREFIX.vocab.pt``, loadable with ``weights_only=True``)::
 
     {"format_version": 1,
-     "src": {"tokens": [str, ...], "counts": [int, ...], "total_tokens": int},
+     "src": {"tokens": [str, ...], "counts": [int, ...], "total_tokens": int, "sentences": int},
      "tgt": {...same...},
      "lower": bool}
 
 ``tokens`` starts with ``constants.SPECIALS`` (counts 0); ``total_tokens`` is the number
-of running tokens on that side of the kept training pairs, so coverage can be computed.
+of running tokens on that side of the kept training pairs, so coverage can be computed;
+``sentences`` the number of kept pairs (0 in files of older versions), which is how often
+``</s>`` occurs in the training targets (:func:`unigram_log_prior`).
 """
 
+import math
 from collections import Counter
 
-from onmt_cont.constants import FORMAT_VERSION, PAD_ID, SPECIALS, UNK_ID
+import torch
+
+from onmt_cont.constants import EOS_ID, FORMAT_VERSION, PAD_ID, SPECIALS, UNK_ID
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import atomic_write_text, load_checkpoint_data, read_lines
 
@@ -21,12 +26,13 @@ from onmt_cont.utils.io import atomic_write_text, load_checkpoint_data, read_lin
 class Vocab:
     """Index <-> token mapping. Index 0 is padding, 1 ``<unk>``, 2 ``<s>``, 3 ``</s>``."""
 
-    def __init__(self, tokens, counts=None, total_tokens=0):
+    def __init__(self, tokens, counts=None, total_tokens=0, sentences=0):
         if list(tokens[: len(SPECIALS)]) != list(SPECIALS):
             raise ValueError(f"vocabulary must start with {SPECIALS}")
         self.itos = list(tokens)
         self.counts = list(counts) if counts is not None else [0] * len(tokens)
         self.total_tokens = int(total_tokens)
+        self.sentences = int(sentences)
         self.stoi = {tok: i for i, tok in enumerate(self.itos)}
         if len(self.stoi) != len(self.itos):
             dup = [t for t, c in Counter(self.itos).items() if c > 1][:5]
@@ -50,11 +56,30 @@ class Vocab:
         return PAD_ID
 
     def to_dict(self):
-        return {"tokens": self.itos, "counts": self.counts, "total_tokens": self.total_tokens}
+        return {"tokens": self.itos, "counts": self.counts, "total_tokens": self.total_tokens,
+                "sentences": self.sentences}
 
     @classmethod
     def from_dict(cls, d):
-        return cls(d["tokens"], d.get("counts"), d.get("total_tokens", 0))
+        return cls(d["tokens"], d.get("counts"), d.get("total_tokens", 0), d.get("sentences", 0))
+
+
+def unigram_log_prior(vocab):
+    """log p_train(w) of every word of a target vocabulary, float32 [V], add-one smoothed:
+    p(w) = (c(w) + 1) / (T + S + V), where c(w) is the word's training count, c(<unk>) the T
+    running tokens no vocabulary word covers, c(</s>) = S (one per training sentence) and
+    padding and <s> (never produced) count 0. Used by -sampling_correction (the expected number
+    of in-batch draws of a word) and translate.py -decode_prior. Raises ValueError when the
+    vocabulary has no counts (a file of an older version)."""
+    if vocab.sentences <= 0 or vocab.total_tokens <= 0:
+        raise ValueError("the target vocabulary has no training counts (it was written before preprocess.py "
+                         "recorded the number of sentences): rerun preprocess.py")
+    counts = torch.tensor(vocab.counts, dtype=torch.float64)
+    counts[: len(SPECIALS)] = 0
+    counts[UNK_ID] = max(vocab.total_tokens - float(counts.sum()), 0.0)
+    counts[EOS_ID] = vocab.sentences
+    total = vocab.total_tokens + vocab.sentences + len(vocab)
+    return (torch.log(counts + 1) - math.log(total)).float()
 
 
 def build_vocab(counter, max_size, min_frequency=1, allowed=None):

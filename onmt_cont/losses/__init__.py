@@ -31,8 +31,9 @@ CONTINUOUS_LOSSES = frozenset(name for name in LOSSES if name != "ce")
 DECODE_CRITERION = {"nllvmf": "vmf", "nllvmf_nce": "vmf", "l2": "l2"}
 
 
-def build_loss(opt, table):
-    return LOSSES[opt.loss](opt, table)
+def build_loss(opt, table, log_prior=None):
+    """``log_prior``: log p_train(w) [V], for -sampling_correction (infonce, nllvmf_nce) only."""
+    return LOSSES[opt.loss](opt, table) if log_prior is None else LOSSES[opt.loss](opt, table, log_prior)
 
 
 def decode_criterion(loss_name):

@@ -8,7 +8,14 @@ and negative words of the frozen unit table, found by :mod:`onmt_cont.losses.neg
 - ``nllvmf_nce``: NLLvMF plus a weighted cross-entropy of the gold word among itself and the
   negatives with logits êᵀe_j, i.e. the vMF density renormalised over those words (new here).
 
-All return per-token losses [N] in float32.
+All return per-token losses [N] in float32. infonce and nllvmf_nce also take
+
+- a learned per-word bias b (-word_bias: the generator's output is a :class:`BiasedVector`), added
+  to every logit, the gold word's included: logits (cos(ê, e_j) + b_j)/τ and êᵀe_j + b_j;
+- the correction for how the candidates were drawn (-sampling_correction): each negative's logit
+  minus log E(j), its expected count among the candidates
+  (:meth:`~onmt_cont.losses.negatives.Negatives.log_expected_counts`). The gold word is always
+  there and keeps its logit.
 """
 
 import torch
@@ -16,6 +23,7 @@ import torch.nn.functional as F
 
 from onmt_cont.losses.continuous import nll_vmf
 from onmt_cont.losses.negatives import Negatives, candidate_dots, candidate_ids, invalid, parse_sources
+from onmt_cont.outputs import BiasedVector
 
 
 def hardest_negatives(unit, target, table, shared, per_token, k):
@@ -50,25 +58,52 @@ def candidate_cross_entropy(pos, dots, mask):
     return torch.logsumexp(logits, 1) - pos
 
 
-def info_nce(pred, target, table, negatives, temperature):
-    """InfoNCE / sampled softmax: −log exp(cos(ê, e(w))/τ) / Σ_{j ∈ {w} ∪ negatives} exp(cos(ê, e_j)/τ)."""
+def _with_bias(pos, dots, target, shared, per_token, bias):
+    """The gold logits [N] and the negatives' [N, S + C] plus the word bias b [V] of their words."""
+    parts = []
+    if shared is not None:
+        parts.append(bias[shared].expand(target.numel(), -1))
+    if per_token is not None:
+        parts.append(bias[per_token.clamp_min(0)])
+    return pos + bias[target], dots + torch.cat(parts, 1)
+
+
+def _split(output):
+    """A continuous generator's output -> (ê float32 [N, m], bias [V] or None)."""
+    if isinstance(output, BiasedVector):
+        return output.vector.float(), output.bias.float()
+    return output.float(), None
+
+
+def info_nce(pred, target, table, negatives, temperature, bias=None, correct=False):
+    """InfoNCE / sampled softmax: −log exp(s(w)) / Σ_{j ∈ {w} ∪ negatives} exp(s(j)), with
+    s(j) = (cos(ê, e_j) + b_j)/τ (− log E(j) for the negatives with ``correct``)."""
     unit = F.normalize(pred, dim=-1, eps=1e-8)
     shared, per_token = negatives(unit, target)
-    pos = (unit * table[target]).sum(-1) / temperature
-    dots = candidate_dots(unit, table, shared, per_token) / temperature
+    pos, dots = (unit * table[target]).sum(-1), candidate_dots(unit, table, shared, per_token)
+    if bias is not None:  # in cosine units: the temperature scales it with the cosine
+        pos, dots = _with_bias(pos, dots, target, shared, per_token, bias)
+    pos, dots = pos / temperature, dots / temperature
+    if correct:
+        dots = dots - negatives.log_expected_counts(target, shared, per_token)
     return candidate_cross_entropy(pos, dots, invalid(target, shared, per_token))
 
 
-def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx):
+def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx, bias=None, correct=False):
     """NLLvMF(ê, e(w)) + weight · (−log of the vMF density of w renormalised over {w} ∪ negatives).
 
     log C_m(‖ê‖) is the same for every word, so that renormalised density is a softmax of êᵀe_j:
-    ‖ê‖ = κ plays the part of InfoNCE's 1/τ and is learned, so there is no temperature."""
+    ‖ê‖ = κ plays the part of InfoNCE's 1/τ and is learned, so there is no temperature. With a
+    bias the logits are êᵀe_j + b_j (the NLLvMF term does not see it)."""
     pred = pred.float()
     shared, per_token = negatives(F.normalize(pred, dim=-1, eps=1e-8), target)
     gold = table[target]
-    contrast = candidate_cross_entropy((pred * gold).sum(-1), candidate_dots(pred, table, shared, per_token),
-                                       invalid(target, shared, per_token))
+    pos, dots = (pred * gold).sum(-1), candidate_dots(pred, table, shared, per_token)
+    if bias is not None:
+        pos, dots = _with_bias(pos, dots, target, shared, per_token, bias)
+    if correct:
+        dots = dots - negatives.log_expected_counts(target, shared, per_token)
+    contrast = candidate_cross_entropy(pos, dots, invalid(target, shared, per_token))
     return nll_vmf(pred, gold, lambda1, lambda2, approx) + weight * contrast
 
 
@@ -76,9 +111,9 @@ def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx
 DEFAULT_NEGATIVES = {"maxmargin": "exact", "infonce": "inbatch,random,gold_nn", "nllvmf_nce": "inbatch,random,gold_nn"}
 
 
-def build_negatives(opt, table):
+def build_negatives(opt, table, log_prior=None):
     sources = parse_sources(opt.negatives or DEFAULT_NEGATIVES[opt.loss])
-    return Negatives(sources, table, opt.num_sampled, opt.ann_candidates)
+    return Negatives(sources, table, opt.num_sampled, opt.ann_candidates, log_prior=log_prior)
 
 
 def build_maxmargin(opt, table):
@@ -86,12 +121,24 @@ def build_maxmargin(opt, table):
     return lambda output, target: max_margin_k(output.float(), target, table, negatives, margin, k)
 
 
-def build_infonce(opt, table):
-    negatives, tau = build_negatives(opt, table), opt.temperature
-    return lambda output, target: info_nce(output.float(), target, table, negatives, tau)
+def build_infonce(opt, table, log_prior=None):
+    negatives, tau = build_negatives(opt, table, log_prior), opt.temperature
+    correct = getattr(opt, "sampling_correction", False)
+
+    def loss(output, target):
+        pred, bias = _split(output)
+        return info_nce(pred, target, table, negatives, tau, bias, correct)
+
+    return loss
 
 
-def build_nllvmf_nce(opt, table):
-    negatives = build_negatives(opt, table)
+def build_nllvmf_nce(opt, table, log_prior=None):
+    negatives = build_negatives(opt, table, log_prior)
     w, l1, l2_, approx = opt.contrastive_weight, opt.lambda1, opt.lambda2, opt.vmf_approx
-    return lambda output, target: nll_vmf_nce(output, target, table, negatives, w, l1, l2_, approx)
+    correct = getattr(opt, "sampling_correction", False)
+
+    def loss(output, target):
+        pred, bias = _split(output)
+        return nll_vmf_nce(pred, target, table, negatives, w, l1, l2_, approx, bias, correct)
+
+    return loss

@@ -94,9 +94,11 @@ class Negatives:
 
     ``__call__(unit [N, m], target [N])`` -> (shared ids [S] or None, per-token ids [N, C] or None)."""
 
-    def __init__(self, sources, table, num_sampled=64, ann_candidates=32, threads=None):
+    def __init__(self, sources, table, num_sampled=64, ann_candidates=32, threads=None, log_prior=None):
         self.sources, self.table = tuple(sources), table
         self.num_sampled, self.k = num_sampled, ann_candidates
+        # p_train(w) [V]: how often in-batch draws give each word, for log_expected_counts
+        self.unigram = None if log_prior is None else log_prior.double().exp().to(table.device)
         self.neighbours = table_neighbours(table, ann_candidates, threads) if "gold_nn" in sources else None
         self.index = PredictionIndex(table, threads) if "ann" in sources else None
 
@@ -116,6 +118,39 @@ class Negatives:
                 with torch.no_grad():
                     per_token.append(self.index.search(unit.detach(), self.k))
         return (torch.cat(shared) if shared else None), (torch.cat(per_token, 1) if per_token else None)
+
+
+    def log_expected_counts(self, target, shared, per_token):
+        """log E_i(j) [N, S + C]: for each candidate j of token i, the expected number of times the
+        sources put j among token i's candidates (-sampling_correction). A contrastive logit minus
+        log E is the correction of a sampled softmax for its proposal (Bengio & Senécal 2008; Yi et
+        al. 2019): Σ over candidates of exp(logit_j) / E_i(j) is an unbiased estimate of the sum
+        over every word (the balance heuristic over the mixture of sources). Per source:
+        ``inbatch`` N · p_train(j) (the batch's targets are draws from the training unigram
+        distribution, </s> included), ``random`` -num_sampled / (V − 1), ``exact`` 1, and the
+        per-token ``gold_nn``/``ann`` lists 1 for each time j is in token i's list. Padding and −1
+        ids get log 0 = −inf (they are masked)."""
+        vocab, n = self.table.size(0), target.numel()
+        base = torch.zeros(vocab, dtype=torch.float64, device=target.device)
+        if "inbatch" in self.sources:
+            if self.unigram is None:
+                raise ValueError("in-batch negatives need the training unigram distribution (log_prior)")
+            base += n * self.unigram
+        if "random" in self.sources:
+            base[1:] += self.num_sampled / (vocab - 1)
+        if "exact" in self.sources:
+            base[1:] += 1.0
+        base[0] = 0.0
+        parts = []
+        if shared is not None:
+            expected = base[shared].unsqueeze(0).expand(n, -1)
+            if per_token is not None:  # a shared word that is also in token i's own list
+                expected = expected + (shared.view(1, -1, 1) == per_token.unsqueeze(1)).sum(-1)
+            parts.append(expected)
+        if per_token is not None:
+            own = (per_token.unsqueeze(2) == per_token.unsqueeze(1)).sum(-1)  # j's repeats within the list
+            parts.append(base[per_token.clamp_min(0)] + own * (per_token > 0))
+        return torch.log(torch.cat(parts, 1)).float()
 
 
 def candidate_dots(vec, table, shared, per_token):

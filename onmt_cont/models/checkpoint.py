@@ -1,7 +1,8 @@
 """Checkpoints: plain data only, loadable with ``torch.load(..., weights_only=True)``.
 
     {"format_version": 1, "model": state_dict, "optim": optimizer state_dict,
-     "opt": options dict, "vocab": {"src": [tokens], "tgt": [tokens], "lower": bool},
+     "opt": options dict, "vocab": {"src": [tokens], "tgt": [tokens], "lower": bool, "tgt_counts": [int],
+                                   "tgt_total_tokens": int, "tgt_sentences": int},
      "progress": {"step", "epoch", "shard", "batch", "best_score", "bad_validations", "valid_metric"},
      "rng": {"torch": ByteTensor, "cuda": [ByteTensor, ...], "python": random.getstate()},
      "scaler": GradScaler state_dict (only with -amp -amp_dtype fp16)}
@@ -40,7 +41,9 @@ def save_checkpoint(path, model, optimizer, opt, src_vocab, tgt_vocab, progress,
         "model": state,
         "optim": optimizer.state_dict() if optimizer is not None else None,
         "opt": {k: v for k, v in vars(opt).items() if isinstance(v, (str, int, float, bool, type(None)))},
-        "vocab": {"src": src_vocab.itos, "tgt": tgt_vocab.itos, "lower": bool(lower)},
+        # the target counts give translate.py -decode_prior its log p_train(w)
+        "vocab": {"src": src_vocab.itos, "tgt": tgt_vocab.itos, "lower": bool(lower), "tgt_counts": tgt_vocab.counts,
+                  "tgt_total_tokens": tgt_vocab.total_tokens, "tgt_sentences": tgt_vocab.sentences},
         "progress": dict(progress),
         "rng": {
             "torch": torch.get_rng_state(),
@@ -100,7 +103,9 @@ def model_from_checkpoint(data, device="cpu"):
     """Rebuild the model (and vocabularies) a checkpoint was trained with."""
     opt = argparse.Namespace(**data["opt"])
     src_vocab = Vocab(data["vocab"]["src"])
-    tgt_vocab = Vocab(data["vocab"]["tgt"])
+    saved = data["vocab"]
+    tgt_vocab = Vocab(saved["tgt"], saved.get("tgt_counts"), saved.get("tgt_total_tokens", 0),
+                      saved.get("tgt_sentences", 0))
     table = data["model"].get("generator.table")
     if table is None:
         table = data["model"].get("decoder.embeddings.table.weight") if opt.tie_emb else None

@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from onmt_cont.constants import PAD_ID, SPECIALS
-from onmt_cont.outputs import ReWEOutput, SampledLogits
+from onmt_cont.outputs import BiasedVector, ReWEOutput, SampledLogits, prediction
 from onmt_cont.vmf import log_cmk
 
 
@@ -56,12 +56,21 @@ class ContinuousGenerator(nn.Module):
     sum of −‖ê − e(w)‖² (always ≤ 0: favours shorter ones, like log-probabilities). Models
     trained with l2 decode by l2; max-margin and the other margin losses by cosine
     (``losses.decode_criterion``).
+
+    Word scores added to the criterion, each off by default (issue 21: nearest-neighbour search
+    has no frequency prior, and continuous models over-produce rare neighbours of the right word):
+
+    - ``word_bias`` (-word_bias): a learned bias b_w [vocab], trained by the contrastive losses
+      (their logits become criterion + b_j) and added to every word's score;
+    - :meth:`set_prior` (translate.py -decode_prior β): + β · log p_train(w);
+    - :meth:`set_csls` (translate.py -csls K): CSLS (Conneau et al. 2018), 2·cos(ê, e_w) − r(w),
+      with r(w) the mean cosine of e_w to its K nearest table words, in the criterion's units.
     """
 
     continuous = True
     CRITERIA = ("vmf", "cosine", "l2")
 
-    def __init__(self, hidden_size, table, nonlinear=False, criterion="cosine"):
+    def __init__(self, hidden_size, table, nonlinear=False, criterion="cosine", word_bias=False):
         super().__init__()
         if criterion not in self.CRITERIA:
             raise ValueError(f"criterion must be one of {self.CRITERIA}, got {criterion!r}")
@@ -71,26 +80,59 @@ class ContinuousGenerator(nn.Module):
         else:
             self.proj = nn.Linear(hidden_size, m)
         self.register_buffer("table", table)  # [vocab, m], unit rows (padding row zero)
+        self.bias = nn.Parameter(torch.zeros(table.size(0))) if word_bias else None
         self.criterion = criterion
         self.index, self.index_k = None, 0  # approximate search (decoding only): see set_index
+        self.prior = None  # [vocab]: β · log p_train(w) (decoding only): see set_prior
+        self.hubness = None  # [vocab]: CSLS's r(w) (decoding only): see set_csls
 
     def forward(self, dec_out, gold=None):
-        """dec_out: [..., hidden] -> ê [..., m]."""
-        return self.proj(dec_out)
+        """dec_out: [..., hidden] -> ê [..., m]; with -word_bias and ``gold`` (training, validation)
+        a :class:`BiasedVector`, so that the loss sees the bias."""
+        vec = self.proj(dec_out)
+        return BiasedVector(vec, self.bias) if gold is not None and self.bias is not None else vec
 
     def scores(self, output):
         """output ê: [..., m] -> scores [..., vocab]; padding scores −inf.
 
         With an approximate index (:meth:`set_index`) only the index's ``index_k`` nearest words
         and the specials get their (exact) score; every other word scores −inf."""
-        out = output.float()
+        out = prediction(output).float()
         if self.index is not None:
             return self._index_scores(out)
         scores = self._criterion(out, out @ self.table.t(), self.table.size(1))
+        scores = self._word_scores(out, scores)
         # The zero padding row is no word, yet it would beat every word under cosine and vMF
         # when all êᵀe(w) < 0, and under l2 when all êᵀe(w) < 1/2.
         scores[..., PAD_ID] = float("-inf")
         return scores
+
+    def _word_scores(self, out, scores, ids=None):
+        """scores [..., n] of the words ``ids`` [..., n] (None: the whole table) plus the learned bias,
+        the decoding prior and the CSLS penalty, where set."""
+        def of(vec):
+            return vec if ids is None else vec[ids]
+
+        if self.bias is not None:
+            scores = scores + of(self.bias.detach().float())
+        if self.prior is not None:
+            scores = scores + of(self.prior)
+        if self.hubness is not None:
+            # CSLS ranks by 2·cos − r(w); in the criterion's units that is a penalty of r(w)/2 per
+            # unit of cosine: κ/2 for vmf (κ·cos), 1/2 for cosine, ‖ê‖ for l2 (2‖ê‖·cos)
+            norm = out.norm(dim=-1, keepdim=True)
+            scale = {"vmf": norm / 2, "cosine": 0.5, "l2": norm}[self.criterion]
+            scores = scores - scale * of(self.hubness)
+        return scores
+
+    def set_prior(self, log_prior, beta):
+        """Decode with score + ``beta`` · log p_train(w); ``log_prior`` [vocab] (None or β 0: off)."""
+        self.prior = None if log_prior is None or beta == 0 else beta * log_prior.float().to(self.table.device)
+
+    def set_csls(self, k):
+        """Decode by CSLS with the mean cosine of each table word to its ``k`` nearest table words
+        (0: off). The predictions' side of CSLS, r(ê), is the same for every word and drops out."""
+        self.hubness = None if k == 0 else table_hubness(self.table, k)
 
     def _criterion(self, out, dots, m, row_sq=None):
         """The decode criterion from ê [..., m] and the dot products êᵀe(w) [..., n] (row_sq:
@@ -105,6 +147,9 @@ class ContinuousGenerator(nn.Module):
 
     def set_table(self, table):
         """Decode over another unit-length table [vocab', m] (open vocabulary); drops the index."""
+        if self.bias is not None or self.prior is not None or self.hubness is not None:
+            raise ValueError("open-vocabulary decoding has no word bias, training count or CSLS score for the "
+                             "added words: it does not combine with -word_bias, -decode_prior or -csls")
         self.table = table
         self.index = None
 
@@ -123,10 +168,27 @@ class ContinuousGenerator(nn.Module):
         rows = self.table[ids]  # [n, k', m]
         dots = torch.einsum("nm,nkm->nk", flat, rows)
         found = self._criterion(flat, dots, self.table.size(1), (rows * rows).sum(-1))
+        found = self._word_scores(flat, found, ids)
         found = found.masked_fill(~valid, float("-inf"))
         scores = torch.full((flat.size(0), self.table.size(0)), float("-inf"), device=flat.device)
         scores.scatter_(1, ids, found)
         return scores.view(*out.shape[:-1], -1)
+
+
+def table_hubness(table, k, chunk=4096):
+    """r(w): the mean cosine of every unit row of ``table`` [V, m] to its ``k`` nearest other rows
+    (CSLS's neighbourhood density; padding 0): float32 [V]. Exact, ``chunk`` rows at a time."""
+    vocab = table.size(0)
+    k = min(k, vocab - 2)
+    out = torch.zeros(vocab, device=table.device)
+    words = table[1:].float()
+    with torch.no_grad():
+        for start in range(1, vocab, chunk):
+            dots = table[start : start + chunk].float() @ words.t()  # [c, V-1]
+            rows = torch.arange(dots.size(0), device=table.device)
+            dots[rows, rows + start - 1] = float("-inf")  # not its own neighbour
+            out[start : start + chunk] = dots.topk(k, dim=1).values.mean(1)
+    return out
 
 
 # The ReWE head's generator is seeded with -seed plus this offset, so that its draws are not the

@@ -103,7 +103,8 @@ def init_glorot(model):
 
 def build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table):
     if kind == "continuous":
-        return ContinuousGenerator(opt.rnn_size, tgt_table, opt.generator == "nonlinear", decode_criterion(opt.loss))
+        return ContinuousGenerator(opt.rnn_size, tgt_table, opt.generator == "nonlinear", decode_criterion(opt.loss),
+                                   word_bias=getattr(opt, "word_bias", False))  # older checkpoints: no bias
     if kind == "joint":
         dropout = opt.dropout if getattr(opt, "joint_dropout", None) is None else opt.joint_dropout
         return JointGenerator(opt.rnn_size, embeddings, tgt_vocab_size, opt.joint_dim, dropout,
@@ -140,4 +141,6 @@ def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
         encoder.embeddings.weight[PAD_ID].zero_()
         if not opt.tie_emb:
             embeddings.table.weight[PAD_ID].zero_()
+        if getattr(generator, "bias", None) is not None and kind == "continuous":
+            generator.bias.zero_()  # -word_bias starts as plain nearest-neighbour search (drawn last: no other value moves)
     return model

@@ -74,6 +74,9 @@ def extend_model(model, tgt_vocab, words, vectors):
             f"-tgt_emb_extend: vectors of dimension {vectors.size(1)}, but the model's target "
             f"table has dimension {gen.table.size(1)}"
         )
+    if getattr(gen, "bias", None) is not None:
+        raise UserError("-tgt_emb_extend: this model learned a bias per training word (-word_bias); the added words "
+                        "have none, so it cannot decode over them")
     known = set(tgt_vocab.itos)
     new = [i for i, w in enumerate(words) if w not in known]
     extra = normalize_table(vectors[new]).to(gen.table.device)

@@ -1,0 +1,330 @@
+"""Issue 21's word-choice options, by hand and end to end: the training unigram prior, the
+sampling-bias correction of the contrastive losses (-sampling_correction), the learned per-word
+bias (-word_bias), and the decoding-time re-scorings (translate.py -decode_prior, -csls)."""
+
+import math
+from argparse import Namespace
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from onmt_cont.bin import translate
+from onmt_cont.constants import EOS_ID, UNK_ID
+from onmt_cont.inputters.vocab import Vocab, load_vocabs, unigram_log_prior
+from onmt_cont.losses import build_loss
+from onmt_cont.losses.negatives import Negatives
+from onmt_cont.models.checkpoint import load_checkpoint
+from onmt_cont.models.generators import ContinuousGenerator, table_hubness
+from onmt_cont.outputs import BiasedVector
+from tests.test_train import fails, memorisation_data, reported_losses, run_train
+
+# --- the prior ------------------------------------------------------------------------------------
+
+
+def test_unigram_log_prior_by_hand():
+    """words: their counts; <unk>: the tokens no word covers (10 - 7 = 3); </s>: one per sentence
+    (4); padding and <s>: 0; all add-one smoothed over T + S + V = 10 + 4 + 6."""
+    vocab = Vocab(["<blank>", "<unk>", "<s>", "</s>", "a", "b"], [0, 0, 0, 0, 5, 2], total_tokens=10, sentences=4)
+    got = unigram_log_prior(vocab).exp()
+    want = torch.tensor([1, 4, 1, 5, 6, 3], dtype=torch.float32) / 20
+    torch.testing.assert_close(got, want)
+    with pytest.raises(ValueError, match="rerun preprocess.py"):
+        unigram_log_prior(Vocab(vocab.itos, vocab.counts, total_tokens=10))  # an old file: no sentence count
+
+
+def test_preprocess_records_sentences(tmp_path):
+    ds = memorisation_data(tmp_path, 8)
+    _, tgt, data = load_vocabs(ds["prefix"] + ".vocab.pt")
+    assert tgt.sentences == 20 == data["tgt"]["sentences"]
+    assert tgt.total_tokens == sum(len(line.split()) for line in ds["tgt"])
+
+
+# --- expected counts and the corrected losses -----------------------------------------------------
+
+TABLE = F.normalize(torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1], [0.6, 0.8, 0], [0, 0.6, 0.8]]),
+                    dim=-1)
+TABLE[0] = 0
+PRIOR = torch.log(torch.tensor([1e-9, 0.1, 1e-9, 0.2, 0.3, 0.4]))  # p_train (padding and <s> ~ 0)
+
+
+def test_log_expected_counts_by_hand():
+    """Two tokens with targets 4 and 5; shared candidates: in-batch [4, 5] and 'random' (2 draws
+    over V-1 = 5 words, 0.4 each); per token: the gold word's 2 nearest rows (gold_nn, itself first)."""
+    neg = Negatives(("inbatch", "random", "gold_nn"), TABLE, num_sampled=2, ann_candidates=1,
+                    log_prior=PRIOR)
+    target = torch.tensor([4, 5])
+    shared, per_token = neg(None, target)
+    assert shared[:2].tolist() == [4, 5] and shared.numel() == 4
+    got = neg.log_expected_counts(target, shared, per_token).exp()
+    p = PRIOR.double().exp()
+    for i in range(2):
+        for c, j in enumerate(shared.tolist() + per_token[i].tolist()):
+            own = per_token[i].tolist().count(j)  # j is in token i's own neighbour list
+            want = 2 * p[j] + 0.4 + own
+            assert got[i, c].item() == pytest.approx(want.item(), rel=1e-6), (i, c, j)
+
+
+def opt_of(loss, **kw):
+    base = {"loss": loss, "margin": 0.5, "num_negatives": None, "negatives": "inbatch,random", "num_sampled": 3,
+            "ann_candidates": 2, "temperature": 0.5, "contrastive_weight": 1.0, "lambda1": 0.02, "lambda2": 0.1,
+            "vmf_approx": False, "sampling_correction": False}
+    return Namespace(**{**base, **kw})
+
+
+@pytest.mark.parametrize("loss", ["infonce", "nllvmf_nce"])
+def test_correction_by_hand(loss):
+    """The corrected loss is the cross-entropy over {gold} and the negatives with each negative's
+    logit minus log E(j); recomputed here from the same random draws."""
+    pred = torch.tensor([[0.5, 1.0, 0.2], [0.1, 0.3, 1.5]])
+    target = torch.tensor([4, 5])
+    torch.manual_seed(3)
+    got = build_loss(opt_of(loss, sampling_correction=True), TABLE, PRIOR)(pred, target)
+    torch.manual_seed(3)
+    drawn = torch.randint(1, 6, (3,))
+    shared = torch.cat([target, drawn])
+    p = PRIOR.double().exp()
+    for i in range(2):
+        if loss == "infonce":
+            unit = F.normalize(pred[i], dim=0)
+            logit = lambda j: (unit @ TABLE[j]).item() / 0.5  # noqa: E731
+        else:
+            logit = lambda j: (pred[i] @ TABLE[j]).item()  # noqa: E731
+        terms = [logit(target[i].item())]
+        terms += [logit(j) - math.log(2 * p[j].item() + 3 / 5) for j in shared.tolist() if j != target[i]]
+        ce = math.log(sum(math.exp(t) for t in terms)) - terms[0]
+        if loss == "nllvmf_nce":
+            torch.manual_seed(3)
+            plain = build_loss(opt_of("nllvmf_nce", contrastive_weight=0.0), TABLE)(pred, target)
+            ce += plain[i].item()
+        assert got[i].item() == pytest.approx(ce, rel=1e-5)
+
+
+def test_correction_estimates_the_full_softmax():
+    """Over many draws of uniform negatives, exp(gold) + Σ exp(logit_j − log E(j)) averages to the
+    full softmax's normaliser: the mean corrected loss approaches the exact cross-entropy (the
+    uncorrected one does not)."""
+    gen = torch.Generator().manual_seed(0)
+    vocab, m = 200, 8
+    table = F.normalize(torch.randn(vocab, m, generator=gen), dim=-1)
+    table[0] = 0
+    pred = torch.randn(1, m, generator=gen)
+    target = torch.tensor([7])
+    logits = F.normalize(pred, dim=-1) @ table[1:].t() / 0.3
+    exact = (torch.logsumexp(logits, 1) - logits[0, 6]).item()
+    torch.manual_seed(0)
+    z = []
+    opt = opt_of("infonce", negatives="random", num_sampled=50, temperature=0.3, sampling_correction=True)
+    loss = build_loss(opt, table, torch.zeros(vocab))
+    for _ in range(400):
+        z.append(loss(pred, target).exp().item())  # the estimated normaliser / exp(gold)
+    mean_z = sum(z) / len(z)
+    assert math.log(mean_z) == pytest.approx(exact, abs=0.05)
+    torch.manual_seed(0)
+    plain = build_loss(opt_of("infonce", negatives="random", num_sampled=50, temperature=0.3), table)
+    assert abs(plain(pred, target).item() - exact) > 0.5
+
+
+def test_correction_is_neutral_for_exact():
+    """-negatives exact draws every word once (E = 1): the correction changes nothing."""
+    pred, target = torch.randn(3, 3), torch.tensor([1, 4, 5])
+    a = build_loss(opt_of("infonce", negatives="exact", sampling_correction=True), TABLE, PRIOR)(pred, target)
+    b = build_loss(opt_of("infonce", negatives="exact"), TABLE)(pred, target)
+    torch.testing.assert_close(a, b)
+
+
+# --- the learned bias -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("loss", ["infonce", "nllvmf_nce"])
+def test_word_bias_logits_and_gradient(loss):
+    """A zero bias changes nothing; a bias enters the logits (infonce: (cos + b)/τ, nllvmf_nce:
+    êᵀe + b); only the gold words' and the candidates' entries get a gradient."""
+    pred, target = torch.tensor([[0.5, 1.0, 0.2], [0.1, 0.3, 1.5]]), torch.tensor([4, 5])
+    fn = build_loss(opt_of(loss, negatives="inbatch"), TABLE)
+    zero = torch.zeros(6, requires_grad=True)
+    torch.testing.assert_close(fn(BiasedVector(pred, zero), target), fn(pred, target))
+    bias = torch.tensor([0.0, 0.0, 0.0, 0.0, 2.0, 0.0], requires_grad=True)
+    got = fn(BiasedVector(pred, bias), target)
+    got.sum().backward()
+    scale = 0.5 if loss == "infonce" else 1.0
+    vec = F.normalize(pred, dim=-1) if loss == "infonce" else pred
+    l0, l1 = (vec @ TABLE[[4, 5]].t()).unbind(1)
+    want1 = torch.logsumexp(torch.stack([(l1[1] / scale), (l0[1] + 2) / scale]), 0) - l1[1] / scale
+    if loss == "nllvmf_nce":
+        want1 = want1 + fn(pred, target)[1] - (torch.logsumexp(torch.stack([l1[1], l0[1]]), 0) - l1[1])
+    assert got[1].item() == pytest.approx(want1.item(), rel=1e-5)
+    assert bias.grad[[0, 1, 2, 3]].abs().sum() == 0 and bias.grad[[4, 5]].abs().min() > 0
+
+
+def test_generator_bias_in_scores_and_forward():
+    gen = ContinuousGenerator(4, TABLE.clone(), criterion="cosine", word_bias=True)
+    dec = torch.randn(2, 4)
+    assert isinstance(gen(dec, gold=torch.tensor([1, 2])), BiasedVector)
+    out = gen(dec)  # decoding: the plain vector
+    assert isinstance(out, torch.Tensor)
+    base = gen.scores(out)
+    with torch.no_grad():
+        gen.bias[3] = 5.0
+    shifted = gen.scores(out)
+    torch.testing.assert_close(shifted[:, 3], base[:, 3] + 5)
+    assert (shifted.argmax(-1) == 3).all()
+
+
+# --- decoding re-scorings --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("criterion", ["vmf", "cosine", "l2"])
+def test_prior_and_csls_scores(criterion):
+    gen = ContinuousGenerator(4, TABLE.clone(), criterion=criterion)
+    out = gen(torch.randn(3, 4))
+    base = gen.scores(out)
+    gen.set_prior(PRIOR, 0.5)
+    torch.testing.assert_close(gen.scores(out)[:, 1:], base[:, 1:] + 0.5 * PRIOR[1:])
+    gen.set_prior(None, 0.5)
+    gen.set_csls(2)
+    r = table_hubness(TABLE, 2)
+    norm = out.norm(dim=-1, keepdim=True)
+    scale = {"vmf": norm / 2, "cosine": 0.5, "l2": norm}[criterion]
+    torch.testing.assert_close(gen.scores(out)[:, 1:], base[:, 1:] - scale * r[1:])
+    # CSLS's ranking: 2·cos − r(w)
+    cos = F.normalize(out, dim=-1) @ TABLE[1:].t()
+    assert torch.equal(gen.scores(out)[:, 1:].argmax(-1), (2 * cos - r[1:]).argmax(-1))
+
+
+def test_table_hubness_brute_force():
+    gen = torch.Generator().manual_seed(1)
+    table = F.normalize(torch.randn(30, 5, generator=gen), dim=-1)
+    table[0] = 0
+    got = table_hubness(table, 4, chunk=7)
+    for w in range(1, 30):
+        cos = sorted(((table[w] @ table[j]).item() for j in range(1, 30) if j != w), reverse=True)
+        assert got[w].item() == pytest.approx(sum(cos[:4]) / 4, abs=1e-6)
+    assert got[0] == 0
+
+
+# --- end to end: train.py and translate.py ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return memorisation_data(tmp_path_factory.mktemp("wc"), 16)
+
+
+WC = {"rnn_size": "32", "word_vec_size": "16", "dropout": "0", "batch_size": "5", "seed": "1",
+      "learning_rate": "0.01", "report_every": "1", "valid_steps": "1000", "save_checkpoint_steps": "4",
+      "tie_emb": True, "epochs": "6"}
+
+
+@pytest.mark.parametrize("loss,extra,decrease", [("infonce", {}, 0.3),
+                                                  ("nllvmf_nce", {"lambda1": "0", "lambda2": "1"}, 1.0)])
+def test_train_learns_with_both(data, tmp_path, loss, extra, decrease):
+    """As test_train's matrix: 8 epochs of 4 batches, each report the mean over one epoch; NLLvMF
+    unregularised so that its fall is visible (see test_matrix_learns)."""
+    run = run_train(data, tmp_path, loss=loss, word_bias=True, sampling_correction=True,
+                    **{**WC, "epochs": "8", "report_every": "4", **extra})
+    losses = reported_losses(tmp_path / "train.log")
+    assert len(losses) == 8 and (losses[-1] + losses[-2]) / 2 < losses[0] - decrease, losses
+    bias = run.model.generator.bias
+    assert bias.abs().sum() > 0  # learned
+    assert "-word_bias -sampling_correction" in (tmp_path / "train.log").read_text()
+    ckpt = load_checkpoint(str(tmp_path / "m_last.pt"))
+    assert "generator.bias" in ckpt["model"] and ckpt["opt"]["word_bias"] and ckpt["opt"]["sampling_correction"]
+
+
+def test_flags_survive_train_from(data, tmp_path, monkeypatch):
+    """Resumed without repeating the flags, the run keeps them and takes the same steps."""
+    from tests.test_train import record_steps
+
+    seen = record_steps(monkeypatch)
+    common = {**WC, "loss": "nllvmf_nce", "train_steps": "8", "epochs": "5"}
+    full = run_train(data, tmp_path / "full", word_bias=True, sampling_correction=True, **common)
+    reference = dict(seen)
+    seen.clear()
+    resumed = run_train(data, tmp_path / "res", train_from=str(tmp_path / "full" / "m_step_4.pt"), **common)
+    assert resumed.opt.word_bias and resumed.opt.sampling_correction
+    assert [v for _, v in seen] == [reference[s] for s, _ in seen] and len(seen) == 4
+    torch.testing.assert_close(resumed.model.generator.bias, full.model.generator.bias, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("extra,needles", [
+    ({"loss": "nllvmf", "word_bias": True}, ["-word_bias changes the logits", "not -loss nllvmf"]),
+    ({"loss": "maxmargin", "sampling_correction": True}, ["-sampling_correction", "not -loss maxmargin"]),
+])
+def test_bad_combinations(data, tmp_path, capsys, extra, needles):
+    from tests.test_train import argv
+
+    fails(capsys, argv(data, tmp_path, **{**WC, **extra}), *needles)
+    assert not list(tmp_path.iterdir())
+
+
+def test_correction_needs_sentence_counts(data, tmp_path, capsys):
+    """A vocabulary of an older preprocess.py (no sentence count): a clear error, nothing written."""
+    from tests.test_train import argv
+
+    old = dict(torch.load(data["prefix"] + ".vocab.pt", weights_only=True))
+    old["tgt"] = {k: v for k, v in old["tgt"].items() if k != "sentences"}
+    d = tmp_path / "old"
+    d.mkdir()
+    for f in data["dir"].iterdir():
+        if f.name.startswith("d."):
+            (d / f.name).write_bytes(f.read_bytes())
+    torch.save(old, d / "d.vocab.pt")
+    out = tmp_path / "out"
+    out.mkdir()
+    ds = {**data, "prefix": str(d / "d")}
+    fails(capsys, argv(ds, out, **{**WC, "loss": "infonce", "sampling_correction": True}),
+          "-sampling_correction", "rerun preprocess.py")
+    assert not list(out.iterdir())
+
+
+def translate_args(model, data, out, *extra):
+    src = data["dir"] / "valid.fr"
+    return ["-model", str(model), "-src", str(src), "-output", str(out), *extra]
+
+
+def test_translate_prior_and_csls(data, tmp_path, capsys):
+    """A huge prior makes the model write the most frequent training word everywhere; CSLS runs;
+    both are refused for a softmax model with the reason."""
+    run_train(data, tmp_path, loss="infonce", **WC)
+    model = tmp_path / "m_last.pt"
+    translate.main(translate_args(model, data, tmp_path / "plain.txt"))
+    translate.main(translate_args(model, data, tmp_path / "prior.txt", "-decode_prior", "1000"))
+    translate.main(translate_args(model, data, tmp_path / "csls.txt", "-csls", "3"))
+    vocab = load_checkpoint(str(model))["vocab"]
+    counts = vocab["tgt_counts"]
+    top = vocab["tgt"][max(range(4, len(counts)), key=counts.__getitem__)]
+    prior_words = set((tmp_path / "prior.txt").read_text().split())
+    assert prior_words == {top}, prior_words
+    assert (tmp_path / "plain.txt").read_text() != (tmp_path / "prior.txt").read_text()
+    assert len((tmp_path / "csls.txt").read_text().splitlines()) == 8
+    capsys.readouterr()
+    run_train(data, tmp_path / "ce", loss="ce", **{**WC, "tie_emb": False})
+    with pytest.raises(SystemExit) as exc:
+        translate.main(translate_args(tmp_path / "ce" / "m_last.pt", data, tmp_path / "x.txt", "-decode_prior", "1"))
+    assert exc.value.code == 2 and "this model has a softmax" in capsys.readouterr().err
+    assert not (tmp_path / "x.txt").exists()
+    with pytest.raises(SystemExit):
+        translate.main(translate_args(model, data, tmp_path / "y.txt", "-csls", "-1"))
+    assert "-csls must be at least 0" in capsys.readouterr().err
+
+
+def test_prior_needs_counts_in_the_checkpoint(data, tmp_path, capsys):
+    """A checkpoint written before the counts were saved: a clear error, no output."""
+    run_train(data, tmp_path, loss="infonce", **WC)
+    ckpt = torch.load(tmp_path / "m_last.pt", weights_only=True)
+    for k in ("tgt_counts", "tgt_total_tokens", "tgt_sentences"):
+        del ckpt["vocab"][k]
+    torch.save(ckpt, tmp_path / "old.pt")
+    with pytest.raises(SystemExit) as exc:
+        translate.main(translate_args(tmp_path / "old.pt", data, tmp_path / "o.txt", "-decode_prior", "0.5"))
+    assert exc.value.code == 2 and "no training counts" in capsys.readouterr().err
+    assert not (tmp_path / "o.txt").exists()
+    translate.main(translate_args(tmp_path / "old.pt", data, tmp_path / "o.txt"))  # without it: fine
+
+
+def test_eos_and_unk_in_prior():
+    """</s> gets one count per sentence, so the prior does not favour ending early or late for nothing."""
+    vocab = Vocab(["<blank>", "<unk>", "<s>", "</s>", "a"], [0, 0, 0, 0, 9], total_tokens=9, sentences=3)
+    lp = unigram_log_prior(vocab)
+    assert lp[EOS_ID] == pytest.approx(math.log(4 / 17)) and lp[UNK_ID] == pytest.approx(math.log(1 / 17))
