@@ -328,3 +328,33 @@ def test_eos_and_unk_in_prior():
     vocab = Vocab(["<blank>", "<unk>", "<s>", "</s>", "a"], [0, 0, 0, 0, 9], total_tokens=9, sentences=3)
     lp = unigram_log_prior(vocab)
     assert lp[EOS_ID] == pytest.approx(math.log(4 / 17)) and lp[UNK_ID] == pytest.approx(math.log(1 / 17))
+
+
+# --- tools/average_models.py -----------------------------------------------------------------------
+
+
+def test_average_models(data, tmp_path, capsys):
+    """The average of the last 2 epoch checkpoints is their parameters' mean; it translates; the
+    tool refuses checkpoints of different models and too few files, writing nothing."""
+    from tests.test_tools import load_tool
+
+    avg = load_tool("average_models")
+    run_train(data, tmp_path, loss="infonce", save_checkpoint_epochs="1", **{**WC, "epochs": "3"})
+    avg.main(["-last", "2", "-prefix", str(tmp_path / "m"), "-output", str(tmp_path / "avg.pt")])
+    a, b = (torch.load(tmp_path / f"m_epoch_{e}.pt", weights_only=True) for e in (2, 3))
+    got = torch.load(tmp_path / "avg.pt", weights_only=True)
+    for k, v in got["model"].items():
+        torch.testing.assert_close(v, (a["model"][k] + b["model"][k]) / 2)
+    assert got["optim"] is None and got["averaged"] == ["m_epoch_2.pt", "m_epoch_3.pt"]
+    assert not torch.equal(a["model"]["generator.proj.weight"], b["model"]["generator.proj.weight"])
+    translate.main(translate_args(tmp_path / "avg.pt", data, tmp_path / "avg.txt"))
+    assert len((tmp_path / "avg.txt").read_text().splitlines()) == 8
+    run_train(data, tmp_path / "other", loss="infonce", **{**WC, "epochs": "1", "rnn_size": "16"})
+    capsys.readouterr()
+    for args, needle in ((["-models", str(tmp_path / "m_epoch_2.pt"), str(tmp_path / "other" / "m_last.pt")],
+                          "-rnn_size 16 but"),
+                         (["-last", "4", "-prefix", str(tmp_path / "m")], "found 3 checkpoint(s)")):
+        with pytest.raises(SystemExit) as exc:
+            avg.main([*args, "-output", str(tmp_path / "bad.pt")])
+        assert exc.value.code == 2 and needle in capsys.readouterr().err
+        assert not (tmp_path / "bad.pt").exists()

@@ -1,0 +1,94 @@
+#!/usr/bin/env python
+"""Average the parameters of several checkpoints of one run (checkpoint averaging, Vaswani et al.
+2017; OpenNMT-py's tools/average_models.py) into a checkpoint translate.py reads.
+
+    python tools/average_models.py -models RUN/model_epoch_{18,19,20}.pt -output RUN/model_avg3.pt
+    python tools/average_models.py -last 3 -prefix RUN/model -output RUN/model_avg3.pt
+
+Every floating-point tensor of the models' state dicts is averaged in float64 and written in its
+own dtype; the others (integer buffers) must be equal. The checkpoints must come from the same
+model: same model options and vocabularies, or the tool refuses with what differs. Options,
+vocabularies and progress are the last checkpoint's; the optimiser state is dropped (an average
+has no optimiser state of its own: -train_from on it starts a fresh optimiser). Written
+atomically, so a failure leaves no half-written file.
+"""
+
+import argparse
+import glob
+import os
+import re
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
+
+from onmt_cont.models.checkpoint import load_checkpoint  # noqa: E402
+from onmt_cont.training import MODEL_OPTS  # noqa: E402
+from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
+from onmt_cont.utils.io import atomic_torch_save  # noqa: E402
+
+
+def last_epochs(prefix, n):
+    """The ``n`` checkpoints ``PREFIX_epoch_E.pt`` of the highest E, oldest first."""
+    pattern = re.compile(re.escape(os.path.basename(prefix)) + r"_epoch_(\d+)\.pt$")
+    found = sorted((int(m.group(1)), p) for p in glob.glob(glob.escape(prefix) + "_epoch_*.pt")
+                   if (m := pattern.search(os.path.basename(p))))
+    if len(found) < n:
+        raise UserError(f"-last {n}: found {len(found)} checkpoint(s) {prefix}_epoch_E.pt (train.py writes them with "
+                        "-save_checkpoint_epochs)")
+    return [p for _, p in found[-n:]]
+
+
+def average(paths):
+    """-> the averaged checkpoint (a dict like train.py's)."""
+    first = load_checkpoint(paths[0])
+    sums = {k: v.double() if v.is_floating_point() else v for k, v in first["model"].items()}
+    last = first
+    for path in paths[1:]:
+        ckpt = load_checkpoint(path)
+        for key in MODEL_OPTS:
+            if first["opt"].get(key) != ckpt["opt"].get(key):
+                raise UserError(f"{path}: -{key} {ckpt['opt'].get(key)} but {paths[0]} has -{key} "
+                                f"{first['opt'].get(key)}: only checkpoints of one model can be averaged")
+        for side in ("src", "tgt"):
+            if list(ckpt["vocab"][side]) != list(first["vocab"][side]):
+                raise UserError(f"{path}: another {side} vocabulary than {paths[0]}")
+        if set(ckpt["model"]) != set(sums):
+            raise UserError(f"{path}: other parameters than {paths[0]}")
+        for k, v in ckpt["model"].items():
+            if v.is_floating_point():
+                sums[k] += v.double()
+            elif not torch.equal(v, sums[k]):
+                raise UserError(f"{path}: {k} differs from {paths[0]}'s and cannot be averaged")
+        last = ckpt
+    model = {k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v
+             for k, v in sums.items()}
+    return {**last, "model": model, "optim": None, "averaged": [os.path.basename(p) for p in paths]}
+
+
+@cli_main
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-models", nargs="+", help="checkpoints to average")
+    p.add_argument("-last", type=int, help="average the N latest PREFIX_epoch_E.pt of -prefix instead")
+    p.add_argument("-prefix", help="with -last: train.py's -save_model of the run")
+    p.add_argument("-output", required=True, help="the averaged checkpoint")
+    args = p.parse_args(argv)
+    if bool(args.models) == (args.last is not None):
+        raise UserError("give -models FILE... or -last N -prefix PREFIX")
+    if args.last is not None:
+        if args.last < 1 or not args.prefix:
+            raise UserError("-last N needs N >= 1 and -prefix")
+        paths = last_epochs(args.prefix, args.last)
+    else:
+        paths = args.models
+    for path in paths:
+        if not os.path.isfile(path):
+            raise UserError(f"{path}: no such file")
+    atomic_torch_save(average(paths), args.output)
+    print(f"averaged {len(paths)} checkpoints ({', '.join(os.path.basename(x) for x in paths)}): wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
