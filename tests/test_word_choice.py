@@ -358,3 +358,32 @@ def test_average_models(data, tmp_path, capsys):
             avg.main([*args, "-output", str(tmp_path / "bad.pt")])
         assert exc.value.code == 2 and needle in capsys.readouterr().err
         assert not (tmp_path / "bad.pt").exists()
+
+
+# --- embeddings_to_torch.py -init softmax ------------------------------------------------------------
+
+
+def test_table_from_softmax_model(data, tmp_path, capsys):
+    """The rows of a trained softmax layer, aligned by word and made unit length; a continuous model
+    trains on that table; a continuous checkpoint or a missing -from_model is refused."""
+    from onmt_cont.bin import embeddings_to_torch
+
+    run_train(data, tmp_path / "ce", loss="ce", **{**WC, "tie_emb": False, "epochs": "1"})
+    ckpt = tmp_path / "ce" / "m_last.pt"
+    base = ["-dict_file", data["prefix"] + ".vocab.pt", "-output_file", str(tmp_path / "sm"), "-init", "softmax"]
+    embeddings_to_torch.main([*base, "-from_model", str(ckpt), "-normalize"])
+    table = torch.load(tmp_path / "sm.dec.pt", weights_only=True)
+    weight = torch.load(ckpt, weights_only=True)["model"]["generator.proj.weight"]
+    assert table.shape == (data["tgt_vocab_size"], 32)  # -rnn_size of the ce model
+    torch.testing.assert_close(table[1:], F.normalize(weight[1:], dim=-1))
+    assert table[0].abs().sum() == 0
+    run_train(data, tmp_path / "cont", loss="infonce", **{**WC, "epochs": "1", "tgt_emb": str(tmp_path / "sm.dec.pt")})
+    capsys.readouterr()
+    for args, needle in (([*base, "-from_model", str(tmp_path / "cont" / "m_last.pt")], "expected a checkpoint of a "
+                          "softmax model"),
+                         (base, "-init softmax takes its rows from -from_model"),
+                         ([*base, "-from_model", str(ckpt), "-unk_vector", "average"], "-unk_vector average")):
+        with pytest.raises(SystemExit) as exc:
+            embeddings_to_torch.main([*args[:3], str(tmp_path / "bad"), *args[4:]])
+        assert exc.value.code == 2 and needle in capsys.readouterr().err
+        assert not list(tmp_path.glob("bad*"))

@@ -17,7 +17,14 @@ import torch
 
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID, SPECIALS, UNK_ID
 from onmt_cont.inputters.embeddings import DEFAULT_CHUNK_BYTES, read_embeddings
-from onmt_cont.inputters.tables import TABLE_HELP, add_table_args, check_table_args, empty_table, transform_target
+from onmt_cont.inputters.tables import (
+    TABLE_HELP,
+    add_table_args,
+    check_table_args,
+    empty_table,
+    softmax_table,
+    transform_target,
+)
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_torch_save, atomic_write_text
@@ -190,7 +197,10 @@ def main(argv=None):
         jobs.append(("enc", opt.emb_file_enc, src_vocab, "source"))
     results, n_read = [], 0
     for suffix, path, vocab, side in jobs:
-        if path is None:  # a random target table without a vector file
+        if suffix == "dec" and opt.init == "softmax":  # a trained softmax model's output rows
+            table, missing, report = softmax_table(opt.from_model, vocab, opt)
+            n_vectors = 0
+        elif path is None:  # a random target table without a vector file
             table, missing, report = empty_table(vocab, opt.dim)
             n_vectors = 0
         else:

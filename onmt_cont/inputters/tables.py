@@ -17,8 +17,9 @@ import numpy as np
 
 from onmt_cont.constants import PAD_ID, SPECIALS, UNK_ID
 from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.io import load_checkpoint_data
 
-INITS = ("pretrained", "random_sphere", "random_cube", "mixed")
+INITS = ("pretrained", "random_sphere", "random_cube", "mixed", "softmax")
 UNK_VECTORS = ("average", "random", "zero", "vocab_mean")
 DEFAULT_ALPHA = 0.5
 # The random draws of -init and -unk_vector use their own stream, (seed, 7), so that the
@@ -40,6 +41,11 @@ target table (-init, -alpha, -unk_vector, -center, -center_pcs; the .dec table o
                         (so -normalize is required), e_rand the -init random_sphere row of
                         the same -seed (alpha 1: the normalised pretrained table; alpha 0:
                         exactly the random_sphere table)
+  -init softmax         the output embeddings of a trained softmax model (-from_model CKPT:
+                        the rows of its output layer, aligned to this vocabulary by word; a
+                        word the model lacks gets a random unit row; <unk> keeps the model's
+                        row unless -unk_vector says otherwise); no vector file. Tokarchuk &
+                        Niculae 2022 compare such targets with pretrained ones
   random_*/mixed rows are unit length whatever -normalize says; -seed fixes them.
   -center removes the mean of the vocabulary-word rows (rows 4..V-1) from every row except
   padding and zero rows; -center_pcs K then also removes the projections on the top K
@@ -72,6 +78,8 @@ def add_table_args(parser):
         help=f"-init mixed: weight of the pretrained direction, in [0, 1] (default {DEFAULT_ALPHA})",
     )
     g.add_argument("-dim", type=int, default=None, help="dimension of a random table made without -emb_file_dec")
+    g.add_argument("-from_model", default=None, help="-init softmax: a checkpoint of train.py with a softmax "
+                   "output layer (-loss ce -generator linear)")
     g.add_argument("-unk_vector", choices=UNK_VECTORS, default=None, help=UNK_HELP)
     g.add_argument("-center", action="store_true", help="remove the mean word row from every non-zero row")
     g.add_argument(
@@ -91,6 +99,17 @@ def check_table_args(opt):
         if not 0.0 <= opt.alpha <= 1.0:
             raise UserError(f"-alpha {opt.alpha}: expected a weight in [0, 1]")
     random_init = opt.init in ("random_sphere", "random_cube")
+    if (opt.from_model is not None) != (opt.init == "softmax"):
+        raise UserError("-init softmax takes its rows from -from_model CKPT, and -from_model is only read by it")
+    if opt.init == "softmax":
+        if opt.emb_file_dec is not None or opt.dim is not None:
+            raise UserError("-init softmax takes the rows and their dimension from -from_model: leave out "
+                            "-emb_file_dec and -dim")
+        if opt.unk_vector == "average":
+            raise UserError("-unk_vector average is the mean of pretrained vectors, which -init softmax does not "
+                            "read; leave it out (the model's own <unk> row) or choose random, zero or vocab_mean")
+        opt.unk_vector = opt.unk_vector or "model"
+        return
     if opt.emb_file_dec is None:
         if not random_init:
             raise UserError(f"-init {opt.init} reads the pretrained vectors: give -emb_file_dec FILE")
@@ -156,12 +175,50 @@ def empty_table(vocab, dim):
     return np.zeros((len(vocab), dim), np.float64), None, report
 
 
+def softmax_table(path, vocab, opt):
+    """-init softmax: the output-layer rows [V_model, hidden] of a softmax checkpoint, aligned to
+    ``vocab`` by word. Returns ``(table float64 [V, hidden], missing words, report lines)``; a
+    word the model lacks gets a random unit row (-seed), made unit length with the others under
+    -normalize."""
+    data = load_checkpoint_data(path, "a checkpoint written by train.py")
+    model_opt = data.get("opt", {}) if isinstance(data, dict) else {}
+    weight = data.get("model", {}).get("generator.proj.weight") if isinstance(data, dict) else None
+    if weight is None or model_opt.get("loss") != "ce" or model_opt.get("generator") != "linear":
+        raise UserError(f"-from_model {path}: expected a checkpoint of a softmax model (-loss ce -generator linear), "
+                        f"whose output layer has one row per word (got -loss {model_opt.get('loss')} -generator "
+                        f"{model_opt.get('generator')})")
+    words = list(data["vocab"]["tgt"])
+    rows = {w: i for i, w in enumerate(words)}
+    weight = weight.double().numpy()
+    dim = weight.shape[1]
+    table = np.zeros((len(vocab), dim), np.float64)
+    draw = random_sphere(len(vocab), dim, init_stream(opt.seed))
+    missing = []
+    for i, w in enumerate(vocab.itos):
+        if i == PAD_ID:
+            continue
+        if w in rows:
+            table[i] = weight[rows[w]]
+        else:
+            table[i] = draw[i] * (1.0 if opt.normalize else float(np.sqrt((weight * weight).sum(1).mean())))
+            if i >= len(SPECIALS):
+                missing.append(w)
+    if opt.normalize:
+        table[:] = unit(table)
+    n_words = len(vocab) - len(SPECIALS)
+    report = [f"target table: the output layer of {path} ({len(words):,} rows of dimension {dim}, loss ce)",
+              f"  {n_words - len(missing):,} of {n_words:,} vocabulary words have a row; {len(missing):,} got random "
+              f"unit rows (seed {opt.seed}); <unk>, <s>, </s>: the model's rows"
+              + ("; every row made unit length" if opt.normalize else "")]
+    return table, missing, report
+
+
 def apply_init(table, opt):
     """Replace the rows of ``table`` [V, dim] by ``opt.init``'s; returns the report line.
 
     random_*: every row but padding is a fresh draw (row i depends only on -seed, V and dim).
     mixed: every non-zero row but padding is mixed with the random_sphere draw of that row."""
-    if opt.init == "pretrained":
+    if opt.init in ("pretrained", "softmax"):
         return None
     v, dim = table.shape
     draw = RANDOM_INITS.get(opt.init, random_sphere)(v, dim, init_stream(opt.seed))
@@ -183,7 +240,9 @@ def apply_unk(table, opt):
     """Set the ``<unk>`` row as ``opt.unk_vector`` says (after :func:`apply_init`); returns the
     report line, or None where the pretrained build's own line says it all."""
     kind = opt.unk_vector
-    unit_rows = opt.normalize or opt.init != "pretrained"
+    unit_rows = opt.normalize or opt.init not in ("pretrained", "softmax")
+    if kind == "model":
+        return None
     if kind == "average":
         # the pretrained build already holds the average; apply_init mixed it for -init mixed
         return "  <unk>: the average above, mixed like a word row" if opt.init == "mixed" else None
@@ -240,7 +299,7 @@ def transform_target(table, opt):
         line = f"  -center: removed the mean word row (norm {mean_norm:.4g})"
         if opt.center_pcs:
             line += f" and the top {opt.center_pcs} principal directions ({100 * var:.1f}% of the centred variance)"
-        if opt.normalize or opt.init != "pretrained":
+        if opt.normalize or opt.init not in ("pretrained", "softmax"):
             table[:] = unit(table)
             line += "; rows made unit length again"
         report.append(line)
