@@ -1,15 +1,19 @@
-"""The tables of docs/results.md's "Contrastive losses" section from the run folders that
-docs/recipes/continuous_quality.sh writes (train.log, train_time.txt, TEST.bleu.txt).
+"""The tables of docs/results.md's "Contrastive losses" and "Word choice" sections from the run
+folders that docs/recipes/continuous_quality.sh, transformer.sh and word_choice.sh write
+(train.log, train_time.txt, TEST.bleu.txt; word_choice.sh also choice.txt, the checkpoint and
+-decode_prior picked on validation, and TEST.calibration.json, tools/rare_word_f1.py's ratios).
 
     python tools/quality_report.py docs/results/quality_fr-en/*
 """
 
 import argparse
+import json
 import os
 import re
 import sys
 
 TESTS = ("test_2016_flickr", "test_2017_flickr")
+CALIBRATION_BINS = ("1", "2-4", "5-9", "10-99")
 
 
 def read(path):
@@ -76,6 +80,21 @@ def seed_summary(rows):
     return lines
 
 
+def calibration(run):
+    """-> "choice" cell and the output/reference ratios of CALIBRATION_BINS per test, or None."""
+    cells = []
+    for test in TESTS:
+        path = os.path.join(run, f"{test}.calibration.json")
+        if not os.path.exists(path):
+            return None
+        table = json.loads(read(path))
+        cells.append(" / ".join(f"{table[b]['ratio']:.2f}" for b in CALIBRATION_BINS))
+    choice = os.path.join(run, "choice.txt")
+    m = re.search(r"checkpoint (\S+) beta (\S+) valid_bleu (\S+)", read(choice)) if os.path.exists(choice) else None
+    picked = f"{m.group(1)}, β {m.group(2)} (val. {m.group(3)})" if m else "–"
+    return [picked, *cells]
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="run folders")
@@ -108,6 +127,15 @@ def main(argv=None):
         print("| row | test_2016 (mean ± std) | test_2017 |")
         print("| --- | ---: | ---: |")
         print("\n".join(summary))
+    calib = [(os.path.basename(os.path.normpath(r)), calibration(r)) for r in args.runs]
+    if any(c for _, c in calib):
+        print()
+        print("| row | checkpoint, -decode_prior (picked on validation) | output/reference tokens, bins "
+              + ", ".join(CALIBRATION_BINS) + ": test_2016 | test_2017 |")
+        print("| --- | --- | ---: | ---: |")
+        for name, c in calib:
+            if c:
+                print(f"| {name} | " + " | ".join(c) + " |")
     width = max((len(b) for _, b in curves), default=0)
     print()
     print("| row | " + " | ".join(str(i) for i in range(1, width + 1)) + " |")

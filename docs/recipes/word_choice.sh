@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Issue 21: word choice of continuous outputs. Each fix is a row against the same baseline (the
+# Transformer nllvmf_nce tied row of docs/recipes/transformer.sh), trained until greedy validation
+# BLEU has not improved for 3 epochs (at most EPOCHS), with a checkpoint at every epoch's end:
+#   - the row's model_best.pt and the average of its last AVG epoch checkpoints
+#     (tools/average_models.py) are both scored on the validation set; the better one is kept;
+#   - the decoding prior's beta (translate.py -decode_prior) is picked on validation BLEU among
+#     BETAS (0 included, so it is only used where it helps);
+#   - that checkpoint and beta translate both test sets with -replace_unk (translate.py prints the
+#     BLEU before replacement and the <unk> rate), and tools/rare_word_f1.py -bins calibration
+#     writes the output/reference token ratio per training-frequency bin.
+# Results: docs/results.md, section "Word choice"; tools/quality_report.py tabulates the runs.
+#
+#   bash docs/recipes/word_choice.sh                                  # fr->en, CONFIGS below, seed 1
+#   SRC=de CONFIGS="t_ce t_nce_both" SEEDS="1 2" EPOCHS=40 bash docs/recipes/word_choice.sh
+#   EPOCHS=8 EARLY=0 ... (screening: a fixed number of epochs, no early stopping)
+#
+# Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
+# [runs/word_choice_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [20], EARLY [3, 0: off], AVG [5],
+# BETAS ["0 0.1 0.25 0.5"], LR [noam factor for the continuous rows, 0.5], THREADS [1].
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SRC=${SRC:-fr}; TGT=${TGT:-en}
+SHARED=${SHARED:-../shared/data}
+OUT=${OUT:-runs/word_choice_$SRC-$TGT}
+SEEDS=${SEEDS:-1}
+EPOCHS=${EPOCHS:-20}
+EARLY=${EARLY:-3}
+AVG=${AVG:-5}
+BETAS=${BETAS:-0 0.1 0.25 0.5}
+LR=${LR:-0.5}
+THREADS=${THREADS:-1}
+# docs/recipes/transformer.sh's Transformer (d_model 128, 2+2 layers), without its learning rate
+TMODEL=${TMODEL:--encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 \
+-heads 4 -transformer_ff 512 -dropout 0.3 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot \
+-decay_method noam -warmup_steps 1000 -adam_beta2 0.998}
+LMODEL=${LMODEL:--brnn -enc_layers 1 -dec_layers 1 -rnn_size 128 -word_vec_size 128 -dropout 0.3 -batch_size 32 -learning_rate 1e-3}
+NCE="-loss nllvmf_nce -lambda1 0.02 -lambda2 0.1 -tie_emb"
+CONFIGS=${CONFIGS:-t_nce t_nce_corr t_nce_bias t_nce_both}
+EMB=$SHARED/embeddings/$TGT.ft300.vec.gz
+TOK=$OUT/tok
+mkdir -p "$TOK"
+log() { echo "[$(date -u +%H:%M:%S)] $*"; }
+
+# "flags|table": the table is emb (the normalised pretrained vectors), sphere (-init random_sphere),
+# mixed (-init mixed), softmax (the output layer of this seed's t_ce run, -init softmax)
+config() {
+  case $1 in
+    t_ce)          echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1|emb" ;;
+    t_nce)         echo "$TMODEL -learning_rate $LR $NCE|emb" ;;
+    t_nce_corr)    echo "$TMODEL -learning_rate $LR $NCE -sampling_correction|emb" ;;
+    t_nce_bias)    echo "$TMODEL -learning_rate $LR $NCE -word_bias|emb" ;;
+    t_nce_both)    echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|emb" ;;
+    t_nce_sphere)  echo "$TMODEL -learning_rate $LR $NCE|sphere" ;;
+    t_nce_mixed)   echo "$TMODEL -learning_rate $LR $NCE|mixed" ;;
+    t_nce_softmax) echo "$TMODEL -learning_rate $LR $NCE|softmax" ;;
+    t_infonce_both) echo "$TMODEL -learning_rate $LR -loss infonce -tie_emb -sampling_correction -word_bias|emb" ;;
+    lstm_ce)       echo "$LMODEL -loss ce|emb" ;;
+    lstm_infonce)  echo "$LMODEL -loss infonce -tie_emb|emb" ;;
+    lstm_infonce_both) echo "$LMODEL -loss infonce -tie_emb -sampling_correction -word_bias|emb" ;;
+    lstm_nce_both) echo "$LMODEL $NCE -sampling_correction -word_bias|emb" ;;
+    *) echo "unknown config $1" >&2; return 1 ;;
+  esac
+}
+
+# 1. the data, the unit table and the lexicon; the other tables
+. docs/recipes/prepare_m30k.sh
+[ -s "$OUT/sphere.dec.pt" ] || python embeddings_to_torch.py -dict_file "$OUT/data.vocab.pt" -output_file "$OUT/sphere" \
+  -init random_sphere -dim 300 > /dev/null
+[ -s "$OUT/mixed.dec.pt" ] || python embeddings_to_torch.py -emb_file_dec "$EMB" -dict_file "$OUT/data.vocab.pt" \
+  -output_file "$OUT/mixed" -normalize -init mixed > /dev/null
+
+valid_bleu() {  # CHECKPOINT BETA -> sacreBLEU of the validation set (greedy, no -replace_unk)
+  local prior=(); [ "$2" != 0 ] && prior=(-decode_prior "$2")
+  python translate.py -model "$1" -src "$TOK/val.$SRC" -output "$1.val.$2.$TGT" -tgt "$TOK/val.$TGT" -tgt_lang "$TGT" \
+    -threads "$THREADS" "${prior[@]}" | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p'
+}
+
+for cfg in $CONFIGS; do
+  IFS='|' read -r flags tablename <<< "$(config "$cfg")"
+  for seed in $SEEDS; do
+    run=$OUT/$cfg.s$seed
+    mkdir -p "$run"
+    table=$OUT/$tablename.dec.pt
+    if [ "$tablename" = softmax ]; then
+      table=$OUT/softmax.s$seed.dec.pt
+      [ -s "$table" ] || python embeddings_to_torch.py -dict_file "$OUT/data.vocab.pt" -output_file "${table%.dec.pt}" \
+        -init softmax -from_model "$OUT/t_ce.s$seed/model_best.pt" -normalize > /dev/null
+    fi
+    # 2. train
+    if [ ! -s "$run/model_last.pt" ]; then
+      log "train $cfg seed $seed"
+      start=$(date +%s)
+      early=(); [ "$EARLY" != 0 ] && early=(-early_stopping "$EARLY")
+      # shellcheck disable=SC2086
+      python train.py -data "$OUT/data" -save_model "$run/model" -tgt_emb "$table" $flags -epochs "$EPOCHS" \
+        "${early[@]}" -seed "$seed" -threads "$THREADS" -valid_metric bleu -valid_steps 1000000 \
+        -save_checkpoint_steps 1000000 -save_checkpoint_epochs 1 -report_every 100 -log_file "$run/train.log" \
+        > "$run/train.stdout" 2>&1
+      echo "train_wall_s $(( $(date +%s) - start ))" > "$run/train_time.txt"
+    fi
+    # 3. model_best or the average of the last AVG epochs; then beta (continuous rows) on validation
+    if [ ! -s "$run/choice.txt" ]; then
+      n=$(ls "$run"/model_epoch_*.pt | wc -l)
+      python tools/average_models.py -last $(( n < AVG ? n : AVG )) -prefix "$run/model" -output "$run/model_avg.pt"
+      best=model_best.pt; best_bleu=$(valid_bleu "$run/model_best.pt" 0)
+      avg_bleu=$(valid_bleu "$run/model_avg.pt" 0)
+      if awk "BEGIN{exit !($avg_bleu > $best_bleu)}"; then best=model_avg.pt; best_bleu=$avg_bleu; fi
+      beta=0
+      if [[ $cfg != *_ce ]]; then
+        for b in $BETAS; do
+          [ "$b" = 0 ] && continue
+          bleu=$(valid_bleu "$run/$best" "$b")
+          if awk "BEGIN{exit !($bleu > $best_bleu)}"; then beta=$b; best_bleu=$bleu; fi
+        done
+      fi
+      echo "checkpoint $best beta $beta valid_bleu $best_bleu (model_best $(valid_bleu "$run/model_best.pt" 0), average of last $AVG $avg_bleu)" > "$run/choice.txt"
+      rm -f "$run"/model_epoch_*.pt  # the average keeps what they were for
+    fi
+    read -r _ ckpt _ beta _ < "$run/choice.txt"
+    prior=(); [ "$beta" != 0 ] && prior=(-decode_prior "$beta")
+    # 4. the tests, with and without the lexicon, and the calibration ratios
+    for t in test_2016_flickr test_2017_flickr; do
+      [ -s "$run/$t.bleu.txt" ] || python translate.py -model "$run/$ckpt" -src "$TOK/$t.$SRC" \
+        -output "$run/$t.$TGT" -tgt "$TOK/$t.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" \
+        -replace_unk -lookup_dict "$OUT/lexicon.txt" > "$run/$t.bleu.txt"
+      [ -s "$run/$t.calibration.json" ] || python tools/rare_word_f1.py -train "$TOK/train.$TGT" -ref "$TOK/$t.$TGT" \
+        -hyp "$run/$t.$TGT" -bins calibration -json "$run/$t.calibration.json" > /dev/null
+      log "$cfg seed $seed $t: $(grep -h '^sacreBLEU' "$run/$t.bleu.txt" | cut -c1-30) | $(grep -h '^without' "$run/$t.bleu.txt")"
+    done
+  done
+done
+log "done"
