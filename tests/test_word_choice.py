@@ -85,11 +85,11 @@ def test_correction_by_hand(loss):
     shared = torch.cat([target, drawn])
     p = PRIOR.double().exp()
     for i in range(2):
-        if loss == "infonce":
-            unit = F.normalize(pred[i], dim=0)
-            logit = lambda j: (unit @ TABLE[j]).item() / 0.5  # noqa: E731
-        else:
-            logit = lambda j: (pred[i] @ TABLE[j]).item()  # noqa: E731
+        vec, scale = (F.normalize(pred[i], dim=0), 0.5) if loss == "infonce" else (pred[i], 1.0)
+
+        def logit(j, vec=vec, scale=scale):
+            return (vec @ TABLE[j]).item() / scale
+
         terms = [logit(target[i].item())]
         terms += [logit(j) - math.log(2 * p[j].item() + 3 / 5) for j in shared.tolist() if j != target[i]]
         ce = math.log(sum(math.exp(t) for t in terms)) - terms[0]
@@ -387,3 +387,51 @@ def test_table_from_softmax_model(data, tmp_path, capsys):
             embeddings_to_torch.main([*args[:3], str(tmp_path / "bad"), *args[4:]])
         assert exc.value.code == 2 and needle in capsys.readouterr().err
         assert not list(tmp_path.glob("bad*"))
+
+
+# --- tools/time_to_quality.py and quality_report.py's calibration table ------------------------------
+
+
+def write_log(path, lines):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_time_to_quality(tmp_path, capsys):
+    from tests.test_tools import load_tool
+
+    ttq = load_tool("time_to_quality")
+    v = "validation at step {}: loss 1.0; greedy BLEU {} (<unk> 0.0% of the output)"
+    write_log(tmp_path / "ce" / "train.log", ["[23:59:00] start", f"[23:59:50] {v.format(1, 10.0)}",
+                                              f"[00:01:40] {v.format(2, 30.0)}", f"[00:02:00] {v.format(3, 28.0)}"])
+    write_log(tmp_path / "cont" / "train.log", ["[10:00:00] start", f"[10:00:30] {v.format(1, 20.0)}",
+                                                f"[10:01:00] {v.format(2, 29.5)}"])
+    write_log(tmp_path / "slow" / "train.log", ["[10:00:00] start", f"[10:00:30] {v.format(1, 5.0)}"])
+    ttq.main(["-ref", str(tmp_path / "ce" / "train.log"), "-runs", str(tmp_path / "cont" / "train.log"),
+              str(tmp_path / "slow" / "train.log"), "-plot", str(tmp_path / "p.png")])
+    out = capsys.readouterr().out
+    assert "= 29.00" in out  # best 30 - 1
+    assert "| ce | 30.00 | 160 | 1.00 |" in out  # across midnight: 23:59:00 -> 00:01:40
+    assert "| cont | 29.50 | 60 | 0.38 |" in out and "| slow | 5.00 | not reached | – |" in out
+    assert (tmp_path / "p.png").stat().st_size > 1000
+    write_log(tmp_path / "none" / "train.log", ["[10:00:00] start"])
+    with pytest.raises(SystemExit) as exc:
+        ttq.main(["-ref", str(tmp_path / "none" / "train.log"), "-runs", str(tmp_path / "cont" / "train.log")])
+    assert exc.value.code == 2 and "no 'greedy BLEU' validation lines" in capsys.readouterr().err
+
+
+def test_quality_report_calibration(tmp_path, capsys):
+    import json
+
+    from tests.test_tools import load_tool
+
+    report = load_tool("quality_report")
+    run = tmp_path / "t_x.s1"
+    write_log(run / "train.log", ["[10:00:00] start", "[10:00:30] validation at step 1: greedy BLEU 12.5"])
+    (run / "choice.txt").write_text("checkpoint model_avg.pt beta 0.25 valid_bleu 40.1 (model_best 39.0, ...)\n")
+    for t, r in (("test_2016_flickr", 1.5), ("test_2017_flickr", 0.5)):
+        (run / f"{t}.calibration.json").write_text(json.dumps({b: {"ratio": r} for b in ("1", "2-4", "5-9", "10-99")}))
+    report.main([str(run)])
+    out = capsys.readouterr().out
+    assert "| t_x.s1 | model_avg.pt, β 0.25 (val. 40.1) | 1.50 / 1.50 / 1.50 / 1.50 | 0.50 / 0.50 / 0.50 / 0.50 |" \
+        in out

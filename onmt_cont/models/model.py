@@ -142,5 +142,5 @@ def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
         if not opt.tie_emb:
             embeddings.table.weight[PAD_ID].zero_()
         if getattr(generator, "bias", None) is not None and kind == "continuous":
-            generator.bias.zero_()  # -word_bias starts as plain nearest-neighbour search (drawn last: no other value moves)
+            generator.bias.zero_()  # -word_bias starts as plain nearest-neighbour search
     return model
