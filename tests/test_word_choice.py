@@ -65,6 +65,36 @@ def test_log_expected_counts_by_hand():
             assert got[i, c].item() == pytest.approx(want.item(), rel=1e-6), (i, c, j)
 
 
+@pytest.mark.parametrize("sources", [("inbatch", "random", "gold_nn"), ("inbatch", "gold_nn", "ann"),
+                                     ("random", "ann"), ("inbatch", "random")])
+def test_log_expected_counts_brute_force(sources):
+    """Against comparing every candidate with every per-token list entry, on a batch whose targets
+    repeat (in-batch duplicates) and with two per-token sources (a word in both lists counts 2)."""
+    table, prior = F.normalize(torch.randn(50, 6, generator=torch.Generator().manual_seed(2)), dim=-1), None
+    table[0] = 0
+    prior = torch.log_softmax(torch.randn(50, generator=torch.Generator().manual_seed(3)), 0)
+    neg = Negatives(sources, table, num_sampled=7, ann_candidates=5, log_prior=prior)
+    target = torch.tensor([3, 3, 3, 9, 17, 9, 44, 3])
+    torch.manual_seed(0)
+    shared, per_token = neg(F.normalize(torch.randn(8, 6), dim=-1), target)
+    got = neg.log_expected_counts(target, shared, per_token)
+    base = torch.zeros(50, dtype=torch.float64)
+    base += 8 * prior.double().exp() if "inbatch" in sources else 0
+    base[1:] += 7 / 49 if "random" in sources else 0
+    parts = []
+    if shared is not None:
+        cross = (shared.view(1, -1, 1) == per_token.unsqueeze(1)).sum(-1) if per_token is not None else 0
+        parts.append(base[shared].unsqueeze(0).expand(8, -1) + cross)
+    if per_token is not None:
+        parts.append(base[per_token.clamp_min(0)] + (per_token.unsqueeze(2) == per_token.unsqueeze(1)).sum(-1))
+    want = torch.log(torch.cat(parts, 1)).float()
+    valid = [torch.ones(8, shared.numel(), dtype=torch.bool)] if shared is not None else []
+    valid = torch.cat(valid + ([per_token > 0] if per_token is not None else []), 1)
+    torch.testing.assert_close(got[valid], want[valid])
+    if "gold_nn" in sources and "ann" in sources:
+        assert (got[:, shared.numel():] > torch.log(base[per_token.clamp_min(0)] + 1.5).float()).any()
+
+
 def opt_of(loss, **kw):
     base = {"loss": loss, "margin": 0.5, "num_negatives": None, "negatives": "inbatch,random", "num_sampled": 3,
             "ann_candidates": 2, "temperature": 0.5, "contrastive_weight": 1.0, "lambda1": 0.02, "lambda2": 0.1,

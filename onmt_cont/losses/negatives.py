@@ -143,14 +143,35 @@ class Negatives:
         base[0] = 0.0
         parts = []
         if shared is not None:
-            expected = base[shared].unsqueeze(0).expand(n, -1)
-            if per_token is not None:  # a shared word that is also in token i's own list
-                expected = expected + (shared.view(1, -1, 1) == per_token.unsqueeze(1)).sum(-1)
+            expected = base[shared].unsqueeze(0).repeat(n, 1)
+            if per_token is not None:  # + 1 where a shared word is also in token i's own list
+                expected.index_put_(_matches(per_token, shared), torch.ones((), dtype=expected.dtype), accumulate=True)
             parts.append(expected)
         if per_token is not None:
-            own = (per_token.unsqueeze(2) == per_token.unsqueeze(1)).sum(-1)  # j's repeats within the list
+            own = torch.zeros(per_token.shape, dtype=base.dtype, device=base.device)
+            for c in range(per_token.size(1)):  # j's occurrences in its own token's lists (C x [N, C] compares)
+                own += per_token == per_token[:, c : c + 1]
             parts.append(base[per_token.clamp_min(0)] + own * (per_token > 0))
         return torch.log(torch.cat(parts, 1)).float()
+
+
+def _matches(per_token, shared):
+    """(rows, columns) of every pair (i, s) with shared[s] == per_token[i, c] for some c (once per such
+    c): found by bisecting each list entry in the sorted shared ids, O(N·C·log S + matches) instead
+    of comparing all N·S·C pairs."""
+    order = shared.argsort()
+    ordered = shared[order]
+    ids = per_token.clamp_min(0)
+    lo = torch.searchsorted(ordered, ids)
+    count = (torch.searchsorted(ordered, ids, right=True) - lo) * (per_token > 0)
+    count, lo = count.flatten(), lo.flatten()
+    rows = torch.arange(per_token.size(0), device=shared.device).repeat_interleave(per_token.size(1))
+    total = int(count.sum())
+    # the k-th match of entry e sits at ordered position lo[e] + k
+    entry = torch.arange(count.numel(), device=shared.device).repeat_interleave(count, output_size=total)
+    first = torch.cumsum(count, 0) - count
+    k = torch.arange(total, device=shared.device) - first[entry]
+    return rows[entry], order[lo[entry] + k]
 
 
 def candidate_dots(vec, table, shared, per_token):
