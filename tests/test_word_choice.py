@@ -436,13 +436,15 @@ def test_time_to_quality(tmp_path, capsys):
                                               f"[00:01:40] {v.format(2, 30.0)}", f"[00:02:00] {v.format(3, 28.0)}"])
     write_log(tmp_path / "cont" / "train.log", ["[10:00:00] start", f"[10:00:30] {v.format(1, 20.0)}",
                                                 f"[10:01:00] {v.format(2, 29.5)}"])
-    write_log(tmp_path / "slow" / "train.log", ["[10:00:00] start", f"[10:00:30] {v.format(1, 5.0)}"])
+    write_log(tmp_path / "slow" / "train.log", ["[10:00:00] start", f"[10:00:30] {v.format(1, 5.0)}",
+                                                "[11:00:00] resumed from step 1 (epoch 2)",  # the pause: left out
+                                                f"[11:00:10] {v.format(2, 6.0)}"])
     ttq.main(["-ref", str(tmp_path / "ce" / "train.log"), "-runs", str(tmp_path / "cont" / "train.log"),
               str(tmp_path / "slow" / "train.log"), "-plot", str(tmp_path / "p.png")])
     out = capsys.readouterr().out
     assert "= 29.00" in out  # best 30 - 1
     assert "| ce | 30.00 | 160 | 1.00 |" in out  # across midnight: 23:59:00 -> 00:01:40
-    assert "| cont | 29.50 | 60 | 0.38 |" in out and "| slow | 5.00 | not reached | – |" in out
+    assert "| cont | 29.50 | 60 | 0.38 |" in out and "| slow | 6.00 | not reached | – |" in out
     assert (tmp_path / "p.png").stat().st_size > 1000
     write_log(tmp_path / "none" / "train.log", ["[10:00:00] start"])
     with pytest.raises(SystemExit) as exc:

@@ -6,7 +6,8 @@
 
 For every log: the greedy validation BLEU of each validation (-valid_metric bleu) against the
 seconds since the log's first line (its [HH:MM:SS] stamps; validation time included, as it is
-part of training). The target is the reference run's best validation BLEU minus -margin (1 by
+part of training). A run continued with -train_from into the same log counts its training time
+only: the pause before a "resumed from step" line is left out. The target is the reference run's best validation BLEU minus -margin (1 by
 default); the table gives the seconds each run needed to reach it and the ratio to the
 reference's. Only runs trained one after the other on a quiet machine, or side by side with one
 thread each, compare.
@@ -29,7 +30,7 @@ def curve(path):
     """-> [(seconds since the first line, validation BLEU)] of one train.log."""
     if not os.path.isfile(path):
         raise UserError(f"{path}: no such file")
-    points, start, last = [], None, None
+    points, elapsed, last = [], 0, None
     with open(path, encoding="utf-8") as f:
         for line in f:
             m = STAMP.match(line.rstrip("\n"))
@@ -39,11 +40,12 @@ def curve(path):
             if last is not None:
                 while t < last:  # past midnight
                     t += 86400
+                if "resumed from step" not in m.group(4):  # train.py's first line after -train_from
+                    elapsed += t - last
             last = t
-            start = t if start is None else start
             v = VALID.search(m.group(4))
             if v:
-                points.append((t - start, float(v.group(1))))
+                points.append((elapsed, float(v.group(1))))
     if not points:
         raise UserError(f"{path}: no 'greedy BLEU' validation lines (train with -valid_metric bleu)")
     return points
