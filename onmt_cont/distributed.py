@@ -47,6 +47,15 @@ def all_reduce_sum(tensor, ctx):
     return tensor
 
 
+def gather_to_main(obj, ctx):
+    """Every rank's ``obj`` (picklable), in rank order, on rank 0; None on the others."""
+    if not ctx.distributed:
+        return [obj]
+    out = [None] * ctx.world if ctx.is_main else None
+    dist.gather_object(obj, out, dst=0)
+    return out
+
+
 def barrier(ctx):
     if ctx.distributed:
         dist.barrier()

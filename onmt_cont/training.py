@@ -23,7 +23,7 @@ from onmt_cont.inputters.vocab import load_vocabs, unigram_log_prior
 from onmt_cont.losses import CONTINUOUS_LOSSES, build_loss
 from onmt_cont.losses.contrastive import DEFAULT_NEGATIVES
 from onmt_cont.losses.negatives import parse_sources
-from onmt_cont.models.checkpoint import is_better, load_checkpoint, save_checkpoint
+from onmt_cont.models.checkpoint import is_better, load_checkpoint, restore_rng, rng_state, save_checkpoint
 from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
 from onmt_cont.models.model import architecture, build_model
 from onmt_cont.models.transformer import check_alignment_layer, check_sizes
@@ -349,11 +349,9 @@ class Run:
             for group in self.optimizer.param_groups:
                 group["lr"] = self.opt.learning_rate
         self.progress.update(ckpt["progress"])
-        torch.set_rng_state(ckpt["rng"]["torch"])
-        if self.device.type == "cuda" and ckpt["rng"]["cuda"]:
-            torch.cuda.set_rng_state_all(ckpt["rng"]["cuda"])
-        if "python" in ckpt["rng"]:  # checkpoints before it was saved: nothing drew from it then either
-            random.setstate(ckpt["rng"]["python"])
+        note = restore_rng(ckpt["rng"], self.device, self.ctx.rank, self.ctx.world)
+        if note:
+            logger.warning(f"resume is not exact: {note}")
         if self.trainer.scaler is not None and ckpt.get("scaler"):
             self.trainer.scaler.load_state_dict(ckpt["scaler"])
         logger.info(f"resumed from step {self.progress['step']} (epoch {self.progress['epoch'] + 1})")
@@ -369,11 +367,14 @@ class Run:
     def save(self, name):
         """Rank 0 writes (atomically); the others only wait for it."""
         path = f"{self.opt.save_model}_{name}.pt"
+        rng = rng_state(self.device)
+        if self.ctx.distributed:  # every rank's own states, so that each resumes exactly
+            rng = dict(rng, ranks=distributed.gather_to_main(rng, self.ctx))
         if not self.ctx.is_main:
             distributed.barrier(self.ctx)
             return path
         save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab, self.progress,
-                        lower=self.lower, scaler=self.trainer.scaler)
+                        lower=self.lower, scaler=self.trainer.scaler, rng=rng)
         distributed.barrier(self.ctx)
         return path
 

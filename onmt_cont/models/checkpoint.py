@@ -4,13 +4,18 @@
      "opt": options dict, "vocab": {"src": [tokens], "tgt": [tokens], "lower": bool, "tgt_counts": [int],
                                    "tgt_total_tokens": int, "tgt_sentences": int},
      "progress": {"step", "epoch", "shard", "batch", "best_score", "bad_validations", "valid_metric"},
-     "rng": {"torch": ByteTensor, "cuda": [ByteTensor, ...], "python": random.getstate()},
+     "rng": {"torch": ByteTensor, "cuda": [ByteTensor] or [], "python": random.getstate(),
+             "ranks": [{"torch", "cuda", "python"} of each rank] (only under torchrun)},
      "scaler": GradScaler state_dict (only with -amp -amp_dtype fp16)}
 
 Everything a resumed run needs to take the same steps as an uninterrupted one: the data
 position (the batch order is a function of the seed and the position), the random states
 (dropout, sampled negatives; Python's ``random`` too, though training draws nothing from it
-today), the optimiser's moments and the early-stopping counters.
+today), the optimiser's moments and the early-stopping counters. The random states are each
+process's own: under torchrun every rank's (its CPU generator and its one GPU's) is gathered to
+rank 0, and a resume with the same number of ranks gives each rank back its own; "cuda" holds the
+state of the device the process trained on, not of every GPU it could see (checkpoints written
+before held one state per visible GPU, and :func:`restore_rng` reads those too).
 """
 
 import argparse
@@ -29,9 +34,51 @@ from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import atomic_torch_save, load_checkpoint_data
 
 
-def save_checkpoint(path, model, optimizer, opt, src_vocab, tgt_vocab, progress, lower=False, scaler=None):
+def rng_state(device=None):
+    """This process's random states: the CPU generator, Python's, and (on a GPU) its own device's."""
+    on_gpu = device is not None and torch.device(device).type == "cuda"
+    return {"torch": torch.get_rng_state(), "cuda": [torch.cuda.get_rng_state(device)] if on_gpu else [],
+            "python": random.getstate()}
+
+
+def restore_rng(saved, device=None, rank=0, world=1):
+    """Set this process's random states from a checkpoint's ``rng``. Returns None when the resume is
+    exact, else why not (for the log). The same number of ranks: each rank gets its own states back.
+    Another number (or a checkpoint without per-rank states): every rank takes rank 0's, the way a
+    single process resumes, and dropout draws differ from the uninterrupted run from there on."""
+    ranks = saved.get("ranks")
+    note = None
+    if ranks and len(ranks) == world:
+        state = ranks[rank]
+    else:
+        state = saved
+        written = len(ranks) if ranks else 1
+        if written != world:
+            note = (f"the checkpoint was written by {written} process(es) and this run has {world}: every rank "
+                    "continues from rank 0's random states (dropout and sampled negatives differ from an "
+                    "uninterrupted run)")
+        elif world > 1:
+            note = "the checkpoint holds one process's random states: every rank continues from them"
+    torch.set_rng_state(state["torch"])
+    if "python" in state:  # checkpoints before it was saved: nothing drew from it then either
+        random.setstate(state["python"])
+    if device is not None and torch.device(device).type == "cuda":
+        cuda = state.get("cuda") or []
+        index = torch.device(device).index or 0
+        if len(cuda) == 1:
+            torch.cuda.set_rng_state(cuda[0], device)
+        elif index < len(cuda):  # an older checkpoint: one state per GPU the saving process could see
+            torch.cuda.set_rng_state(cuda[index], device)
+        else:
+            note = note or f"the checkpoint holds no random state for {device}: it starts from its seeded state"
+    return note
+
+
+def save_checkpoint(path, model, optimizer, opt, src_vocab, tgt_vocab, progress, lower=False, scaler=None,
+                    rng=None):
     """Write atomically; refuse to write parameters that are not finite. ``scaler``: the fp16
-    GradScaler, whose loss scale a resumed run must start from."""
+    GradScaler, whose loss scale a resumed run must start from. ``rng``: the random states to keep
+    (default: this process's, :func:`rng_state`; under torchrun, rank 0's with "ranks" added)."""
     state = model.state_dict()
     for name, tensor in state.items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
@@ -45,11 +92,7 @@ def save_checkpoint(path, model, optimizer, opt, src_vocab, tgt_vocab, progress,
         "vocab": {"src": src_vocab.itos, "tgt": tgt_vocab.itos, "lower": bool(lower), "tgt_counts": tgt_vocab.counts,
                   "tgt_total_tokens": tgt_vocab.total_tokens, "tgt_sentences": tgt_vocab.sentences},
         "progress": dict(progress),
-        "rng": {
-            "torch": torch.get_rng_state(),
-            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            "python": random.getstate(),
-        },
+        "rng": rng if rng is not None else rng_state(),
     }
     if scaler is not None:
         data["scaler"] = scaler.state_dict()
