@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,18 @@ def init(use_gpu):
     if not dist.is_initialized():
         dist.init_process_group("nccl" if use_gpu else "gloo")
     return Context(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+def wrap(module, device, find_unused_parameters=False):
+    """DistributedDataParallel over ``module``, without DDP's default broadcast of every buffer from
+    rank 0 at each forward (it still sends them once, when it wraps the module). The only buffers are the frozen target tables (``generator.table`` of
+    the continuous and ReWE generators): 50K x 300 floats would be 60 MB sent at every step. They
+    cannot drift apart: every rank loads the same file (or the same checkpoint) at start-up, nothing
+    writes to them during training (they take no gradient and no optimiser holds them), and the
+    parameters, the only state that changes, stay in step through DDP's gradient all-reduce
+    (train() checks it at the end)."""
+    return DistributedDataParallel(module, device_ids=[device.index] if device.type == "cuda" else None,
+                                   find_unused_parameters=find_unused_parameters, forward_sync_buffers=False)
 
 
 def all_reduce_sum(tensor, ctx):

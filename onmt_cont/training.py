@@ -327,8 +327,7 @@ class Run:
         if self.ctx.distributed:
             # a ReWE head at lambda 0 is left out of the graph: DDP must be told some parameters go unused
             unused = getattr(opt, "rewe_lambda", None) == 0
-            forward = DistributedDataParallel(forward, device_ids=[device.index] if device.type == "cuda" else None,
-                                              find_unused_parameters=unused)
+            forward = distributed.wrap(forward, device, find_unused_parameters=unused)
         self.trainer = Trainer(self.model, loss_fn, self.optimizer, opt.max_grad_norm,
                                forward, self.ctx, amp, measure_every=opt.report_every)
         self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, "best_score": None, "bad_validations": 0,

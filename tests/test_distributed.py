@@ -208,3 +208,33 @@ def test_amp_fp16_needs_a_gpu(data, capsys):
                     str(data / "fp16"), *COMMON, "-amp", "-amp_dtype", "fp16"])
     assert exc.value.code == 2
     assert "needs a GPU" in capsys.readouterr().err
+
+
+def test_ddp_does_not_broadcast_the_frozen_table_each_step(tmp_path, monkeypatch):
+    """distributed.wrap turns DDP's per-forward buffer broadcast off (the table is the only
+    buffer, and it is frozen); plain DDP, as train.py wrapped it before, sends it at every step."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from onmt_cont import distributed
+    from onmt_cont.models.generators import ContinuousGenerator
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        table = torch.nn.functional.normalize(torch.randn(50, 8), dim=-1)
+        gen = ContinuousGenerator(16, table)
+        assert [name for name, _ in gen.named_buffers()] == ["table"]
+        counts = {}
+        for name, ddp in (("wrap", distributed.wrap(gen, torch.device("cpu"))),
+                          ("default", DistributedDataParallel(gen))):
+            calls = []
+            original = ddp._distributed_broadcast_coalesced
+            monkeypatch.setattr(ddp, "_distributed_broadcast_coalesced",
+                                lambda *a, _o=original, **k: calls.append(1) or _o(*a, **k))
+            for _ in range(3):
+                ddp(torch.randn(4, 16)).sum().backward()
+            counts[name] = len(calls)
+        assert counts == {"wrap": 0, "default": 3}
+    finally:
+        dist.destroy_process_group()
