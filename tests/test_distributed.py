@@ -238,3 +238,23 @@ def test_ddp_does_not_broadcast_the_frozen_table_each_step(tmp_path, monkeypatch
         assert counts == {"wrap": 0, "default": 3}
     finally:
         dist.destroy_process_group()
+
+
+def test_lstm_encoder_leaves_bf16_autocast_where_told(monkeypatch):
+    """On CUDA the encoder LSTM runs in float32 under bf16 autocast (cuDNN's autocast wrapper would
+    run it in unscaled fp16). CPU exercises the same path by adding "cpu" to the devices."""
+    from onmt_cont.models import encoder as enc_mod
+
+    enc = enc_mod.RNNEncoder(20, 8, 16)
+    src = torch.randint(1, 20, (3, 5))
+    lengths = torch.tensor([5, 4, 2])
+    assert not enc_mod.fp32_lstm("cpu")  # the CPU's bf16 LSTM is bf16: it stays under autocast
+    monkeypatch.setattr(enc_mod, "FP32_LSTM_UNDER_BF16", {"cpu"})
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert enc_mod.fp32_lstm("cpu")
+        memory, (h, c) = enc(src, lengths)
+    assert memory.dtype == h.dtype == c.dtype == torch.float32
+    reference, _ = enc(src, lengths)  # no autocast at all: the same float32 computation
+    assert torch.equal(memory, reference)
+    with torch.autocast("cpu", dtype=torch.float16):
+        assert not enc_mod.fp32_lstm("cpu")  # fp16 has its GradScaler: left to autocast

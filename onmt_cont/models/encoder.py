@@ -2,7 +2,21 @@
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
+# Devices whose LSTM runs in float32, outside autocast, when autocast asks for bfloat16. On CUDA,
+# PyTorch's autocast wrapper for cuDNN RNNs casts to float16 whatever autocast's dtype is, and
+# -amp_dtype bf16 has no GradScaler: the loss is divided by the batch's token count, so fp16
+# gradients could underflow to zero. Running the LSTM in float32 costs its speed-up but keeps the
+# run exact; -amp_dtype fp16 (scaled) keeps the cuDNN fp16 LSTM. On CPU, oneDNN's bf16 LSTM is
+# bf16 (train.py probes that the CPU has it), so the CPU stays under autocast.
+FP32_LSTM_UNDER_BF16 = {"cuda"}
+
+
+def fp32_lstm(device_type):
+    """Whether the LSTM should leave autocast on ``device_type`` now (see FP32_LSTM_UNDER_BF16)."""
+    return (device_type in FP32_LSTM_UNDER_BF16 and torch.is_autocast_enabled(device_type)
+            and torch.get_autocast_dtype(device_type) == torch.bfloat16)
 
 
 class RNNEncoder(nn.Module):
@@ -43,7 +57,12 @@ class RNNEncoder(nn.Module):
         [num_layers, batch, hidden] (the two directions concatenated)."""
         emb = self.dropout(self.embeddings(src))
         packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, (h, c) = self.rnn(packed)
+        if fp32_lstm(emb.device.type):
+            with torch.autocast(emb.device.type, enabled=False):
+                out, (h, c) = self.rnn(PackedSequence(packed.data.float(), packed.batch_sizes,
+                                                      packed.sorted_indices, packed.unsorted_indices))
+        else:
+            out, (h, c) = self.rnn(packed)
         memory_bank, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
         if self.bidirectional:
             h = torch.cat([h[0::2], h[1::2]], dim=2)
