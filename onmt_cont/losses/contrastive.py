@@ -45,7 +45,8 @@ def max_margin_k(pred, target, table, negatives, margin, k):
     unit = F.normalize(pred, dim=-1, eps=1e-8)
     shared, per_token = negatives(unit, target)
     ids, valid = hardest_negatives(unit, target, table, shared, per_token, k)
-    neg_cos = torch.einsum("nm,nkm->nk", unit, table[ids.clamp_min(0)])
+    with torch.autocast(unit.device.type, enabled=False):  # float32, as candidate_dots
+        neg_cos = torch.einsum("nm,nkm->nk", unit.float(), table[ids.clamp_min(0)].float())
     pos_cos = (unit * table[target]).sum(-1, keepdim=True)
     hinge = torch.relu(margin + neg_cos - pos_cos) * valid
     return hinge.sum(-1) / valid.sum(-1).clamp_min(1)
