@@ -181,6 +181,25 @@ def test_table_neighbours_exact_and_faiss():
     assert recall > 0.95
 
 
+def test_exact_search_chunks_are_sized_by_memory(monkeypatch):
+    """The chunk of an exact all-rows search holds at most EXACT_SEARCH_BYTES / 3 of products at
+    any vocabulary size (a fixed 4,096 rows was 4.9 GB at 300K words), and chunking changes no
+    result: table_neighbours and CSLS's table_hubness agree with one-chunk searches."""
+    from onmt_cont.losses import negatives
+    from onmt_cont.models.generators import table_hubness
+
+    for vocab in (10, 50_000, 300_000, 5_000_000):
+        rows = negatives.search_chunk_rows(vocab)
+        assert rows >= 1 and (rows == 1 or rows * vocab * 4 <= negatives.EXACT_SEARCH_BYTES / 3)
+    assert negatives.search_chunk_rows(300_000) == 298  # [298, 300K] float32: 358 MB
+    table, _ = random_table(500, 16)
+    whole, hub = table_neighbours(table, 5), table_hubness(table, 5, chunk=500)
+    monkeypatch.setattr(negatives, "EXACT_SEARCH_BYTES", 12 * 500 * 7)  # 7 rows a chunk
+    assert negatives.search_chunk_rows(500) == 7
+    assert torch.equal(table_neighbours(table, 5), whole)
+    torch.testing.assert_close(table_hubness(table, 5), hub)
+
+
 @pytest.mark.parametrize("text", ["", "exact,inbatch", "gold_nn,gold_nn", "hard"])
 def test_parse_sources_refuses(text):
     with pytest.raises(ValueError):

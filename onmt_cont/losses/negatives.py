@@ -44,6 +44,16 @@ def parse_sources(text):
 # dims: about 10 s on one core, once): faiss's k-means needs ≥ 39 points per cell and gains
 # nothing on such tables. Larger tables use one faiss IVF index (4·√V cells).
 EXACT_UP_TO = 16384
+# The memory one chunk of an exact all-rows search may take: its [rows, V] float32 products, and as
+# much again twice for topk's workspace. At 300K words a fixed 4,096-row chunk took 4.9 GB.
+EXACT_SEARCH_BYTES = 1 << 30
+
+
+def search_chunk_rows(vocab, budget=None):
+    """Rows per chunk of an exact search against ``vocab`` table rows: [rows, vocab] float32
+    products with 3x headroom fit in ``budget`` bytes (default EXACT_SEARCH_BYTES); at least 1."""
+    budget = EXACT_SEARCH_BYTES if budget is None else budget
+    return max(1, budget // (3 * 4 * max(vocab, 1)))
 
 
 def _faiss_index(table, threads):
@@ -66,7 +76,8 @@ def table_neighbours(table, k, threads=None, exact_up_to=EXACT_UP_TO):
     # On a GPU the exact products are fast (300K words: ~5e13 FLOPs, seconds) and beat faiss-cpu.
     index = _faiss_index(table, threads) if vocab > exact_up_to and table.device.type == "cpu" else None
     ids = torch.full((vocab, k + 1), -1, dtype=torch.long, device=table.device)
-    chunk = 4096 if index is None else 65536  # bounds the [chunk, V] products / faiss's result buffers
+    # bounds the [chunk, V] products (by memory, whatever V is) / faiss's result buffers
+    chunk = search_chunk_rows(vocab) if index is None else 65536
     with torch.no_grad():
         for start in range(1, vocab, chunk):
             rows = table[start : start + chunk]

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from onmt_cont.constants import PAD_ID, SPECIALS
+from onmt_cont.losses.negatives import search_chunk_rows
 from onmt_cont.outputs import BiasedVector, ReWEOutput, SampledLogits, prediction
 from onmt_cont.vmf import log_cmk
 
@@ -175,10 +176,12 @@ class ContinuousGenerator(nn.Module):
         return scores.view(*out.shape[:-1], -1)
 
 
-def table_hubness(table, k, chunk=4096):
+def table_hubness(table, k, chunk=None):
     """r(w): the mean cosine of every unit row of ``table`` [V, m] to its ``k`` nearest other rows
-    (CSLS's neighbourhood density; padding 0): float32 [V]. Exact, ``chunk`` rows at a time."""
+    (CSLS's neighbourhood density; padding 0): float32 [V]. Exact, ``chunk`` rows at a time
+    (default: as many as negatives.search_chunk_rows allows, a memory budget)."""
     vocab = table.size(0)
+    chunk = chunk or search_chunk_rows(vocab)
     k = min(k, vocab - 2)
     out = torch.zeros(vocab, device=table.device)
     words = table[1:].float()
