@@ -69,6 +69,18 @@ def gather_to_main(obj, ctx):
     return out
 
 
+def from_main(value, ctx):
+    """Rank 0's ``value`` (a float) on every rank: decisions that lead into collectives (a
+    checkpoint save holds a barrier) must be taken once, not by each rank on its own numbers."""
+    if not ctx.distributed:
+        return value
+    t = torch.tensor([float(value)], dtype=torch.float64)
+    if dist.get_backend() == "nccl":
+        t = t.cuda()
+    dist.broadcast(t, src=0)
+    return t.item()
+
+
 def barrier(ctx):
     if ctx.distributed:
         dist.barrier()

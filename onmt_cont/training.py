@@ -386,6 +386,9 @@ class Run:
             extra += f"; greedy BLEU {stats['bleu']:.2f} (<unk> {stats['unk_share']:.1%} of the output)"
         logger.info(f"validation at step {self.progress['step']}: loss {stats['loss']:.4f}; {extra}")
         metric = self.opt.valid_metric
+        # rank 0's result decides for all: a rank that judged "new best" alone would enter the
+        # save's barrier while the others went on to their next collective, and the group would hang
+        stats[metric] = distributed.from_main(stats[metric], self.ctx)
         if self.progress.get("valid_metric", "loss") != metric:  # a resumed run that changed -valid_metric
             self.progress["best_score"], self.progress["bad_validations"] = None, 0
         self.progress["valid_metric"] = metric

@@ -258,3 +258,35 @@ def test_lstm_encoder_leaves_bf16_autocast_where_told(monkeypatch):
     assert torch.equal(memory, reference)
     with torch.autocast("cpu", dtype=torch.float16):
         assert not enc_mod.fp32_lstm("cpu")  # fp16 has its GradScaler: left to autocast
+
+
+def test_ranks_with_different_validation_results_do_not_hang(data, tmp_path):
+    """Rank 1's validation loss is made worse at every second validation, so it alone would judge
+    "no new best" and skip the save's barrier that rank 0 enters: before rank 0 decided for all,
+    the group hung until the timeout. Now the run finishes and saves each new best once."""
+    script = tmp_path / "skewed_train.py"
+    script.write_text(f"""import os, sys
+sys.path.insert(0, {ROOT!r})
+from onmt_cont import trainer
+from onmt_cont.bin import train
+
+original, calls = trainer.Trainer.validate, []
+
+def validate(self, batches):
+    stats = original(self, batches)
+    calls.append(1)
+    if os.environ["RANK"] == "1" and len(calls) % 2 == 0:
+        stats["loss"] += 1000.0
+    return stats
+
+trainer.Trainer.validate = validate
+train.main(sys.argv[1:])
+""")
+    args = ["-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model", str(tmp_path / "skew"),
+            *COMMON, "-valid_steps", "2"]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script), *args]
+    out = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True,
+                         text=True, timeout=180)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "finished at step 6" in out.stdout
+    assert out.stdout.count("new best validation loss") == 3  # rank 0's losses fall: 3 of 3 are new bests
