@@ -24,6 +24,7 @@ from onmt_cont.losses import build_loss  # noqa: E402
 from onmt_cont.models.generators import frozen_count, parameter_count  # noqa: E402
 from onmt_cont.models.model import architecture, build_model  # noqa: E402
 from onmt_cont.trainer import Trainer  # noqa: E402
+from onmt_cont.utils.device import gpu_option  # noqa: E402
 from onmt_cont.utils.device import resolve_device as device_of_gpu  # noqa: E402
 from onmt_cont.utils.errors import UserError  # noqa: E402
 from onmt_cont.utils.threads import add_threads_arg, apply_threads, set_threads  # noqa: E402
@@ -54,7 +55,7 @@ TGT_LEN_SD = 0.6
 def add_setup_args(p):
     """The flags :func:`setup` reads: -threads (train.py's and translate.py's definition) and -gpu."""
     add_threads_arg(p)
-    p.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent")
+    p.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative")
 
 
 def setup(args, script):

@@ -13,6 +13,7 @@ import yaml
 
 import onmt_cont.losses
 from onmt_cont.bin import preprocess, train
+from onmt_cont.utils.errors import UserError
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.trainer import Trainer
 
@@ -268,6 +269,23 @@ def test_tgt_emb_not_a_table(data, tmp_path, capsys, kind):
 def test_gpu_without_cuda(data, tmp_path, capsys):
     fails(capsys, argv(data, tmp_path, loss="ce", gpu="0"), "-gpu 0", "CUDA")
     assert not list(tmp_path.glob("m_*"))
+
+
+def test_gpu_minus_one_means_cpu(monkeypatch):
+    """OpenNMT's -gpu -1 is the CPU, also on a machine with CUDA (mocked here: before, it went to
+    torch.cuda.set_device(-1) and a raw RuntimeError)."""
+    from onmt_cont.bin import translate
+    from onmt_cont.utils.device import resolve_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda i: pytest.fail(f"set_device({i})"))
+    for build in (train.build_parser, translate.build_parser):
+        assert build().parse_args(["-gpu", "-1"]).gpu is None
+        assert build().parse_args(["-gpu", "0"]).gpu == 0
+        with pytest.raises(UserError, match="expected a CUDA device id"):
+            build().parse_args(["-gpu", "first"])
+    assert resolve_device(None) == resolve_device(-1) == torch.device("cpu")
 
 
 def test_train_from_not_a_checkpoint(data, tmp_path, capsys):

@@ -6,6 +6,7 @@ from onmt_cont import opts
 from onmt_cont.losses import LOSSES
 from onmt_cont.models.transformer import parse_alignment_layer
 from onmt_cont.training import train
+from onmt_cont.utils.device import gpu_option
 from onmt_cont.utils.errors import cli_main
 from onmt_cont.utils.threads import add_threads_arg
 
@@ -130,7 +131,7 @@ def build_parser():
     g.add_argument("-adam_beta2", type=float, default=0.999)
     g.add_argument("-max_grad_norm", type=float, default=5.0, help="clip the gradient norm (0: off)")
     g.add_argument("-seed", type=int, default=3435, help="random seed (init, dropout, batch order)")
-    g.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent. Under torchrun each "
+    g.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative (-gpu -1). Under torchrun each "
                    "process takes the GPU of its LOCAL_RANK")
     add_threads_arg(g)
     g.add_argument("-amp", action="store_true", help="mixed precision: autocast the forward pass (-amp_dtype); "

@@ -21,7 +21,7 @@ from onmt_cont.inputters.corpus import count_lines
 from onmt_cont.models.transformer import parse_alignment_layer
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon
-from onmt_cont.utils.device import resolve_device
+from onmt_cont.utils.device import gpu_option, resolve_device
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_path, read_lines
 from onmt_cont.utils.progress import progress
@@ -40,7 +40,7 @@ def build_parser():
     g.add_argument("-batch_size", type=int, default=32, help="sentences per batch")
     g.add_argument("-chunk_size", type=int, default=10000, help="source lines read, translated and written at "
                    "a time: memory grows with it, not with the file. Batches are sorted by length within a chunk")
-    g.add_argument("-gpu", type=int, default=None, help="CUDA device id; CPU when absent")
+    g.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative")
     add_threads_arg(g)
     g.add_argument("-max_length", type=int, default=None,
                    help="longest output in words; default -max_length_ratio × source length + 10")

@@ -1,13 +1,24 @@
 """The torch device of a -gpu option, shared by train.py and translate.py."""
 
+import argparse
+
 import torch
 
 from onmt_cont.utils.errors import UserError
 
 
+def gpu_option(text):
+    """argparse type of -gpu: a CUDA device id, or a negative one (OpenNMT's ``-gpu -1``) for the CPU."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a CUDA device id (0, 1, ...; -1 for the CPU), got {text!r}")
+    return None if value < 0 else value
+
+
 def resolve_device(gpu):
-    """-gpu N -> cuda:N (made the current device), None -> cpu; UserError if there is no such GPU."""
-    if gpu is None:
+    """-gpu N -> cuda:N (made the current device), None or N < 0 -> cpu; UserError if there is no such GPU."""
+    if gpu is None or gpu < 0:
         return torch.device("cpu")
     if not torch.cuda.is_available():
         raise UserError(f"-gpu {gpu}: CUDA is not available on this machine (this PyTorch: {torch.__version__})")
