@@ -43,9 +43,10 @@ def init(use_gpu):
 
 
 def wrap(module, device, find_unused_parameters=False):
-    """DistributedDataParallel over ``module``, without DDP's default broadcast of every buffer from
-    rank 0 at each forward (it still sends them once, when it wraps the module). The only buffers are the frozen target tables (``generator.table`` of
-    the continuous and ReWE generators): 50K x 300 floats would be 60 MB sent at every step. They
+    """DistributedDataParallel over ``module``, without DDP's default broadcast of every buffer
+    from rank 0 at each forward (it still sends them once, when it wraps the module). The only
+    buffers are the frozen target tables (``generator.table`` of the continuous and ReWE
+    generators): 50K x 300 floats would be 60 MB sent at every step. They
     cannot drift apart: every rank loads the same file (or the same checkpoint) at start-up, nothing
     writes to them during training (they take no gradient and no optimiser holds them), and the
     parameters, the only state that changes, stay in step through DDP's gradient all-reduce

@@ -231,7 +231,7 @@ def test_ddp_does_not_broadcast_the_frozen_table_each_step(tmp_path, monkeypatch
             calls = []
             original = ddp._distributed_broadcast_coalesced
             monkeypatch.setattr(ddp, "_distributed_broadcast_coalesced",
-                                lambda *a, _o=original, **k: calls.append(1) or _o(*a, **k))
+                                lambda *a, _o=original, _c=calls, **k: _c.append(1) or _o(*a, **k))
             for _ in range(3):
                 ddp(torch.randn(4, 16)).sum().backward()
             counts[name] = len(calls)

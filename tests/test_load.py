@@ -104,7 +104,7 @@ def test_read_chunks_names_the_shorter_file(tmp_path, shorter):
     b = write(tmp_path / "b.txt", ["y"] * 5)
     src, tgt = (a, b) if shorter == "src" else (b, a)
     chunks = translate.read_chunks(src, tgt, 2)
-    assert next(chunks) == (["x"] * 2, ["y"] * 2) if shorter == "src" else (["y"] * 2, ["x"] * 2)
+    assert next(chunks) == ((["x"] * 2, ["y"] * 2) if shorter == "src" else (["y"] * 2, ["x"] * 2))
     with pytest.raises(UserError, match=rf"{a} ends after line 3 but {b} goes on"):
         list(chunks)
 

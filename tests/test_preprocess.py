@@ -1,7 +1,6 @@
 """preprocess.py end to end, in-process: vocabularies, filtering, shards, failures that leave nothing behind."""
 
 import gzip
-import importlib.util
 import os
 import resource
 from collections import Counter
@@ -16,7 +15,6 @@ from onmt_cont.inputters.corpus import count_lines, load_shard, shard_paths
 from onmt_cont.inputters.vocab import Vocab, load_vocabs
 
 DATA = Path(__file__).resolve().parents[1] / "data"
-HAVE_EMBEDDINGS = importlib.util.find_spec("onmt_cont.inputters.embeddings") is not None
 
 
 def write(path, lines):
@@ -140,7 +138,6 @@ def test_lower(tmp_path):
     assert decoded_shards(p["save_data"])[0] == ("hello world", "bonjour")
 
 
-@pytest.mark.skipif(not HAVE_EMBEDDINGS, reason="onmt_cont/inputters/embeddings.py is not there yet")
 def test_tgt_emb_restricts_target_vocabulary(tmp_path, capsys):
     vec = write(tmp_path / "tiny.vec", ["3 2", "x 0.1 0.2", "z 0.3 0.4", "unused 0.5 0.6"])
     p = make_corpus(tmp_path, SRC, TGT)
@@ -155,7 +152,6 @@ def test_tgt_emb_restricts_target_vocabulary(tmp_path, capsys):
     assert words(p["save_data"], "tgt") == ["x"]
 
 
-@pytest.mark.skipif(not HAVE_EMBEDDINGS, reason="onmt_cont/inputters/embeddings.py is not there yet")
 def test_tgt_emb_on_the_sample_vectors(tmp_path):
     with gzip.open(DATA / "en.vec.gz", "rt", encoding="utf-8") as f:
         next(f)  # the "count dim" header

@@ -13,9 +13,9 @@ import yaml
 
 import onmt_cont.losses
 from onmt_cont.bin import preprocess, train
-from onmt_cont.utils.errors import UserError
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.trainer import Trainer
+from onmt_cont.utils.errors import UserError
 
 EMB_DIM = 64
 BATCHES_PER_EPOCH = 4  # 20 pairs, -batch_size 5
@@ -519,11 +519,8 @@ def test_no_temp_files_left(data, tmp_path):
     assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(".") or "tmp" in p.name]
 
 
-@pytest.mark.skipif(not (Path(__file__).resolve().parents[1] / "embeddings_to_torch.py").exists(),
-                    reason="embeddings_to_torch.py not there yet")
 def test_with_fasttext_table(tmp_path):
     """The sample data and a table from embeddings_to_torch.py (first 100 pairs, a few steps)."""
-    pytest.importorskip("onmt_cont.bin.embeddings_to_torch")
     from onmt_cont.bin import embeddings_to_torch
 
     root = Path(__file__).resolve().parents[1] / "data"

@@ -131,8 +131,8 @@ def build_parser():
     g.add_argument("-adam_beta2", type=float, default=0.999)
     g.add_argument("-max_grad_norm", type=float, default=5.0, help="clip the gradient norm (0: off)")
     g.add_argument("-seed", type=int, default=3435, help="random seed (init, dropout, batch order)")
-    g.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative (-gpu -1). Under torchrun each "
-                   "process takes the GPU of its LOCAL_RANK")
+    g.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative "
+                   "(-gpu -1). Under torchrun each process takes the GPU of its LOCAL_RANK")
     add_threads_arg(g)
     g.add_argument("-amp", action="store_true", help="mixed precision: autocast the forward pass (-amp_dtype); "
                    "the vMF normaliser and the loss reductions stay in float32/float64")

@@ -12,7 +12,8 @@ def gpu_option(text):
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a CUDA device id (0, 1, ...; -1 for the CPU), got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a CUDA device id (0, 1, ...; -1 for the CPU), "
+                                         f"got {text!r}") from None
     return None if value < 0 else value
 
 
