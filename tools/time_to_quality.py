@@ -8,9 +8,9 @@ For every log: the greedy validation BLEU of each validation (-valid_metric bleu
 seconds since the log's first line (its [HH:MM:SS] stamps; validation time included, as it is
 part of training). A run continued with -train_from into the same log counts its training time
 only: the pause before a "resumed from step" line is left out. The target is the reference
-run's best validation BLEU minus -margin (1 by default); the table gives the seconds each run needed to reach it and the ratio to the
-reference's. Only runs trained one after the other on a quiet machine, or side by side with one
-thread each, compare.
+run's best validation BLEU minus -margin (1 by default); the table gives the seconds each run
+needed to reach it and the ratio to the reference's. Only runs trained one after the other on a
+quiet machine, or side by side with one thread each, compare.
 """
 
 import argparse
