@@ -304,6 +304,49 @@ def test_search_with_the_cache_equals_the_uncached_reference(data, loss):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
 
 
+def _lstm_model(data, loss, seed):
+    opt = train.build_parser().parse_args(argv(data, data["dir"], loss=loss, brnn=True,
+                                               tgt_emb=data["emb"] if loss != "ce" else None))
+    from onmt_cont.training import check_options
+
+    check_options(opt)
+    src_vocab, tgt_vocab, _ = load_vocabs(data["prefix"] + ".vocab.pt")
+    torch.manual_seed(seed)
+    table = torch.load(data["emb"], weights_only=True) if loss != "ce" else None
+    return build_model(opt, len(src_vocab), len(tgt_vocab), table).eval(), len(src_vocab)
+
+
+@pytest.mark.parametrize("decoder", ["transformer", "lstm"])
+@pytest.mark.parametrize("loss", ["nllvmf", "ce"])
+def test_finished_sentences_leave_the_batch_without_changing_the_output(data, decoder, loss):
+    """Greedy search drops ended sentences from the state (every step on CPU, every 8 on GPU):
+    the words equal those of a search that never drops them and of each sentence alone, and the
+    attention -replace_unk reads is the same."""
+    if decoder == "transformer":
+        model, n_src, _ = tiny_model(data, loss=loss, seed=5)
+    else:
+        model, n_src = _lstm_model(data, loss, seed=5)
+    src, lengths = padded_batch(n_src, [6, 3, 5, 2, 4], seed=6)
+    max_lengths = torch.tensor([9, 1, 4, 6, 2])  # the forced ends make rows leave at different steps
+    sizes = []
+    hook = model.decoder.register_forward_pre_hook(lambda module, args: sizes.append(args[0].size(0)))
+    ids, attn = greedy_search(model, src, lengths, max_lengths)
+    hook.remove()
+    assert sizes[0] == 5 and sizes[-1] == 1 and sizes == sorted(sizes, reverse=True), sizes
+    kept_ids, kept_attn = greedy_search(model, src, lengths, max_lengths, check_every=10**6)
+    every8_ids, _ = greedy_search(model, src, lengths, max_lengths, check_every=8)
+    assert ids == kept_ids == every8_ids
+    for a, b in zip(attn, kept_attn, strict=True):
+        assert a.device.type == "cpu"
+        torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
+    for i in range(5):
+        alone, alone_attn = greedy_search(model, src[i : i + 1, : lengths[i]], lengths[i : i + 1],
+                                          max_lengths[i : i + 1])
+        assert alone[0] == ids[i]
+        torch.testing.assert_close(alone_attn[0], attn[i][:, : lengths[i]], atol=1e-5, rtol=0)
+    assert [len(x) for x in ids][1] <= 1 and max(map(len, ids)) > 2
+
+
 # --- 3. save / resume -----------------------------------------------------------------------------
 
 NOAM = {"decay_method": "noam", "warmup_steps": "4", "learning_rate": "2", "param_init": "0",

@@ -23,37 +23,52 @@ def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False, ba
 
 
 @torch.no_grad()
-def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED):
+def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_every=None):
     """Batched greedy decoding; the chosen word's embedding feeds the next step.
 
     src: [batch, src_len]; max_lengths: [batch] longest output (without </s>); banned: ids never
-    produced.
-    Returns (list of id lists without </s>, list of attention tensors [len, src_len])."""
+    produced. Finished sentences leave the batch: every ``check_every`` steps the rows that have
+    produced </s> are dropped from the decoder state, the memory bank and the mask (each decoder's
+    ``reorder_state`` selects its own state: LSTM h/c and input feed, the Transformer's key/value
+    caches). Looking at which rows ended is the only host synchronisation of a step, so on a GPU
+    it happens every 8 steps (default), on the CPU, where it costs nothing, at every step.
+    Returns (list of id lists without </s>, list of attention tensors [len, src_len] on the CPU)."""
     memory_bank, src_mask, state = model.encode(src, src_lengths)
-    batch = src.size(0)
-    last = torch.full((batch,), BOS_ID, dtype=torch.long, device=src.device)
-    done = torch.zeros(batch, dtype=torch.bool, device=src.device)
-    ids, attns = [], []
-    max_lengths = torch.as_tensor(max_lengths, device=src.device)
-    limit = int(max_lengths.max())
+    batch, device = src.size(0), src.device
+    check_every = check_every or (1 if device.type == "cpu" else 8)
+    max_lengths = torch.as_tensor(max_lengths, device=device)
+    limit = int(max_lengths.max()) if batch else 0
+    out = torch.full((batch, max(limit, 1)), PAD_ID, dtype=torch.long, device=device)
+    out_attn = torch.zeros(batch, max(limit, 1), src.size(1), device=device)
+    rows = torch.arange(batch, device=device)  # the batch row of each live row
+    last = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
+    done = torch.zeros(batch, dtype=torch.bool, device=device)
+    steps = 0
     for t in range(limit):  # a sentence still going at the limit ends there
         scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=t == 0, banned=banned)
         last = scores.argmax(-1)
         last = torch.where(max_lengths <= t, torch.full_like(last, EOS_ID), last)
-        ids.append(last.masked_fill(done, PAD_ID))
-        attns.append(attn)
+        out[rows, t] = last.masked_fill(done, PAD_ID)
+        out_attn[rows, t] = attn
         done |= last == EOS_ID
-        if done.all():
-            break
-    ids = torch.stack(ids, 1).tolist() if ids else [[] for _ in range(batch)]
-    attn_all = torch.stack(attns, 1) if attns else None
-    out_ids, out_attn = [], []
+        steps = t + 1
+        if steps % check_every == 0 and t + 1 < limit:
+            live = (~done).nonzero().squeeze(1)  # the step's one synchronisation
+            if live.numel() == 0:
+                break
+            if live.numel() < done.numel():
+                rows, last, done, max_lengths = rows[live], last[live], done[live], max_lengths[live]
+                memory_bank, src_mask = memory_bank.index_select(0, live), src_mask.index_select(0, live)
+                state = model.decoder.reorder_state(state, live)
+    ids = out[:, :steps].tolist()
+    out_attn = out_attn.cpu()  # -replace_unk reads it word by word: one copy, not one per <unk>
+    out_ids, attns = [], []
     for b in range(batch):
         seq = ids[b]
         n = seq.index(EOS_ID) if EOS_ID in seq else len([x for x in seq if x != PAD_ID])
         out_ids.append(seq[:n])
-        out_attn.append(attn_all[b, :n] if attn_all is not None else torch.zeros(0, src.size(1)))
-    return out_ids, out_attn
+        attns.append(out_attn[b, :n])
+    return out_ids, attns
 
 
 def length_penalty(length, kind, alpha):
