@@ -2,6 +2,8 @@
 
 import importlib.util
 import math
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -171,3 +173,14 @@ def test_open_vocab_eval_buckets_and_new_words():
     assert rows["1-4"][:2] == (2, 1)  # a and cat in the reference; a in the output
     total, types, correct = ove.new_words(hyps, refs, {"a", "cat", "dog"})
     assert (total, correct) == (3, 1) and types == {"zebra": 2, "okapi": 1}
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_gpu_check_refuses_without_cuda(tmp_path):
+    """docs/gpu_check.sh says why and exits 2 on a machine without a GPU, and writes nothing."""
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run(["bash", str(root / "docs" / "gpu_check.sh")], capture_output=True, text=True,
+                         env=dict(os.environ, OUT=str(tmp_path / "gc")), timeout=120)
+    assert out.returncode == 2
+    assert "PyTorch sees no CUDA device" in out.stderr and out.stdout == ""
+    assert not (tmp_path / "gc").exists()
