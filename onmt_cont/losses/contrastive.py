@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from onmt_cont.losses.continuous import nll_vmf
 from onmt_cont.losses.negatives import Negatives, candidate_dots, candidate_ids, invalid, parse_sources
 from onmt_cont.outputs import BiasedVector
+from onmt_cont.utils.amp import outside_autocast
 
 
 def hardest_negatives(unit, target, table, shared, per_token, k):
@@ -45,7 +46,7 @@ def max_margin_k(pred, target, table, negatives, margin, k):
     unit = F.normalize(pred, dim=-1, eps=1e-8)
     shared, per_token = negatives(unit, target)
     ids, valid = hardest_negatives(unit, target, table, shared, per_token, k)
-    with torch.autocast(unit.device.type, enabled=False):  # float32, as candidate_dots
+    with outside_autocast(unit.device.type):  # float32, as candidate_dots
         neg_cos = torch.einsum("nm,nkm->nk", unit.float(), table[ids.clamp_min(0)].float())
     pos_cos = (unit * table[target]).sum(-1, keepdim=True)
     hinge = torch.relu(margin + neg_cos - pos_cos) * valid

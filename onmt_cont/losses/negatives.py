@@ -23,6 +23,8 @@ parameter), which is what makes precomputing ``gold_nn`` and building one index 
 
 import torch
 
+from onmt_cont.utils.amp import outside_autocast
+
 SOURCES = ("exact", "inbatch", "random", "gold_nn", "ann")
 SHARED = ("exact", "inbatch", "random")
 
@@ -191,7 +193,7 @@ def candidate_dots(vec, table, shared, per_token):
     float32, under -amp too: the gold logit is float32, and in bf16 the negatives' would be off by
     about 0.2 at a logit scale of 67 (nllvmf_nce's logits grow with κ = ‖ê‖)."""
     parts = []
-    with torch.autocast(vec.device.type, enabled=False):
+    with outside_autocast(vec.device.type):
         vec, table = vec.float(), table.float()
         if shared is not None:
             parts.append(vec @ table[shared].t())

@@ -9,6 +9,7 @@ message that says why and what to change, before it writes a log file or a check
 costs a few milliseconds on the small models (see tests/test_portability.py).
 """
 
+import contextlib
 import os
 
 import torch
@@ -17,6 +18,14 @@ from onmt_cont.constants import BOS_ID, EOS_ID, UNK_ID
 from onmt_cont.utils.errors import UserError
 
 DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def outside_autocast(device_type):
+    """A context that computes in the tensors' own dtype even under -amp: autocast disabled on
+    ``device_type`` (nothing to disable on devices without autocast, e.g. ``meta``)."""
+    if not torch.amp.is_autocast_available(device_type):
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, enabled=False)
 
 
 def cpu_flags():
