@@ -23,7 +23,14 @@ from onmt_cont.inputters.vocab import load_vocabs, unigram_log_prior
 from onmt_cont.losses import CONTINUOUS_LOSSES, build_loss
 from onmt_cont.losses.contrastive import DEFAULT_NEGATIVES
 from onmt_cont.losses.negatives import parse_sources
-from onmt_cont.models.checkpoint import is_better, load_checkpoint, restore_rng, rng_state, save_checkpoint
+from onmt_cont.models.checkpoint import (
+    is_better,
+    load_checkpoint,
+    newest_checkpoint,
+    restore_rng,
+    rng_state,
+    save_checkpoint,
+)
 from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
 from onmt_cont.models.model import architecture, build_model
 from onmt_cont.models.transformer import check_alignment_layer, check_sizes
@@ -465,7 +472,13 @@ def train(opt, default):
     expand_layers(opt, default)
     if opt.alignment_layer == "mean":  # the default spelled out: the same model option as leaving it out
         opt.alignment_layer = None
-    ckpt = None
+    ckpt, resume_note = None, None
+    if opt.resume == "auto":
+        if opt.train_from:
+            raise UserError("-resume auto picks the checkpoint itself: leave out -train_from, or -resume")
+        opt.train_from = newest_checkpoint(opt.save_model)
+        resume_note = (f"-resume auto: continuing from the newest checkpoint, {opt.train_from}" if opt.train_from
+                       else f"-resume auto: no checkpoint of {opt.save_model} yet: starting at step 0")
     if opt.train_from:
         ckpt = load_checkpoint(opt.train_from)
         for k in MODEL_OPTS:
@@ -498,6 +511,8 @@ def train(opt, default):
         stale = remove_stale_temps(save_dir, os.path.basename(opt.save_model) + "_")
         if stale:
             logger.info(f"removed {len(stale)} partial checkpoint file(s) of a killed run: {', '.join(stale)}")
+    if resume_note:
+        logger.info(resume_note)
     if ckpt is not None:
         run.resume(ckpt)
     extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample", "negatives", "num_negatives")

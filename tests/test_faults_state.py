@@ -149,6 +149,39 @@ def enospc_on_save(monkeypatch, fail_at):
     monkeypatch.setattr(torch, "save", save)
 
 
+def test_resume_auto_continues_a_killed_run(sample, tmp_path, monkeypatch, capsys):
+    """train.py -resume auto: the same command line starts fresh, then, after the run died at step
+    5, continues from its newest checkpoint (step 4) and ends bitwise equal to an uninterrupted run."""
+    args = kr.train_args(sample["args"], str(tmp_path / "m"), steps=8, extra=["-resume", "auto"])
+    real_step, calls = Trainer.train_step, [0]
+
+    def dies_at_5(self, *a, **k):
+        calls[0] += 1
+        if calls[0] == 5:
+            raise RuntimeError("worker lost")
+        return real_step(self, *a, **k)
+
+    monkeypatch.setattr(Trainer, "train_step", dies_at_5)
+    with pytest.raises(RuntimeError, match="worker lost"):
+        train.main(args)
+    monkeypatch.undo()
+    assert "no checkpoint of" in capsys.readouterr().out
+    (tmp_path / "m_epoch_9.pt").write_bytes(b"half a checkpoint")  # newer, damaged: passed over
+    run = train.main(args)
+    out = capsys.readouterr().out
+    assert f"-resume auto: continuing from the newest checkpoint, {tmp_path / 'm_step_4.pt'}" in out
+    assert "resumed from step 4" in out and run.progress["step"] == 8
+    ref = tmp_path / "ref"
+    ref.mkdir()
+    train.main(kr.train_args(sample["args"], str(ref / "m"), steps=8))
+    a = torch.load(tmp_path / "m_last.pt", weights_only=True)["model"]
+    b = torch.load(ref / "m_last.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    with pytest.raises(SystemExit):
+        train.main(args + ["-train_from", str(tmp_path / "m_step_4.pt")])
+    assert "leave out -train_from" in capsys.readouterr().err
+
+
 def test_disk_full_during_training(sample, tmp_path, capsys, monkeypatch):
     """The third checkpoint write fails: a clear error, the first two intact, nothing half-written;
     resuming from the newest then reaches the same end as an uninterrupted run."""

@@ -150,6 +150,10 @@ def build_parser():
     g.add_argument("-save_checkpoint_epochs", type=int, default=None,
                    help="also write PREFIX_epoch_N.pt at the end of every N-th epoch (for convergence curves)")
     g.add_argument("-train_from", help="resume from this checkpoint: model, optimiser, step, data position, RNG")
+    g.add_argument("-resume", choices=["none", "auto"], default="none",
+                   help="auto: if -save_model's prefix already has checkpoints of this run (_step_N, _epoch_N, "
+                   "_last), continue from the newest that loads (as -train_from would); else start at step 0. "
+                   "For torchrun --max-restarts: a restarted group picks up where it was killed")
     g = p.add_argument_group("Logging")
     g.add_argument("-report_every", type=int, default=50, help="log every N steps: loss, mean cosine to the target "
                    "(continuous losses) and tokens/s over those N steps, and the accuracy (nearest neighbour for "

@@ -125,15 +125,21 @@ def _describe(data):
 
 
 def newest_checkpoint(prefix):
-    """The ``PREFIX_step_N.pt`` of the highest N that loads, or None: where to resume a run that
-    was killed. (Every file is whole, being written by rename, but one may have been damaged since.)"""
-    pattern = re.compile(re.escape(os.path.basename(prefix)) + r"_step_(\d+)\.pt$")
+    """The newest of a run's ``PREFIX_step_N.pt``, ``PREFIX_epoch_N.pt`` and ``PREFIX_last.pt``
+    that loads, or None: where to resume a run that was killed (train.py -resume auto). Newest by
+    modification time, then by N (``_best`` is never newer than the state it was saved from).
+    Every file is whole, being written by rename, but one may have been damaged since."""
+    pattern = re.compile(re.escape(os.path.basename(prefix)) + r"_(?:step|epoch)_(\d+)\.pt$")
     found = []
-    for path in glob.glob(glob.escape(prefix) + "_step_*.pt"):
-        m = pattern.search(os.path.basename(path))
-        if m:
-            found.append((int(m.group(1)), path))
-    for _, path in sorted(found, reverse=True):
+    for path in glob.glob(glob.escape(prefix) + "_*.pt"):
+        name = os.path.basename(path)
+        m = pattern.fullmatch(name)
+        if m or name == os.path.basename(prefix) + "_last.pt":
+            try:
+                found.append((os.stat(path).st_mtime_ns, int(m.group(1)) if m else math.inf, path))
+            except OSError:  # removed meanwhile
+                continue
+    for _, _, path in sorted(found, reverse=True):
         try:
             load_checkpoint(path)
         except UserError:
