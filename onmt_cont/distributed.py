@@ -38,7 +38,15 @@ def init(use_gpu):
     if world == 1:
         return Context()
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if use_gpu else "gloo")
+        backend = "nccl" if use_gpu else "gloo"
+        rank = int(os.environ["RANK"])
+        # torchrun --max-restarts reuses its store across restarts: the keys of the killed attempt
+        # (the dead ranks' addresses) are still there, and gloo connected to them ("Connection
+        # refused") on the first restart after a SIGKILL. Each attempt gets its own key prefix.
+        store, rank, world = next(dist.rendezvous("env://", rank, world))
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        dist.init_process_group(backend, store=dist.PrefixStore(f"onmt_cont/attempt_{attempt}/", store),
+                                rank=rank, world_size=world)
     return Context(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 

@@ -231,6 +231,86 @@ def run_killed(data_args, workdir, kills, seed, loss="nllvmf", steps=30, extra=(
     return records
 
 
+def _workers(agent_pid):
+    """{pid: rank} of the live train.py workers torchrun's agent ``agent_pid`` started."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[1]) != agent_pid or fields[0] == "Z":
+                continue
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
+        except (OSError, IndexError, ValueError):
+            continue
+        if b"RANK" in env:
+            found[int(entry)] = int(env[b"RANK"])
+    return found
+
+
+def torchrun_cmd(data_args, save, loss, steps, nproc, restarts, extra=()):
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+            f"--max-restarts={restarts}", "--monitor-interval=0.2", os.path.join(ROOT, "train.py"),
+            *train_args(data_args, save, loss, steps, ["-resume", "auto", *extra])]
+
+
+def run_torchrun(data_args, workdir, loss="nllvmf", steps=30, nproc=2, kills=0, seed=1, log=print, timeout=900):
+    """One ``torchrun --max-restarts`` run of train.py -resume auto; with ``kills``, SIGKILL one
+    worker ``kills`` times, at seeded random steps K spread over the run: a seeded random worker
+    a random 0-50 ms after PREFIX_step_K.pt appears, or (every third kill) rank 0 while a
+    checkpoint's temporary file exists, i.e. inside a write. -> (per-kill records, the steps the
+    restarts resumed from, from the log). Raises if the run fails."""
+    os.makedirs(workdir, exist_ok=True)
+    save = os.path.join(workdir, "m")
+    err = open(os.path.join(workdir, "torchrun.log"), "w", encoding="utf-8")
+    agent = subprocess.Popen(torchrun_cmd(data_args, save, loss, steps, nproc, kills + 1), stdout=err,
+                             stderr=subprocess.STDOUT, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    rng, records, end = random.Random(seed), [], time.time() + timeout
+    targets = sorted(rng.sample(range(2, steps - 1), kills)) if kills else []
+    try:
+        for i, target in enumerate(targets):
+            inside_write = i % 3 == 2
+            victim = None
+            while victim is None:
+                if agent.poll() is not None or time.time() > end:
+                    raise RuntimeError(f"torchrun ended (or timed out) before kill {i + 1}")
+                workers = _workers(agent.pid)
+                files = set(os.listdir(workdir))
+                reached = any(f"m_step_{k}.pt" in files for k in range(target, steps + 1))
+                if len(workers) == nproc and reached:
+                    if inside_write and any(f.startswith(".tmp-") for f in files):
+                        victim = next(pid for pid, rank in workers.items() if rank == 0)
+                        where = f"rank 0 inside a checkpoint write (step {target} or later)"
+                    elif not inside_write:
+                        time.sleep(rng.uniform(0.0, 0.05))
+                        victim = rng.choice(sorted(workers))
+                        where = f"rank {workers[victim]}, 0-50 ms after m_step_{target}.pt appeared"
+                time.sleep(0.0005 if inside_write else 0.005)
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except ProcessLookupError:
+                continue
+            newest = newest_checkpoint(save)
+            step = load_checkpoint(newest)["progress"]["step"] if newest else 0
+            records.append({"where": where, "newest_step": step})
+            log(f"kill {i + 1}: {where}; newest complete checkpoint: step {step}")
+            while _workers(agent.pid) and set(_workers(agent.pid)) & {victim} and time.time() < end:
+                time.sleep(0.01)
+        if agent.wait(timeout=max(1, end - time.time())) != 0:
+            raise RuntimeError(f"torchrun exited {agent.returncode}; see {err.name}")
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+        err.close()
+    with open(err.name, encoding="utf-8") as f:
+        text = f.read()
+    resumed = [int(x) for x in __import__("re").findall(r"resumed from step (\d+)", text)]
+    return records, resumed
+
+
 def run_uninterrupted(data_args, workdir, loss="nllvmf", steps=30, extra=(), fork=False):
     os.makedirs(workdir, exist_ok=True)
     proc = Child(train_args(data_args, os.path.join(workdir, "m"), loss, steps, extra),
@@ -279,6 +359,9 @@ def main(argv=None):
     p.add_argument("-seeds", type=int, nargs="+", default=[1], help="one killed run per seed (the kill points)")
     p.add_argument("-loss", nargs="+", default=["nllvmf"], help="train.py -loss values to run")
     p.add_argument("-steps", type=int, default=30, help="training steps (-train_steps)")
+    p.add_argument("-torchrun", type=int, default=0, metavar="NPROC",
+                   help="instead: torchrun --nproc_per_node NPROC --max-restarts -kills+1 train.py -resume auto, "
+                   "killing one worker -kills times (every third inside rank 0's checkpoint write)")
     p.add_argument("-fork", action="store_true", help="run train.py in forks of this process rather than fresh "
                    "interpreters (faster; the test suite's way)")
     args = p.parse_args(argv)
@@ -287,6 +370,8 @@ def main(argv=None):
     shutil.rmtree(args.out, ignore_errors=True)
     start_time = time.time()
     data_args = prepare_data(os.path.join(args.out, "data"))
+    if args.torchrun:
+        return main_torchrun(args, data_args, start_time)
     failures = total_kills = 0
     for loss in args.loss:
         ref = os.path.join(args.out, loss, "uninterrupted")
@@ -301,6 +386,28 @@ def main(argv=None):
             print("   " + ("; ".join(diffs) if diffs else
                          f"after {len(records)} kills: every checkpoint equals the uninterrupted run's, bit for bit"))
     print(f"{total_kills} kills in {len(args.loss) * len(args.seeds)} runs, {failures} with differences; "
+          f"{time.time() - start_time:.0f}s")
+    return 1 if failures else 0
+
+
+def main_torchrun(args, data_args, start_time):
+    failures = total_kills = 0
+    for loss in args.loss:
+        ref = os.path.join(args.out, loss, "torchrun_uninterrupted")
+        run_torchrun(data_args, ref, loss, args.steps, args.torchrun)
+        for seed in args.seeds:
+            print(f"-- torchrun, {args.torchrun} processes, -loss {loss}, seed {seed}")
+            killed = os.path.join(args.out, loss, f"torchrun_killed_seed{seed}")
+            records, resumed = run_torchrun(data_args, killed, loss, args.steps, args.torchrun, args.kills, seed)
+            total_kills += len(records)
+            diffs = compare(ref, killed)
+            if len(resumed) != len(records) or any(r == 0 for r in resumed):
+                diffs.append(f"expected {len(records)} resumes, none from step 0; the log has {resumed}")
+            failures += bool(diffs)
+            print(f"   restarts resumed from steps {resumed}")
+            print("   " + ("; ".join(diffs) if diffs else
+                         f"after {len(records)} kills: every checkpoint equals the uninterrupted run's, bit for bit"))
+    print(f"{total_kills} kills in {len(args.loss) * len(args.seeds)} torchrun runs, {failures} with differences; "
           f"{time.time() - start_time:.0f}s")
     return 1 if failures else 0
 
