@@ -201,11 +201,26 @@ class Meter:
             if stats[STATS.index("scored")] > 0:
                 self.scored = (step, stats)
 
-    def line(self, step, lr):
+    def scalars(self, lr):
+        """The window's numbers by name (what the line prints; -tensorboard's training scalars)."""
         elapsed = max(time.time() - self.start, 1e-9)
-        parts = [f"step {step}: loss {self.loss / max(self.tokens, 1):.4f}"]
+        out = {"loss": self.loss / max(self.tokens, 1)}
         if self.continuous and self.sums[0] > 0:
-            parts.append(f"cosine {summarize(self.sums, True)['cosine']:.4f}")
+            out["cosine"] = summarize(self.sums, True)["cosine"]
+        if self.scored is not None:
+            s = summarize(self.scored[1], self.continuous)
+            out["accuracy"] = s["accuracy"]
+            if not self.continuous and not s["sampled"]:
+                out["ppl"] = s["ppl"]
+        out.update({"lr": lr, "src_tokens_per_s": self.src_tokens / elapsed,
+                    "tgt_tokens_per_s": self.tokens / elapsed})
+        return out
+
+    def line(self, step, lr):
+        v = self.scalars(lr)
+        parts = [f"step {step}: loss {v['loss']:.4f}"]
+        if "cosine" in v:
+            parts.append(f"cosine {v['cosine']:.4f}")
         if self.scored is not None:
             at, sums = self.scored
             s = summarize(sums, self.continuous)
@@ -217,5 +232,5 @@ class Meter:
             else:
                 parts.append(f"ppl {s['ppl']:.2f}, accuracy {s['accuracy']:.2%} {where}")
         parts.append(f"lr {lr:.2e}")
-        parts.append(f"{self.src_tokens / elapsed:.0f} src tok/s, {self.tokens / elapsed:.0f} tgt tok/s")
+        parts.append(f"{v['src_tokens_per_s']:.0f} src tok/s, {v['tgt_tokens_per_s']:.0f} tgt tok/s")
         return "; ".join(parts)

@@ -37,6 +37,7 @@ from onmt_cont.models.transformer import check_alignment_layer, check_sizes
 from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer, TrainingForward
 from onmt_cont.translate.translator import Translator
 from onmt_cont.utils.amp import require_autocast
+from onmt_cont.utils.board import Board
 from onmt_cont.utils.device import resolve_device
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import load_checkpoint_data, remove_stale_temps
@@ -51,6 +52,8 @@ MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_si
               "word_bias", "sampling_correction")
 # The learning-rate schedule: -train_from keeps the checkpoint's unless the option is given again
 # (a resumed noam run must not fall back to a constant rate; a new -learning_rate is allowed).
+# the validation numbers -tensorboard writes (those a run has: cosine for continuous models, ppl for softmax)
+VALID_SCALARS = ("loss", "cosine", "accuracy", "ppl", "bleu", "unk_share")
 SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps")
 logger = logging.getLogger("onmt_cont.train")
 
@@ -339,6 +342,7 @@ class Run:
                                forward, self.ctx, amp, measure_every=opt.report_every)
         self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, "best_score": None, "bad_validations": 0,
                          "valid_metric": opt.valid_metric}
+        self.board = None  # -tensorboard: train() gives rank 0 one
         self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
                                         self.ctx.rank, self.ctx.world)
 
@@ -392,6 +396,9 @@ class Run:
             stats.update(self.valid_bleu(self.model, self.device))
             extra += f"; greedy BLEU {stats['bleu']:.2f} (<unk> {stats['unk_share']:.1%} of the output)"
         logger.info(f"validation at step {self.progress['step']}: loss {stats['loss']:.4f}; {extra}")
+        if self.board is not None:
+            self.board.add("valid", {k: v for k, v in stats.items() if k in VALID_SCALARS}, self.progress["step"])
+            self.board.flush()
         metric = self.opt.valid_metric
         # rank 0's result decides for all: a rank that judged "new best" alone would enter the
         # save's barrier while the others went on to their next collective, and the group would hang
@@ -426,7 +433,10 @@ class Run:
                 pr["shard"], pr["batch"] = si, bi + 1
                 meter.update(loss, n, self.trainer.last_src_tokens, self.trainer.last_stats, pr["step"])
                 if pr["step"] % opt.report_every == 0:
-                    logger.info(meter.line(pr["step"], self.optimizer.param_groups[0]["lr"]))
+                    lr = self.optimizer.param_groups[0]["lr"]
+                    logger.info(meter.line(pr["step"], lr))
+                    if self.board is not None:
+                        self.board.add("train", meter.scalars(lr), pr["step"])
                     meter.reset()
                 if pr["step"] % opt.valid_steps == 0:
                     self.validate()
@@ -511,6 +521,9 @@ def train(opt, default):
         stale = remove_stale_temps(save_dir, os.path.basename(opt.save_model) + "_")
         if stale:
             logger.info(f"removed {len(stale)} partial checkpoint file(s) of a killed run: {', '.join(stale)}")
+    if opt.tensorboard and ctx.is_main:
+        run.board = Board(opt.tensorboard_log_dir)
+        logger.info(f"-tensorboard: event files in {opt.tensorboard_log_dir}")
     if resume_note:
         logger.info(resume_note)
     if ckpt is not None:
@@ -531,6 +544,8 @@ def train(opt, default):
     except NonFiniteLoss as exc:
         raise UserError(str(exc)) from None
     finally:
+        if run.board is not None:
+            run.board.close()
         run.release_distributed()
         distributed.cleanup(ctx)
     return run

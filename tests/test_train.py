@@ -614,3 +614,28 @@ def test_valid_bleu_without_shard_text_never_matches_unk():
     examples = [(torch.tensor([4, 5]), torch.tensor([4, 1, 5]))]
     vb = ValidBleu(examples, None, vocab, vocab, 8)
     assert vb.refs == ["a <unk-ref> b"] and vb.src_lines == ["a b"]
+
+
+@pytest.mark.parametrize("loss", ["nllvmf", "ce"])
+def test_tensorboard_scalars_read_back(data, tmp_path, loss):
+    """-tensorboard writes the logged numbers as scalars; the tensorboard package reads them back."""
+    pytest.importorskip("tensorboard", reason="the tensorboard package is not installed")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    board = tmp_path / "tb"
+    run_train(data, tmp_path, loss=loss, epochs=2, tensorboard=True, tensorboard_log_dir=str(board),
+              valid_steps="2", valid_metric="bleu", report_every="2",
+              tgt_emb=data["emb"] if loss != "ce" else None)
+    acc = EventAccumulator(str(board))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    per_model = {"train/cosine", "valid/cosine"} if loss != "ce" else {"train/ppl", "valid/ppl"}
+    assert {"train/loss", "train/accuracy", "train/lr", "train/tgt_tokens_per_s", "valid/loss", "valid/bleu",
+            *per_model} <= tags, tags
+    log = (tmp_path / "train.log").read_text(encoding="utf-8")
+    logged = [(int(s), float(v)) for s, v in re.findall(r"\] step (\d+): loss (-?[\d.]+)", log)]
+    written = [(e.step, e.value) for e in acc.Scalars("train/loss")]
+    assert [s for s, _ in written] == [s for s, _ in logged] and len(logged) >= 2
+    assert all(abs(w - x) < 1e-4 for (_, w), (_, x) in zip(written, logged, strict=True))
+    bleu = [float(x) for x in re.findall(r"greedy BLEU ([\d.]+)", log)]
+    assert [round(e.value, 2) for e in acc.Scalars("valid/bleu")] == bleu

@@ -155,6 +155,9 @@ def build_parser():
                    "_last), continue from the newest that loads (as -train_from would); else start at step 0. "
                    "For torchrun --max-restarts: a restarted group picks up where it was killed")
     g = p.add_argument_group("Logging")
+    g.add_argument("-tensorboard", action="store_true", help="also write the training and validation scalars "
+                   "(loss, cosine/nn accuracy or ppl/accuracy, lr, tokens/s, validation BLEU) for TensorBoard")
+    g.add_argument("-tensorboard_log_dir", default="runs/onmt", help="where -tensorboard writes its event files")
     g.add_argument("-report_every", type=int, default=50, help="log every N steps: loss, mean cosine to the target "
                    "(continuous losses) and tokens/s over those N steps, and the accuracy (nearest neighbour for "
                    "continuous losses; softmax: also perplexity) of the logged step's batch, the only batch "
