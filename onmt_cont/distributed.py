@@ -11,6 +11,7 @@ global batch.
 
 import os
 from dataclasses import dataclass
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -32,8 +33,9 @@ class Context:
         return self.world > 1
 
 
-def init(use_gpu):
-    """Join the process group torchrun describes; a single process needs none."""
+def init(use_gpu, timeout_s=600):
+    """Join the process group torchrun describes; a single process needs none. ``timeout_s``: how
+    long a rank waits in a collective for the others (train.py -dist_timeout) before it fails."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return Context()
@@ -46,7 +48,7 @@ def init(use_gpu):
         store, rank, world = next(dist.rendezvous("env://", rank, world))
         attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
         dist.init_process_group(backend, store=dist.PrefixStore(f"onmt_cont/attempt_{attempt}/", store),
-                                rank=rank, world_size=world)
+                                rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
     return Context(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
@@ -61,6 +63,16 @@ def wrap(module, device, find_unused_parameters=False):
     (train() checks it at the end)."""
     return DistributedDataParallel(module, device_ids=[device.index] if device.type == "cuda" else None,
                                    find_unused_parameters=find_unused_parameters, forward_sync_buffers=False)
+
+
+# What a collective raises when a peer rank has gone (gloo's and nccl's wording) or never came
+PEER_FAILURE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "timed out", "Timed out",
+                "NCCL communicator was aborted", "Socket Timeout")
+
+
+def peer_failed(exc):
+    """Is ``exc`` a collective that broke because another rank ended or stopped answering?"""
+    return isinstance(exc, RuntimeError) and any(text in str(exc) for text in PEER_FAILURE)
 
 
 def all_reduce_sum(tensor, ctx):
@@ -107,7 +119,12 @@ def parameters_identical(model, ctx):
     return all(torch.equal(gathered[0], g) for g in gathered[1:])
 
 
-def cleanup(ctx):
+def cleanup(ctx, failed=False):
+    """Leave the process group. ``failed``: this rank is ending on an error, so its peers are
+    somewhere else (in a collective it will never join): no barrier, no teardown that could wait
+    for them; the process exits, and torchrun stops the other ranks when it sees the exit."""
+    if failed:
+        return
     if ctx.distributed and dist.is_initialized():
         # every rank leaves its last collective before any tears gloo down: a rank that destroyed
         # the group while its peer was still in one aborted at exit ("terminate called without an

@@ -8,6 +8,7 @@ import gc
 import logging
 import os
 import random
+import re
 import sys
 
 import torch
@@ -58,6 +59,23 @@ SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps")
 logger = logging.getLogger("onmt_cont.train")
 
 
+class LogFileHandler(logging.FileHandler):
+    """-log_file. A failed write (a full disk) prints one line and stops writing the file, where
+    logging's own handler prints a traceback for every later line; the log goes on on stdout."""
+
+    def handleError(self, record):
+        exc = sys.exc_info()[1]
+        if not isinstance(exc, OSError):
+            return super().handleError(record)
+        print(f"warning: cannot write the log file {self.baseFilename}: {exc.strerror or exc}; it is no longer "
+              "written (the log goes on on stdout)", file=sys.stderr)
+        logger.removeHandler(self)
+        try:
+            self.close()
+        except OSError:
+            pass
+
+
 def setup_logging(log_file, main=True):
     for h in list(logger.handlers):  # an earlier in-process run's handlers: close its log file
         logger.removeHandler(h)
@@ -71,7 +89,7 @@ def setup_logging(log_file, main=True):
     fmt = logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S")
     handlers = [logging.StreamHandler(sys.stdout)]
     if log_file:
-        handlers.append(logging.FileHandler(log_file, encoding="utf-8"))
+        handlers.append(LogFileHandler(log_file, encoding="utf-8"))
     for h in handlers:
         h.setFormatter(fmt)
         logger.addHandler(h)
@@ -511,7 +529,7 @@ def train(opt, default):
     if opt.amp and opt.amp_dtype == "fp16" and opt.gpu is None:
         raise UserError("-amp -amp_dtype fp16 needs a GPU (-gpu); on CPU use -amp_dtype bf16")
     threads = apply_threads(opt.threads)
-    ctx = distributed.init(use_gpu=opt.gpu is not None)
+    ctx = distributed.init(use_gpu=opt.gpu is not None, timeout_s=opt.dist_timeout)
     device = resolve_device(ctx.local_rank if ctx.distributed and opt.gpu is not None else opt.gpu)
     run = Run(opt, device, ctx)  # reads and checks every input: a failure leaves no log file behind
     if ckpt is not None:
@@ -539,13 +557,23 @@ def train(opt, default):
     if ctx.distributed:
         logger.info(f"distributed: {ctx.world} processes ({'nccl' if device.type == 'cuda' else 'gloo'}); "
                     f"each takes 1/{ctx.world} of every batch of -batch_size {opt.batch_size}")
+    failed = True
     try:
         run.train()
+        failed = False
     except NonFiniteLoss as exc:
         raise UserError(str(exc)) from None
+    except RuntimeError as exc:
+        if ctx.distributed and distributed.peer_failed(exc):
+            # another rank ended (its error: line is above) and this one's collective broke: one
+            # line, not a traceback per rank
+            why = re.sub(r"^\[[^\]]*\]\s*", "", str(exc).splitlines()[0])[:100]  # without gloo's [file:line]
+            raise UserError(f"rank {ctx.rank}: stopped, another rank ended ({why})") from None
+        raise
     finally:
         if run.board is not None:
             run.board.close()
-        run.release_distributed()
-        distributed.cleanup(ctx)
+        if not failed:
+            run.release_distributed()
+        distributed.cleanup(ctx, failed=failed)
     return run

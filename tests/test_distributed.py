@@ -290,3 +290,86 @@ train.main(sys.argv[1:])
     assert out.returncode == 0, out.stdout + out.stderr
     assert "finished at step 6" in out.stdout
     assert out.stdout.count("new best validation loss") == 3  # rank 0's losses fall: 3 of 3 are new bests
+
+
+FAILING_WRITE = """import errno, os, sys
+sys.path.insert(0, {root!r})
+from onmt_cont.bin import train
+from onmt_cont.utils import io
+
+Writer, made = io._ErrorKeepingWriter, [0]
+
+
+class Failing(Writer):  # rank 0's third checkpoint write meets a full disk
+    def __init__(self, f):
+        super().__init__(f)
+        made[0] += 1
+        self.fail = os.environ["RANK"] == "0" and made[0] == 3
+
+    def write(self, data):
+        if self.fail:
+            self.error = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            raise self.error
+        return super().write(data)
+
+
+io._ErrorKeepingWriter = Failing
+train.main(sys.argv[1:])
+"""
+
+
+def test_a_failed_rank_ends_the_group_quickly(data, tmp_path):
+    """Rank 0 cannot write a checkpoint (disk full) while rank 1 waits in the save's barrier: every
+    rank ends within seconds (before, rank 0 met rank 1 in a barrier on its way out and the group
+    hung), rank 0's error line is printed once, rank 1 says in one line why it stopped (no
+    traceback), and the last good checkpoints are intact."""
+    import time
+
+    script = tmp_path / "failing_write.py"
+    script.write_text(FAILING_WRITE.format(root=ROOT))
+    args = ["-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model", str(tmp_path / "m"),
+            *COMMON, "-save_checkpoint_steps", "1"]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "--monitor-interval=0.2", str(script), *args]
+    start = time.time()
+    out = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode != 0 and time.time() - start < 30
+    text = out.stdout + out.stderr
+    assert text.count("error: cannot write") == 1 and "no space left on device" in text
+    assert text.count("error: rank 1: stopped, another rank ended") == 1
+    assert "[rank1]: Traceback" not in text and "[rank0]: Traceback" not in text
+    left = sorted(f.name for f in tmp_path.iterdir() if f.name.startswith(("m_", ".tmp-")))
+    assert left == ["m_step_1.pt", "m_step_2.pt"], left
+    for name in left:
+        assert "model" in torch.load(tmp_path / name, weights_only=True)
+
+
+def test_a_full_disk_stops_the_log_file_with_one_line(tmp_path, capsys):
+    """logging's FileHandler prints a traceback for every record it cannot write; -log_file's
+    handler says it once and stops writing the file, while stdout goes on."""
+    import errno
+
+    from onmt_cont import training
+
+    training.setup_logging(str(tmp_path / "train.log"))
+    handler = next(h for h in training.logger.handlers if isinstance(h, training.LogFileHandler))
+
+    class Full:
+        def write(self, text):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def flush(self):
+            pass
+
+        def close(self):
+            pass
+
+    handler.stream = Full()
+    for i in range(5):
+        training.logger.info(f"line {i}")
+    out, err = capsys.readouterr()
+    assert err.count("warning: cannot write the log file") == 1 and "No space left on device" in err
+    assert "Traceback" not in err and "Logging error" not in err
+    assert out.count("line ") == 5 and handler not in training.logger.handlers
+    training.setup_logging(None)

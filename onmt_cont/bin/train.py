@@ -134,6 +134,10 @@ def build_parser():
     g.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative "
                    "(-gpu -1). Under torchrun each process takes the GPU of its LOCAL_RANK")
     add_threads_arg(g)
+    g.add_argument("-dist_timeout", type=float, default=600, help="under torchrun: seconds a rank waits in a "
+                   "collective for the others before it fails (PyTorch's own default is 30 minutes). Every rank "
+                   "validates and decodes the same validation set, so no rank waits long on another in a healthy "
+                   "run; raise it for a slow shared disk")
     g.add_argument("-amp", action="store_true", help="mixed precision: autocast the forward pass (-amp_dtype); "
                    "the vMF normaliser and the loss reductions stay in float32/float64")
     g.add_argument("-amp_dtype", choices=["bf16", "fp16"], default="bf16",
