@@ -373,3 +373,33 @@ def test_a_full_disk_stops_the_log_file_with_one_line(tmp_path, capsys):
     assert "Traceback" not in err and "Logging error" not in err
     assert out.count("line ") == 5 and handler not in training.logger.handlers
     training.setup_logging(None)
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_nodes_on_one_machine_match_two_processes(data, tmp_path):
+    """Two torchrun agents of one process each (--nnodes 2, a c10d rendezvous on 127.0.0.1), as on
+    two machines, train exactly as one agent with two processes: the same losses and a bitwise
+    equal model (the README's multi-node section runs these commands)."""
+    _, two_procs = _train(data, "nodes_ref", 2)
+    port = _free_port()
+    args = ["train.py", "-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"),
+            "-save_model", str(tmp_path / "m"), *COMMON]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    agents = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
+                                "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=onmt_test",
+                                *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True) for _ in range(2)]
+    outs = [a.communicate(timeout=240)[0] for a in agents]
+    assert [a.returncode for a in agents] == [0, 0], outs
+    log = next(o for o in outs if "finished at step 6" in o)
+    assert "distributed: 2 processes (gloo)" in log and "parameters identical on all 2 ranks: yes" in log
+    losses = [float(x) for x in re.findall(r"step \d+: loss (-?[\d.]+)", log)]
+    assert losses == two_procs
+    _models_equal(tmp_path / "m_last.pt", data / "nodes_ref_last.pt")
