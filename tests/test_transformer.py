@@ -347,6 +347,29 @@ def test_finished_sentences_leave_the_batch_without_changing_the_output(data, de
     assert [len(x) for x in ids][1] <= 1 and max(map(len, ids)) > 2
 
 
+@pytest.mark.parametrize("decoder", ["transformer", "lstm"])
+@pytest.mark.parametrize("loss", ["nllvmf", "ce"])
+@pytest.mark.parametrize("penalty,alpha", [("avg", 0.0), ("wu", 0.6), ("none", 0.0)])
+def test_batched_beam_equals_the_sentence_at_a_time_beam(data, decoder, loss, penalty, alpha):
+    """Issue 24: beam search over the whole batch gives the words of the former one-sentence beam
+    (softmax, and the continuous k-NN beam), with the same attention for -replace_unk."""
+    from beam_reference import sequential_beam_search
+
+    if decoder == "transformer":
+        model, n_src, _ = tiny_model(data, loss=loss, seed=7)
+    else:
+        model, n_src = _lstm_model(data, loss, seed=7)
+    src, lengths = padded_batch(n_src, [6, 3, 5, 2, 4, 6], seed=8)
+    max_lengths = torch.tensor([9, 1, 4, 6, 0, 7])
+    for k in (2, 4):
+        ids, attn = beam_search(model, src, lengths, max_lengths, k, penalty, alpha)
+        ref_ids, ref_attn = sequential_beam_search(model, src, lengths, max_lengths, k, penalty, alpha)
+        assert ids == ref_ids, (k, ids, ref_ids)
+        for a, b in zip(attn, ref_attn, strict=True):
+            torch.testing.assert_close(a, b.cpu(), atol=1e-5, rtol=0)
+    assert ids[4] == [] and len(ids[1]) <= 1  # limits 0 and 1
+
+
 # --- 3. save / resume -----------------------------------------------------------------------------
 
 NOAM = {"decay_method": "noam", "warmup_steps": "4", "learning_rate": "2", "param_init": "0",

@@ -82,69 +82,81 @@ def length_penalty(length, kind, alpha):
 
 @torch.no_grad()
 def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", alpha=0.0, banned=BANNED):
-    """Beam search, one sentence at a time for clarity (batch of beams inside).
+    """Beam search over a batch of sentences, each with its own beam of ``beam_size`` rows.
 
     A hypothesis's score is the sum of its per-step scores (log-probabilities, or the
     continuous generator's scores); finished hypotheses are ranked by score / length_penalty.
-    Returns the same structure as :func:`greedy_search`."""
-    out_ids, out_attn = [], []
-    for b in range(src.size(0)):
-        n = int(src_lengths[b])
-        ids, attn = _beam_one(model, src[b : b + 1, :n], src_lengths[b : b + 1], int(max_lengths[b]),
-                              beam_size, penalty, alpha, banned)
-        pad = torch.zeros(attn.size(0), src.size(1) - n, device=attn.device)
-        out_ids.append(ids)
-        out_attn.append(torch.cat([attn, pad], 1))
-    return out_ids, out_attn
-
-
-def _beam_one(model, src, src_lengths, max_len, k, penalty, alpha, banned):
+    Each sentence keeps the k best of its beams' expansions at every step; an expansion by
+    </s> finishes a hypothesis instead of continuing it, and a sentence is done once k of its
+    hypotheses have finished (fairseq's rule: the scores of continuous models can be positive, so
+    "no live hypothesis can still win" is no safe test) or none is left. Done sentences leave
+    the batch, and the rows of the others are reordered in one selection of the decoder state.
+    Returns the same structure as :func:`greedy_search` (attention on the CPU)."""
+    device, batch, k = src.device, src.size(0), beam_size
     memory_bank, src_mask, state = model.encode(src, src_lengths)
-    device = src.device
-    seqs = [[]]
-    attns = [torch.zeros(0, src.size(1), device=device)]
-    totals = torch.zeros(1, device=device)
-    finished = []  # (normalised score, ids, attn)
-    last = torch.full((1,), BOS_ID, dtype=torch.long, device=device)
-    for t in range(max_len + 1):
-        live = len(seqs)
-        scores, attn, state = decode_step(
-            model, last, memory_bank.expand(live, -1, -1), src_mask.expand(live, -1), state,
-            ban_eos=t == 0 and max_len > 0, banned=banned,
-        )
-        if t == max_len:  # only </s> may follow
-            keep = torch.full_like(scores, float("-inf"))
-            keep[:, EOS_ID] = scores[:, EOS_ID]
-            scores = keep
-        cand = (totals.unsqueeze(1) + scores).view(-1)
-        top, idx = cand.topk(min(k, cand.numel()))
+    width = 1  # rows per sentence: one (<s>) at the first step, then k; row i*width + j is beam j
+    max_len = [int(x) for x in torch.as_tensor(max_lengths).tolist()]
+    live = list(range(batch))  # the sentences still in the batch, in row order
+    seqs = {b: [[]] for b in live}  # each sentence's live hypotheses (at most k)
+    hyp_attn = {b: [torch.zeros(0, src.size(1))] for b in live}
+    totals = torch.zeros(batch, 1, device=device)
+    finished = {b: [] for b in live}  # (normalised score, ids, attn)
+    last = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
+    t = 0
+    while live:
+        scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, banned=banned)
         vocab = scores.size(1)
-        new_seqs, new_attns, new_totals, parents, words = [], [], [], [], []
-        for score, i in zip(top.tolist(), idx.tolist(), strict=True):
-            if score == float("-inf"):  # a banned word (or only </s> allowed): neither a hypothesis nor an end
+        scores = scores.view(len(live), width, vocab)
+        for i, b in enumerate(live):
+            if t == 0 and max_len[b] > 0:  # a non-empty source never gets an empty translation
+                scores[i, :, EOS_ID] = float("-inf")
+            if t == max_len[b]:  # only </s> may follow
+                eos = scores[i, :, EOS_ID].clone()
+                scores[i] = float("-inf")
+                scores[i, :, EOS_ID] = eos
+        cand = (totals.unsqueeze(2) + scores).view(len(live), -1)
+        top, idx = cand.topk(min(k, cand.size(1)), dim=1)
+        top, idx = top.tolist(), idx.tolist()  # the step's one synchronisation
+        attn = attn.view(len(live), width, -1).cpu()
+        next_live, index, new_totals, words = [], [], [], []
+        for i, b in enumerate(live):
+            new_seqs, new_attns, parents, new_scores, new_words = [], [], [], [], []
+            for score, c in zip(top[i], idx[i], strict=True):
+                if score == float("-inf"):  # a banned word (or only </s> allowed): no hypothesis, no end
+                    continue
+                parent, word = divmod(c, vocab)
+                step_attn = torch.cat([hyp_attn[b][parent], attn[i, parent : parent + 1]], 0)
+                if word == EOS_ID:
+                    n = len(seqs[b][parent])
+                    finished[b].append((score / length_penalty(max(n, 1), penalty, alpha), seqs[b][parent],
+                                        step_attn[:n]))
+                    continue
+                new_seqs.append(seqs[b][parent] + [word])
+                new_attns.append(step_attn)
+                parents.append(parent)
+                new_scores.append(score)
+                new_words.append(word)
+            if len(finished[b]) >= k or not new_seqs:
+                if not finished[b]:  # every hypothesis hit the limit without </s>
+                    finished[b] = [(totals[i, j].item(), seqs[b][j], hyp_attn[b][j]) for j in range(len(seqs[b]))]
                 continue
-            parent, word = divmod(i, vocab)
-            hyp_attn = torch.cat([attns[parent], attn[parent : parent + 1]], 0)
-            if word == EOS_ID:
-                n = len(seqs[parent])
-                finished.append((score / length_penalty(max(n, 1), penalty, alpha), seqs[parent], hyp_attn[:n]))
-                continue
-            new_seqs.append(seqs[parent] + [word])
-            new_attns.append(hyp_attn)
-            new_totals.append(score)
-            parents.append(parent)
-            words.append(word)
-        # Stop once k hypotheses have ended (fairseq's rule; scores of continuous models can
-        # be positive, so "no live hypothesis can still win" is not a safe test for them).
-        if len(finished) >= k or not new_seqs:
+            seqs[b], hyp_attn[b] = new_seqs, new_attns
+            pad = k - len(parents)  # fewer than k live: the spare rows copy beam 0 at score -inf
+            index += [i * width + p for p in parents + [parents[0]] * pad]
+            new_totals.append(new_scores + [float("-inf")] * pad)
+            words += new_words + [PAD_ID] * pad
+            next_live.append(b)
+        live, t, width = next_live, t + 1, k
+        if not live:
             break
-        index = torch.tensor(parents, device=device)
-        state = model.decoder.reorder_state(state, index)  # the state's layout is the decoder's business
-        seqs, attns = new_seqs, new_attns
+        index = torch.tensor(index, device=device)
+        state = model.decoder.reorder_state(state, index)
+        memory_bank, src_mask = memory_bank.index_select(0, index), src_mask.index_select(0, index)
         totals = torch.tensor(new_totals, device=device)
         last = torch.tensor(words, device=device)
-    if not finished:  # every hypothesis hit the limit without </s>
-        finished = [(totals[i].item(), seqs[i], attns[i]) for i in range(len(seqs))]
-    _, ids, attn = max(finished, key=lambda f: f[0])
-    return ids, attn
-
+    out_ids, out_attn = [], []
+    for b in range(batch):
+        _, ids, attn = max(finished[b], key=lambda f: f[0])
+        out_ids.append(ids)
+        out_attn.append(attn)
+    return out_ids, out_attn

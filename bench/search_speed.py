@@ -1,0 +1,69 @@
+"""Decoding speed of the batched searches against the searches they replaced (issue 24), on
+trained checkpoints: greedy search with finished sentences leaving the batch against greedy
+search that computes every sentence to the batch's end, and beam search over the whole batch
+against beam search one sentence at a time (tests/beam_reference.py, the former code). Both
+sides of a row run in this process, one after the other, on the same sentences, with the same
+threads, and write the same words (checked): compare the ratio, not the absolute numbers.
+
+    python bench/search_speed.py -models runs/x/model_best.pt runs/y/model_best.pt -src val.fr -n 500
+"""
+
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
+
+from beam_reference import sequential_beam_search  # noqa: E402
+
+from onmt_cont.translate import search, translator  # noqa: E402
+from onmt_cont.utils.threads import set_threads  # noqa: E402
+
+
+def timed(tr, lines, batch_size):
+    start = time.perf_counter()
+    out = tr.translate_lines(lines, batch_size)
+    return time.perf_counter() - start, out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-models", nargs="+", required=True, help="checkpoints written by train.py")
+    p.add_argument("-src", required=True, help="tokenized source sentences")
+    p.add_argument("-n", type=int, default=500, help="sentences (the first n)")
+    p.add_argument("-batch_size", type=int, default=64)
+    p.add_argument("-beam_size", type=int, default=5)
+    p.add_argument("-threads", type=int, default=1)
+    args = p.parse_args(argv)
+    set_threads(args.threads)
+    with open(args.src, encoding="utf-8") as f:
+        lines = [line.strip() for _, line in zip(range(args.n), f, strict=False)]
+    words = sum(len(x.split()) for x in lines)
+    print(f"{len(lines)} sentences ({words} source words), batch {args.batch_size}, {args.threads} thread(s)")
+    print("| model | search | before (sent/s) | now (sent/s) | now / before |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    real_greedy, real_beam = search.greedy_search, translator.beam_search
+    for path in args.models:
+        name = os.path.relpath(path)
+        for label, beam in (("greedy", 1), (f"beam {args.beam_size}", args.beam_size)):
+            tr = translator.Translator(path, beam_size=beam)
+            if beam == 1:
+                translator.greedy_search = lambda *a, **k: real_greedy(*a, check_every=10**9, **k)
+            else:
+                translator.beam_search = sequential_beam_search
+            before, out_before = timed(tr, lines, args.batch_size)
+            translator.greedy_search, translator.beam_search = real_greedy, real_beam
+            now, out_now = timed(tr, lines, args.batch_size)
+            same = sum(a == b for a, b in zip(out_before, out_now, strict=True))
+            print(f"| {name} | {label} | {len(lines) / before:.1f} | {len(lines) / now:.1f} | "
+                  f"{before / now:.2f}x | " + ("" if same == len(lines) else f"{len(lines) - same} lines differ"))
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    torch.set_grad_enabled(False)
+    main()
