@@ -320,8 +320,10 @@ def _lstm_model(data, loss, seed):
 @pytest.mark.parametrize("loss", ["nllvmf", "ce"])
 def test_finished_sentences_leave_the_batch_without_changing_the_output(data, decoder, loss):
     """Greedy search drops ended sentences from the state (every step on CPU, every 8 on GPU):
-    the words equal those of a search that never drops them and of each sentence alone, and the
-    attention -replace_unk reads is the same."""
+    the words equal those of the former search, which kept every row to the batch's end, and of
+    each sentence alone, and the attention -replace_unk reads is the same."""
+    from search_reference import full_batch_greedy_search
+
     if decoder == "transformer":
         model, n_src, _ = tiny_model(data, loss=loss, seed=5)
     else:
@@ -333,7 +335,7 @@ def test_finished_sentences_leave_the_batch_without_changing_the_output(data, de
     ids, attn = greedy_search(model, src, lengths, max_lengths)
     hook.remove()
     assert sizes[0] == 5 and sizes[-1] == 1 and sizes == sorted(sizes, reverse=True), sizes
-    kept_ids, kept_attn = greedy_search(model, src, lengths, max_lengths, check_every=10**6)
+    kept_ids, kept_attn = full_batch_greedy_search(model, src, lengths, max_lengths)  # the former search
     every8_ids, _ = greedy_search(model, src, lengths, max_lengths, check_every=8)
     assert ids == kept_ids == every8_ids
     for a, b in zip(attn, kept_attn, strict=True):
@@ -353,7 +355,7 @@ def test_finished_sentences_leave_the_batch_without_changing_the_output(data, de
 def test_batched_beam_equals_the_sentence_at_a_time_beam(data, decoder, loss, penalty, alpha):
     """Issue 24: beam search over the whole batch gives the words of the former one-sentence beam
     (softmax, and the continuous k-NN beam), with the same attention for -replace_unk."""
-    from beam_reference import sequential_beam_search
+    from search_reference import sequential_beam_search
 
     if decoder == "transformer":
         model, n_src, _ = tiny_model(data, loss=loss, seed=7)

@@ -1,10 +1,47 @@
-"""The beam search of onmt_cont before issue 24, one sentence at a time: the reference that the
-batched beam search (onmt_cont/translate/search.py) is compared against, word for word."""
+"""The searches of onmt_cont before issue 24: greedy search that computes every sentence until
+the whole batch has ended, and beam search one sentence at a time. The references that the
+current searches (onmt_cont/translate/search.py) are compared against, word for word
+(tests/test_transformer.py), and timed against (bench/search_speed.py)."""
 
 import torch
 
-from onmt_cont.constants import BOS_ID, EOS_ID
+from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
 from onmt_cont.translate.search import BANNED, decode_step, length_penalty
+
+
+@torch.no_grad()
+def full_batch_greedy_search(model, src, src_lengths, max_lengths, banned=BANNED):
+    """Batched greedy decoding; the chosen word's embedding feeds the next step.
+
+    src: [batch, src_len]; max_lengths: [batch] longest output (without </s>); banned: ids never
+    produced.
+    Returns (list of id lists without </s>, list of attention tensors [len, src_len])."""
+    memory_bank, src_mask, state = model.encode(src, src_lengths)
+    batch = src.size(0)
+    last = torch.full((batch,), BOS_ID, dtype=torch.long, device=src.device)
+    done = torch.zeros(batch, dtype=torch.bool, device=src.device)
+    ids, attns = [], []
+    max_lengths = torch.as_tensor(max_lengths, device=src.device)
+    limit = int(max_lengths.max())
+    for t in range(limit):  # a sentence still going at the limit ends there
+        scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=t == 0, banned=banned)
+        last = scores.argmax(-1)
+        last = torch.where(max_lengths <= t, torch.full_like(last, EOS_ID), last)
+        ids.append(last.masked_fill(done, PAD_ID))
+        attns.append(attn)
+        done |= last == EOS_ID
+        if done.all():
+            break
+    ids = torch.stack(ids, 1).tolist() if ids else [[] for _ in range(batch)]
+    attn_all = torch.stack(attns, 1) if attns else None
+    out_ids, out_attn = [], []
+    for b in range(batch):
+        seq = ids[b]
+        n = seq.index(EOS_ID) if EOS_ID in seq else len([x for x in seq if x != PAD_ID])
+        out_ids.append(seq[:n])
+        out_attn.append(attn_all[b, :n] if attn_all is not None else torch.zeros(0, src.size(1)))
+    return out_ids, out_attn
+
 
 
 @torch.no_grad()
