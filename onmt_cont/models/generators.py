@@ -39,6 +39,11 @@ class SoftmaxGenerator(nn.Module):
         """Log-probabilities [..., vocab]."""
         return torch.log_softmax(output.float(), dim=-1)
 
+    def greedy_scores(self, output):
+        """What greedy search takes the argmax of: the logits, whose argmax is the log-softmax's,
+        without the [batch, vocab] normalisation at every step."""
+        return output.float()
+
 
 class ContinuousGenerator(nn.Module):
     """Predicts a vector ê of the target embedding size m (``linear``: one layer; ``nonlinear``:
@@ -244,6 +249,9 @@ class ReWEGenerator(SoftmaxGenerator):
     def scores(self, output):
         return super().scores(output.logits if isinstance(output, ReWEOutput) else output)
 
+    def greedy_scores(self, output):
+        return super().greedy_scores(output.logits if isinstance(output, ReWEOutput) else output)
+
 
 def sample_candidates(gold, vocab_size, fraction):
     """The words a sampled softmax is computed over: every distinct id of ``gold`` plus negatives
@@ -321,6 +329,11 @@ class JointGenerator(nn.Module):
     def scores(self, output):
         """Log-probabilities [..., vocab]."""
         return torch.log_softmax(output.float(), dim=-1)
+
+    def greedy_scores(self, output):
+        """What greedy search takes the argmax of: the logits, whose argmax is the log-softmax's,
+        without the [batch, vocab] normalisation at every step."""
+        return output.float()
 
 
 def normalize_table(table):

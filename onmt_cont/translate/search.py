@@ -11,13 +11,16 @@ BANNED = (PAD_ID, BOS_ID)
 BANNED_WITH_UNK = (PAD_ID, BOS_ID, UNK_ID)
 
 
-def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False, banned=BANNED):
+def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False, banned=BANNED, greedy=False):
     """One decoder step. last_ids: [batch] -> scores [batch, vocab], attn [batch, src_len], state.
 
     ``banned``: ids never produced. ``ban_eos`` at the first step: a non-empty source never gets
-    an empty translation."""
+    an empty translation. ``greedy``: only the argmax of the scores is used, so a softmax
+    generator may give its logits (``greedy_scores``) instead of log-probabilities."""
     dec_out, attn, state = model.decoder(last_ids.unsqueeze(1), memory_bank, src_mask, state)
-    scores = model.generator.scores(model.generator(dec_out[:, 0]))
+    gen = model.generator
+    score = gen.greedy_scores if greedy and hasattr(gen, "greedy_scores") else gen.scores
+    scores = score(gen(dec_out[:, 0]))
     scores[:, list(banned) + ([EOS_ID] if ban_eos else [])] = float("-inf")
     return scores, attn[:, 0], state
 
@@ -45,7 +48,8 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     steps = 0
     for t in range(limit):  # a sentence still going at the limit ends there
-        scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=t == 0, banned=banned)
+        scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=t == 0, banned=banned,
+                                          greedy=True)
         last = scores.argmax(-1)
         last = torch.where(max_lengths <= t, torch.full_like(last, EOS_ID), last)
         out[rows, t] = last.masked_fill(done, PAD_ID)
