@@ -514,3 +514,24 @@ def test_bleu_without_replace_unk_equals_a_run_without_it(work, capsys, tmp_path
     assert own.group(1) == re.search(r"^sacreBLEU \(detokenized\): (\d+\.\d\d)", plain, re.M).group(1)
     assert own.group(2) == re.search(r"^tokenized BLEU: (\d+\.\d\d)", plain, re.M).group(1)
     assert "without -replace_unk" not in plain
+
+
+def test_length_batches():
+    from onmt_cont.translate.translator import length_batches
+
+    lengths = [3, 1, 7, 2, 2, 9, 4]
+    order = sorted(range(7), key=lambda i: lengths[i])  # 1, 3, 4, 0, 6, 2, 5
+    assert length_batches(order, lengths, 3) == [[1, 3, 4], [0, 6, 2], [5]]
+    batches = length_batches(order, lengths, 8, "tokens")
+    assert [i for b in batches for i in b] == order  # every sentence once, in order
+    assert batches == [[1, 3, 4], [0, 6], [2], [5]]  # 2 x 3 = 6; 4 x 2 = 8; 7; 9 alone (over the bound)
+    assert all(max(lengths[i] for i in b) * len(b) <= 8 or len(b) == 1 for b in batches)
+
+
+@pytest.mark.parametrize("model_key", ["vmf", "ce"])
+def test_batch_type_tokens_gives_the_same_translations(work, capsys, tmp_path, model_key):
+    src = [line.strip() for _, line in zip(range(40), open(DATA / "test.fr", encoding="utf-8"), strict=False)]
+    by_sents, _ = run_translate(capsys, work[model_key], src, tmp_path, name="sents.txt")
+    by_tokens, _ = run_translate(capsys, work[model_key], src, tmp_path, "-batch_type", "tokens", "-batch_size", 120,
+                                 name="tokens.txt")
+    assert by_tokens == by_sents and len(by_sents) == 40

@@ -37,7 +37,11 @@ def build_parser():
     g.add_argument("-tgt", help="tokenized reference: report BLEU (sacreBLEU on detokenized text + tokenized BLEU)")
     g.add_argument("-tgt_lang", default="en", help="target language for Moses detokenization (BLEU)")
     g = p.add_argument_group("Decoding")
-    g.add_argument("-batch_size", type=int, default=32, help="sentences per batch")
+    g.add_argument("-batch_size", type=int, default=32, help="sentences per batch (-batch_type sents), or "
+                   "padded source tokens per batch (-batch_type tokens)")
+    g.add_argument("-batch_type", choices=["sents", "tokens"], default="sents",
+                   help="what -batch_size counts; tokens: the longest source of a batch times its sentences (the "
+                   "input is sorted by length, so long sentences share small batches)")
     g.add_argument("-chunk_size", type=int, default=10000, help="source lines read, translated and written at "
                    "a time: memory grows with it, not with the file. Batches are sorted by length within a chunk")
     g.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative")
@@ -173,7 +177,8 @@ def main(argv=None):
             start = time.time()
             raw = [] if raw_bleu is not None else None
             with torch.no_grad():
-                outputs = translator.translate_lines(lines, opt.batch_size, lower=translator.lower,
+                outputs = translator.translate_lines(lines, opt.batch_size, batch_type=opt.batch_type,
+                                                     lower=translator.lower,
                                                        on_batch=bar.update, raw=raw)
             elapsed += time.time() - start
             if opt.remove_bpe:

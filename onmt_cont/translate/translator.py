@@ -129,7 +129,7 @@ class Translator:
             outputs.append(words)
         return outputs, attns
 
-    def translate_lines(self, lines, batch_size=32, lower=False, on_batch=None, raw=None):
+    def translate_lines(self, lines, batch_size=32, lower=False, on_batch=None, raw=None, batch_type="sents"):
         """Translate sentences (strings); an empty line gives an empty line. Order is kept.
         ``on_batch(n)``: called with the number of lines done (a progress bar's update);
         ``raw``: a list that receives the outputs before ``<unk>`` replacement, in the same order
@@ -140,8 +140,7 @@ class Translator:
         raw_results = [""] * len(lines)
         if on_batch:
             on_batch(len(lines) - len(order))  # the empty lines are done
-        for start in range(0, len(order), batch_size):
-            chunk = order[start : start + batch_size]
+        for chunk in length_batches(order, [len(t) for t in token_lists], batch_size, batch_type):
             outputs, _ = self.translate_batch([token_lists[i] for i in chunk])
             for i, words, own in zip(chunk, outputs, self.last_raw, strict=True):
                 results[i] = " ".join(words)
@@ -152,3 +151,22 @@ class Translator:
         if raw is not None:
             raw.extend(raw_results)
         return results
+
+
+def length_batches(order, lengths, batch_size, batch_type="sents"):
+    """Consecutive batches of ``order`` (sentence indices sorted by length): ``batch_size``
+    sentences each, or (``tokens``) as many as keep the longest length times the count within
+    ``batch_size`` (at least one sentence, however long)."""
+    if batch_type == "sents":
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    batches, current, longest = [], [], 0
+    for i in order:
+        grown = max(longest, lengths[i])
+        if current and grown * (len(current) + 1) > batch_size:
+            batches.append(current)
+            current, grown = [], lengths[i]
+        current.append(i)
+        longest = grown
+    if current:
+        batches.append(current)
+    return batches
