@@ -1,0 +1,172 @@
+"""Decoding speed side by side with OpenNMT-py (issue 24): the same Transformer size trained the
+same number of steps on the same data in both toolkits, then both translate the same sentences
+with one thread and batches of -batch_size sentences, each timed as a whole process (start-up
+included) and alternating between the toolkits; the fastest of -reps runs counts. Prints
+sentences/s, words/s and the ratio onmt_cont / OpenNMT-py, and the start-up time (1 sentence).
+
+OpenNMT-py is a benchmark-only dependency, never in requirements.txt; without it this script
+says so and exits 0. It installs beside torch 2.13 with
+
+    pip install --no-deps opennmt-py==3.5.1
+    pip install configargparse pyonmttok fasttext-wheel spacy pyahocorasick rapidfuzz
+
+    python bench/peer_decode.py -data runs/word_choice_fr-en/tok -out /tmp/peer
+"""
+
+import argparse
+import importlib.util
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the issue's setting: d_model 256, 2+2 layers, 4 heads, FF 1024, 300 steps of 64 sentences, noam
+SIZE = {"layers": 2, "d": 256, "heads": 4, "ff": 1024}
+
+
+def run(cmd, env, log):
+    with open(log, "a", encoding="utf-8") as f:
+        f.write("$ " + " ".join(cmd) + "\n")
+        f.flush()
+        start = time.perf_counter()
+        proc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
+        seconds = time.perf_counter() - start
+    if proc.returncode:
+        sys.exit(f"error: {' '.join(cmd[:3])} ... failed (exit {proc.returncode}); see {log}")
+    return seconds
+
+
+def train_both(args, env, log):
+    src, tgt = (os.path.join(args.data, f"train.{lang}") for lang in (args.src, args.tgt))
+    vsrc, vtgt = (os.path.join(args.data, f"val.{lang}") for lang in (args.src, args.tgt))
+    out = args.out
+    ours = os.path.join(out, f"ours_step_{args.steps}.pt")
+    if not os.path.exists(ours):
+        run([sys.executable, "preprocess.py", "-train_src", src, "-train_tgt", tgt, "-valid_src", vsrc, "-valid_tgt",
+             vtgt, "-save_data", os.path.join(out, "ours_data")], env, log)
+        run([sys.executable, "train.py", "-data", os.path.join(out, "ours_data"), "-save_model",
+             os.path.join(out, "ours"), "-encoder_type", "transformer", "-decoder_type", "transformer",
+             "-rnn_size", str(SIZE["d"]), "-word_vec_size", str(SIZE["d"]), "-layers", str(SIZE["layers"]),
+             "-heads", str(SIZE["heads"]), "-transformer_ff", str(SIZE["ff"]), "-dropout", "0.1", "-loss", "ce",
+             "-batch_size", "64", "-train_steps", str(args.steps), "-decay_method", "noam", "-learning_rate", "2",
+             "-warmup_steps", "100", "-adam_beta2", "0.998", "-param_init", "0", "-param_init_glorot",
+             "-save_checkpoint_steps", str(args.steps), "-valid_steps", "100000", "-threads", "1"], env, log)
+    theirs = os.path.join(out, f"onmt_step_{args.steps}.pt")
+    if not os.path.exists(theirs):
+        config = os.path.join(out, "onmt.yaml")
+        with open(config, "w", encoding="utf-8") as f:
+            f.write(f"""save_data: {out}/onmt_data
+src_vocab: {out}/onmt.vocab.src
+tgt_vocab: {out}/onmt.vocab.tgt
+overwrite: true
+data:
+  corpus_1:
+    path_src: {src}
+    path_tgt: {tgt}
+  valid:
+    path_src: {vsrc}
+    path_tgt: {vtgt}
+save_model: {out}/onmt
+save_checkpoint_steps: {args.steps}
+train_steps: {args.steps}
+valid_steps: 100000
+encoder_type: transformer
+decoder_type: transformer
+position_encoding: true
+layers: {SIZE["layers"]}
+hidden_size: {SIZE["d"]}
+word_vec_size: {SIZE["d"]}
+heads: {SIZE["heads"]}
+transformer_ff: {SIZE["ff"]}
+dropout: [0.1]
+batch_type: sents
+batch_size: 64
+optim: adam
+adam_beta2: 0.998
+decay_method: noam
+learning_rate: 2
+warmup_steps: 100
+param_init: 0
+param_init_glorot: true
+""")
+        run(["onmt_build_vocab", "-config", config, "-n_sample", "-1"], env, log)
+        run(["onmt_train", "-config", config], env, log)
+    return ours, theirs
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-data", required=True, help="folder of tokenized train/val/test_2016_flickr files")
+    p.add_argument("-src", default="fr")
+    p.add_argument("-tgt", default="en")
+    p.add_argument("-out", required=True, help="work folder (models, outputs, log)")
+    p.add_argument("-steps", type=int, default=300)
+    p.add_argument("-test", default="test_2016_flickr")
+    p.add_argument("-beam_sentences", type=int, default=300, help="sentences of the beam-5 rows")
+    p.add_argument("-batch_size", type=int, default=64)
+    p.add_argument("-reps", type=int, default=2)
+    p.add_argument("-fixed_length", type=int, default=0, help="N > 0: both toolkits put out N words per sentence "
+                   "(-max_length N; OpenNMT-py also -min_length N), so that both do the same number of steps "
+                   "whatever their models' </s> habits (models of 300 steps differ in how soon they end)")
+    p.add_argument("-rows", default="startup,greedy,beam", help="which rows to time")
+    args = p.parse_args(argv)
+    if importlib.util.find_spec("onmt") is None:
+        print("OpenNMT-py is not installed: nothing to compare (see this script's docstring to install it)")
+        return 0
+    os.makedirs(args.out, exist_ok=True)
+    log = os.path.join(args.out, "peer.log")
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    ours, theirs = train_both(args, env, log)
+    test = os.path.join(args.data, f"{args.test}.{args.src}")
+    with open(test, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    inputs = {}
+    for name, n in (("all", len(lines)), ("beam", args.beam_sentences), ("one", 1)):
+        inputs[name] = os.path.join(args.out, f"input_{name}.txt")
+        with open(inputs[name], "w", encoding="utf-8") as f:
+            f.write("\n".join(lines[:n]) + "\n")
+
+    fixed = ["-max_length", str(args.fixed_length)] if args.fixed_length else []
+
+    def cmd(tool, src, beam, output):
+        if tool == "onmt_cont":
+            return [sys.executable, "translate.py", "-model", ours, "-src", src, "-output", output, "-beam_size",
+                    str(beam), "-batch_size", str(args.batch_size), "-threads", "1", *fixed]
+        return ["onmt_translate", "-model", theirs, "-src", src, "-output", output, "-beam_size", str(beam),
+                "-batch_size", str(args.batch_size), "-batch_type", "sents", *fixed,
+                *(["-min_length", str(args.fixed_length)] if args.fixed_length else [])]
+
+    rows = [("start-up (1 sentence)", "one", 1), (f"greedy, {len(lines)} sentences", "all", 1),
+            (f"beam 5, {args.beam_sentences} sentences", "beam", 5)]
+    rows = [r for r, key in zip(rows, ("startup", "greedy", "beam"), strict=True) if key in args.rows.split(",")]
+    print(f"Transformer d_model {SIZE['d']}, {SIZE['layers']}+{SIZE['layers']} layers, {args.steps} steps; "
+          f"1 thread, batches of {args.batch_size}; the fastest of {args.reps} whole-process runs"
+          + (f"; every output {args.fixed_length} words" if args.fixed_length else ""))
+    print("| | OpenNMT-py | onmt_cont | onmt_cont / OpenNMT-py |")
+    print("| --- | ---: | ---: | ---: |")
+    for label, which, beam in rows:
+        best, words = {}, {}
+        for _ in range(args.reps):
+            for tool in ("OpenNMT-py", "onmt_cont"):
+                output = os.path.join(args.out, f"out_{tool}_{which}_{beam}.txt")
+                seconds = run(cmd(tool, inputs[which], beam, output), env, log)
+                best[tool] = min(best.get(tool, seconds), seconds)
+                with open(output, encoding="utf-8") as f:
+                    words[tool] = sum(len(x.split()) for x in f)
+        n = 1 if which == "one" else (len(lines) if which == "all" else args.beam_sentences)
+        if which == "one":
+            print(f"| {label} | {best['OpenNMT-py']:.1f} s | {best['onmt_cont']:.1f} s | "
+                  f"{best['OpenNMT-py'] / best['onmt_cont']:.2f}x faster |")
+        else:
+            rate = {t: n / best[t] for t in best}
+            wps = {t: words[t] / best[t] for t in best}
+            print(f"| {label} | {rate['OpenNMT-py']:.1f} sent/s, {wps['OpenNMT-py']:.0f} words/s | "
+                  f"{rate['onmt_cont']:.1f} sent/s, {wps['onmt_cont']:.0f} words/s | "
+                  f"{rate['onmt_cont'] / rate['OpenNMT-py']:.2f}x |")
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
