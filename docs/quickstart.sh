@@ -28,8 +28,11 @@ python embeddings_to_torch.py -emb_file_dec data/en.vec.gz -dict_file "$OUT/data
 python build_lexicon.py -src data/train.fr -tgt data/train.en -output "$OUT/lexicon.txt"
 
 # shellcheck disable=SC2086  # $MODEL holds several flags
+# LOSS: the loss flags; the default is the paper's NLLvMF with tied embeddings; README's recommended
+# continuous row is LOSS="-loss nllvmf_nce -lambda1 0.02 -lambda2 0.1 -tie_emb -sampling_correction -word_bias"
+LOSS=${LOSS:--loss nllvmf -tie_emb}
 python train.py -data "$OUT/data" -save_model "$OUT/model" -tgt_emb "$OUT/emb.dec.pt" \
-  -loss nllvmf -tie_emb -generator linear $MODEL -batch_size 32 -epochs ${EPOCHS:-12} \
+  $LOSS -generator linear $MODEL -batch_size 32 -epochs ${EPOCHS:-12} \
   -valid_steps 100000 -save_checkpoint_steps 100000 -report_every 50 -log_file "$OUT/train.log"
 
 python translate.py -model "$OUT/model_best.pt" -src data/test.fr -output "$OUT/test.pred.en" \
