@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole chain on the shipped sample (data/: Multi30k fr->en, 3,000 training pairs):
-# preprocess -> embeddings_to_torch -> lexicon -> train (nllvmf, tied) -> translate -replace_unk -> BLEU.
+# preprocess -> embeddings_to_torch -> lexicon -> train (NLLvMF + contrastive, tied, sampling correction,
+# word bias: README's recommended continuous row) -> translate -replace_unk -> BLEU.
 # A small model that trains in a few minutes on 2 CPU cores. Outputs go to runs/quickstart/.
 #
 #   bash docs/quickstart.sh                     # the paper's LSTM (bidirectional encoder, 2-layer decoder)
@@ -28,9 +29,10 @@ python embeddings_to_torch.py -emb_file_dec data/en.vec.gz -dict_file "$OUT/data
 python build_lexicon.py -src data/train.fr -tgt data/train.en -output "$OUT/lexicon.txt"
 
 # shellcheck disable=SC2086  # $MODEL holds several flags
-# LOSS: the loss flags; the default is the paper's NLLvMF with tied embeddings; README's recommended
-# continuous row is LOSS="-loss nllvmf_nce -lambda1 0.02 -lambda2 0.1 -tie_emb -sampling_correction -word_bias"
-LOSS=${LOSS:--loss nllvmf -tie_emb}
+# LOSS: the loss flags. The default, README's recommended continuous row, gave test sacreBLEU 25.04
+# with 0% <unk> on the sample (LSTM); the paper's LOSS="-loss nllvmf -tie_emb" gave 19.58 with
+# -replace_unk and 6.45 without (35% <unk>), the same day on the same machine.
+LOSS=${LOSS:--loss nllvmf_nce -lambda1 0.02 -lambda2 0.1 -tie_emb -sampling_correction -word_bias}
 python train.py -data "$OUT/data" -save_model "$OUT/model" -tgt_emb "$OUT/emb.dec.pt" \
   $LOSS -generator linear $MODEL -batch_size 32 -epochs ${EPOCHS:-12} \
   -valid_steps 100000 -save_checkpoint_steps 100000 -report_every 50 -log_file "$OUT/train.log"
