@@ -81,7 +81,8 @@ SWEEP_ROWS = ["ce", "nllvmf", "maxmargin"]
 # At a larger vocabulary these rows are also timed at 50K words in the same rounds ("nllvmf @50K"),
 # so that "flat in the vocabulary size" compares updates timed side by side, not minutes apart.
 FLAT_ROWS = ["nllvmf", "nllvmf tied", "margin_random", "maxmargin gold_nn", "maxmargin gold_nn5", "maxmargin ann",
-             "maxmargin inbatch", "infonce", "nllvmf_nce", "margin_random tied", "maxmargin tied", "maxmargin flat tied",
+             "maxmargin inbatch", "infonce", "nllvmf_nce", "margin_random tied", "maxmargin tied",
+             "maxmargin flat tied",
              "infonce tied", "nllvmf_nce tied"]
 RESERVE_MB = 2500  # memory left free for the rest of the machine when adding a worker
 

@@ -423,7 +423,8 @@ def test_missing_vocabulary_file(tmp_path, capsys):
 def test_directory_as_input_is_a_clear_error(tmp_path, capsys):
     p = make_corpus(tmp_path, SRC, TGT)
     p["train_src"] = str(tmp_path / "in")
-    assert_fails_cleanly(capsys, tmp_path / "out", p, needles=(f"{tmp_path / 'in'}: is a directory, expected a text file",))
+    needle = f"{tmp_path / 'in'}: is a directory, expected a text file"
+    assert_fails_cleanly(capsys, tmp_path / "out", p, needles=(needle,))
 
 
 def test_missing_output_directory(tmp_path, capsys):

@@ -505,8 +505,9 @@ def test_replace_unk_also_reports_bleu_without_it(work, unk_model, capsys, tmp_p
 
 
 def test_bleu_without_replace_unk_equals_a_run_without_it(work, capsys, tmp_path):
-    src = [line for _, line in zip(range(30), open(DATA / "test.fr", encoding="utf-8"))]
-    ref = write(tmp_path / "ref.txt", [line for _, line in zip(range(30), open(DATA / "test.en", encoding="utf-8"))])
+    src = [line for _, line in zip(range(30), open(DATA / "test.fr", encoding="utf-8"), strict=False)]
+    ref_lines = [line for _, line in zip(range(30), open(DATA / "test.en", encoding="utf-8"), strict=False)]
+    ref = write(tmp_path / "ref.txt", ref_lines)
     _, with_unk = run_translate(capsys, work["vmf"], src, tmp_path, "-replace_unk", "-lookup_dict", work["lexicon"],
                                 "-tgt", ref)
     _, plain = run_translate(capsys, work["vmf"], src, tmp_path, "-tgt", ref)
