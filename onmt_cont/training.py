@@ -53,9 +53,9 @@ MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_si
               "word_bias", "sampling_correction")
 # The learning-rate schedule: -train_from keeps the checkpoint's unless the option is given again
 # (a resumed noam run must not fall back to a constant rate; a new -learning_rate is allowed).
+SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps")
 # the validation numbers -tensorboard writes (those a run has: cosine for continuous models, ppl for softmax)
 VALID_SCALARS = ("loss", "cosine", "accuracy", "ppl", "bleu", "unk_share")
-SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps")
 logger = logging.getLogger("onmt_cont.train")
 
 
@@ -504,11 +504,11 @@ def train(opt, default):
     if opt.resume == "auto":
         if opt.train_from:
             raise UserError("-resume auto picks the checkpoint itself: leave out -train_from, or -resume")
-        opt.train_from = newest_checkpoint(opt.save_model)
+        opt.train_from, ckpt = newest_checkpoint(opt.save_model, with_data=True)  # loaded once, here
         resume_note = (f"-resume auto: continuing from the newest checkpoint, {opt.train_from}" if opt.train_from
                        else f"-resume auto: no checkpoint of {opt.save_model} yet: starting at step 0")
     if opt.train_from:
-        ckpt = load_checkpoint(opt.train_from)
+        ckpt = ckpt or load_checkpoint(opt.train_from)
         for k in MODEL_OPTS:
             if k in ckpt["opt"]:
                 given = getattr(opt, k)

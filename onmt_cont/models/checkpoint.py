@@ -124,11 +124,12 @@ def _describe(data):
     return None
 
 
-def newest_checkpoint(prefix):
+def newest_checkpoint(prefix, with_data=False):
     """The newest of a run's ``PREFIX_step_N.pt``, ``PREFIX_epoch_N.pt`` and ``PREFIX_last.pt``
     that loads, or None: where to resume a run that was killed (train.py -resume auto). Newest by
     modification time, then by N (``_best`` is never newer than the state it was saved from).
-    Every file is whole, being written by rename, but one may have been damaged since."""
+    Every file is whole, being written by rename, but one may have been damaged since.
+    ``with_data``: (path, its loaded data), or (None, None), so that it is not read twice."""
     pattern = re.compile(re.escape(os.path.basename(prefix)) + r"_(?:step|epoch)_(\d+)\.pt$")
     found = []
     for path in glob.glob(glob.escape(prefix) + "_*.pt"):
@@ -141,11 +142,11 @@ def newest_checkpoint(prefix):
                 continue
     for _, _, path in sorted(found, reverse=True):
         try:
-            load_checkpoint(path)
+            data = load_checkpoint(path)
         except UserError:
             continue
-        return path
-    return None
+        return (path, data) if with_data else path
+    return (None, None) if with_data else None
 
 
 def model_from_checkpoint(data, device="cpu"):
