@@ -82,6 +82,28 @@ def test_rare_word_f1_perfect_and_mismatch(tmp_path, capsys):
     assert out[0].startswith("bin\t") and "3\t3\t3\t3\t1.0000\t1.0000\t1.0000" in out[4]
 
 
+def test_substitutions_by_hand(tmp_path, capsys):
+    train = ["man " * 200 + "guy " * 20 + "dog " * 20 + "cat " * 20 + "pup"]  # man 200, guy/dog/cat 20, pup 1
+    ref = ["a guy and a dog", "the dog", "cat"]
+    hyp = ["a man and a pup", "the man sat", "cat"]  # guy->man, dog->pup (1:1); "dog"->"man sat" is 1:2
+    into, pairs = rwf.substitutions(train, ref, hyp, "10-99")
+    assert into == {"100-999": 1, "1": 1} and pairs == {("guy", "man"): 1, ("dog", "pup"): 1}
+    into, _ = rwf.substitutions(train, ref, hyp, "1")
+    assert not into  # no reference word seen once was replaced
+    with pytest.raises(ValueError, match="no bin"):
+        rwf.substitutions(train, ref, hyp, "7")
+    for name, lines in (("train", train), ("ref", ref), ("hyp", hyp)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    files = ["-train", str(tmp_path / "train"), "-ref", str(tmp_path / "ref"), "-hyp", str(tmp_path / "hyp")]
+    rwf.main(files + ["-bins", "calibration", "-substitutions", "10-99", "-top", "1"])
+    out = capsys.readouterr().out
+    assert "bin 10-99 replaced one for one: 2" in out and "\n1\t1\t0.50\n" in out and "100-999\t1\t0.50" in out
+    assert out.rstrip().endswith("count): guy -> man 1")
+    with pytest.raises(SystemExit) as e:  # a bin of the other bin set
+        rwf.main(files + ["-bins", "calibration", "-substitutions", "2"])
+    assert e.value.code == 2 and "no such bin in -bins calibration" in capsys.readouterr().err
+
+
 class FakeModel(nn.Module):
     """Decoder state at position t = a fixed vector per previous token, so the scores are hand-made."""
 

@@ -13,9 +13,17 @@ occurrences of the bin's words, F1 = 2PR / (P + R), and the calibration ratio = 
 occurrences / reference occurrences (above 1: the model over-produces the bin's words; issue 21
 found continuous models writing words seen once in training 2.6-7x as often as the references).
 Inputs are tokenized, one sentence per line.
+
+-substitutions BIN says what took the place of the reference's words of one bin: in each sentence
+pair, the one-for-one replacements of difflib's alignment of the token sequences (a run of k
+reference tokens replaced by k hypothesis tokens), counted by the bin of the word put in their
+place, with the most frequent (reference word, hypothesis word) pairs. Issue 21 found continuous
+models putting out too few words seen 10-99 times; this shows whether their replacements are more
+frequent words (a frequency prior too strong) or rarer ones (neighbours in the table).
 """
 
 import argparse
+import difflib
 import json
 import os
 import sys
@@ -70,6 +78,27 @@ def rare_word_f1(train_lines, ref_lines, hyp_lines, bins=BINS, ignore=()):
     return out
 
 
+def substitutions(train_lines, ref_lines, hyp_lines, bin_name, bins=CALIBRATION_BINS):
+    """-> (Counter of the bins of the words that replace one-for-one the reference's words of bin
+    ``bin_name``, Counter of the (reference word, hypothesis word) pairs)."""
+    if bin_name not in {name for name, _, _ in bins}:
+        raise ValueError(f"no bin {bin_name!r}; the bins are {', '.join(name for name, _, _ in bins)}")
+    if len(ref_lines) != len(hyp_lines):
+        raise ValueError(f"{len(ref_lines)} reference lines but {len(hyp_lines)} hypothesis lines")
+    freq = Counter(w for line in train_lines for w in line.split())
+    into, pairs = Counter(), Counter()
+    for ref, hyp in zip(ref_lines, hyp_lines, strict=True):
+        r, h = ref.split(), hyp.split()
+        for op, i1, i2, j1, j2 in difflib.SequenceMatcher(a=r, b=h, autojunk=False).get_opcodes():
+            if op != "replace" or i2 - i1 != j2 - j1:
+                continue
+            for a, b in zip(r[i1:i2], h[j1:j2], strict=True):
+                if bin_of(freq[a], bins) == bin_name:
+                    into[bin_of(freq[b], bins)] += 1
+                    pairs[(a, b)] += 1
+    return into, pairs
+
+
 def read(path):
     return [line for _, line in read_lines(path)]
 
@@ -82,8 +111,16 @@ def main(argv=None):
     p.add_argument("-bins", choices=sorted(BIN_SETS), default="paper",
                    help="paper: 1, 2, 3, 4, 5-9, ... (Table 5); calibration: 1, 2-4, 5-9, 10-99, ...")
     p.add_argument("-json", help="also write the table as JSON here")
+    p.add_argument("-substitutions", metavar="BIN",
+                   help="also print what replaced the reference's words of this bin (of -bins), one for one")
+    p.add_argument("-top", type=int, default=15, help="-substitutions: the most frequent pairs to print")
     args = p.parse_args(argv)
-    table = rare_word_f1(read(args.train), read(args.ref), read(args.hyp), BIN_SETS[args.bins])
+    bins = BIN_SETS[args.bins]
+    if args.substitutions is not None and args.substitutions not in {name for name, _, _ in bins}:
+        p.error(f"-substitutions {args.substitutions}: no such bin in -bins {args.bins} "
+                f"({', '.join(name for name, _, _ in bins)})")
+    train, ref, hyp = read(args.train), read(args.ref), read(args.hyp)
+    table = rare_word_f1(train, ref, hyp, bins)
     print("bin\tref\thyp\tmatch\tprecision\trecall\tf1\thyp/ref")
     for name, s in table.items():
         print(f"{name}\t{s['ref']}\t{s['hyp']}\t{s['match']}\t{s['precision']:.4f}\t{s['recall']:.4f}\t{s['f1']:.4f}"
@@ -91,6 +128,17 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as f:
             json.dump(table, f, indent=1)
+    if args.substitutions is not None:
+        into, pairs = substitutions(train, ref, hyp, args.substitutions, bins)
+        total = sum(into.values())
+        order = [name for name, _, _ in bins]
+        print(f"\nreference words of bin {args.substitutions} replaced one for one: {total}")
+        print("replaced by a word of bin\tcount\tshare")
+        for name in order:
+            if into[name]:
+                print(f"{name}\t{into[name]}\t{into[name] / total:.2f}")
+        print("most frequent pairs (reference -> hypothesis, count): "
+              + ", ".join(f"{a} -> {b} {n}" for (a, b), n in pairs.most_common(args.top)))
 
 
 if __name__ == "__main__":
