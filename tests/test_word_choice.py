@@ -467,3 +467,32 @@ def test_quality_report_calibration(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| t_x.s1 | model_avg.pt, β 0.25 (val. 40.1) | 1.50 / 1.50 / 1.50 / 1.50 | 0.50 / 0.50 / 0.50 / 0.50 |" \
         in out
+
+
+def test_quality_report_seed_means(tmp_path, capsys):
+    """Rows with two or more seeds get mean ± sample std of BLEU with and without the lexicon and of
+    the <unk> rate, and the mean calibration ratio per bin; a row with one seed gets none."""
+    import json
+
+    from tests.test_tools import load_tool
+
+    report = load_tool("quality_report")
+    sig = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    runs = {"t_x.s1": (40.0, 30.0, 2.0, 1.0), "t_x.s2": (42.0, 31.0, 4.0, 0.5), "t_y.s1": (50.0, 50.0, 0.0, 1.0)}
+    for name, (b16, b17, unk, ratio) in runs.items():
+        run = tmp_path / name
+        write_log(run / "train.log", ["[10:00:00] start", "[10:00:30] validation at step 1: greedy BLEU 12.5"])
+        for t, b in (("test_2016_flickr", b16), ("test_2017_flickr", b17)):
+            (run / f"{t}.bleu.txt").write_text(
+                f"sacreBLEU (detokenized): {b:.2f}  {sig}\n"
+                f"without -replace_unk (the model's own words, {unk:.1f}% <unk>): sacreBLEU {b - 1:.2f}  {sig}\n")
+            (run / f"{t}.calibration.json").write_text(json.dumps(
+                {b: {"ratio": ratio * (i + 1)} for i, b in enumerate(("1", "2-4", "5-9", "10-99"))}))
+    report.main([str(tmp_path / n) for n in runs])
+    out = capsys.readouterr().out
+    assert ("| t_x (2 seeds) | 41.00 ± 1.41 | 30.50 ± 0.71 | 40.00 ± 1.41 / 29.50 ± 0.71 | 3.00 ± 1.41% "
+            "| 0.75 / 1.50 / 2.25 / 3.00 | 0.75 / 1.50 / 2.25 / 3.00 |") in out
+    assert "| t_y (" not in out
+    (tmp_path / "t_x.s2" / "test_2017_flickr.calibration.json").unlink()  # a seed without its ratios: "–"
+    report.main([str(tmp_path / n) for n in runs])
+    assert "| 3.00 ± 1.41% | – | – |" in capsys.readouterr().out

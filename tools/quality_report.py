@@ -59,36 +59,56 @@ def seconds_to_best(run):
     return best - stamps[0] if best is not None else None
 
 
+def mean_std(xs):
+    """-> "mean ± sample std" of two or more numbers."""
+    mean = sum(xs) / len(xs)
+    std = (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
+    return f"{mean:.2f} ± {std:.2f}"
+
+
 def seed_summary(rows):
-    """rows: {run name: (2016, 2017) sacreBLEU} -> lines 'ROW: mean ± std over N seeds' for the
-    names ROW.sSEED with at least two seeds."""
+    """rows: {run name: {"scores": [(with -replace_unk, without, <unk> %) per test], "ratios": [[the
+    ratios of CALIBRATION_BINS] per test] or None}} -> table lines 'ROW (N seeds) | mean ± std ...'
+    for the names ROW.sSEED with at least two seeds and every test scored: sacreBLEU with and
+    without the lexicon, the <unk> rate, and the calibration ratios where every seed has them."""
     groups = {}
-    for name, scores in rows.items():
-        base = re.sub(r"\.s\d+$", "", name)
-        groups.setdefault(base, []).append(scores)
+    for name, row in rows.items():
+        groups.setdefault(re.sub(r"\.s\d+$", "", name), []).append(row)
     lines = []
     for base, runs in groups.items():
-        if len(runs) < 2 or any(None in r for r in runs):
+        if len(runs) < 2 or any(None in r["scores"] for r in runs):
             continue
-        cells = []
-        for i in range(2):
-            xs = [r[i] for r in runs]
-            mean = sum(xs) / len(xs)
-            std = (sum((x - mean) ** 2 for x in xs) / (len(xs) - 1)) ** 0.5
-            cells.append(f"{mean:.2f} ± {std:.2f}")
-        lines.append(f"| {base} ({len(runs)} seeds) | {cells[0]} | {cells[1]} |")
+        cells = [mean_std([r["scores"][i][0] for r in runs]) for i in range(len(TESTS))]
+        cells.append(" / ".join(mean_std([r["scores"][i][1] for r in runs]) for i in range(len(TESTS))))
+        cells.append(mean_std([r["scores"][0][2] for r in runs]) + "%")
+        for i in range(len(TESTS)):
+            if any(r["ratios"] is None for r in runs):
+                cells.append("–")
+            else:
+                cells.append(" / ".join(f"{sum(r['ratios'][i][b] for r in runs) / len(runs):.2f}"
+                                        for b in range(len(CALIBRATION_BINS))))
+        lines.append(f"| {base} ({len(runs)} seeds) | " + " | ".join(cells) + " |")
     return lines
 
 
-def calibration(run):
-    """-> "choice" cell and the output/reference ratios of CALIBRATION_BINS per test, or None."""
-    cells = []
+def calibration_ratios(run):
+    """-> [[ratio of each of CALIBRATION_BINS] per test] from TEST.calibration.json, or None."""
+    out = []
     for test in TESTS:
         path = os.path.join(run, f"{test}.calibration.json")
         if not os.path.exists(path):
             return None
         table = json.loads(read(path))
-        cells.append(" / ".join(f"{table[b]['ratio']:.2f}" for b in CALIBRATION_BINS))
+        out.append([table[b]["ratio"] for b in CALIBRATION_BINS])
+    return out
+
+
+def calibration(run):
+    """-> "choice" cell and the output/reference ratios of CALIBRATION_BINS per test, or None."""
+    ratios = calibration_ratios(run)
+    if ratios is None:
+        return None
+    cells = [" / ".join(f"{r:.2f}" for r in test) for test in ratios]
     choice = os.path.join(run, "choice.txt")
     m = re.search(r"checkpoint (\S+) beta (\S+) valid_bleu (\S+)", read(choice)) if os.path.exists(choice) else None
     picked = f"{m.group(1)}, β {m.group(2)} (val. {m.group(3)})" if m else "–"
@@ -102,7 +122,7 @@ def main(argv=None):
     print("| row | test_2016 | test_2017 | without -replace_unk (2016 / 2017) | `<unk>` (2016) "
           "| best val. epoch | s to best | train wall s |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-    sacre = {}
+    per_seed = {}
     curves = []
     for run in args.runs:
         if not os.path.exists(os.path.join(run, "train.log")):
@@ -119,13 +139,14 @@ def main(argv=None):
         to_best = seconds_to_best(run)
         print(f"| {name} | {cells[0]} | {cells[1]} | {own} | {unk} | {best} | {to_best if to_best else '–'} "
               f"| {wall if wall else '–'} |")
-        sacre[name] = tuple(s[0] if s else None for s in scores)
+        per_seed[name] = {"scores": scores, "ratios": calibration_ratios(run)}
         curves.append((name, bleus))
-    summary = seed_summary(sacre)
+    summary = seed_summary(per_seed)
     if summary:
         print()
-        print("| row | test_2016 (mean ± std) | test_2017 |")
-        print("| --- | ---: | ---: |")
+        print("| row | test_2016 (mean ± std) | test_2017 | without -replace_unk (2016 / 2017) | `<unk>` (2016) "
+              "| mean output/reference tokens, bins " + ", ".join(CALIBRATION_BINS) + ": test_2016 | test_2017 |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         print("\n".join(summary))
     calib = [(os.path.basename(os.path.normpath(r)), calibration(r)) for r in args.runs]
     if any(c for _, c in calib):
