@@ -37,6 +37,7 @@ from onmt_cont.models.model import architecture, build_model
 from onmt_cont.models.transformer import check_alignment_layer, check_sizes
 from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer, TrainingForward
 from onmt_cont.translate.translator import Translator
+from onmt_cont.translate.unk import remove_bpe
 from onmt_cont.utils.amp import require_autocast
 from onmt_cont.utils.board import Board
 from onmt_cont.utils.device import resolve_device
@@ -126,6 +127,9 @@ def check_options(opt):
         raise UserError(f"-joint_dropout must be in [0, 1), got {opt.joint_dropout}")
     _check_negatives(opt)
     _check_architecture(opt)
+    if opt.valid_remove_bpe and opt.valid_metric != "bleu":
+        raise UserError(f"-valid_remove_bpe joins BPE pieces before validation BLEU: it needs -valid_metric bleu, "
+                        f"not -valid_metric {opt.valid_metric}")
     for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "epochs", "report_every",
                  "valid_steps", "save_checkpoint_steps", "save_checkpoint_epochs", "train_steps", "joint_dim",
                  "num_negatives", "rewe_hidden", "num_sampled", "ann_candidates"):
@@ -301,16 +305,19 @@ class ValidBleu:
     """BLEU of greedy decoding of the validation shard, with translate.py's Translator (no
     -replace_unk: model selection sees the model's own words). References are the shard's target
     text; shards from an older preprocess.py hold only ids, so the references' unknown words are
-    then written as a token no output can match (a pessimistic but consistent score)."""
+    then written as a token no output can match (a pessimistic but consistent score). With
+    ``join_bpe`` (-valid_remove_bpe) the subword-nmt pieces of the output and of the references are
+    joined first, so the score is over words, as translate.py -remove_bpe scores a test set."""
 
-    def __init__(self, examples, tgt_text, src_vocab, tgt_vocab, batch_size):
+    def __init__(self, examples, tgt_text, src_vocab, tgt_vocab, batch_size, join_bpe=False):
         self.src_lines = [" ".join(src_vocab.decode(src.tolist())) for src, _ in examples]
         if tgt_text is None:
             logger.warning("the validation shard has no target text (made by an older preprocess.py): BLEU "
                            "references have <unk> where the vocabulary lacks a word; rerun preprocess.py to fix")
             tgt_text = [" ".join(tok if tok != UNK else "<unk-ref>" for tok in tgt_vocab.decode(tgt.tolist()))
                         for _, tgt in examples]
-        self.refs = tgt_text
+        self.join_bpe = join_bpe
+        self.refs = [remove_bpe(line) for line in tgt_text] if join_bpe else tgt_text
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
         self.batch_size = batch_size
 
@@ -318,6 +325,8 @@ class ValidBleu:
         translator = Translator.from_model(model, self.src_vocab, self.tgt_vocab, False, device)
         with torch.no_grad():
             hyps = translator.translate_lines(self.src_lines, self.batch_size)
+        if self.join_bpe:
+            hyps = [remove_bpe(line) for line in hyps]
         return {"bleu": tokenized_bleu(hyps, self.refs)[0],
                 "unk_share": translator.unk_out / max(translator.words_out, 1)}
 
@@ -337,7 +346,7 @@ class Run:
         self.valid = [collate(valid_examples, b, device)
                       for b in make_batches(valid_examples, opt.valid_batch_size, "sents")]
         self.valid_bleu = ValidBleu(valid_examples, load_shard_text(valid_path), self.src_vocab, self.tgt_vocab,
-                                    opt.valid_batch_size) if opt.valid_metric == "bleu" else None
+                                    opt.valid_batch_size, opt.valid_remove_bpe) if opt.valid_metric == "bleu" else None
         table = load_table(opt.tgt_emb, self.tgt_vocab) if opt.tgt_emb else None
         torch.manual_seed(opt.seed)
         random.seed(opt.seed)

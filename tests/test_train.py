@@ -213,6 +213,7 @@ def test_nllvmf_memorises(data, tmp_path):
     ({"brnn": True, "rnn_size": "33"}, ["-rnn_size", "33"]),
     ({"loss": "ce", "label_smoothing": "1.5"}, ["-label_smoothing", "1.5"]),
     ({"learning_rate": "-1"}, ["-learning_rate", "-1"]),
+    ({"valid_remove_bpe": True}, ["-valid_remove_bpe", "-valid_metric bleu", "-valid_metric loss"]),
     ({"dropout": "1.5"}, ["dropout", "1.5"]),
     ({"log_file": "/nonexistent_dir/train.log"}, ["-log_file", "/nonexistent_dir"]),
 ])
@@ -614,6 +615,26 @@ def test_valid_bleu_without_shard_text_never_matches_unk():
     examples = [(torch.tensor([4, 5]), torch.tensor([4, 1, 5]))]
     vb = ValidBleu(examples, None, vocab, vocab, 8)
     assert vb.refs == ["a <unk-ref> b"] and vb.src_lines == ["a b"]
+
+
+def test_valid_bleu_joins_bpe_pieces(monkeypatch):
+    """-valid_remove_bpe: the output's and the references' pieces are joined before BLEU, so two
+    segmentations of the same words score 100, and without it they do not."""
+    from onmt_cont.inputters.vocab import Vocab
+    from onmt_cont.training import Translator, ValidBleu
+
+    class Fake:
+        unk_out, words_out = 0, 6
+
+        def translate_lines(self, lines, batch_size):
+            return ["a ca@@ t sat on the mat"]
+
+    monkeypatch.setattr(Translator, "from_model", staticmethod(lambda *args: Fake()))
+    vocab = Vocab(["<blank>", "<unk>", "<s>", "</s>", "x"])
+    examples = [(torch.tensor([4]), torch.tensor([4]))]
+    ref = ["a c@@ at sat on the mat"]
+    assert ValidBleu(examples, ref, vocab, vocab, 8, join_bpe=True)(None, "cpu")["bleu"] == pytest.approx(100.0)
+    assert ValidBleu(examples, ref, vocab, vocab, 8)(None, "cpu")["bleu"] < 70.0
 
 
 @pytest.mark.parametrize("loss", ["nllvmf", "ce"])

@@ -14,11 +14,13 @@
 #   bash docs/recipes/word_choice.sh                                  # fr->en, CONFIGS below, seed 1
 #   SRC=de CONFIGS="t_ce t_nce_both" SEEDS="1 2" EPOCHS=40 bash docs/recipes/word_choice.sh
 #   EPOCHS=8 EARLY=0 ... (screening: a fixed number of epochs, no early stopping)
+#   CONFIGS="t_bpe_ce t_bpe_nce_sphere" EPOCHS=40 bash docs/recipes/word_choice.sh   # the subword rows
 #
 # Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
 # [runs/word_choice_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [20], EARLY [3, 0: off], AVG [5],
 # BETAS ["0 0.1 0.25 0.5"], LR [noam factor for the continuous rows, 2: picked on fr->en validation
-# BLEU, 2 against 0.5 (8 epochs: 36.82 against 35.71); its curve is slower than ce's], THREADS [1].
+# BLEU, 2 against 0.5 (8 epochs: 36.82 against 35.71); its curve is slower than ce's], THREADS [1],
+# BPE_MERGES [10000: subword-nmt merges per language for the t_bpe_* rows, as docs/results.md section 7].
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -31,6 +33,7 @@ AVG=${AVG:-5}
 BETAS=${BETAS:-0 0.1 0.25 0.5}
 LR=${LR:-2}
 THREADS=${THREADS:-1}
+BPE_MERGES=${BPE_MERGES:-10000}
 # docs/recipes/transformer.sh's Transformer (d_model 128, 2+2 layers), without its learning rate
 TMODEL=${TMODEL:--encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 \
 -heads 4 -transformer_ff 512 -dropout 0.3 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot \
@@ -44,7 +47,9 @@ mkdir -p "$TOK"
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 
 # "flags|table": the table is emb (the normalised pretrained vectors), sphere (-init random_sphere),
-# mixed (-init mixed), softmax (the output layer of this seed's t_ce run, -init softmax)
+# mixed (-init mixed), softmax (the output layer of this seed's t_ce run, -init softmax); the bpe_*
+# tables train on subword-nmt pieces on both sides ($OUT/bpe): bpe_none (a softmax row: no table) and
+# bpe_sphere (a random unit table over the target pieces: they have no pretrained vectors)
 config() {
   case $1 in
     t_ce)          echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1|emb" ;;
@@ -55,6 +60,8 @@ config() {
     t_nce_sphere)  echo "$TMODEL -learning_rate $LR $NCE|sphere" ;;
     t_nce_mixed)   echo "$TMODEL -learning_rate $LR $NCE|mixed" ;;
     t_nce_softmax) echo "$TMODEL -learning_rate $LR $NCE|softmax" ;;
+    t_bpe_ce)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1|bpe_none" ;;
+    t_bpe_nce_sphere) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|bpe_sphere" ;;
     t_infonce_both) echo "$TMODEL -learning_rate $LR -loss infonce -tie_emb -sampling_correction -word_bias|emb" ;;
     lstm_ce)       echo "$LMODEL -loss ce|emb" ;;
     lstm_infonce)  echo "$LMODEL -loss infonce -tie_emb|emb" ;;
@@ -71,20 +78,48 @@ config() {
 [ -s "$OUT/mixed.dec.pt" ] || python embeddings_to_torch.py -emb_file_dec "$EMB" -dict_file "$OUT/data.vocab.pt" \
   -output_file "$OUT/mixed" -normalize -init mixed > /dev/null
 
+# the subword rows' data: BPE_MERGES merges learnt per language on the tokenized training text, every
+# split segmented, preprocessed without restricting the target pieces to words that have a vector
+prepare_bpe() {
+  mkdir -p "$OUT/bpe"
+  for l in $SRC $TGT; do
+    [ -s "$OUT/bpe/codes.$l" ] || python -m subword_nmt.learn_bpe -s "$BPE_MERGES" < "$TOK/train.$l" > "$OUT/bpe/codes.$l"
+    for split in train val test_2016_flickr test_2017_flickr; do
+      [ -s "$OUT/bpe/$split.$l" ] || python -m subword_nmt.apply_bpe -c "$OUT/bpe/codes.$l" < "$TOK/$split.$l" \
+        > "$OUT/bpe/$split.$l"
+    done
+  done
+  [ -s "$OUT/bpe/data.vocab.pt" ] || python preprocess.py -train_src "$OUT/bpe/train.$SRC" -train_tgt \
+    "$OUT/bpe/train.$TGT" -valid_src "$OUT/bpe/val.$SRC" -valid_tgt "$OUT/bpe/val.$TGT" -save_data "$OUT/bpe/data" \
+    -shuffle > /dev/null
+  [ -s "$OUT/bpe/sphere.dec.pt" ] || python embeddings_to_torch.py -dict_file "$OUT/bpe/data.vocab.pt" \
+    -output_file "$OUT/bpe/sphere" -init random_sphere -dim 300 > /dev/null
+}
+
+# per row: DATA (preprocess.py prefix), SRC_TXT (the source text to translate), BPE_TRAIN and BPE_DECODE
+# (the flags that score words, not pieces: the references are always the tokenized words)
 valid_bleu() {  # CHECKPOINT BETA -> sacreBLEU of the validation set (greedy, no -replace_unk)
   local prior=(); [ "$2" != 0 ] && prior=(-decode_prior "$2")
-  python translate.py -model "$1" -src "$TOK/val.$SRC" -output "$1.val.$2.$TGT" -tgt "$TOK/val.$TGT" -tgt_lang "$TGT" \
-    -threads "$THREADS" "${prior[@]}" | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p'
+  python translate.py -model "$1" -src "$SRC_TXT/val.$SRC" -output "$1.val.$2.$TGT" -tgt "$TOK/val.$TGT" \
+    -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" "${BPE_DECODE[@]}" \
+    | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p'
 }
 
 for cfg in $CONFIGS; do
   IFS='|' read -r flags tablename <<< "$(config "$cfg")"
+  DATA=$OUT/data; SRC_TXT=$TOK; BPE_TRAIN=(); BPE_DECODE=()
+  if [[ $tablename == bpe_* ]]; then
+    prepare_bpe
+    DATA=$OUT/bpe/data; SRC_TXT=$OUT/bpe; BPE_TRAIN=(-valid_remove_bpe); BPE_DECODE=(-remove_bpe)
+  fi
   for seed in $SEEDS; do
     run=$OUT/$cfg.s$seed
     mkdir -p "$run"
-    table=$OUT/$tablename.dec.pt
+    table=$OUT/$tablename.dec.pt; tgt_emb=(-tgt_emb "$table")
+    [ "$tablename" = bpe_none ] && tgt_emb=()
+    [ "$tablename" = bpe_sphere ] && tgt_emb=(-tgt_emb "$OUT/bpe/sphere.dec.pt")
     if [ "$tablename" = softmax ]; then
-      table=$OUT/softmax.s$seed.dec.pt
+      table=$OUT/softmax.s$seed.dec.pt; tgt_emb=(-tgt_emb "$table")
       [ -s "$table" ] || python embeddings_to_torch.py -dict_file "$OUT/data.vocab.pt" -output_file "${table%.dec.pt}" \
         -init softmax -from_model "$OUT/t_ce.s$seed/model_best.pt" -normalize > /dev/null
     fi
@@ -94,8 +129,8 @@ for cfg in $CONFIGS; do
       start=$(date +%s)
       early=(); [ "$EARLY" != 0 ] && early=(-early_stopping "$EARLY")
       # shellcheck disable=SC2086
-      python train.py -data "$OUT/data" -save_model "$run/model" -tgt_emb "$table" $flags -epochs "$EPOCHS" \
-        "${early[@]}" -seed "$seed" -threads "$THREADS" -valid_metric bleu -valid_steps 1000000 \
+      python train.py -data "$DATA" -save_model "$run/model" "${tgt_emb[@]}" $flags -epochs "$EPOCHS" \
+        "${early[@]}" "${BPE_TRAIN[@]}" -seed "$seed" -threads "$THREADS" -valid_metric bleu -valid_steps 1000000 \
         -save_checkpoint_steps 1000000 -save_checkpoint_epochs 1 -report_every 100 -log_file "$run/train.log" \
         > "$run/train.stdout" 2>&1
       echo "train_wall_s $(( $(date +%s) - start ))" > "$run/train_time.txt"
@@ -122,8 +157,8 @@ for cfg in $CONFIGS; do
     prior=(); [ "$beta" != 0 ] && prior=(-decode_prior "$beta")
     # 4. the tests, with and without the lexicon, and the calibration ratios
     for t in test_2016_flickr test_2017_flickr; do
-      [ -s "$run/$t.bleu.txt" ] || python translate.py -model "$run/$ckpt" -src "$TOK/$t.$SRC" \
-        -output "$run/$t.$TGT" -tgt "$TOK/$t.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" \
+      [ -s "$run/$t.bleu.txt" ] || python translate.py -model "$run/$ckpt" -src "$SRC_TXT/$t.$SRC" \
+        -output "$run/$t.$TGT" -tgt "$TOK/$t.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" "${BPE_DECODE[@]}" \
         -replace_unk -lookup_dict "$OUT/lexicon.txt" > "$run/$t.bleu.txt"
       [ -s "$run/$t.calibration.json" ] || python tools/rare_word_f1.py -train "$TOK/train.$TGT" -ref "$TOK/$t.$TGT" \
         -hyp "$run/$t.$TGT" -bins calibration -json "$run/$t.calibration.json" > /dev/null

@@ -150,6 +150,9 @@ def build_parser():
                    "the teacher-forced accuracy (softmax argmax / nearest neighbour), or BLEU of greedy decoding "
                    "of the validation set (translate.py's decoder, no -replace_unk, tokenized BLEU against the "
                    "validation target text). Loss and accuracy need not track BLEU for continuous models")
+    g.add_argument("-valid_remove_bpe", action="store_true", help="with -valid_metric bleu and a subword-nmt BPE "
+                   "target side: join the pieces ('@@ ') of the output and of the references before BLEU, so "
+                   "model selection sees word BLEU, as translate.py -remove_bpe scores a test set")
     g.add_argument("-save_checkpoint_steps", type=int, default=5000, help="write PREFIX_step_N.pt every N steps")
     g.add_argument("-save_checkpoint_epochs", type=int, default=None,
                    help="also write PREFIX_epoch_N.pt at the end of every N-th epoch (for convergence curves)")

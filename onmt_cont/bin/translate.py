@@ -20,7 +20,7 @@ from onmt_cont import opts
 from onmt_cont.inputters.corpus import count_lines
 from onmt_cont.models.transformer import parse_alignment_layer
 from onmt_cont.translate.translator import Translator
-from onmt_cont.translate.unk import read_lexicon
+from onmt_cont.translate.unk import read_lexicon, remove_bpe
 from onmt_cont.utils.device import gpu_option, resolve_device
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_path, read_lines
@@ -96,12 +96,6 @@ def build_parser():
     g.add_argument("-ann_ef_search", type=int, default=64, help="hnsw: candidate list size when searching")
     g.add_argument("-verbose", action="store_true", help="print each source and translation")
     return p
-
-
-def remove_bpe(line):
-    """Join subword-nmt pieces: 'the cat@@ s sat' -> 'the cats sat' (a final '@@' is dropped)."""
-    line = line.replace("@@ ", "")
-    return line[:-2] if line.endswith("@@") else line
 
 
 def read_chunks(src_path, tgt_path, size):

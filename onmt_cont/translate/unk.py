@@ -11,6 +11,13 @@ from onmt_cont.utils.io import read_lines
 BPE_JOINER = "@@"
 
 
+def remove_bpe(line):
+    """Join subword-nmt pieces: 'the cat@@ s sat' -> 'the cats sat' (a final '@@' is dropped);
+    translate.py -remove_bpe and train.py -valid_remove_bpe."""
+    line = line.replace(BPE_JOINER + " ", "")
+    return line[: -len(BPE_JOINER)] if line.endswith(BPE_JOINER) else line
+
+
 def read_lexicon(path):
     """Plain text, one ``source_word target_word`` pair per line (whitespace-separated).
     Parsed, never executed. The first entry of a repeated source word wins."""
