@@ -66,6 +66,9 @@ config() {
     lstm_ce)       echo "$LMODEL -loss ce|emb" ;;
     lstm_infonce)  echo "$LMODEL -loss infonce -tie_emb|emb" ;;
     lstm_infonce_both) echo "$LMODEL -loss infonce -tie_emb -sampling_correction -word_bias|emb" ;;
+    lstm_nce)      echo "$LMODEL $NCE|emb" ;;
+    lstm_nce_corr) echo "$LMODEL $NCE -sampling_correction|emb" ;;
+    lstm_nce_bias) echo "$LMODEL $NCE -word_bias|emb" ;;
     lstm_nce_both) echo "$LMODEL $NCE -sampling_correction -word_bias|emb" ;;
     *) echo "unknown config $1" >&2; return 1 ;;
   esac
