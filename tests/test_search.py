@@ -8,7 +8,7 @@ import torch
 
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from onmt_cont.models.generators import ContinuousGenerator
-from onmt_cont.translate.search import beam_search, greedy_search, length_penalty
+from onmt_cont.translate.search import beam_search, blocked_words, greedy_search, length_penalty
 from onmt_cont.vmf import log_cmk
 
 # -- nearest-neighbour decoding ------------------------------------------------------------------
@@ -149,17 +149,18 @@ def row(probs, default=NEG, log=True):
     return r
 
 
-def run_greedy(table, srcs, max_lengths):
+def run_greedy(table, srcs, max_lengths, block=0):
     model = StubModel(table)
     src, lengths = batch_of(srcs)
-    ids, attn = greedy_search(model, src, lengths, torch.tensor(max_lengths))
+    ids, attn = greedy_search(model, src, lengths, torch.tensor(max_lengths), block_ngram_repeat=block)
     return model, ids, attn
 
 
-def run_beam(table, srcs, max_lengths, k, penalty="none", alpha=0.0):
+def run_beam(table, srcs, max_lengths, k, penalty="none", alpha=0.0, block=0):
     model = StubModel(table)
     src, lengths = batch_of(srcs)
-    ids, attn = beam_search(model, src, lengths, torch.tensor(max_lengths), k, penalty, alpha)
+    ids, attn = beam_search(model, src, lengths, torch.tensor(max_lengths), k, penalty, alpha,
+                            block_ngram_repeat=block)
     return model, ids, attn
 
 
@@ -349,3 +350,76 @@ def test_beam_feeds_chosen_words_back():
     assert calls[0] == [BOS_ID]
     assert sorted(calls[1]) == sorted([A, B])  # both first words continue
     assert sorted(calls[2]) == sorted([X, Z])  # the two best second words
+
+
+# -- -block_ngram_repeat --------------------------------------------------------------------------
+
+
+def brute_blocked(seq, n, vocab):
+    """The words w for which seq + [w] holds some n-gram twice, by counting every n-gram."""
+    out = set()
+    for w in vocab:
+        s = list(seq) + [w]
+        grams = [tuple(s[i : i + n]) for i in range(len(s) - n + 1)]
+        if len(grams) != len(set(grams)):
+            out.add(w)
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_blocked_words_against_counting_every_ngram(n):
+    g = torch.Generator().manual_seed(n)
+    for _ in range(200):
+        length = int(torch.randint(0, 9, (1,), generator=g))
+        seq = torch.randint(4, 8, (length,), generator=g).tolist()  # few words: many repeats
+        # a prefix that already holds a repeat (impossible under blocking) is left out
+        grams = [tuple(seq[i : i + n]) for i in range(len(seq) - n + 1)]
+        if len(grams) != len(set(grams)):
+            continue
+        assert blocked_words(seq, n) == brute_blocked(seq, n, range(4, 8)), (seq, n)
+    assert blocked_words([A, B, A], 0) == set()
+
+
+def stutter_table(sid, prefix):
+    """Prefers to repeat its last word (A A A ...); otherwise A, B, C, D in that order; ends after 6 words."""
+    if len(prefix) >= 6:
+        return row({EOS_ID: 1.0})
+    probs = {A: 0.2, B: 0.15, C: 0.1, D: 0.08, EOS_ID: 0.05}
+    probs[prefix[-1] if prefix else A] = 0.45
+    return row(probs)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_block_ngram_repeat_changes_the_output_and_leaves_no_repeated_ngram(search):
+    run = (lambda block: run_greedy(stutter_table, [[4]], [10], block)[1][0]) if search == "greedy" else \
+        (lambda block: run_beam(stutter_table, [[4]], [10], 2, block=block)[1][0])
+    assert run(0) == [A] * 6  # without it, the stutter
+    for n in (1, 2, 3):
+        ids = run(n)
+        grams = [tuple(ids[i : i + n]) for i in range(len(ids) - n + 1)]
+        assert len(grams) == len(set(grams)), (n, ids)
+        assert ids != [A] * 6
+    if search == "greedy":
+        assert run(1) == [A, B, C, D]  # no word twice: the next best each time, then </s>
+
+
+def test_greedy_block_ends_a_sentence_whose_every_word_is_blocked():
+    """Only A and </s> are scored; </s> is banned at the first step. With n = 1, A may come once,
+    then every word but </s> is -inf, and </s> wins; were it blocked too, the sentence would end."""
+    only_a = lambda sid, prefix: row({A: 0.9, EOS_ID: 0.1} if prefix else {A: 1.0})  # noqa: E731
+    _, ids, _ = run_greedy(only_a, [[4], [5]], [10, 10], block=1)
+    assert ids == [[A], [A]]
+    no_end = lambda sid, prefix: row({A: 1.0})  # noqa: E731
+    _, ids, attn = run_greedy(no_end, [[4]], [10], block=1)
+    assert ids == [[A]] and attn[0].shape[0] == 1
+
+
+def test_block_ngram_repeat_keeps_each_sentence_of_a_batch_to_its_own_words():
+    """Sentences that end at different steps leave the batch; each keeps its own prefix."""
+    def table(sid, prefix):
+        if len(prefix) >= {4: 2, 5: 5}[sid]:
+            return row({EOS_ID: 1.0})
+        return row({A: 0.5, B: 0.3, C: 0.2})
+
+    _, ids, _ = run_greedy(table, [[4], [5]], [10, 10], block=1)
+    assert ids == [[A, B], [A, B, C]]  # the second ends when every word is blocked

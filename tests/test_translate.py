@@ -407,7 +407,8 @@ def test_lookup_dict_without_replace_unk_is_an_error(work, capsys, tmp_path):
 
 @pytest.mark.parametrize(
     "case",
-    ["bad_lexicon", "tgt_lines", "missing_src", "missing_model", "max_length", "max_length_ratio", "no_dir", "beam"],
+    ["bad_lexicon", "tgt_lines", "missing_src", "missing_model", "max_length", "max_length_ratio", "no_dir", "beam",
+     "block"],
 )
 def test_errors_leave_no_output(work, capsys, tmp_path, case):
     src = write(tmp_path / "src.txt", ["un homme .", "une femme ."])
@@ -425,6 +426,7 @@ def test_errors_leave_no_output(work, capsys, tmp_path, case):
         "max_length_ratio": (["-max_length_ratio", "-0.5"], ["-max_length_ratio"]),
         "no_dir": (["-output", str(tmp_path / "no" / "out.txt")], [str(tmp_path / "no")]),
         "beam": (["-beam_size", "0"], ["-beam_size"]),
+        "block": (["-block_ngram_repeat", "-2"], ["-block_ngram_repeat", "-2", "positive n-gram size"]),
     }[case]
     fails(capsys, argv + needles[0], *needles[1])
     assert sorted(os.listdir(tmp_path)) == sorted(
@@ -536,3 +538,27 @@ def test_batch_type_tokens_gives_the_same_translations(work, capsys, tmp_path, m
     by_tokens, _ = run_translate(capsys, work[model_key], src, tmp_path, "-batch_type", "tokens", "-batch_size", 120,
                                  name="tokens.txt")
     assert by_tokens == by_sents and len(by_sents) == 40
+
+
+@pytest.mark.parametrize("model_key, beam", [("vmf", 1), ("vmf", 3), ("ce", 1), ("ce", 3)])
+def test_block_ngram_repeat_on_real_models(work, capsys, tmp_path, model_key, beam):
+    """The tiny models repeat words; -block_ngram_repeat n leaves no n-gram twice in a line, and
+    changes the output only where a line had one."""
+    src = [line.strip() for _, line in zip(range(40), open(DATA / "test.fr", encoding="utf-8"), strict=False)]
+    plain, _ = run_translate(capsys, work[model_key], src, tmp_path, "-beam_size", beam, name="plain.txt")
+
+    def repeats(line, n):
+        w = line.split()
+        grams = [tuple(w[i : i + n]) for i in range(len(w) - n + 1)]
+        return len(grams) - len(set(grams))
+
+    assert sum(repeats(line, 1) for line in plain) > 0  # else the test shows nothing
+    for n in (1, 2):
+        blocked, _ = run_translate(capsys, work[model_key], src, tmp_path, "-beam_size", beam,
+                                   "-block_ngram_repeat", n, name=f"block{n}.txt")
+        assert len(blocked) == len(src) and all(repeats(line, n) == 0 for line in blocked)
+        if beam == 1:  # greedy: a line without a repeat is decoded exactly as before
+            for a, b in zip(plain, blocked, strict=True):
+                if repeats(a, n) == 0:
+                    assert a == b
+        assert blocked != plain or all(repeats(line, n) == 0 for line in plain)

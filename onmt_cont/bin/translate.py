@@ -59,6 +59,10 @@ def build_parser():
     g.add_argument("-ban_unk_token", action="store_true", help="never produce <unk> (OpenNMT-py's flag). For "
                    "continuous models whose training targets had no <unk> (preprocess.py -tgt_emb), its row, the "
                    "mean of the out-of-vocabulary vectors, is a hub that uncertain predictions fall on")
+    g.add_argument("-block_ngram_repeat", type=int, default=0, help="never put out a word that would repeat an "
+                   "n-gram of this size already in the sentence's output (OpenNMT-py's flag; greedy and beam, every "
+                   "model; over the model's tokens, so BPE pieces with -remove_bpe). 1: no word twice; 0 (default): "
+                   "off. A greedy sentence whose every candidate is blocked ends there")
     g.add_argument("-replace_unk", action="store_true", help="replace each <unk> through the attention: the "
                    "most-attended source word, translated by -lookup_dict, or copied when it is not there")
     g.add_argument("-alignment_layer", type=parse_alignment_layer, default=None, help="Transformer decoder: "
@@ -148,10 +152,12 @@ def main(argv=None):
                "ef_search": opt.ann_ef_search}
     if opt.csls < 0:
         raise UserError(f"-csls must be at least 0 (0: off), got {opt.csls}")
+    if opt.block_ngram_repeat < 0:
+        raise UserError(f"-block_ngram_repeat must be 0 (off) or a positive n-gram size, got {opt.block_ngram_repeat}")
     translator = Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
                             opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.tgt_emb_extend,
                             opt.tgt_emb_extend_vocab, ann, opt.ban_unk_token, opt.alignment_layer,
-                            opt.decode_prior, opt.csls)
+                            opt.decode_prior, opt.csls, opt.block_ngram_repeat)
     if opt.tgt_emb_extend:
         added = len(translator.tgt_vocab) - translator.n_train_words
         print(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "

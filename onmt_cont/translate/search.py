@@ -11,6 +11,25 @@ BANNED = (PAD_ID, BOS_ID)
 BANNED_WITH_UNK = (PAD_ID, BOS_ID, UNK_ID)
 
 
+def blocked_words(seq, n):
+    """The words that, appended to ``seq``, would repeat one of its n-grams (translate.py
+    -block_ngram_repeat, OpenNMT-py's flag): the words that followed each earlier occurrence of
+    ``seq``'s last n − 1 words. n = 1: every word of ``seq``; n = 0: none."""
+    if n <= 0 or len(seq) < n - 1:
+        return set()
+    suffix = list(seq[len(seq) - n + 1 :]) if n > 1 else []
+    return {seq[i + n - 1] for i in range(len(seq) - n + 1) if seq[i : i + n - 1] == suffix}
+
+
+def block_repeats(scores, prefixes, n):
+    """Scores [rows, vocab] with -inf where a row's word would repeat an n-gram of its prefix."""
+    for r, seq in enumerate(prefixes):
+        words = blocked_words(seq, n)
+        if words:
+            scores[r, list(words)] = float("-inf")
+    return scores
+
+
 def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False, banned=BANNED, greedy=False):
     """One decoder step. last_ids: [batch] -> scores [batch, vocab], attn [batch, src_len], state.
 
@@ -26,7 +45,7 @@ def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False, ba
 
 
 @torch.no_grad()
-def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_every=None):
+def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_every=None, block_ngram_repeat=0):
     """Batched greedy decoding; the chosen word's embedding feeds the next step.
 
     src: [batch, src_len]; max_lengths: [batch] longest output (without </s>); banned: ids never
@@ -35,6 +54,9 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
     ``reorder_state`` selects its own state: LSTM h/c and input feed, the Transformer's key/value
     caches). Looking at which rows ended is the only host synchronisation of a step, so on a GPU
     it happens every 8 steps (default), on the CPU, where it costs nothing, at every step.
+    ``block_ngram_repeat`` n > 0: a word that would repeat an n-gram of its sentence's output is
+    not chosen (:func:`blocked_words`; it reads the outputs on the host at every step); a sentence
+    whose every word is blocked ends.
     Returns (list of id lists without </s>, list of attention tensors [len, src_len] on the CPU)."""
     memory_bank, src_mask, state = model.encode(src, src_lengths)
     batch, device = src.size(0), src.device
@@ -47,10 +69,20 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
     last = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     steps = 0
+    prefixes = [[] for _ in range(batch)] if block_ngram_repeat else None  # each sentence's words so far
     for t in range(limit):  # a sentence still going at the limit ends there
         scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=t == 0, banned=banned,
                                           greedy=True)
-        last = scores.argmax(-1)
+        if prefixes is not None:
+            rows_now = rows.tolist()
+            scores = block_repeats(scores, [prefixes[b] for b in rows_now], block_ngram_repeat)
+            best = scores.max(-1)
+            last = torch.where(torch.isinf(best.values) & (best.values < 0), torch.full_like(best.indices, EOS_ID),
+                               best.indices)
+            for b, w in zip(rows_now, last.tolist(), strict=True):
+                prefixes[b].append(w)
+        else:
+            last = scores.argmax(-1)
         last = torch.where(max_lengths <= t, torch.full_like(last, EOS_ID), last)
         out[rows, t] = last.masked_fill(done, PAD_ID)
         out_attn[rows, t] = attn
@@ -85,7 +117,8 @@ def length_penalty(length, kind, alpha):
 
 
 @torch.no_grad()
-def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", alpha=0.0, banned=BANNED):
+def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", alpha=0.0, banned=BANNED,
+                block_ngram_repeat=0):
     """Beam search over a batch of sentences, each with its own beam of ``beam_size`` rows.
 
     A hypothesis's score is the sum of its per-step scores (log-probabilities, or the
@@ -95,6 +128,8 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
     hypotheses have finished (fairseq's rule: the scores of continuous models can be positive, so
     "no live hypothesis can still win" is no safe test) or none is left. Done sentences leave
     the batch, and the rows of the others are reordered in one selection of the decoder state.
+    ``block_ngram_repeat`` n > 0: no hypothesis is extended by a word that would repeat one of its
+    n-grams (:func:`blocked_words`).
     Returns the same structure as :func:`greedy_search` (attention on the CPU)."""
     device, batch, k = src.device, src.size(0), beam_size
     memory_bank, src_mask, state = model.encode(src, src_lengths)
@@ -112,6 +147,8 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
         vocab = scores.size(1)
         scores = scores.view(len(live), width, vocab)
         for i, b in enumerate(live):
+            if block_ngram_repeat:
+                block_repeats(scores[i], seqs[b], block_ngram_repeat)
             if t == 0 and max_len[b] > 0:  # a non-empty source never gets an empty translation
                 scores[i, :, EOS_ID] = float("-inf")
             if t == max_len[b]:  # only </s> may follow

@@ -17,7 +17,7 @@ class Translator:
     def __init__(self, checkpoint_path, device="cpu", beam_size=1, max_length=None, max_length_ratio=2.0,
                  length_penalty="avg", alpha=0.0, replace_unk=False, lexicon=None, tgt_emb_extend=None,
                  tgt_emb_extend_vocab=None, ann=None, ban_unk=False, alignment_layer=None, decode_prior=0.0,
-                 csls=0):
+                 csls=0, block_ngram_repeat=0):
         """``tgt_emb_extend``: open-vocabulary decoding over that table (see open_vocab.py);
         ``ban_unk``: never produce <unk> (translate.py -ban_unk_token);
         ``alignment_layer``: a Transformer decoder's layer whose cross-attention -replace_unk reads
@@ -25,13 +25,14 @@ class Translator:
         ``ann``: None (exact search) or a dict of :class:`~onmt_cont.ann.FaissIndex`
         arguments besides the table, built once here over the final table;
         ``decode_prior``: β of score + β · log p_train(w) (continuous models; 0: off);
-        ``csls``: K of CSLS retrieval (continuous models; 0: off)."""
+        ``csls``: K of CSLS retrieval (continuous models; 0: off);
+        ``block_ngram_repeat``: n > 0, no output repeats an n-gram (any model; 0: off)."""
         data = load_checkpoint(checkpoint_path)
         model, _, src_vocab, tgt_vocab = model_from_checkpoint(data, device)
         lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
         self._setup(model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
                     length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
-                    alignment_layer, decode_prior, csls)
+                    alignment_layer, decode_prior, csls, block_ngram_repeat)
 
     @classmethod
     def from_model(cls, model, src_vocab, tgt_vocab, lower=False, device="cpu", **options):
@@ -41,7 +42,7 @@ class Translator:
         defaults = {"beam_size": 1, "max_length": None, "max_length_ratio": 2.0, "length_penalty": "avg",
                     "alpha": 0.0, "replace_unk": False, "lexicon": None, "tgt_emb_extend": None,
                     "tgt_emb_extend_vocab": None, "ann": None, "ban_unk": False, "alignment_layer": None,
-                    "decode_prior": 0.0, "csls": 0}
+                    "decode_prior": 0.0, "csls": 0, "block_ngram_repeat": 0}
         unknown = set(options) - set(defaults)
         if unknown:
             raise TypeError(f"unknown translator options: {sorted(unknown)}")
@@ -50,8 +51,11 @@ class Translator:
 
     def _setup(self, model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
                length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
-               alignment_layer=None, decode_prior=0.0, csls=0):
+               alignment_layer=None, decode_prior=0.0, csls=0, block_ngram_repeat=0):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
+        if block_ngram_repeat < 0:
+            raise UserError(f"-block_ngram_repeat must be 0 (off) or a positive n-gram size, got {block_ngram_repeat}")
+        self.block_ngram_repeat = block_ngram_repeat
         if alignment_layer is not None:
             if not hasattr(model.decoder, "set_alignment_layer"):
                 raise UserError("-alignment_layer picks a Transformer decoder layer's cross-attention; this model's "
@@ -115,9 +119,10 @@ class Translator:
         max_lengths = self._max_lengths(batch["src_lengths"])
         if self.beam_size > 1:
             ids, attns = beam_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
-                                     self.length_penalty, self.alpha, self.banned)
+                                     self.length_penalty, self.alpha, self.banned, self.block_ngram_repeat)
         else:
-            ids, attns = greedy_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.banned)
+            ids, attns = greedy_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.banned,
+                                       block_ngram_repeat=self.block_ngram_repeat)
         outputs, self.last_raw = [], []
         for toks, seq, attn in zip(token_lists, ids, attns, strict=True):
             words = self.tgt_vocab.decode(seq)
