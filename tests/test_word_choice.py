@@ -496,3 +496,30 @@ def test_quality_report_seed_means(tmp_path, capsys):
     (tmp_path / "t_x.s2" / "test_2017_flickr.calibration.json").unlink()  # a seed without its ratios: "–"
     report.main([str(tmp_path / n) for n in runs])
     assert "| 3.00 ± 1.41% | – | – |" in capsys.readouterr().out
+
+
+def test_quality_report_calibration_against_a_reference_row(tmp_path, capsys):
+    """-calibration_ref: each bin's mean ratio over the seeds divided by the reference row's, in the
+    bins with enough reference tokens (and a non-zero reference ratio); beyond 1.3 marked."""
+    import json
+
+    from tests.test_tools import load_tool
+
+    report = load_tool("quality_report")
+    bins = ("1", "2-4", "5-9", "10-99", "100-999", "1000+")
+    refs = {"1": 40, "2-4": 80, "5-9": 80, "10-99": 900, "100-999": 3000, "1000+": 7000}
+    ratios = {"t_ce.s1": [0.1, 0.6, 0.8, 1.0, 1.0, 1.0], "t_ce.s2": [0.1, 0.6, 0.8, 1.0, 0.0, 1.0],
+              "t_c.s1": [0.5, 0.3, 0.8, 1.2, 1.0, 1.3], "t_c.s2": [0.7, 0.5, 0.8, 1.4, 1.0, 1.3]}
+    for name, rs in ratios.items():
+        run = tmp_path / name
+        write_log(run / "train.log", ["[10:00:00] start", "[10:00:30] validation at step 1: greedy BLEU 12.5"])
+        for t in ("test_2016_flickr", "test_2017_flickr"):
+            (run / f"{t}.calibration.json").write_text(json.dumps(
+                {b: {"ref": refs[b], "ratio": r} for b, r in zip(bins, rs, strict=True)}))
+    report.main(["-calibration_ref", "t_ce", *(str(tmp_path / n) for n in ratios)])
+    out = capsys.readouterr().out
+    # bin 1: 40 reference tokens (< 50): left out; 100-999: ce's mean ratio 0.5, ours 1.0 -> 2.00
+    cells = "– / **0.67** / 1.00 / 1.30 / **2.00** / 1.30"
+    assert f"| t_c (2 seeds) | {cells} | {cells} | 2.00 |" in out
+    with pytest.raises(SystemExit, match="no run folder t_nope"):
+        report.main(["-calibration_ref", "t_nope", str(tmp_path / "t_c.s1")])

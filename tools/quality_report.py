@@ -4,6 +4,11 @@ folders that docs/recipes/continuous_quality.sh, transformer.sh and word_choice.
 -decode_prior picked on validation, and TEST.calibration.json, tools/rare_word_f1.py's ratios).
 
     python tools/quality_report.py docs/results/quality_fr-en/*
+    python tools/quality_report.py -calibration_ref t_ce docs/results/word_choice_fr-en/t_*
+
+-calibration_ref ROW adds issue 21's calibration check: for every other row, each training-count
+bin's output/reference ratio (mean over the row's seeds) divided by ROW's (mean over its seeds),
+in the bins with at least -min_ref reference tokens; a quotient beyond 1.3 either way is marked.
 """
 
 import argparse
@@ -14,6 +19,8 @@ import sys
 
 TESTS = ("test_2016_flickr", "test_2017_flickr")
 CALIBRATION_BINS = ("1", "2-4", "5-9", "10-99")
+ALL_BINS = ("1", "2-4", "5-9", "10-99", "100-999", "1000+")  # bin 0: words never seen, ratio 0 for every row
+CALIBRATION_TOLERANCE = 1.3
 
 
 def read(path):
@@ -115,9 +122,59 @@ def calibration(run):
     return [picked, *cells]
 
 
+def calibration_tables(run):
+    """-> {test: {bin: (reference tokens, ratio)}} from TEST.calibration.json, or None."""
+    out = {}
+    for test in TESTS:
+        path = os.path.join(run, f"{test}.calibration.json")
+        if not os.path.exists(path):
+            return None
+        out[test] = {b: (v["ref"], v["ratio"]) for b, v in json.loads(read(path)).items()}
+    return out
+
+
+def calibration_against(runs, ref, min_ref, tolerance=CALIBRATION_TOLERANCE):
+    """runs: {run folder name: calibration_tables(...)} -> table lines: for each row (ROW.sN
+    grouped) other than ``ref``, per test and bin with at least ``min_ref`` reference tokens,
+    its mean ratio / ``ref``'s mean ratio, marked **bold** beyond ``tolerance`` either way."""
+    groups = {}
+    for name, tables in runs.items():
+        if tables is not None:
+            groups.setdefault(re.sub(r"\.s\d+$", "", name), []).append(tables)
+    if ref not in groups:
+        raise SystemExit(f"-calibration_ref {ref}: no run folder {ref} or {ref}.sN with TEST.calibration.json")
+
+    def mean_ratio(tables, test, b):
+        return sum(t[test][b][1] for t in tables) / len(tables)
+
+    lines = []
+    for base, tables in groups.items():
+        if base == ref:
+            continue
+        cells, worst = [], 1.0
+        for test in TESTS:
+            parts = []
+            for b in ALL_BINS:
+                n_ref = tables[0][test].get(b, (0, 0.0))[0]
+                r_ref = mean_ratio(groups[ref], test, b) if n_ref >= min_ref else 0.0
+                if n_ref < min_ref or r_ref == 0.0:
+                    parts.append("–")
+                    continue
+                q = mean_ratio(tables, test, b) / r_ref
+                worst = max(worst, q, 1 / q if q > 0 else float("inf"))
+                parts.append(f"**{q:.2f}**" if q > tolerance or q < 1 / tolerance else f"{q:.2f}")
+            cells.append(" / ".join(parts))
+        lines.append(f"| {base} ({len(tables)} seeds) | " + " | ".join(cells) + f" | {worst:.2f} |")
+    return lines
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="run folders")
+    p.add_argument("-calibration_ref", help="the row (run folder name without .sN) whose calibration ratios the "
+                   "others are divided by, e.g. t_ce")
+    p.add_argument("-min_ref", type=int, default=50, help="-calibration_ref: bins with fewer reference tokens "
+                   "are left out")
     args = p.parse_args(argv)
     print("| row | test_2016 | test_2017 | without -replace_unk (2016 / 2017) | `<unk>` (2016) "
           "| best val. epoch | s to best | train wall s |")
@@ -157,6 +214,13 @@ def main(argv=None):
         for name, c in calib:
             if c:
                 print(f"| {name} | " + " | ".join(c) + " |")
+    if args.calibration_ref:
+        print()
+        print(f"| row | ratio / {args.calibration_ref}'s ratio, bins {', '.join(ALL_BINS)} (at least "
+              f"{args.min_ref} reference tokens): test_2016 | test_2017 | furthest from 1 (as a factor) |")
+        print("| --- | ---: | ---: | ---: |")
+        tables = {os.path.basename(os.path.normpath(r)): calibration_tables(r) for r in args.runs}
+        print("\n".join(calibration_against(tables, args.calibration_ref, args.min_ref)))
     width = max((len(b) for _, b in curves), default=0)
     print()
     print("| row | " + " | ".join(str(i) for i in range(1, width + 1)) + " |")
