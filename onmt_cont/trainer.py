@@ -2,6 +2,7 @@
 
 import math
 import time
+from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -174,6 +175,57 @@ class Trainer:
             sums += batch_stats(gen, output, gold).cpu()
         stats = summarize(sums, gen.continuous)
         return {"loss": total / max(stats["tokens"], 1), **stats}
+
+
+class ParameterAverage:
+    """An exponential moving average of a model's trainable parameters (-average_decay), with
+    OpenNMT-py's schedule: at step s the new parameters weigh max(decay, 1 − (s + 1)/(s + 10)), so
+    the average starts as the model and weighs recent steps more while training is short.
+
+    :meth:`swapped` puts the average into the model for validation and saving and the raw
+    parameters back afterwards. Every rank of a distributed run keeps the same average (its
+    parameters are the same after each step)."""
+
+    def __init__(self, model, decay, every=1):
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.names = [n for n, p in model.named_parameters() if p.requires_grad]
+        self.decay, self.every = decay, every
+        self.average = [p.detach().float().clone() for p in self.params]
+
+    def weight(self, step):
+        return max(self.decay, 1.0 - (step + 1) / (step + 10))
+
+    @torch.no_grad()
+    def update(self, step):
+        if step % self.every:
+            return
+        w = self.weight(step)
+        for avg, p in zip(self.average, self.params, strict=True):
+            avg.mul_(1.0 - w).add_(p.detach().float(), alpha=w)
+
+    @contextmanager
+    def swapped(self):
+        """The model holds the average inside the block; yields {name: raw parameter}."""
+        raw = {n: p.detach().clone() for n, p in zip(self.names, self.params, strict=True)}
+        with torch.no_grad():
+            for avg, p in zip(self.average, self.params, strict=True):
+                p.copy_(avg)
+        try:
+            yield raw
+        finally:
+            with torch.no_grad():
+                for n, p in zip(self.names, self.params, strict=True):
+                    p.copy_(raw[n])
+
+    def state_dict(self):
+        return dict(zip(self.names, self.average, strict=True))
+
+    def load_state_dict(self, state):
+        missing = set(self.names) - set(state)
+        if missing:
+            raise ValueError(f"the checkpoint's average lacks {sorted(missing)[:3]}")
+        self.average = [state[n].detach().float().clone().to(p.device) for n, p in zip(self.names, self.params,
+                                                                                          strict=True)]
 
 
 class Meter:

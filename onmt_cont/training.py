@@ -10,6 +10,7 @@ import os
 import random
 import re
 import sys
+from contextlib import nullcontext
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -35,7 +36,7 @@ from onmt_cont.models.checkpoint import (
 from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
 from onmt_cont.models.model import architecture, build_model
 from onmt_cont.models.transformer import check_alignment_layer, check_sizes
-from onmt_cont.trainer import Meter, NonFiniteLoss, Trainer, TrainingForward
+from onmt_cont.trainer import Meter, NonFiniteLoss, ParameterAverage, Trainer, TrainingForward
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import remove_bpe
 from onmt_cont.utils.amp import require_autocast
@@ -144,6 +145,10 @@ def check_options(opt):
         raise UserError(f"-learning_rate must be positive, got {opt.learning_rate}")
     if opt.warmup_steps < 1:
         raise UserError(f"-warmup_steps must be at least 1, got {opt.warmup_steps}")
+    if not 0.0 <= opt.average_decay <= 1.0:
+        raise UserError(f"-average_decay must be in [0, 1] (0: off; e.g. 1e-4), got {opt.average_decay}")
+    if opt.average_every < 1:
+        raise UserError(f"-average_every must be at least 1, got {opt.average_every}")
     if opt.learning_rate is None:
         if opt.decay_method == "noam":
             opt.learning_rate = 2.0  # OpenNMT's Transformer factor
@@ -367,6 +372,8 @@ class Run:
             forward = distributed.wrap(forward, device, find_unused_parameters=unused)
         self.trainer = Trainer(self.model, loss_fn, self.optimizer, opt.max_grad_norm,
                                forward, self.ctx, amp, measure_every=opt.report_every)
+        # -average_decay: validation and checkpoints see the average, training the raw parameters
+        self.average = ParameterAverage(self.model, opt.average_decay, opt.average_every) if opt.average_decay else None
         self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, "best_score": None, "bad_validations": 0,
                          "valid_metric": opt.valid_metric}
         self.board = None  # -tensorboard: train() gives rank 0 one
@@ -380,7 +387,15 @@ class Run:
             raise UserError(f"-sampling_correction: {self.opt.data}.vocab.pt: {exc}") from None
 
     def resume(self, ckpt):
-        self.model.load_state_dict(ckpt["model"])
+        self.model.load_state_dict(ckpt["model"])  # the average, where the checkpoint kept one
+        if self.average is not None:
+            self.average.load_state_dict(self.model.state_dict())
+        raw = ckpt.get("train_model")
+        if raw is not None:  # the parameters training goes on from
+            self.model.load_state_dict(raw, strict=False)
+            if self.average is None:
+                logger.warning(f"-train_from {self.opt.train_from} was trained with -average_decay; this run keeps "
+                               "no average: it goes on from the raw parameters, and its checkpoints hold them")
         if ckpt.get("optim"):
             self.optimizer.load_state_dict(ckpt["optim"])
             for group in self.optimizer.param_groups:
@@ -410,17 +425,25 @@ class Run:
         if not self.ctx.is_main:
             distributed.barrier(self.ctx)
             return path
-        save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab, self.progress,
-                        lower=self.lower, scaler=self.trainer.scaler, rng=rng)
+        with self.averaged() as raw:
+            save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab, self.progress,
+                            lower=self.lower, scaler=self.trainer.scaler, rng=rng, train_params=raw)
         distributed.barrier(self.ctx)
         return path
 
+    def averaged(self):
+        """-average_decay: the model holds the average inside the block (yields the raw parameters);
+        otherwise a no-op block (yields None)."""
+        return self.average.swapped() if self.average is not None else nullcontext()
+
     def validate(self):
-        stats = self.trainer.validate(self.valid)
+        with self.averaged():
+            stats = self.trainer.validate(self.valid)
+            if self.valid_bleu is not None:
+                stats.update(self.valid_bleu(self.model, self.device))
         extra = (f"cosine {stats['cosine']:.4f}; nn accuracy {stats['accuracy']:.2%}" if "cosine" in stats
                  else f"ppl {stats['ppl']:.2f}; accuracy {stats['accuracy']:.2%}")
         if self.valid_bleu is not None:
-            stats.update(self.valid_bleu(self.model, self.device))
             extra += f"; greedy BLEU {stats['bleu']:.2f} (<unk> {stats['unk_share']:.1%} of the output)"
         logger.info(f"validation at step {self.progress['step']}: loss {stats['loss']:.4f}; {extra}")
         if self.board is not None:
@@ -457,6 +480,8 @@ class Run:
                         group["lr"] = learning_rate(opt, pr["step"] + 1)
                 loss, n = self.trainer.train_step(batch, pr["step"] + 1)
                 pr["step"] += 1
+                if self.average is not None:
+                    self.average.update(pr["step"])
                 pr["shard"], pr["batch"] = si, bi + 1
                 meter.update(loss, n, self.trainer.last_src_tokens, self.trainer.last_stats, pr["step"])
                 if pr["step"] % opt.report_every == 0:

@@ -660,3 +660,105 @@ def test_tensorboard_scalars_read_back(data, tmp_path, loss):
     assert all(abs(w - x) < 1e-4 for (_, w), (_, x) in zip(written, logged, strict=True))
     bleu = [float(x) for x in re.findall(r"greedy BLEU ([\d.]+)", log)]
     assert [round(e.value, 2) for e in acc.Scalars("valid/bleu")] == bleu
+
+
+# -- -average_decay ------------------------------------------------------------------------------
+
+
+def test_parameter_average_by_hand():
+    """OpenNMT-py's weights max(d, 1 - (s + 1)/(s + 10)); every -average_every steps only; the
+    model holds the average inside swapped() and its raw parameters after."""
+    from onmt_cont.trainer import ParameterAverage
+
+    model = torch.nn.Linear(2, 1, bias=False)
+    frozen = torch.nn.Parameter(torch.ones(1), requires_grad=False)
+    model.register_parameter("frozen", frozen)
+    avg = ParameterAverage(model, decay=0.3, every=2)
+    assert avg.weight(1) == pytest.approx(1 - 2 / 11) and avg.weight(100) == 0.3
+    with torch.no_grad():
+        model.weight.copy_(torch.tensor([[1.0, 2.0]]))
+    avg.update(1)  # not a multiple of 2: nothing
+    assert avg.names == ["weight"]
+    torch.testing.assert_close(avg.average[0], torch.zeros(1, 2) + avg.average[0])
+    start = avg.average[0].clone()
+    avg.update(2)
+    w = max(0.3, 1 - 3 / 12)
+    want = (1 - w) * start + w * torch.tensor([[1.0, 2.0]])
+    torch.testing.assert_close(avg.average[0], want)
+    with avg.swapped() as raw:
+        torch.testing.assert_close(model.weight.detach(), want)
+        torch.testing.assert_close(raw["weight"], torch.tensor([[1.0, 2.0]]))
+    torch.testing.assert_close(model.weight.detach(), torch.tensor([[1.0, 2.0]]))
+
+
+def test_average_decay_checkpoint_holds_the_moving_average(data, tmp_path):
+    """The average does not change training (the raw parameters at every step equal a run without
+    it); the checkpoint's model is the moving average of those raw parameters, computed here from
+    a checkpoint per step of the plain run; train_model is the raw last step."""
+    common = {"loss": "ce", "dropout": "0.3", "epochs": "3", "train_steps": "6", "save_checkpoint_steps": "1",
+              "report_every": "1", "valid_steps": "100"}
+    run_train(data, tmp_path / "plain", **common)
+    run_train(data, tmp_path / "avg", average_decay="0.2", **common)
+    assert reported_losses(tmp_path / "plain" / "train.log") == reported_losses(tmp_path / "avg" / "train.log")
+    from onmt_cont.models.checkpoint import load_checkpoint
+
+    first = load_checkpoint(str(tmp_path / "plain" / "m_step_1.pt"))["model"]
+    trainable = list(load_checkpoint(str(tmp_path / "avg" / "m_last.pt"))["train_model"])
+    # no checkpoint holds the initial parameters the average starts from: its value after step 1
+    # is taken from the averaged run, and steps 2-6 are replayed from the plain run's parameters
+    avg1 = load_checkpoint(str(tmp_path / "avg" / "m_step_1.pt"))
+    expect = {n: avg1["model"][n].clone() for n in trainable}
+    for n in trainable:
+        torch.testing.assert_close(avg1["train_model"][n], first[n])
+    for step in range(2, 7):
+        raw = load_checkpoint(str(tmp_path / "plain" / f"m_step_{step}.pt"))["model"]
+        w = max(0.2, 1 - (step + 1) / (step + 10))
+        for n in trainable:
+            expect[n] = (1 - w) * expect[n] + w * raw[n]
+    last = load_checkpoint(str(tmp_path / "avg" / "m_last.pt"))
+    for n in trainable:
+        torch.testing.assert_close(last["model"][n], expect[n], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(last["train_model"][n], raw[n])
+    assert any(not torch.equal(last["model"][n], raw[n]) for n in trainable)
+
+
+def test_average_decay_validates_the_average_and_resumes_exactly(data, tmp_path, monkeypatch):
+    """Validation scores the average (its loss differs from the plain run's, training does not);
+    -train_from a mid-run checkpoint continues the same losses and ends with the same average and
+    raw parameters; resuming without -average_decay goes on from the raw parameters."""
+    seen = record_steps(monkeypatch)
+    common = {"loss": "nllvmf", "dropout": "0.3", "epochs": "5", "train_steps": "10", "save_checkpoint_steps": "2",
+              "report_every": "1", "valid_steps": "3", "average_decay": "0.1", "average_every": "2"}
+    full = run_train(data, tmp_path / "full", **common)
+    reference = dict(seen)
+    plain = run_train(data, tmp_path / "plain", **{**common, "average_decay": None, "average_every": None})
+    valid = r"validation at step \d+: loss (-?[\d.]+)"
+    assert log_values(tmp_path / "full" / "train.log", valid) != log_values(tmp_path / "plain" / "train.log", valid)
+    assert reported_losses(tmp_path / "full" / "train.log") == reported_losses(tmp_path / "plain" / "train.log")
+    seen.clear()
+    resumed = run_train(data, tmp_path / "from6", train_from=str(tmp_path / "full" / "m_step_6.pt"), **common)
+    assert [s for s, _ in seen] == list(range(7, 11)) and all(v == reference[s] for s, v in seen)
+    for name, a in full.model.state_dict().items():
+        assert torch.equal(a, resumed.model.state_dict()[name]), name
+    for a, b in zip(full.average.average, resumed.average.average, strict=True):
+        assert torch.equal(a, b)
+    from onmt_cont.models.checkpoint import load_checkpoint
+
+    a, b = (load_checkpoint(str(tmp_path / d / "m_last.pt")) for d in ("full", "from6"))
+    assert all(torch.equal(a["model"][n], b["model"][n]) for n in a["model"])
+    # without -average_decay: the raw parameters of step 6, and no train_model in its checkpoints
+    seen.clear()
+    off = run_train(data, tmp_path / "off", train_from=str(tmp_path / "full" / "m_step_6.pt"),
+                    **{**common, "average_decay": None, "average_every": None})
+    assert all(v == reference[s] for s, v in seen)
+    assert "train_model" not in load_checkpoint(str(tmp_path / "off" / "m_last.pt"))
+    assert off.average is None and "was trained with -average_decay" in (tmp_path / "off" / "train.log").read_text()
+
+
+@pytest.mark.parametrize("value, needle", [("-0.1", "-average_decay must be in [0, 1]"),
+                                           ("1.5", "-average_decay must be in [0, 1]")])
+def test_average_decay_bad_values(data, tmp_path, capsys, value, needle):
+    fails(capsys, argv(data, tmp_path, loss="ce", average_decay=value), needle, value)
+    fails(capsys, argv(data, tmp_path, loss="ce", average_decay="0.1", average_every="0"),
+          "-average_every must be at least 1")
+    assert not any(tmp_path.iterdir())

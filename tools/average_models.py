@@ -64,7 +64,9 @@ def average(paths):
         last = ckpt
     model = {k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v
              for k, v in sums.items()}
-    return {**last, "model": model, "optim": None, "averaged": [os.path.basename(p) for p in paths]}
+    # the raw parameters of an -average_decay run (train_model) belong to the last file only: dropped
+    rest = {k: v for k, v in last.items() if k != "train_model"}
+    return {**rest, "model": model, "optim": None, "averaged": [os.path.basename(p) for p in paths]}
 
 
 @cli_main

@@ -130,6 +130,13 @@ def build_parser():
     g.add_argument("-adam_beta1", type=float, default=0.9)
     g.add_argument("-adam_beta2", type=float, default=0.999)
     g.add_argument("-max_grad_norm", type=float, default=5.0, help="clip the gradient norm (0: off)")
+    g.add_argument("-average_decay", type=float, default=0.0, help="keep an exponential moving average of the "
+                   "parameters (OpenNMT-py's flag, as in Marian): every -average_every steps avg = (1 - d) avg + d "
+                   "params, d = max(this, 1 - (step + 1) / (step + 10)), so early on the average follows the model "
+                   "and its window grows to about a ninth of the steps so far. Validation, model_best and every "
+                   "checkpoint's model are the average; training goes on from the raw parameters (kept in the "
+                   "checkpoint for -train_from). E.g. 1e-4; 0 (default): off")
+    g.add_argument("-average_every", type=int, default=1, help="-average_decay: update the average every N steps")
     g.add_argument("-seed", type=int, default=3435, help="random seed (init, dropout, batch order)")
     g.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative "
                    "(-gpu -1). Under torchrun each process takes the GPU of its LOCAL_RANK")
