@@ -60,6 +60,9 @@ config() {
     t_nce_sphere)  echo "$TMODEL -learning_rate $LR $NCE|sphere" ;;
     t_nce_mixed)   echo "$TMODEL -learning_rate $LR $NCE|mixed" ;;
     t_nce_softmax) echo "$TMODEL -learning_rate $LR $NCE|softmax" ;;
+    t_nce_both_sphere)  echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|sphere" ;;
+    t_nce_both_mixed)   echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|mixed" ;;
+    t_nce_both_softmax) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|softmax" ;;
     t_bpe_ce)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1|bpe_none" ;;
     t_bpe_nce_sphere) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|bpe_sphere" ;;
     t_infonce_both) echo "$TMODEL -learning_rate $LR -loss infonce -tie_emb -sampling_correction -word_bias|emb" ;;
