@@ -403,3 +403,19 @@ def test_two_nodes_on_one_machine_match_two_processes(data, tmp_path):
     losses = [float(x) for x in re.findall(r"step \d+: loss (-?[\d.]+)", log)]
     assert losses == two_procs
     _models_equal(tmp_path / "m_last.pt", data / "nodes_ref_last.pt")
+
+
+def test_two_ranks_keep_the_same_parameter_average(data):
+    """-average_decay under torchrun: every rank averages its (identical) parameters; rank 0's
+    checkpoint holds the average and the raw parameters, as one process's does."""
+    _, single = _train(data, "avg1", 1, "-average_decay", "0.3")
+    multi_log, multi = _train(data, "avg2", 2, "-average_decay", "0.3")
+    assert multi == pytest.approx(single, abs=1e-3)
+    assert "parameters identical on all 2 ranks: yes" in multi_log
+    a = torch.load(data / "avg1_last.pt", weights_only=True)
+    b = torch.load(data / "avg2_last.pt", weights_only=True)
+    assert a["train_model"].keys() == b["train_model"].keys()
+    for name in a["train_model"]:
+        assert torch.allclose(a["model"][name], b["model"][name], atol=1e-4), name
+        assert torch.allclose(a["train_model"][name], b["train_model"][name], atol=1e-4), name
+    assert any(not torch.equal(b["model"][n], b["train_model"][n]) for n in b["train_model"])
