@@ -15,12 +15,15 @@
 #   SRC=de CONFIGS="t_ce t_nce_both" SEEDS="1 2" EPOCHS=40 bash docs/recipes/word_choice.sh
 #   EPOCHS=8 EARLY=0 ... (screening: a fixed number of epochs, no early stopping)
 #   CONFIGS="t_bpe_ce t_bpe_nce_sphere" EPOCHS=40 bash docs/recipes/word_choice.sh   # the subword rows
+#   SRC=de CONFIGS="t_ce_avg t_nce_both_avg" EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
+#     (the moving average of the parameters, train.py -average_decay; -block_ngram_repeat picked on validation)
 #
 # Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
 # [runs/word_choice_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [20], EARLY [3, 0: off], AVG [5],
 # BETAS ["0 0.1 0.25 0.5"], LR [noam factor for the continuous rows, 2: picked on fr->en validation
 # BLEU, 2 against 0.5 (8 epochs: 36.82 against 35.71); its curve is slower than ce's], THREADS [1],
-# BPE_MERGES [10000: subword-nmt merges per language for the t_bpe_* rows, as docs/results.md section 7].
+# BPE_MERGES [10000: subword-nmt merges per language for the t_bpe_* rows, as docs/results.md section 7],
+# BLOCKS [empty: skipped; e.g. "2 3": step 5 picks translate.py -block_ngram_repeat among 0 and these on validation].
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -34,12 +37,15 @@ BETAS=${BETAS:-0 0.1 0.25 0.5}
 LR=${LR:-2}
 THREADS=${THREADS:-1}
 BPE_MERGES=${BPE_MERGES:-10000}
+BLOCKS=${BLOCKS:-}
 # docs/recipes/transformer.sh's Transformer (d_model 128, 2+2 layers), without its learning rate
 TMODEL=${TMODEL:--encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 \
 -heads 4 -transformer_ff 512 -dropout 0.3 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot \
 -decay_method noam -warmup_steps 1000 -adam_beta2 0.998}
 LMODEL=${LMODEL:--brnn -enc_layers 1 -dec_layers 1 -rnn_size 128 -word_vec_size 128 -dropout 0.3 -batch_size 32 -learning_rate 1e-3}
 NCE="-loss nllvmf_nce -lambda1 0.02 -lambda2 0.1 -tie_emb"
+# the *_avg rows: validation, early stopping and checkpoints on train.py's moving average of the parameters
+AVERAGE="-average_decay 1e-4"
 CONFIGS=${CONFIGS:-t_nce t_nce_corr t_nce_bias t_nce_both}
 EMB=$SHARED/embeddings/$TGT.ft300.vec.gz
 TOK=$OUT/tok
@@ -63,6 +69,8 @@ config() {
     t_nce_both_sphere)  echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|sphere" ;;
     t_nce_both_mixed)   echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|mixed" ;;
     t_nce_both_softmax) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|softmax" ;;
+    t_ce_avg)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $AVERAGE|emb" ;;
+    t_nce_both_avg) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE|emb" ;;
     t_bpe_ce)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1|bpe_none" ;;
     t_bpe_nce_sphere) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|bpe_sphere" ;;
     t_infonce_both) echo "$TMODEL -learning_rate $LR -loss infonce -tie_emb -sampling_correction -word_bias|emb" ;;
@@ -104,10 +112,11 @@ prepare_bpe() {
 
 # per row: DATA (preprocess.py prefix), SRC_TXT (the source text to translate), BPE_TRAIN and BPE_DECODE
 # (the flags that score words, not pieces: the references are always the tokenized words)
-valid_bleu() {  # CHECKPOINT BETA -> sacreBLEU of the validation set (greedy, no -replace_unk)
+valid_bleu() {  # CHECKPOINT BETA [BLOCK] -> sacreBLEU of the validation set (greedy, no -replace_unk)
   local prior=(); [ "$2" != 0 ] && prior=(-decode_prior "$2")
-  python translate.py -model "$1" -src "$SRC_TXT/val.$SRC" -output "$1.val.$2.$TGT" -tgt "$TOK/val.$TGT" \
-    -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" "${BPE_DECODE[@]}" \
+  local block=${3:-0}
+  python translate.py -model "$1" -src "$SRC_TXT/val.$SRC" -output "$1.val.$2.$block.$TGT" -tgt "$TOK/val.$TGT" \
+    -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" -block_ngram_repeat "$block" "${BPE_DECODE[@]}" \
     | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p'
 }
 
@@ -149,7 +158,7 @@ for cfg in $CONFIGS; do
       avg_bleu=$(valid_bleu "$run/model_avg.pt" 0)
       if awk "BEGIN{exit !($avg_bleu > $best_bleu)}"; then best=model_avg.pt; best_bleu=$avg_bleu; fi
       beta=0
-      if [[ $cfg != *_ce ]]; then
+      if [[ $flags != *"-loss ce"* ]]; then  # beta re-scores continuous models only
         for b in $BETAS; do
           [ "$b" = 0 ] && continue
           bleu=$(valid_bleu "$run/$best" "$b")
@@ -169,6 +178,27 @@ for cfg in $CONFIGS; do
       [ -s "$run/$t.calibration.json" ] || python tools/rare_word_f1.py -train "$TOK/train.$TGT" -ref "$TOK/$t.$TGT" \
         -hyp "$run/$t.$TGT" -bins calibration -json "$run/$t.calibration.json" > /dev/null
       log "$cfg seed $seed $t: $(grep -h '^sacreBLEU' "$run/$t.bleu.txt" | cut -c1-30) | $(grep -h '^without' "$run/$t.bleu.txt")"
+    done
+    # 5. (BLOCKS set) translate.py -block_ngram_repeat n picked on validation among 0 and BLOCKS, every row
+    # alike, with step 3's checkpoint and beta; the tests again into TEST.block.* (step 4's files are kept)
+    [ -n "$BLOCKS" ] || continue
+    if [ ! -s "$run/block.txt" ]; then
+      block=0; best_bleu=$(valid_bleu "$run/$ckpt" "$beta" 0)
+      for n in $BLOCKS; do
+        bleu=$(valid_bleu "$run/$ckpt" "$beta" "$n")
+        if awk "BEGIN{exit !($bleu > $best_bleu)}"; then block=$n; best_bleu=$bleu; fi
+      done
+      echo "block_ngram_repeat $block valid_bleu $best_bleu (among 0 $BLOCKS)" > "$run/block.txt"
+    fi
+    read -r _ block _ < "$run/block.txt"
+    for t in test_2016_flickr test_2017_flickr; do
+      [ -s "$run/$t.block.bleu.txt" ] || python translate.py -model "$run/$ckpt" -src "$SRC_TXT/$t.$SRC" \
+        -output "$run/$t.block.$TGT" -tgt "$TOK/$t.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" \
+        -block_ngram_repeat "$block" "${BPE_DECODE[@]}" -replace_unk -lookup_dict "$OUT/lexicon.txt" \
+        > "$run/$t.block.bleu.txt"
+      [ -s "$run/$t.block.calibration.json" ] || python tools/rare_word_f1.py -train "$TOK/train.$TGT" \
+        -ref "$TOK/$t.$TGT" -hyp "$run/$t.block.$TGT" -bins calibration -json "$run/$t.block.calibration.json" > /dev/null
+      log "$cfg seed $seed $t, -block_ngram_repeat $block: $(grep -h '^sacreBLEU' "$run/$t.block.bleu.txt" | cut -c1-30)"
     done
   done
 done
