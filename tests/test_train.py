@@ -731,7 +731,7 @@ def test_average_decay_validates_the_average_and_resumes_exactly(data, tmp_path,
               "report_every": "1", "valid_steps": "3", "average_decay": "0.1", "average_every": "2"}
     full = run_train(data, tmp_path / "full", **common)
     reference = dict(seen)
-    plain = run_train(data, tmp_path / "plain", **{**common, "average_decay": None, "average_every": None})
+    run_train(data, tmp_path / "plain", **{**common, "average_decay": None, "average_every": None})
     valid = r"validation at step \d+: loss (-?[\d.]+)"
     assert log_values(tmp_path / "full" / "train.log", valid) != log_values(tmp_path / "plain" / "train.log", valid)
     assert reported_losses(tmp_path / "full" / "train.log") == reported_losses(tmp_path / "plain" / "train.log")
