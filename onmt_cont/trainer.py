@@ -217,9 +217,6 @@ class ParameterAverage:
                 for n, p in zip(self.names, self.params, strict=True):
                     p.copy_(raw[n])
 
-    def state_dict(self):
-        return dict(zip(self.names, self.average, strict=True))
-
     def load_state_dict(self, state):
         missing = set(self.names) - set(state)
         if missing:

@@ -389,7 +389,7 @@ class Run:
     def resume(self, ckpt):
         self.model.load_state_dict(ckpt["model"])  # the average, where the checkpoint kept one
         if self.average is not None:
-            self.average.load_state_dict(self.model.state_dict())
+            self.average.load_state_dict(ckpt["model"])
         raw = ckpt.get("train_model")
         if raw is not None:  # the parameters training goes on from
             self.model.load_state_dict(raw, strict=False)

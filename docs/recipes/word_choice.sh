@@ -120,6 +120,19 @@ valid_bleu() {  # CHECKPOINT BETA [BLOCK] -> sacreBLEU of the validation set (gr
     | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p'
 }
 
+test_decode() {  # SUFFIX BLOCK: both tests with step 3's checkpoint and beta into $run/TEST$SUFFIX.*
+  local t
+  for t in test_2016_flickr test_2017_flickr; do
+    [ -s "$run/$t$1.bleu.txt" ] || python translate.py -model "$run/$ckpt" -src "$SRC_TXT/$t.$SRC" \
+      -output "$run/$t$1.$TGT" -tgt "$TOK/$t.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" \
+      -block_ngram_repeat "$2" "${BPE_DECODE[@]}" -replace_unk -lookup_dict "$OUT/lexicon.txt" > "$run/$t$1.bleu.txt"
+    [ -s "$run/$t$1.calibration.json" ] || python tools/rare_word_f1.py -train "$TOK/train.$TGT" -ref "$TOK/$t.$TGT" \
+      -hyp "$run/$t$1.$TGT" -bins calibration -json "$run/$t$1.calibration.json" > /dev/null
+    log "$cfg seed $seed $t, -block_ngram_repeat $2: $(grep -h '^sacreBLEU' "$run/$t$1.bleu.txt" | cut -c1-30) |" \
+      "$(grep -h '^without' "$run/$t$1.bleu.txt")"
+  done
+}
+
 for cfg in $CONFIGS; do
   IFS='|' read -r flags tablename <<< "$(config "$cfg")"
   DATA=$OUT/data; SRC_TXT=$TOK; BPE_TRAIN=(); BPE_DECODE=()
@@ -171,14 +184,7 @@ for cfg in $CONFIGS; do
     read -r _ ckpt _ beta _ < "$run/choice.txt"
     prior=(); [ "$beta" != 0 ] && prior=(-decode_prior "$beta")
     # 4. the tests, with and without the lexicon, and the calibration ratios
-    for t in test_2016_flickr test_2017_flickr; do
-      [ -s "$run/$t.bleu.txt" ] || python translate.py -model "$run/$ckpt" -src "$SRC_TXT/$t.$SRC" \
-        -output "$run/$t.$TGT" -tgt "$TOK/$t.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" "${BPE_DECODE[@]}" \
-        -replace_unk -lookup_dict "$OUT/lexicon.txt" > "$run/$t.bleu.txt"
-      [ -s "$run/$t.calibration.json" ] || python tools/rare_word_f1.py -train "$TOK/train.$TGT" -ref "$TOK/$t.$TGT" \
-        -hyp "$run/$t.$TGT" -bins calibration -json "$run/$t.calibration.json" > /dev/null
-      log "$cfg seed $seed $t: $(grep -h '^sacreBLEU' "$run/$t.bleu.txt" | cut -c1-30) | $(grep -h '^without' "$run/$t.bleu.txt")"
-    done
+    test_decode "" 0
     # 5. (BLOCKS set) translate.py -block_ngram_repeat n picked on validation among 0 and BLOCKS, every row
     # alike, with step 3's checkpoint and beta; the tests again into TEST.block.* (step 4's files are kept)
     [ -n "$BLOCKS" ] || continue
@@ -191,15 +197,7 @@ for cfg in $CONFIGS; do
       echo "block_ngram_repeat $block valid_bleu $best_bleu (among 0 $BLOCKS)" > "$run/block.txt"
     fi
     read -r _ block _ < "$run/block.txt"
-    for t in test_2016_flickr test_2017_flickr; do
-      [ -s "$run/$t.block.bleu.txt" ] || python translate.py -model "$run/$ckpt" -src "$SRC_TXT/$t.$SRC" \
-        -output "$run/$t.block.$TGT" -tgt "$TOK/$t.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" \
-        -block_ngram_repeat "$block" "${BPE_DECODE[@]}" -replace_unk -lookup_dict "$OUT/lexicon.txt" \
-        > "$run/$t.block.bleu.txt"
-      [ -s "$run/$t.block.calibration.json" ] || python tools/rare_word_f1.py -train "$TOK/train.$TGT" \
-        -ref "$TOK/$t.$TGT" -hyp "$run/$t.block.$TGT" -bins calibration -json "$run/$t.block.calibration.json" > /dev/null
-      log "$cfg seed $seed $t, -block_ngram_repeat $block: $(grep -h '^sacreBLEU' "$run/$t.block.bleu.txt" | cut -c1-30)"
-    done
+    test_decode .block "$block"
   done
 done
 log "done"

@@ -77,8 +77,7 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
             rows_now = rows.tolist()
             scores = block_repeats(scores, [prefixes[b] for b in rows_now], block_ngram_repeat)
             best = scores.max(-1)
-            last = torch.where(torch.isinf(best.values) & (best.values < 0), torch.full_like(best.indices, EOS_ID),
-                               best.indices)
+            last = torch.where(best.values == float("-inf"), torch.full_like(best.indices, EOS_ID), best.indices)
             for b, w in zip(rows_now, last.tolist(), strict=True):
                 prefixes[b].append(w)
         else:

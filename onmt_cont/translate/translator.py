@@ -53,8 +53,6 @@ class Translator:
                length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
                alignment_layer=None, decode_prior=0.0, csls=0, block_ngram_repeat=0):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
-        if block_ngram_repeat < 0:
-            raise UserError(f"-block_ngram_repeat must be 0 (off) or a positive n-gram size, got {block_ngram_repeat}")
         self.block_ngram_repeat = block_ngram_repeat
         if alignment_layer is not None:
             if not hasattr(model.decoder, "set_alignment_layer"):
