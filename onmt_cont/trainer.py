@@ -155,11 +155,18 @@ class Trainer:
         if self.scaler is not None:  # fp16: an overflowing step is skipped and the scale lowered
             self.scaler.step(self.optimizer)
             self.scaler.update()
+            self._after_update()
             return value, n
         if not torch.isfinite(norm):
             raise NonFiniteLoss(f"step {step}: the gradient norm is {norm.item()}; stopping (no checkpoint written)")
         self.optimizer.step()
+        self._after_update()
         return value, n
+
+    def _after_update(self):
+        after = getattr(self.model.generator, "after_update", None)  # -train_table: unit rows again
+        if after is not None:
+            after()
 
     @torch.no_grad()
     def validate(self, batches):
@@ -186,9 +193,14 @@ class ParameterAverage:
     parameters back afterwards. Every rank of a distributed run keeps the same average (its
     parameters are the same after each step)."""
 
+    # -train_table's table is left out (kept as trained): an average of unit rows is no unit row,
+    # and its rows move only when their words are candidates
+    UNAVERAGED = ("generator.table",)
+
     def __init__(self, model, decay, every=1):
-        self.params = [p for p in model.parameters() if p.requires_grad]
-        self.names = [n for n, p in model.named_parameters() if p.requires_grad]
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad and n not in self.UNAVERAGED]
+        self.params = [p for _, p in named]
+        self.names = [n for n, _ in named]
         self.decay, self.every = decay, every
         self.average = [p.detach().float().clone() for p in self.params]
 

@@ -52,7 +52,7 @@ from onmt_cont.utils.threads import apply_threads
 MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
               "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden", "encoder_type",
               "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions", "alignment_layer",
-              "word_bias", "sampling_correction")
+              "word_bias", "sampling_correction", "train_table")
 # The learning-rate schedule: -train_from keeps the checkpoint's unless the option is given again
 # (a resumed noam run must not fall back to a constant rate; a new -learning_rate is allowed).
 SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps")
@@ -230,6 +230,9 @@ def _check_negatives(opt):
     for name in ("word_bias", "sampling_correction"):
         if getattr(opt, name) and opt.loss not in ("infonce", "nllvmf_nce"):
             raise UserError(f"-{name} changes the logits of -loss infonce and nllvmf_nce, not -loss {opt.loss}")
+    if opt.train_table and opt.loss not in ("infonce", "nllvmf_nce"):
+        raise UserError(f"-train_table trains the target table through the candidates of -loss infonce and "
+                        f"nllvmf_nce (they keep its words apart), not -loss {opt.loss}")
 
 
 def load_table(path, tgt_vocab):
@@ -298,8 +301,9 @@ def report_parameters(model):
                     "E is the decoder's input embeddings (counted above)")
         return
     head = parameter_count(gen.head) if isinstance(gen, ReWEGenerator) else 0
-    logger.info(f"output layer (generator): {parameter_count(gen) - head:,} trainable, "
-                f"{frozen_count(gen):,} frozen (embedding table)")
+    table = "the embedding table trained (-train_table)" if getattr(gen, "trains_table", False) else \
+        f"{frozen_count(gen):,} frozen (embedding table)"
+    logger.info(f"output layer (generator): {parameter_count(gen) - head:,} trainable, {table}")
     if isinstance(gen, ReWEGenerator):
         w1, w2 = gen.head.w1, gen.head.w2
         logger.info(f"ReWE head: {head:,} trainable = W1 {w1.out_features}x{w1.in_features} + b1 + "
@@ -583,7 +587,7 @@ def train(opt, default):
     extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample", "negatives", "num_negatives")
                     if getattr(opt, k) is not None)
     enc, dec = architecture(opt)
-    tie = "".join(f" -{k}" for k in ("tie_emb", "word_bias", "sampling_correction") if getattr(opt, k))
+    tie = "".join(f" -{k}" for k in ("tie_emb", "word_bias", "sampling_correction", "train_table") if getattr(opt, k))
     logger.info(f"model: -encoder_type {enc} -decoder_type {dec} -loss {opt.loss} -generator {opt.generator}"
                 f"{tie}{extra}; "
                 f"device {device}{f' ({threads} threads)' if device.type == 'cpu' else ''}; lr {opt.learning_rate}")

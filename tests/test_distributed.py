@@ -419,3 +419,14 @@ def test_two_ranks_keep_the_same_parameter_average(data):
         assert torch.allclose(a["model"][name], b["model"][name], atol=1e-4), name
         assert torch.allclose(a["train_model"][name], b["train_model"][name], atol=1e-4), name
     assert any(not torch.equal(b["model"][n], b["train_model"][n]) for n in b["train_model"])
+
+
+def test_two_ranks_train_the_same_table(data):
+    """-train_table under torchrun: the table's gradient (used by the loss, outside DDP's forward)
+    is reduced like the others', so both ranks keep the same table; it moved and has unit rows."""
+    log, losses = _train(data, "tt2", 2, "-loss", "nllvmf_nce", "-train_table")
+    assert len(losses) == 6 and "parameters identical on all 2 ranks: yes" in log
+    table = torch.load(data / "tt2_last.pt", weights_only=True)["model"]["generator.table"]
+    start = torch.load(data / "emb.pt", weights_only=True)
+    assert not torch.allclose(table, start, atol=1e-3)
+    torch.testing.assert_close(table[1:].norm(dim=-1), torch.ones(len(table) - 1))

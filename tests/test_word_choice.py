@@ -14,7 +14,7 @@ from onmt_cont.constants import EOS_ID, UNK_ID
 from onmt_cont.inputters.vocab import Vocab, load_vocabs, unigram_log_prior
 from onmt_cont.losses import build_loss
 from onmt_cont.losses.negatives import Negatives
-from onmt_cont.models.checkpoint import load_checkpoint
+from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.models.generators import ContinuousGenerator, table_hubness
 from onmt_cont.outputs import BiasedVector
 from tests.test_train import fails, memorisation_data, reported_losses, run_train
@@ -417,6 +417,106 @@ def test_table_from_softmax_model(data, tmp_path, capsys):
             embeddings_to_torch.main([*args[:3], str(tmp_path / "bad"), *args[4:]])
         assert exc.value.code == 2 and needle in capsys.readouterr().err
         assert not list(tmp_path.glob("bad*"))
+
+
+# --- -train_table ---------------------------------------------------------------------------------
+
+
+def test_train_table_gradient_reaches_only_the_candidates():
+    """With in-batch negatives only, one SGD step moves exactly the rows of the batch's gold words;
+    after_update puts them back to unit length and leaves the padding row zero."""
+    gen_ = torch.Generator().manual_seed(3)
+    table = F.normalize(torch.randn(12, 6, generator=gen_), dim=-1)
+    table[0] = 0
+    gen = ContinuousGenerator(5, table, criterion="vmf", train_table=True)
+    assert gen.trains_table and gen.table is not table and torch.equal(gen.table, table)
+    loss_fn = build_loss(opt_of("nllvmf_nce", negatives="inbatch"), gen.table)
+    target = torch.tensor([3, 5, 5, 9])
+    loss_fn(gen(torch.randn(4, 5, generator=gen_)), target).sum().backward()
+    moved = (gen.table.grad.abs().sum(-1) > 0).nonzero().flatten().tolist()
+    assert moved == [3, 5, 9]
+    with torch.no_grad():
+        gen.table -= 0.5 * gen.table.grad
+    assert not torch.allclose(gen.table.norm(dim=-1)[moved], torch.ones(3))
+    gen.after_update()
+    torch.testing.assert_close(gen.table.norm(dim=-1)[1:], torch.ones(11))
+    assert gen.table[0].abs().sum() == 0
+    untouched = [i for i in range(12) if i not in moved]
+    assert torch.equal(gen.table[untouched], table[untouched])
+
+
+def test_train_table_leaves_the_other_initial_values():
+    """The table is not drawn by -param_init (or -param_init_glorot): every other parameter starts
+    as without the flag, and the table starts as the pretrained vectors."""
+    from onmt_cont.models.model import build_model
+    from tests.test_seed_methods import model_opts
+
+    table = F.normalize(torch.randn(11, 16, generator=torch.Generator().manual_seed(0)), dim=-1)
+    for glorot in (False, True):
+        models = []
+        for flag in (True, False):
+            torch.manual_seed(1)
+            opt = model_opts(loss="nllvmf_nce", tie_emb=True, train_table=flag, param_init_glorot=glorot)
+            models.append(build_model(opt, 9, 11, table))
+        a, b = (m.state_dict() for m in models)
+        assert a.keys() == b.keys()
+        for name in a:
+            assert torch.equal(a[name], b[name]), name
+        assert isinstance(models[0].generator.table, torch.nn.Parameter)
+        assert not isinstance(models[1].generator.table, torch.nn.Parameter)
+
+
+def test_train_table_trains_resumes_and_translates(data, tmp_path, capsys, monkeypatch):
+    """The checkpoint's output table moved and has unit rows, the decoder's tied input table is
+    still the pretrained one; -train_from resumes bit for bit (with -average_decay, which leaves the
+    table out); an average of checkpoints is put back on the sphere when loaded, and translates."""
+    from tests.test_tools import load_tool
+    from tests.test_train import record_steps
+
+    seen = record_steps(monkeypatch)
+    common = {**WC, "loss": "nllvmf_nce", "train_steps": "8", "epochs": "5", "average_decay": "0.1",
+              "word_bias": True, "sampling_correction": True}
+    full = run_train(data, tmp_path / "full", train_table=True, **common)
+    assert "-train_table" in (tmp_path / "full" / "train.log").read_text()
+    pretrained = F.normalize(torch.load(data["emb"], weights_only=True), dim=-1, eps=1e-12)  # as build_model
+    ckpt = torch.load(tmp_path / "full" / "m_last.pt", weights_only=True)
+    trained = ckpt["model"]["generator.table"]
+    assert not torch.allclose(trained, pretrained, atol=1e-3)
+    torch.testing.assert_close(trained[1:].norm(dim=-1), torch.ones(len(trained) - 1))
+    assert torch.equal(ckpt["model"]["decoder.embeddings.table.weight"], pretrained)
+    assert "generator.table" not in ckpt["train_model"]  # not averaged: the model's own
+    reference = dict(seen)
+    seen.clear()
+    resumed = run_train(data, tmp_path / "res", train_from=str(tmp_path / "full" / "m_step_4.pt"), **common)
+    assert resumed.opt.train_table
+    assert [v for _, v in seen] == [reference[s] for s, _ in seen] and len(seen) == 4
+    torch.testing.assert_close(resumed.model.generator.table, full.model.generator.table, rtol=0, atol=0)
+
+    avg = load_tool("average_models")
+    avg.main(["-models", str(tmp_path / "full" / "m_step_4.pt"), str(tmp_path / "full" / "m_step_8.pt"),
+              "-output", str(tmp_path / "avg.pt")])
+    mean = torch.load(tmp_path / "avg.pt", weights_only=True)["model"]["generator.table"]
+    assert (mean[1:].norm(dim=-1) < 1 - 1e-5).any()  # the mean of two unit rows is shorter
+    model, *_ = model_from_checkpoint(torch.load(tmp_path / "avg.pt", weights_only=True))
+    torch.testing.assert_close(model.generator.table[1:].norm(dim=-1), torch.ones(len(mean) - 1))
+    translate.main(translate_args(tmp_path / "avg.pt", data, tmp_path / "avg.txt"))
+    assert len((tmp_path / "avg.txt").read_text().splitlines()) == 8
+
+    from onmt_cont.translate.open_vocab import extend_model
+    from onmt_cont.utils.errors import UserError
+
+    model, _, _, tgt_vocab = model_from_checkpoint(ckpt)
+    model.generator.bias = None  # the table alone must refuse
+    with pytest.raises(UserError, match="-train_table"):
+        extend_model(model, tgt_vocab, ["zebra"], torch.randn(1, 16))
+
+
+def test_train_table_needs_a_contrastive_loss(data, tmp_path, capsys):
+    from tests.test_train import argv
+
+    fails(capsys, argv(data, tmp_path, **{**WC, "loss": "nllvmf", "train_table": True}),
+          "-train_table trains the target table", "not -loss nllvmf")
+    assert not list(tmp_path.iterdir())
 
 
 # --- tools/time_to_quality.py and quality_report.py's calibration table ------------------------------

@@ -17,6 +17,8 @@
 #   CONFIGS="t_bpe_ce t_bpe_nce_sphere" EPOCHS=40 bash docs/recipes/word_choice.sh   # the subword rows
 #   SRC=de CONFIGS="t_ce_avg t_nce_both_avg" EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
 #     (the moving average of the parameters, train.py -average_decay; -block_ngram_repeat picked on validation)
+#   SRC=de CONFIGS="t_nce_both_avg_train" EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
+#     (the same with the target table trained from the pretrained vectors, train.py -train_table)
 #
 # Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
 # [runs/word_choice_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [20], EARLY [3, 0: off], AVG [5],
@@ -71,6 +73,7 @@ config() {
     t_nce_both_softmax) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|softmax" ;;
     t_ce_avg)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $AVERAGE|emb" ;;
     t_nce_both_avg) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE|emb" ;;
+    t_nce_both_avg_train) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -train_table|emb" ;;
     t_bpe_ce)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1|bpe_none" ;;
     t_bpe_nce_sphere) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|bpe_sphere" ;;
     t_infonce_both) echo "$TMODEL -learning_rate $LR -loss infonce -tie_emb -sampling_correction -word_bias|emb" ;;

@@ -102,6 +102,11 @@ def build_parser():
     g.add_argument("-word_bias", action="store_true", help="infonce, nllvmf_nce: learn a bias b_w per target word, "
                    "added to the contrastive logits (only the candidates' entries get a gradient) and to every "
                    "word's score when decoding, as a softmax's output bias is")
+    g.add_argument("-train_table", action="store_true", help="infonce, nllvmf_nce: train the target table the "
+                   "outputs are scored against, starting from -tgt_emb (each step the rows of the gold words and of "
+                   "the candidates get a gradient; rows are put back to unit length after every update). The "
+                   "decoder's input embeddings (-tie_emb) stay the frozen pretrained vectors; -average_decay leaves "
+                   "the table out of its average. Adam updates the whole [vocab, dim] table each step")
     g.add_argument("-rewe_lambda", type=float, default=None, help="ReWE (Jauregi Unanue et al.): add a head that "
                    "regresses the gold word's pretrained vector (-tgt_emb) and train on NLL + λ·ReWE loss "
                    "(paper: 20); needs -loss ce -generator linear. The head is ignored at inference. 0 builds the "

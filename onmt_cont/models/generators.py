@@ -71,12 +71,16 @@ class ContinuousGenerator(nn.Module):
     - :meth:`set_prior` (translate.py -decode_prior β): + β · log p_train(w);
     - :meth:`set_csls` (translate.py -csls K): CSLS (Conneau et al. 2018), 2·cos(ê, e_w) − r(w),
       with r(w) the mean cosine of e_w to its K nearest table words, in the criterion's units.
+
+    ``train_table`` (-train_table): the table is a parameter (its own copy: a tied decoder keeps
+    reading the pretrained vectors), trained through the contrastive losses' candidates and put
+    back on the unit sphere after every update (:meth:`after_update`) and after loading.
     """
 
     continuous = True
     CRITERIA = ("vmf", "cosine", "l2")
 
-    def __init__(self, hidden_size, table, nonlinear=False, criterion="cosine", word_bias=False):
+    def __init__(self, hidden_size, table, nonlinear=False, criterion="cosine", word_bias=False, train_table=False):
         super().__init__()
         if criterion not in self.CRITERIA:
             raise ValueError(f"criterion must be one of {self.CRITERIA}, got {criterion!r}")
@@ -85,12 +89,35 @@ class ContinuousGenerator(nn.Module):
             self.proj = nn.Sequential(nn.Linear(hidden_size, hidden_size), nn.ReLU(), nn.Linear(hidden_size, m))
         else:
             self.proj = nn.Linear(hidden_size, m)
-        self.register_buffer("table", table)  # [vocab, m], unit rows (padding row zero)
+        if train_table:  # [vocab, m], unit rows (padding row zero)
+            self.table = nn.Parameter(table.clone())
+            # a loaded table (an average of checkpoints: tools/average_models.py) goes back on the
+            # sphere; rows that are on it stay bit for bit, so -train_from resumes exactly
+            self.register_load_state_dict_post_hook(lambda module, _keys: module.unit_rows_(UNIT_TOLERANCE))
+        else:
+            self.register_buffer("table", table)
         self.bias = nn.Parameter(torch.zeros(table.size(0))) if word_bias else None
         self.criterion = criterion
         self.index, self.index_k = None, 0  # approximate search (decoding only): see set_index
         self.prior = None  # [vocab]: β · log p_train(w) (decoding only): see set_prior
         self.hubness = None  # [vocab]: CSLS's r(w) (decoding only): see set_csls
+
+    @property
+    def trains_table(self):
+        return isinstance(self.table, nn.Parameter)
+
+    def after_update(self):
+        """Called after every optimiser step: a trained table's rows are put back to unit length
+        (rows within float rounding of it, those no update moved, are left as they are)."""
+        if self.trains_table:
+            self.unit_rows_(ROUNDING)
+
+    @torch.no_grad()
+    def unit_rows_(self, tolerance=0.0):
+        """Scale to unit length every non-zero row whose length is more than ``tolerance`` from 1."""
+        norm = self.table.norm(dim=-1, keepdim=True)
+        off = ((norm - 1).abs() > tolerance) & (norm > 0)
+        self.table.copy_(torch.where(off, self.table / norm.clamp_min(1e-12), self.table))
 
     def forward(self, dec_out, gold=None):
         """dec_out: [..., hidden] -> ê [..., m]; with -word_bias and ``gold`` (training, validation)
@@ -153,9 +180,10 @@ class ContinuousGenerator(nn.Module):
 
     def set_table(self, table):
         """Decode over another unit-length table [vocab', m] (open vocabulary); drops the index."""
-        if self.bias is not None or self.prior is not None or self.hubness is not None:
-            raise ValueError("open-vocabulary decoding has no word bias, training count or CSLS score for the "
-                             "added words: it does not combine with -word_bias, -decode_prior or -csls")
+        if self.bias is not None or self.prior is not None or self.hubness is not None or self.trains_table:
+            raise ValueError("open-vocabulary decoding has no word bias, training count, CSLS score or trained row "
+                             "for the added words: it does not combine with -word_bias, -decode_prior, -csls or "
+                             "-train_table")
         self.table = table
         self.index = None
 
@@ -179,6 +207,12 @@ class ContinuousGenerator(nn.Module):
         scores = torch.full((flat.size(0), self.table.size(0)), float("-inf"), device=flat.device)
         scores.scatter_(1, ids, found)
         return scores.view(*out.shape[:-1], -1)
+
+
+# -train_table: how far from unit length a row may be before it is rescaled, after an update
+# (float32 rounding of a normalised row is about 1e-7) and when a table is loaded (an average of
+# checkpoints' unit rows is shorter)
+ROUNDING, UNIT_TOLERANCE = 1e-6, 1e-5
 
 
 def table_hubness(table, k, chunk=None):

@@ -82,8 +82,10 @@ def _generator_kind(opt):
 def _initialised_here(model):
     """The trainable parameters, in registration order, except those of modules that initialise
     themselves from their own generator (``self_initialised``, the ReWE head): adding such a
-    module changes no other initial value."""
+    module changes no other initial value; nor a trained target table (-train_table), which
+    starts from the pretrained vectors."""
     own = {id(p) for m in model.modules() if getattr(m, "self_initialised", False) for p in m.parameters()}
+    own |= {id(m.table) for m in model.modules() if getattr(m, "trains_table", False)}
     return [p for p in model.parameters() if p.requires_grad and id(p) not in own]
 
 
@@ -104,7 +106,8 @@ def init_glorot(model):
 def build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table):
     if kind == "continuous":
         return ContinuousGenerator(opt.rnn_size, tgt_table, opt.generator == "nonlinear", decode_criterion(opt.loss),
-                                   word_bias=getattr(opt, "word_bias", False))  # older checkpoints: no bias
+                                   word_bias=getattr(opt, "word_bias", False),  # older checkpoints: no bias
+                                   train_table=getattr(opt, "train_table", False))
     if kind == "joint":
         dropout = opt.dropout if getattr(opt, "joint_dropout", None) is None else opt.joint_dropout
         return JointGenerator(opt.rnn_size, embeddings, tgt_vocab_size, opt.joint_dim, dropout,
