@@ -8,6 +8,7 @@ random unit vectors and the batches are random word ids of realistic lengths.
 
 import contextlib
 import io
+import math
 import os
 import resource
 import sys
@@ -137,6 +138,16 @@ def synthetic_table(vocab, device="cpu", seed=0):
     table = torch.randn(vocab, EMB_DIM, generator=gen)
     table[PAD_ID] = 0
     return table.to(device)
+
+
+def synthetic_prior(opt, vocab, device="cpu"):
+    """The training unigram log-distribution -sampling_correction needs (None for other rows): the
+    synthetic targets' own, uniform over the words (padding −inf)."""
+    if not getattr(opt, "sampling_correction", False):
+        return None
+    prior = torch.full((vocab,), -math.log(vocab - 1), device=device)
+    prior[PAD_ID] = float("-inf")
+    return prior
 
 
 def synthetic_batch(batch_size, src_vocab, tgt_vocab, device, seed=0, src_len=SRC_LEN, tgt_len_sd=TGT_LEN_SD):

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from unittest import mock
 
 import torch
+from benchlib import synthetic_prior
 from torch.utils.flop_counter import FlopCounterMode
 
 from onmt_cont.losses import build_loss, negatives
@@ -75,10 +76,23 @@ def _meta_sampling():
         def search(self, unit, k):
             return torch.zeros(unit.size(0), k, dtype=torch.long, device=unit.device)
 
+    # -sampling_correction's expected counts find shared ids in per-token lists (a data-dependent
+    # size); they are elementwise work, which the counter does not count: a stand-in of their shape.
+    def log_expected_counts(self, target, shared, per_token):
+        width = (0 if shared is None else shared.numel()) + (0 if per_token is None else per_token.size(1))
+        return torch.zeros(target.numel(), width, device=target.device)
+
+    # The per-token candidate products' sparse backward (a trained table) has no meta kernel: the
+    # same products by gathering, whose backward does the same multiply-adds.
+    def token_dots(vec, table, ids):
+        return torch.einsum("nm,ncm->nc", vec, table[ids])
+
     with (
+        mock.patch.object(negatives._TokenDots, "apply", token_dots),
         mock.patch.object(generators, "sample_candidates", candidates),
         mock.patch.object(negatives, "table_neighbours", neighbours),
         mock.patch.object(negatives, "PredictionIndex", PredictionIndex),
+        mock.patch.object(negatives.Negatives, "log_expected_counts", log_expected_counts),
     ):
         yield
 
@@ -95,7 +109,8 @@ def step_flops(opt, src_vocab, tgt_vocab, batch, with_table, emb_dim=300):
         # to_empty: a module that builds its parameters on the CPU itself (the ReWE head) joins the rest.
         model = build_model(opt, src_vocab, tgt_vocab, table).to_empty(device=META)
         with _meta_sampling():  # the contrastive losses' neighbour tables are built with the loss
-            loss_fn = build_loss(opt, getattr(model.generator, "table", None))
+            prior = synthetic_prior(opt, tgt_vocab, META)
+            loss_fn = build_loss(opt, getattr(model.generator, "table", None), prior)
         model.train()
         H = opt.rnn_size
         memory_bank = torch.empty(B, S, H, requires_grad=True)

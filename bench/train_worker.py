@@ -69,7 +69,7 @@ class Model:
         optimizer = benchlib.training.make_optimizer(opt, model)
         gen_table = getattr(model.generator, "table", None)
         with neighbour_standin(gen_table):
-            loss_fn = benchlib.build_loss(opt, gen_table)
+            loss_fn = benchlib.build_loss(opt, gen_table, benchlib.synthetic_prior(opt, vocab, self.device))
         self.trainer = benchlib.Trainer(model, loss_fn, optimizer, opt.max_grad_norm)
         self.model, self.opt, self.steps, self.batches = model, opt, 0, {}
 

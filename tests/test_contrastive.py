@@ -204,3 +204,25 @@ def test_exact_search_chunks_are_sized_by_memory(monkeypatch):
 def test_parse_sources_refuses(text):
     with pytest.raises(ValueError):
         parse_sources(text)
+
+
+@pytest.mark.parametrize("table_grad", [False, True])
+def test_candidate_dots_per_token_matches_gathering(table_grad):
+    """The per-token products and both gradients (a trained table's included, repeated ids summed)
+    equal those of gathering the rows and multiplying, in float64; gradcheck agrees."""
+    from onmt_cont.losses.negatives import _TokenDots, candidate_dots
+
+    gen = torch.Generator().manual_seed(5)
+    vec = torch.randn(6, 4, dtype=torch.float64, generator=gen, requires_grad=True)
+    table = torch.randn(9, 4, dtype=torch.float64, generator=gen, requires_grad=table_grad)
+    ids = torch.tensor([[1, 2, 2], [3, 0, 8], [8, 8, 8], [4, 5, 6], [1, 1, 7], [2, 3, -1]])
+    weight = torch.randn(6, 3, dtype=torch.float64, generator=gen)
+    got = candidate_dots(vec, table, None, ids)
+    want = torch.einsum("nm,ncm->nc", vec, table[ids.clamp_min(0)])
+    torch.testing.assert_close(got, want.float())
+    inputs = (vec, table) if table_grad else (vec,)
+    mine = torch.autograd.grad((_TokenDots.apply(vec, table, ids.clamp_min(0)) * weight).sum(), inputs)
+    ref = torch.autograd.grad((want * weight).sum(), inputs)
+    for a, b in zip(mine, ref, strict=True):
+        torch.testing.assert_close(a, b)
+    assert torch.autograd.gradcheck(lambda v, t: _TokenDots.apply(v, t, ids.clamp_min(0)), (vec, table))
