@@ -143,3 +143,17 @@ def test_a_tiny_transformer_row_trains_in_the_worker(monkeypatch):
     assert counts["ce"]["output_layer"] == H * V + V  # the softmax layer
     assert counts["nllvmf tied"]["output_layer"] == H * M + M  # d_model -> m
     assert counts["nllvmf tied"]["input_layer"] == M * H + H  # the frozen table's projection
+
+
+def test_correction_and_trained_table_rows_are_counted():
+    """The rows of the recommended configuration: -sampling_correction's expected counts have no
+    meta kernel (a stand-in of their shape), and a trained table adds its gradient's product to
+    the frozen table's count: 2·m per negative candidate of every target token (the gold rows'
+    gradient is elementwise, which the counter does not count)."""
+    batch = benchlib.synthetic_batch(B, V, V, "cpu", src_len=S)
+    both = ["-loss", "nllvmf_nce", "-tie_emb", "-sampling_correction", "-word_bias", "-negatives", "inbatch,random"]
+    frozen = flops.step_flops(tiny_options(*both), V, V, batch, True)["total"]
+    trained = flops.step_flops(tiny_options(*both, "-train_table"), V, V, batch, True)["total"]
+    n = int((batch["tgt"][:, 1:] != PAD_ID).sum())
+    candidates = n + 64  # in-batch: the batch's n targets; random: -num_sampled 64
+    assert trained - frozen == 2 * M * n * candidates
