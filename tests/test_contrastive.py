@@ -226,3 +226,19 @@ def test_candidate_dots_per_token_matches_gathering(table_grad):
     for a, b in zip(mine, ref, strict=True):
         torch.testing.assert_close(a, b)
     assert torch.autograd.gradcheck(lambda v, t: _TokenDots.apply(v, t, ids.clamp_min(0)), (vec, table))
+
+
+def test_candidate_dots_per_token_keeps_the_bits_of_gathering():
+    """float32, frozen table: the products and the prediction's gradient are bit for bit those of
+    gathering the rows, so a frozen-table model trains exactly as before."""
+    from onmt_cont.losses.negatives import _TokenDots
+
+    gen = torch.Generator().manual_seed(2)
+    table = torch.randn(500, 300, generator=gen)
+    ids = torch.randint(1, 500, (70, 33), generator=gen)
+    vec = torch.randn(70, 300, generator=gen, requires_grad=True)
+    weight = torch.randn(70, 33, generator=gen)
+    want = torch.einsum("nm,ncm->nc", vec, table[ids])
+    got = _TokenDots.apply(vec, table, ids)
+    assert torch.equal(got, want)
+    assert torch.equal(*(torch.autograd.grad((out * weight).sum(), vec)[0] for out in (got, want)))

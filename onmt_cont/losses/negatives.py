@@ -206,16 +206,16 @@ def candidate_dots(vec, table, shared, per_token):
 class _TokenDots(torch.autograd.Function):
     """vec [N, m], table [V, m], ids [N, C] -> vec[n] · table[ids[n, c]]: [N, C].
 
-    The same numbers as gathering the [N, C, m] rows and multiplying, with a cheaper backward for
-    a trained table (-train_table): its gradient is one sparse [V, N] x dense [N, m] product
-    instead of scattering N·C rows of m values one by one (bench/train_speed.py)."""
+    The same bits as gathering the [N, C, m] rows and multiplying (products and vec's gradient),
+    with a cheaper backward for a trained table (-train_table): its gradient is one sparse
+    [V, N] x dense [N, m] product instead of scattering N·C rows of m values one by one."""
 
     @staticmethod
     def forward(ctx, vec, table, ids):
         rows = F.embedding(ids, table)
         ctx.save_for_backward(vec, rows, ids)
         ctx.vocab = table.size(0)
-        return torch.bmm(rows, vec.unsqueeze(2)).squeeze(2)
+        return torch.einsum("nm,ncm->nc", vec, rows)  # as gathering does it: the same bits
 
     @staticmethod
     def backward(ctx, grad):
