@@ -227,12 +227,11 @@ def _check_negatives(opt):
         raise UserError(f"-temperature must be positive, got {opt.temperature}")
     if not opt.contrastive_weight >= 0:
         raise UserError(f"-contrastive_weight must be at least 0, got {opt.contrastive_weight}")
-    for name in ("word_bias", "sampling_correction"):
+    for name, what in (("word_bias", "changes the logits of"), ("sampling_correction", "changes the logits of"),
+                       ("train_table", "trains the target table through the candidates (they keep its words "
+                                       "apart) of")):
         if getattr(opt, name) and opt.loss not in ("infonce", "nllvmf_nce"):
-            raise UserError(f"-{name} changes the logits of -loss infonce and nllvmf_nce, not -loss {opt.loss}")
-    if opt.train_table and opt.loss not in ("infonce", "nllvmf_nce"):
-        raise UserError(f"-train_table trains the target table through the candidates of -loss infonce and "
-                        f"nllvmf_nce (they keep its words apart), not -loss {opt.loss}")
+            raise UserError(f"-{name} {what} -loss infonce and nllvmf_nce, not -loss {opt.loss}")
 
 
 def load_table(path, tgt_vocab):
