@@ -10,12 +10,17 @@ global batch.
 """
 
 import os
+import signal
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
+
+from onmt_cont.utils.errors import UserError
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,29 @@ def init(use_gpu, timeout_s=600):
         dist.init_process_group(backend, store=dist.PrefixStore(f"onmt_cont/attempt_{attempt}/", store),
                                 rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
     return Context(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+
+
+@contextmanager
+def stop_on_sigterm(ctx):
+    """Within this block a SIGTERM ends the rank with one line saying why (a :class:`UserError`:
+    train.py prints ``error: ...`` and exits 2). torchrun sends SIGTERM to every rank as soon as one
+    has exited on an error, often before they have seen their collective break, and Python's
+    default is to die without a word, so whether a rank explained itself was a race. The
+    exception unwinds like any other: a checkpoint being written is removed, not left half done.
+    A single process keeps the default (nothing to explain it by)."""
+    if not ctx.distributed or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise UserError(f"rank {ctx.rank}: stopped by SIGTERM (torchrun sends it to every rank once one has "
+                        "ended: see that rank's error above; otherwise the job was cancelled)")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def wrap(module, device, find_unused_parameters=False):

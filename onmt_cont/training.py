@@ -567,6 +567,12 @@ def train(opt, default):
         raise UserError("-amp -amp_dtype fp16 needs a GPU (-gpu); on CPU use -amp_dtype bf16")
     threads = apply_threads(opt.threads)
     ctx = distributed.init(use_gpu=opt.gpu is not None, timeout_s=opt.dist_timeout)
+    with distributed.stop_on_sigterm(ctx):
+        return _train(opt, ctx, threads, ckpt, resume_note, save_dir)
+
+
+def _train(opt, ctx, threads, ckpt, resume_note, save_dir):
+    """train()'s second half, on a rank of the process group ``ctx``: build the run, log what it is, train."""
     device = resolve_device(ctx.local_rank if ctx.distributed and opt.gpu is not None else opt.gpu)
     run = Run(opt, device, ctx)  # reads and checks every input: a failure leaves no log file behind
     if ckpt is not None:
