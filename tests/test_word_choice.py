@@ -211,6 +211,11 @@ def test_prior_and_csls_scores(criterion):
     base = gen.scores(out)
     gen.set_prior(PRIOR, 0.5)
     torch.testing.assert_close(gen.scores(out)[:, 1:], base[:, 1:] + 0.5 * PRIOR[1:])
+    # a negative beta rewards rare words, but not <unk> (rare only because the vocabulary covers
+    # nearly everything): it takes the most frequent word's term, so it gains on no word
+    gen.set_prior(PRIOR, -0.5)
+    torch.testing.assert_close(gen.scores(out)[:, 2:], base[:, 2:] - 0.5 * PRIOR[2:])
+    torch.testing.assert_close(gen.scores(out)[:, 1], base[:, 1] - 0.5 * PRIOR[5])
     gen.set_prior(None, 0.5)
     gen.set_csls(2)
     r = table_hubness(TABLE, 2)
@@ -327,6 +332,11 @@ def test_translate_prior_and_csls(data, tmp_path, capsys):
     prior_words = set((tmp_path / "prior.txt").read_text().split())
     assert prior_words == {top}, prior_words
     assert (tmp_path / "plain.txt").read_text() != (tmp_path / "prior.txt").read_text()
+    # a negative beta (word_choice.sh's grid has -0.25 and -0.1) pulls the other way: the rarest words
+    translate.main(translate_args(model, data, tmp_path / "rare.txt", "-decode_prior", "-1000"))
+    rarest = {vocab["tgt"][i] for i in range(4, len(counts)) if counts[i] == min(counts[4:])}
+    rare_words = set((tmp_path / "rare.txt").read_text().split())
+    assert rare_words and rare_words <= rarest, (rare_words, rarest)
     assert len((tmp_path / "csls.txt").read_text().splitlines()) == 8
     capsys.readouterr()
     run_train(data, tmp_path / "ce", loss="ce", **{**WC, "tie_emb": False})

@@ -76,7 +76,7 @@ def build_parser():
     g.add_argument("-decode_prior", type=float, default=0.0, help="score each word by the nearest-neighbour score "
                    "+ this beta x log p_train(w), its add-one smoothed frequency in the training targets (stored in "
                    "checkpoints of this version): a frequency prior that nearest-neighbour search lacks. Pick beta on "
-                   "validation BLEU; 0 (default): off")
+                   "validation BLEU; negative values favour rarer words; 0 (default): off")
     g.add_argument("-csls", type=int, default=0, help="rank words by CSLS (Conneau et al. 2018): 2 cos(e^, e_w) - "
                    "r(w), r(w) the mean cosine of e_w to its K nearest table words (a penalty for hubs), in the "
                    "decoding criterion's units; K > 0 turns it on (the paper: 10)")

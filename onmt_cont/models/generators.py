@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from onmt_cont.constants import PAD_ID, SPECIALS
+from onmt_cont.constants import PAD_ID, SPECIALS, UNK_ID
 from onmt_cont.losses.negatives import search_chunk_rows
 from onmt_cont.outputs import BiasedVector, ReWEOutput, SampledLogits, prediction
 from onmt_cont.vmf import log_cmk
@@ -159,8 +159,15 @@ class ContinuousGenerator(nn.Module):
         return scores
 
     def set_prior(self, log_prior, beta):
-        """Decode with score + ``beta`` · log p_train(w); ``log_prior`` [vocab] (None or β 0: off)."""
-        self.prior = None if log_prior is None or beta == 0 else beta * log_prior.float().to(self.table.device)
+        """Decode with score + ``beta`` · log p_train(w); ``log_prior`` [vocab] (None or β 0: off).
+        A negative β rewards rare words; ``<unk>`` is not one (its count is the tokens no word
+        covers, often none), so it takes the most frequent word's term there: no reward."""
+        if log_prior is None or beta == 0:
+            self.prior = None
+            return
+        self.prior = beta * log_prior.float().to(self.table.device)
+        if beta < 0 and len(self.prior) > len(SPECIALS):
+            self.prior[UNK_ID] = self.prior[len(SPECIALS):].min()
 
     def set_csls(self, k):
         """Decode by CSLS with the mean cosine of each table word to its ``k`` nearest table words
