@@ -318,15 +318,13 @@ train.main(sys.argv[1:])
 """
 
 
-def test_a_failed_rank_ends_the_group_quickly(data, tmp_path):
-    """Rank 0 cannot write a checkpoint (disk full) while rank 1 waits in the save's barrier: every
-    rank ends within seconds (before, rank 0 met rank 1 in a barrier on its way out and the group
-    hung), rank 0's error line is printed once, rank 1 says in one line why it stopped (no
-    traceback), and the last good checkpoints are intact."""
+def _run_failing_write(data, tmp_path, source):
+    """Train 2 ranks under torchrun with ``source`` (FAILING_WRITE, perhaps changed) as the script, a
+    checkpoint every step: the run fails, within 30 s; its stdout and stderr together."""
     import time
 
     script = tmp_path / "failing_write.py"
-    script.write_text(FAILING_WRITE.format(root=ROOT))
+    script.write_text(source)
     args = ["-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model", str(tmp_path / "m"),
             *COMMON, "-save_checkpoint_steps", "1"]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
@@ -335,7 +333,15 @@ def test_a_failed_rank_ends_the_group_quickly(data, tmp_path):
     out = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True,
                          text=True, timeout=120)
     assert out.returncode != 0 and time.time() - start < 30
-    text = out.stdout + out.stderr
+    return out.stdout + out.stderr
+
+
+def test_a_failed_rank_ends_the_group_quickly(data, tmp_path):
+    """Rank 0 cannot write a checkpoint (disk full) while rank 1 waits in the save's barrier: every
+    rank ends within seconds (before, rank 0 met rank 1 in a barrier on its way out and the group
+    hung), rank 0's error line is printed once, rank 1 says in one line why it stopped (no
+    traceback), and the last good checkpoints are intact."""
+    text = _run_failing_write(data, tmp_path, FAILING_WRITE.format(root=ROOT))
     assert text.count("error: cannot write") == 1 and "no space left on device" in text
     # rank 1 either sees its barrier break ("another rank ended") or is first ended by torchrun's
     # SIGTERM ("stopped by SIGTERM"); which comes first is a race, so both are one line here
@@ -352,22 +358,10 @@ def test_a_rank_ended_by_torchrun_says_why(data, tmp_path):
     """The other side of that race, made certain: rank 1 is slow to look at its broken barrier, so
     torchrun's SIGTERM reaches it first. It stops with one error line naming the signal (before,
     Python's default ended it without a word), no traceback, within seconds."""
-    import time
-
-    script = tmp_path / "failing_write.py"
     slow = ("from onmt_cont import distributed\nimport time\n"
             "if os.environ['RANK'] == '1':\n    distributed.peer_failed = lambda exc: time.sleep(60)\n")
-    script.write_text(FAILING_WRITE.format(root=ROOT).replace("io._ErrorKeepingWriter = Failing\n",
-                                                            "io._ErrorKeepingWriter = Failing\n" + slow))
-    args = ["-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model", str(tmp_path / "m"),
-            *COMMON, "-save_checkpoint_steps", "1"]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "--monitor-interval=0.2", str(script), *args]
-    start = time.time()
-    out = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode != 0 and time.time() - start < 30
-    text = out.stdout + out.stderr
+    text = _run_failing_write(data, tmp_path, FAILING_WRITE.format(root=ROOT).replace(
+        "io._ErrorKeepingWriter = Failing\n", "io._ErrorKeepingWriter = Failing\n" + slow))
     assert text.count("error: cannot write") == 1
     assert text.count("error: rank 1: stopped by SIGTERM") == 1, text
     assert "another rank ended" not in text
