@@ -32,6 +32,8 @@ python build_lexicon.py -src data/train.fr -tgt data/train.en -output "$OUT/lexi
 # LOSS: the loss flags. The default, README's recommended continuous row, gave test sacreBLEU 25.04
 # with 0% <unk> on the sample (LSTM); the paper's LOSS="-loss nllvmf -tie_emb" gave 19.58 with
 # -replace_unk and 6.45 without (35% <unk>), the same day on the same machine.
+# -word_bias without -sampling_correction, the better LSTM row on Multi30k (docs/results.md 5c, continued (3)),
+# gave 22.21 here: on the 3,000-pair sample the two flags stay ahead (25.04 again on 2026-11-25).
 LOSS=${LOSS:--loss nllvmf_nce -lambda1 0.02 -lambda2 0.1 -tie_emb -sampling_correction -word_bias}
 python train.py -data "$OUT/data" -save_model "$OUT/model" -tgt_emb "$OUT/emb.dec.pt" \
   $LOSS -generator linear $MODEL -batch_size 32 -epochs ${EPOCHS:-12} \

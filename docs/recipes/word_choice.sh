@@ -19,6 +19,8 @@
 #     (the moving average of the parameters, train.py -average_decay; -block_ngram_repeat picked on validation)
 #   SRC=de CONFIGS="t_nce_both_avg_train" EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
 #     (the same with the target table trained from the pretrained vectors, train.py -train_table)
+#   SRC=fr OUT=runs/word_choice_lstm_fr-en CONFIGS=lstm_ce SEEDS=1 EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
+#     (and CONFIGS=lstm_nce_bias beside it, one thread each: the converged LSTM rows of docs/results.md 5c, continued (3))
 #
 # Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
 # [runs/word_choice_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [20], EARLY [3, 0: off], AVG [5],
