@@ -19,7 +19,7 @@ from onmt_cont import distributed
 from onmt_cont.ann import import_faiss
 from onmt_cont.constants import UNK
 from onmt_cont.evaluate import tokenized_bleu
-from onmt_cont.inputters.batching import ShardedIterator, collate, make_batches
+from onmt_cont.inputters.batching import FINAL_PUNCT, ShardedIterator, collate, make_batches
 from onmt_cont.inputters.corpus import load_shard, load_shard_text, shard_paths
 from onmt_cont.inputters.vocab import load_vocabs, unigram_log_prior
 from onmt_cont.losses import CONTINUOUS_LOSSES, build_loss
@@ -56,6 +56,8 @@ MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_si
 # The learning-rate schedule: -train_from keeps the checkpoint's unless the option is given again
 # (a resumed noam run must not fall back to a constant rate; a new -learning_rate is allowed).
 SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps")
+# Training-data options -train_from keeps in the same way, so a resumed run sees the same sources.
+DATA_OPTS = ("drop_final_punct",)
 # the validation numbers -tensorboard writes (those a run has: cosine for continuous models, ppl for softmax)
 VALID_SCALARS = ("loss", "cosine", "accuracy", "ppl", "bleu", "unk_share")
 logger = logging.getLogger("onmt_cont.train")
@@ -147,6 +149,8 @@ def check_options(opt):
         raise UserError(f"-warmup_steps must be at least 1, got {opt.warmup_steps}")
     if not 0.0 <= opt.average_decay <= 1.0:
         raise UserError(f"-average_decay must be in [0, 1] (0: off; e.g. 1e-4), got {opt.average_decay}")
+    if not 0.0 <= opt.drop_final_punct <= 1.0:
+        raise UserError(f"-drop_final_punct is a probability in [0, 1] (0: off; e.g. 0.05), got {opt.drop_final_punct}")
     if opt.average_every < 1:
         raise UserError(f"-average_every must be at least 1, got {opt.average_every}")
     if opt.learning_rate is None:
@@ -381,7 +385,18 @@ class Run:
                          "valid_metric": opt.valid_metric}
         self.board = None  # -tensorboard: train() gives rank 0 one
         self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
-                                        self.ctx.rank, self.ctx.world)
+                                        self.ctx.rank, self.ctx.world, opt.drop_final_punct, self._punct_ids())
+
+    def _punct_ids(self):
+        """-drop_final_punct: the ids of . ! ? in the source and the target vocabulary (an error
+        where the source vocabulary has none)."""
+        if not self.opt.drop_final_punct:
+            return (), ()
+        src, tgt = ([v.stoi[w] for w in FINAL_PUNCT if w in v.stoi] for v in (self.src_vocab, self.tgt_vocab))
+        if not src:
+            raise UserError(f"-drop_final_punct: the source vocabulary of {self.opt.data}.vocab.pt has none of "
+                            f"{' '.join(FINAL_PUNCT)}, so there is nothing to drop")
+        return src, tgt
 
     def _log_prior(self, device):
         try:
@@ -553,7 +568,7 @@ def train(opt, default):
                     raise UserError(f"-{k} {given} conflicts with the checkpoint -train_from {opt.train_from} "
                                     f"(trained with -{k} {ckpt['opt'][k]}); leave it out to resume")
                 setattr(opt, k, ckpt["opt"][k])
-        for k in SCHEDULE_OPTS:  # left out on resume: the checkpoint's; given: the new value
+        for k in SCHEDULE_OPTS + DATA_OPTS:  # left out on resume: the checkpoint's; given: the new value
             if k in ckpt["opt"] and getattr(opt, k) == default(k):
                 setattr(opt, k, ckpt["opt"][k])
     check_options(opt)
@@ -597,6 +612,10 @@ def _train(opt, ctx, threads, ckpt, resume_note, save_dir):
                 f"{tie}{extra}; "
                 f"device {device}{f' ({threads} threads)' if device.type == 'cpu' else ''}; lr {opt.learning_rate}")
     report_parameters(run.model)
+    if opt.drop_final_punct:
+        logger.info(f"training data: -drop_final_punct {opt.drop_final_punct:g}: a pair whose source ends with "
+                    f"{' '.join(FINAL_PUNCT)} loses it, and its target its own, with this probability, drawn anew "
+                    "each epoch")
     if ctx.distributed:
         logger.info(f"distributed: {ctx.world} processes ({'nccl' if device.type == 'cuda' else 'gloo'}); "
                     f"each takes 1/{ctx.world} of every batch of -batch_size {opt.batch_size}")

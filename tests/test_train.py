@@ -34,10 +34,13 @@ def memorisation_corpus(n=20, seed=0):
     return src, tgt
 
 
-def memorisation_data(d, table_dim):
+def memorisation_data(d, table_dim, final=""):
     """Shards of the memorisation corpus in folder ``d`` (validation: its first 8 pairs) and a
-    random unit table of ``table_dim`` columns (row 0, padding, zero)."""
+    random unit table of ``table_dim`` columns (row 0, padding, zero). ``final``: a token that
+    ends every sentence of both sides (e.g. ".")."""
     src, tgt = memorisation_corpus()
+    if final:
+        src, tgt = ([f"{line} {final}" for line in side] for side in (src, tgt))
     for name, lines in (("train.fr", src), ("train.en", tgt), ("valid.fr", src[:8]), ("valid.en", tgt[:8])):
         (d / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
     prefix = str(d / "d")
@@ -753,6 +756,96 @@ def test_average_decay_validates_the_average_and_resumes_exactly(data, tmp_path,
     assert all(v == reference[s] for s, v in seen)
     assert "train_model" not in load_checkpoint(str(tmp_path / "off" / "m_last.pt"))
     assert off.average is None and "was trained with -average_decay" in (tmp_path / "off" / "train.log").read_text()
+
+
+# -- -drop_final_punct ---------------------------------------------------------------------------
+
+
+def test_drop_final_punct_by_hand():
+    """p = 1: a source that ends with a listed id (and holds another token) loses it, and its target
+    its own listed final id; p = 0: nothing changes; the draw is one uniform per example."""
+    import numpy as np
+
+    from onmt_cont.inputters.batching import drop_final_punct
+
+    t = torch.tensor
+    examples = [(t([5, 6, 9]), t([7, 8, 10])),  # both end with punctuation: both lose it
+                (t([5, 9]), t([7, 8])),  # the target does not: only the source loses it
+                (t([5, 6]), t([7, 10])),  # the source does not end with it: untouched
+                (t([9]), t([10])),  # a source of only the mark keeps it
+                (t([5, 9]), t([10]))]  # a target of only the mark keeps it
+    got = drop_final_punct(examples, 1.0, {9}, {10}, np.random.default_rng(0))
+    assert [(s.tolist(), g.tolist()) for s, g in got] == [([5, 6], [7, 8]), ([5], [7, 8]), ([5, 6], [7, 10]),
+                                                          ([9], [10]), ([5], [10])]
+    kept = drop_final_punct(examples, 0.0, {9}, {10}, np.random.default_rng(0))
+    assert all(a[0] is b[0] and a[1] is b[1] for a, b in zip(kept, examples, strict=True))
+    many = [(t([5, 9]), t([7, 10]))] * 20000
+    share = sum(len(s) == 1 for s, _ in drop_final_punct(many, 0.3, {9}, {10}, np.random.default_rng(1))) / 20000
+    assert abs(share - 0.3) < 0.015
+
+
+@pytest.fixture(scope="module")
+def punct_data(tmp_path_factory):
+    return memorisation_data(tmp_path_factory.mktemp("punct"), EMB_DIM, final=".")
+
+
+def iterator_batches(ds, epoch, **kw):
+    from onmt_cont.inputters.batching import ShardedIterator
+    from onmt_cont.training import shard_paths
+
+    it = ShardedIterator(shard_paths(ds["prefix"], "train"), 5, "sents", 7, **kw)
+    return [(b["src"].tolist(), b["tgt"].tolist()) for _, _, b in it.epoch(epoch)]
+
+
+def test_drop_final_punct_iterator_is_a_function_of_seed_and_epoch(punct_data):
+    """Off: the batches of an iterator built without the option. On: the same twice for an epoch,
+    another epoch drops other sources, and every source and target lost its final mark together."""
+    src_vocab, tgt_vocab, _ = load_vocabs(punct_data["prefix"] + ".vocab.pt")
+    ids = ([src_vocab.stoi["."]], [tgt_vocab.stoi["."]])
+    assert iterator_batches(punct_data, 0) == iterator_batches(punct_data, 0, drop_p=0.0, punct_ids=ids)
+    on = iterator_batches(punct_data, 0, drop_p=0.5, punct_ids=ids)
+    assert on == iterator_batches(punct_data, 0, drop_p=0.5, punct_ids=ids)
+
+    def dropped(batches):  # the source lines without their final ".", as text
+        out = set()
+        for src, tgt in batches:
+            for s, g in zip(src, tgt, strict=True):
+                s = [w for w in s if w != 0]
+                g = [w for w in g if w != 0]
+                assert (s[-1] == ids[0][0]) == (g[-2] == ids[1][0])  # g: <s> ... </s>
+                if s[-1] != ids[0][0]:
+                    out.add(" ".join(src_vocab.decode(s)))
+        return out
+
+    first, second = dropped(on), dropped(iterator_batches(punct_data, 1, drop_p=0.5, punct_ids=ids))
+    assert 0 < len(first) < 20 and first != second
+
+
+def test_drop_final_punct_trains_logs_and_resumes_exactly(punct_data, tmp_path, monkeypatch):
+    """The flag changes the training losses and says so in the log; -train_from a mid-run
+    checkpoint, the flag left out, keeps the checkpoint's value and continues the same losses."""
+    seen = record_steps(monkeypatch)
+    common = {"loss": "nllvmf", "epochs": "4", "save_checkpoint_steps": "6", "report_every": "1"}
+    run_train(punct_data, tmp_path / "plain", **common)
+    plain = reported_losses(tmp_path / "plain" / "train.log")
+    seen.clear()
+    run_train(punct_data, tmp_path / "full", drop_final_punct="0.5", **common)
+    reference = dict(seen)
+    log = (tmp_path / "full" / "train.log").read_text()
+    assert "-drop_final_punct 0.5" in log and reported_losses(tmp_path / "full" / "train.log") != plain
+    seen.clear()
+    run_train(punct_data, tmp_path / "from6", train_from=str(tmp_path / "full" / "m_step_6.pt"), **common)
+    assert [s for s, _ in seen] == list(range(7, 17)) and all(v == reference[s] for s, v in seen)
+
+
+def test_drop_final_punct_bad_input(data, punct_data, tmp_path, capsys):
+    for value in ("-0.1", "1.5"):
+        fails(capsys, argv(punct_data, tmp_path, loss="ce", drop_final_punct=value),
+              "-drop_final_punct is a probability in [0, 1]", value)
+    # the memorisation corpus has no punctuation: nothing to drop
+    fails(capsys, argv(data, tmp_path, loss="ce", drop_final_punct="0.1"),
+          "-drop_final_punct: the source vocabulary of", "has none of . ! ?")
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.parametrize("value, needle", [("-0.1", "-average_decay must be in [0, 1]"),

@@ -124,6 +124,12 @@ def build_parser():
     g.add_argument("-train_steps", type=int, default=None, help="stop after this many updates (a cap)")
     g.add_argument("-batch_size", type=int, default=64, help="sentences, or tokens with -batch_type tokens")
     g.add_argument("-batch_type", choices=["sents", "tokens"], default="sents")
+    g.add_argument("-drop_final_punct", type=float, default=0.0, help="with this probability, drawn anew each "
+                   "epoch, a training pair whose source ends with . ! or ? loses that token, and its target its own "
+                   "final . ! or ? where it has one, so the model also learns to end a translation whose source has "
+                   "no final punctuation. Multi30k de->en: 0.9%% of training sources lack it, 4.8%% of validation "
+                   "sources (47 of whose 49 references lack it too), 21%% of test_2017's; a continuous decoder that "
+                   "never learnt it does not stop on them. 0 (default): off")
     g.add_argument("-valid_batch_size", type=int, default=64, help="validation batch size in sentences")
     g.add_argument("-optim", choices=["adam", "sgd"], default="adam")
     g.add_argument("-learning_rate", type=float, default=None,

@@ -1,5 +1,6 @@
 """Length-bucketed batches, reproducible from (seed, epoch) so training can resume mid-epoch."""
 
+import numpy as np
 import torch
 
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
@@ -51,13 +52,36 @@ def collate(examples, indices, device="cpu"):
     return {"src": src.to(device), "src_lengths": lengths, "tgt": tgt.to(device), "size": B}
 
 
+# the source tokens that -drop_final_punct may drop from a sentence's end
+FINAL_PUNCT = (".", "!", "?")
+
+
+def drop_final_punct(examples, p, src_ids, tgt_ids, rng):
+    """train.py -drop_final_punct: each example whose source ends with one of ``src_ids`` (and
+    holds another token) loses that last token with probability ``p``, and its target loses its
+    last token too where that is one of ``tgt_ids`` (and not its only one). ``rng``: a numpy
+    Generator, one uniform draw per example. Returns a new example list."""
+    draws = rng.random(len(examples))
+    out = []
+    for (src, tgt), u in zip(examples, draws, strict=True):
+        if u < p and len(src) > 1 and int(src[-1]) in src_ids:
+            src = src[:-1]
+            if len(tgt) > 1 and int(tgt[-1]) in tgt_ids:
+                tgt = tgt[:-1]
+        out.append((src, tgt))
+    return out
+
+
 class ShardedIterator:
     """Epoch-wise iteration over the training shards, one shard in memory at a time.
 
     The batches of (epoch, shard) are a pure function of the seed, so a position
-    ``(epoch, shard_index, batch_index)`` is enough to resume exactly."""
+    ``(epoch, shard_index, batch_index)`` is enough to resume exactly; so are the sources that
+    ``drop_p`` > 0 shortens (:func:`drop_final_punct`, a stream of its own per (seed, epoch, shard)),
+    drawn before batching, so batches group the lengths the model sees."""
 
-    def __init__(self, shard_paths, batch_size, batch_type, seed, device="cpu", rank=0, world=1):
+    def __init__(self, shard_paths, batch_size, batch_type, seed, device="cpu", rank=0, world=1, drop_p=0.0,
+                 punct_ids=((), ())):
         self.paths = list(shard_paths)
         self.batch_size = batch_size
         self.batch_type = batch_type
@@ -65,6 +89,8 @@ class ShardedIterator:
         self.device = device
         self.rank = rank
         self.world = world
+        self.drop_p = drop_p
+        self.punct_ids = tuple(frozenset(ids) for ids in punct_ids)  # (source ids, target ids)
 
     def epoch(self, epoch, start_shard=0, start_batch=0):
         """Yield (shard_index, batch_index, batch) from the given position on."""
@@ -72,6 +98,9 @@ class ShardedIterator:
         shard_order = torch.randperm(len(self.paths), generator=gen).tolist()
         for si in range(start_shard, len(self.paths)):
             examples = load_shard(self.paths[shard_order[si]])
+            if self.drop_p > 0:
+                rng = np.random.default_rng((self.seed & 0xFFFFFFFF, epoch, si, 0xD20F))
+                examples = drop_final_punct(examples, self.drop_p, *self.punct_ids, rng)
             shard_gen = torch.Generator().manual_seed(self.seed * 1000003 + epoch * 7919 + si)
             batches = make_batches(examples, self.batch_size, self.batch_type, shard_gen)
             for bi in range(start_batch if si == start_shard else 0, len(batches)):
