@@ -206,3 +206,26 @@ def test_gpu_check_refuses_without_cuda(tmp_path):
     assert out.returncode == 2
     assert "PyTorch sees no CUDA device" in out.stderr and out.stdout == ""
     assert not (tmp_path / "gc").exists()
+
+
+lbp = load_tool("length_by_final_punct")
+
+
+def test_length_by_final_punct_by_hand(tmp_path, capsys):
+    """Sources ending with . ! ? against the rest: token ratios and outputs over -over x the reference."""
+    src = [["ein", "hund", "."], ["ein", "hund"], ["wer", "?"], []]
+    ref = [["a", "dog", "."], ["a", "dog"], ["who", "?"], ["x"]]
+    hyp = [["a", "dog", "."], ["a", "dog", "a", "dog", "a"], ["who"], ["x", "x"]]
+    t = lbp.length_table(src, ref, hyp, over=2.0)
+    assert (t["with"]["sentences"], t["with"]["ref"], t["with"]["hyp"], t["with"]["over"]) == (2, 5, 4, 0)
+    assert t["with"]["ratio"] == 0.8
+    assert (t["without"]["sentences"], t["without"]["ref"], t["without"]["hyp"], t["without"]["over"]) == (2, 3, 7, 1)
+    for name, lines in (("src", src), ("ref", ref), ("hyp", hyp), ("short", hyp[:3])):
+        (tmp_path / name).write_text("".join(" ".join(words) + "\n" for words in lines))
+    assert lbp.main(["-src", str(tmp_path / "src"), "-ref", str(tmp_path / "ref"), "-hyp", str(tmp_path / "hyp")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].endswith("\twith final ./!/?\t2\t5\t4\t0.80\t0") and out[2].endswith("\t2\t3\t7\t2.33\t1")
+    assert lbp.main(["-src", str(tmp_path / "src"), "-ref", str(tmp_path / "ref"), "-hyp", str(tmp_path / "hyp"),
+                     str(tmp_path / "short")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "short: 4 source, 4 reference and 3 hypothesis lines" in captured.err
