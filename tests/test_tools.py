@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import sacrebleu
 import torch
 from torch import nn
 
@@ -224,7 +225,11 @@ def test_length_by_final_punct_by_hand(tmp_path, capsys):
         (tmp_path / name).write_text("".join(" ".join(words) + "\n" for words in lines))
     assert lbp.main(["-src", str(tmp_path / "src"), "-ref", str(tmp_path / "ref"), "-hyp", str(tmp_path / "hyp")]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[1].endswith("\twith final ./!/?\t2\t5\t4\t0.80\t0") and out[2].endswith("\t2\t3\t7\t2.33\t1")
+    assert "\twith final ./!/?\t2\t5\t4\t0.80\t0\t" in out[1] and "\t2\t3\t7\t2.33\t1\t" in out[2]
+    assert t["with"]["bleu"] == pytest.approx(sacrebleu.corpus_bleu(["a dog .", "who"], [["a dog .", "who ?"]],
+                                                                     tokenize="none").score)
+    same = "a dog runs on the grass".split()
+    assert lbp.length_table([["ein", "hund"]], [same], [same])["without"]["bleu"] == pytest.approx(100.0)
     assert lbp.main(["-src", str(tmp_path / "src"), "-ref", str(tmp_path / "ref"), "-hyp", str(tmp_path / "hyp"),
                      str(tmp_path / "short")]) == 2
     captured = capsys.readouterr()

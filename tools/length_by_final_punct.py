@@ -7,13 +7,17 @@ Issue 21's de->en test_2017 gap: its continuous rows wrote output 10-20% longer 
 reference, in sentences that loop without </s>. The loops come from sources without final
 punctuation (21% of test_2017's German sources, 0.9% of the training sources). This prints, per
 hypothesis file and per group of sources (with / without the final mark): the sentences, the
-hypothesis / reference token ratio, and how many outputs are longer than -over times their
-reference. Inputs are tokenized, one sentence per line, the same number of lines.
+hypothesis / reference token ratio, how many outputs are longer than -over times their
+reference, and the group's BLEU on the tokens as given (sacreBLEU, -tokenize none: for comparing
+the groups and rows, not the detokenized figure translate.py reports). Inputs are tokenized, one
+sentence per line, the same number of lines.
 """
 
 import argparse
 import os
 import sys
+
+import sacrebleu
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
 
@@ -30,14 +34,20 @@ def length_table(src, ref, hyp, over=2.0):
     if not len(src) == len(ref) == len(hyp):
         raise ValueError(f"{len(src)} source, {len(ref)} reference and {len(hyp)} hypothesis lines")
     table = {g: {"sentences": 0, "ref": 0, "hyp": 0, "over": 0} for g in GROUPS}
+    texts = {g: ([], []) for g in GROUPS}
     for s, r, h in zip(src, ref, hyp, strict=True):
-        row = table["with" if s and s[-1] in FINAL_PUNCT else "without"]
+        group = "with" if s and s[-1] in FINAL_PUNCT else "without"
+        row = table[group]
         row["sentences"] += 1
         row["ref"] += len(r)
         row["hyp"] += len(h)
         row["over"] += len(h) > over * len(r)
-    for row in table.values():
+        texts[group][0].append(" ".join(h))
+        texts[group][1].append(" ".join(r))
+    for g, row in table.items():
         row["ratio"] = row["hyp"] / row["ref"] if row["ref"] else float("nan")
+        hyps, refs = texts[g]
+        row["bleu"] = sacrebleu.corpus_bleu(hyps, [refs], tokenize="none", force=True).score if hyps else float("nan")
     return table
 
 
@@ -62,12 +72,12 @@ def main(argv=None):
                 tables.append((path, length_table(src, ref, read(path), args.over)))
             except ValueError as exc:
                 raise UserError(f"{path}: {exc}: give files of the same sentences") from None
-        print(f"hypothesis\tsource\tsentences\tref tokens\thyp tokens\thyp/ref\tlonger than {args.over:g}x ref")
+        print(f"hypothesis\tsource\tsentences\tref tokens\thyp tokens\thyp/ref\tlonger than {args.over:g}x ref\tBLEU")
         for path, table in tables:
             for g in GROUPS:
                 row = table[g]
                 print(f"{path}\t{g} final {'/'.join(FINAL_PUNCT)}\t{row['sentences']}\t{row['ref']}\t{row['hyp']}\t"
-                      f"{row['ratio']:.2f}\t{row['over']}")
+                      f"{row['ratio']:.2f}\t{row['over']}\t{row['bleu']:.2f}")
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
