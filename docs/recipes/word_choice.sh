@@ -80,6 +80,8 @@ config() {
     t_nce_both_softmax) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|softmax" ;;
     t_ce_avg)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $AVERAGE|emb" ;;
     t_nce_both_avg) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE|emb" ;;
+    t_ce_dfp)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $DFP|emb" ;;
+    t_nce_both_avg_dfp) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP|emb" ;;
     t_nce_both_avg_train) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -train_table|emb" ;;
     t_bpe_ce)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1|bpe_none" ;;
     t_bpe_nce_sphere) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|bpe_sphere" ;;
