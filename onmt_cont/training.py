@@ -58,6 +58,8 @@ MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_si
 SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps")
 # Training-data options -train_from keeps in the same way, so a resumed run sees the same sources.
 DATA_OPTS = ("drop_final_punct",)
+# and the stopping rule's window: the running best it keeps in the checkpoint is a mean over that many scores
+STOPPING_OPTS = ("early_stopping_window",)
 # the validation numbers -tensorboard writes (those a run has: cosine for continuous models, ppl for softmax)
 VALID_SCALARS = ("loss", "cosine", "accuracy", "ppl", "bleu", "unk_share")
 logger = logging.getLogger("onmt_cont.train")
@@ -102,6 +104,11 @@ def setup_logging(log_file, main=True):
 def check_options(opt):
     """The checks argparse cannot make (option combinations, ranges); fills in defaults that
     depend on other options (learning rate, -num_negatives, -negatives)."""
+    if opt.early_stopping < 0:
+        raise UserError(f"-early_stopping must be 0 (off) or a number of validations, got {opt.early_stopping}")
+    if opt.early_stopping_window < 1:
+        raise UserError(f"-early_stopping_window must be at least 1 (a number of validations), "
+                        f"got {opt.early_stopping_window}")
     if opt.loss in CONTINUOUS_LOSSES and not opt.tgt_emb:
         raise UserError(f"-loss {opt.loss} predicts pretrained target vectors: give -tgt_emb OUT.dec.pt")
     if opt.tie_emb and not opt.tgt_emb:
@@ -381,8 +388,9 @@ class Run:
                                forward, self.ctx, amp, measure_every=opt.report_every)
         # -average_decay: validation and checkpoints see the average, training the raw parameters
         self.average = ParameterAverage(self.model, opt.average_decay, opt.average_every) if opt.average_decay else None
+        # recent_scores / best_window: -early_stopping_window's last N scores and the best mean of N so far
         self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, "best_score": None, "bad_validations": 0,
-                         "valid_metric": opt.valid_metric}
+                         "valid_metric": opt.valid_metric, "recent_scores": [], "best_window": None}
         self.board = None  # -tensorboard: train() gives rank 0 one
         self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
                                         self.ctx.rank, self.ctx.world, opt.drop_final_punct, self._punct_ids())
@@ -419,6 +427,13 @@ class Run:
             for group in self.optimizer.param_groups:
                 group["lr"] = self.opt.learning_rate
         self.progress.update(ckpt["progress"])
+        if "best_window" not in ckpt["progress"]:  # written before -early_stopping_window: a window of 1
+            self.progress["best_window"] = self.progress["best_score"]
+        before = ckpt["opt"].get("early_stopping_window", 1)
+        if before != self.opt.early_stopping_window:  # the kept best is a mean over another window: start over
+            logger.info(f"-early_stopping_window {self.opt.early_stopping_window} (the checkpoint had {before}): "
+                        "early stopping's running best and its count start again")
+            self.progress["best_window"], self.progress["bad_validations"] = None, 0
         note = restore_rng(ckpt["rng"], self.device, self.ctx.rank, self.ctx.world)
         if note:
             logger.warning(f"resume is not exact: {note}")
@@ -471,15 +486,25 @@ class Run:
         # rank 0's result decides for all: a rank that judged "new best" alone would enter the
         # save's barrier while the others went on to their next collective, and the group would hang
         stats[metric] = distributed.from_main(stats[metric], self.ctx)
-        if self.progress.get("valid_metric", "loss") != metric:  # a resumed run that changed -valid_metric
-            self.progress["best_score"], self.progress["bad_validations"] = None, 0
-        self.progress["valid_metric"] = metric
-        if is_better(stats[metric], self.progress["best_score"], higher=metric != "loss"):
-            self.progress["best_score"] = stats[metric]
-            self.progress["bad_validations"] = 0
+        pr, higher = self.progress, metric != "loss"
+        if pr.get("valid_metric", "loss") != metric:  # a resumed run that changed -valid_metric
+            pr["best_score"], pr["bad_validations"], pr["recent_scores"], pr["best_window"] = None, 0, [], None
+        pr["valid_metric"] = metric
+        if is_better(stats[metric], pr["best_score"], higher=higher):
+            pr["best_score"] = stats[metric]
             logger.info(f"new best validation {metric}: wrote {self.save('best')}")
+        # -early_stopping counts validations in which the mean of the last -early_stopping_window scores
+        # (fewer at the start) did not beat its best so far; a window of 1 follows each score itself
+        n = self.opt.early_stopping_window
+        pr["recent_scores"] = [*pr["recent_scores"], stats[metric]][-n:]
+        window = sum(pr["recent_scores"]) / len(pr["recent_scores"])
+        if is_better(window, pr["best_window"], higher=higher):
+            pr["best_window"], pr["bad_validations"] = window, 0
         else:
-            self.progress["bad_validations"] += 1
+            pr["bad_validations"] += 1
+        if n > 1:
+            logger.info(f"mean {metric} of the last {len(pr['recent_scores'])} validations: {window:.4f} "
+                        f"(best {pr['best_window']:.4f}; {pr['bad_validations']} without improvement)")
         return stats
 
     def stop_early(self):
@@ -568,7 +593,8 @@ def train(opt, default):
                     raise UserError(f"-{k} {given} conflicts with the checkpoint -train_from {opt.train_from} "
                                     f"(trained with -{k} {ckpt['opt'][k]}); leave it out to resume")
                 setattr(opt, k, ckpt["opt"][k])
-        for k in SCHEDULE_OPTS + DATA_OPTS:  # left out on resume: the checkpoint's; given: the new value
+        # left out on resume: the checkpoint's; given: the new value
+        for k in SCHEDULE_OPTS + DATA_OPTS + STOPPING_OPTS:
             if k in ckpt["opt"] and getattr(opt, k) == default(k):
                 setattr(opt, k, ckpt["opt"][k])
     check_options(opt)

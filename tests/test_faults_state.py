@@ -89,7 +89,7 @@ def test_sigkill_then_resume_matches_uninterrupted(sample, tmp_path):
 def test_checkpoint_holds_everything_resume_needs(sample):
     ckpt = torch.load(sample["model"], weights_only=True)
     assert set(ckpt["progress"]) == {"step", "epoch", "shard", "batch", "best_score", "bad_validations",
-                                     "valid_metric"}
+                                     "valid_metric", "recent_scores", "best_window"}
     assert ckpt["progress"]["step"] == 6 and ckpt["progress"]["best_score"] is not None
     assert set(ckpt["rng"]) == {"torch", "cuda", "python"}
     random.setstate(ckpt["rng"]["python"])  # what train.py -train_from does with it

@@ -447,6 +447,62 @@ def test_early_stopping(data, tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.glob("*.pt")) == ["m_best.pt", "m_last.pt", "m_step_6.pt"]
 
 
+# a loss curve with a dip and a plateau: patience 2 on each score stops at the 4th validation;
+# on the mean of the last 2 (5, 4.5, 4.25, 4.45, 3.7, 3.25, 3.55, 3.65) it rides them out and stops at the 8th
+DIPPING = [5.0, 4.0, 4.5, 4.4, 3.0, 3.5, 3.6, 3.7] + [9.0] * 30
+
+
+def dipping_validation(monkeypatch):
+    real = Trainer.validate
+    seen = []
+
+    def validate(self, batches):
+        seen.append(DIPPING[len(seen)])
+        return {**real(self, batches), "loss": seen[-1]}
+
+    monkeypatch.setattr(Trainer, "validate", validate)
+    return seen
+
+
+@pytest.mark.parametrize("window, validations", [(None, 4), ("1", 4), ("2", 8)])
+def test_early_stopping_window_rides_out_a_dip(data, tmp_path, monkeypatch, window, validations):
+    """-early_stopping follows the mean of the last N scores; PREFIX_best.pt still follows each score."""
+    seen = dipping_validation(monkeypatch)
+    run = run_train(data, tmp_path, loss="ce", epochs=20, valid_steps=2, early_stopping=2,
+                    early_stopping_window=window)
+    assert len(seen) == validations and run.progress["step"] == 2 * validations
+    assert run.progress["best_score"] == min(seen)  # 4.0, or 3.0 once the window lets the run reach it
+    log = (tmp_path / "train.log").read_text(encoding="utf-8")
+    assert ("mean loss of the last 2 validations: 3.6500 (best 3.2500; 2 without improvement)" in log) == (
+        window == "2")
+
+
+def test_early_stopping_window_survives_train_from(data, tmp_path, monkeypatch):
+    """Resumed from a checkpoint taken inside the dip, the window left out: the checkpoint's window
+    and its running best are kept, and the run stops where the uninterrupted one did."""
+    seen = dipping_validation(monkeypatch)
+    common = {"loss": "ce", "epochs": 20, "valid_steps": 2, "early_stopping": 2, "save_checkpoint_steps": 6}
+    full = run_train(data, tmp_path / "full", early_stopping_window=2, **common)
+    assert full.progress["step"] == 16
+    seen[:] = DIPPING[:3]  # the checkpoint at step 6 holds three validations
+    again = run_train(data, tmp_path / "again", train_from=str(tmp_path / "full" / "m_step_6.pt"), **common)
+    assert again.progress == full.progress and len(seen) == 8
+    # a different window on resume starts the running best again: 4.45 is then a new best, 3.7 too, ...
+    seen[:] = DIPPING[:3]
+    other = run_train(data, tmp_path / "other", train_from=str(tmp_path / "full" / "m_step_6.pt"),
+                      early_stopping_window=3, **common)
+    assert "early stopping's running best and its count start again" in (tmp_path / "other" / "train.log").read_text()
+    assert other.progress["step"] != full.progress["step"]
+
+
+@pytest.mark.parametrize("flag, value, needle", [
+    ("early_stopping_window", "0", "-early_stopping_window must be at least 1"),
+    ("early_stopping", "-1", "-early_stopping must be 0 (off)")])
+def test_early_stopping_bad_values(data, tmp_path, capsys, flag, value, needle):
+    fails(capsys, argv(data, tmp_path, loss="ce", **{flag: value}), needle, value)
+    assert not any(tmp_path.iterdir())
+
+
 def test_config_and_save_config(data, tmp_path, capsys):
     cfg = tmp_path / "train.yaml"
     out = tmp_path / "run"

@@ -23,7 +23,8 @@
 #     (and CONFIGS=lstm_nce_bias beside it, one thread each: the converged LSTM rows of docs/results.md 5c, continued (3))
 #
 # Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
-# [runs/word_choice_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [20], EARLY [3, 0: off], AVG [5],
+# [runs/word_choice_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [20], EARLY [3, 0: off], WINDOW [1: train.py
+# -early_stopping_window, EARLY counts epochs without a new best mean of the last WINDOW scores], AVG [5],
 # BETAS ["-0.25 -0.1 0 0.1 0.25 0.5"; a negative beta favours rarer words: the LSTM with -sampling_correction
 # -word_bias over-produces frequent ones; the rows of docs/results.md 5c up to "5c, continued (2)" were picked
 # among "0 0.1 0.25 0.5"], LR [noam factor for the continuous rows, 2: picked on fr->en validation
@@ -38,6 +39,7 @@ OUT=${OUT:-runs/word_choice_$SRC-$TGT}
 SEEDS=${SEEDS:-1}
 EPOCHS=${EPOCHS:-20}
 EARLY=${EARLY:-3}
+WINDOW=${WINDOW:-1}
 AVG=${AVG:-5}
 BETAS=${BETAS:--0.25 -0.1 0 0.1 0.25 0.5}
 LR=${LR:-2}
@@ -169,7 +171,7 @@ for cfg in $CONFIGS; do
     if [ ! -s "$run/model_last.pt" ]; then
       log "train $cfg seed $seed"
       start=$(date +%s)
-      early=(); [ "$EARLY" != 0 ] && early=(-early_stopping "$EARLY")
+      early=(); [ "$EARLY" != 0 ] && early=(-early_stopping "$EARLY" -early_stopping_window "$WINDOW")
       # shellcheck disable=SC2086
       python train.py -data "$DATA" -save_model "$run/model" "${tgt_emb[@]}" $flags -epochs "$EPOCHS" \
         "${early[@]}" "${BPE_TRAIN[@]}" -seed "$seed" -threads "$THREADS" -valid_metric bleu -valid_steps 1000000 \

@@ -3,7 +3,8 @@
     {"format_version": 1, "model": state_dict, "optim": optimizer state_dict,
      "opt": options dict, "vocab": {"src": [tokens], "tgt": [tokens], "lower": bool, "tgt_counts": [int],
                                    "tgt_total_tokens": int, "tgt_sentences": int},
-     "progress": {"step", "epoch", "shard", "batch", "best_score", "bad_validations", "valid_metric"},
+     "progress": {"step", "epoch", "shard", "batch", "best_score", "bad_validations", "valid_metric",
+                  "recent_scores", "best_window"},
      "rng": {"torch": ByteTensor, "cuda": [ByteTensor] or [], "python": random.getstate(),
              "ranks": [{"torch", "cuda", "python"} of each rank] (only under torchrun)},
      "scaler": GradScaler state_dict (only with -amp -amp_dtype fp16)}
