@@ -55,7 +55,7 @@ MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_si
               "word_bias", "sampling_correction", "train_table")
 # The learning-rate schedule: -train_from keeps the checkpoint's unless the option is given again
 # (a resumed noam run must not fall back to a constant rate; a new -learning_rate is allowed).
-SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps")
+SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps", "table_lr_scale")
 # Training-data options -train_from keeps in the same way, so a resumed run sees the same sources.
 DATA_OPTS = ("drop_final_punct",)
 # and the stopping rule's window: the running best it keeps in the checkpoint is a mean over that many scores
@@ -243,6 +243,11 @@ def _check_negatives(opt):
                                        "apart) of")):
         if getattr(opt, name) and opt.loss not in ("infonce", "nllvmf_nce"):
             raise UserError(f"-{name} {what} -loss infonce and nllvmf_nce, not -loss {opt.loss}")
+    if opt.table_lr_scale != 1 and not opt.train_table:
+        raise UserError(f"-table_lr_scale {opt.table_lr_scale} scales the learning rate of a trained target "
+                        "table: it needs -train_table")
+    if not opt.table_lr_scale > 0:
+        raise UserError(f"-table_lr_scale must be positive, got {opt.table_lr_scale}")
 
 
 def load_table(path, tgt_vocab):
@@ -292,10 +297,24 @@ def check_resumable(ckpt, opt, model, src_vocab, tgt_vocab):
 
 
 def make_optimizer(opt, model):
-    params = [p for p in model.parameters() if p.requires_grad]
+    """Adam or SGD over the trainable parameters. A trained target table (-train_table) is a group
+    of its own whose "lr_scale" (-table_lr_scale) multiplies every learning rate set on it."""
+    table = getattr(model.generator, "table", None)
+    table = table if isinstance(table, torch.nn.Parameter) else None
+    params = [p for p in model.parameters() if p.requires_grad and p is not table]
+    groups = [{"params": params, "lr_scale": 1.0}]
+    if table is not None:
+        groups.append({"params": [table], "lr_scale": opt.table_lr_scale})
+    for group in groups:
+        group["lr"] = opt.learning_rate * group["lr_scale"]
     if opt.optim == "adam":
-        return torch.optim.Adam(params, lr=opt.learning_rate, betas=(opt.adam_beta1, opt.adam_beta2))
-    return torch.optim.SGD(params, lr=opt.learning_rate)
+        return torch.optim.Adam(groups, lr=opt.learning_rate, betas=(opt.adam_beta1, opt.adam_beta2))
+    return torch.optim.SGD(groups, lr=opt.learning_rate)
+
+
+def set_learning_rate(optimizer, lr):
+    for group in optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_scale", 1.0)
 
 
 def report_parameters(model):
@@ -423,9 +442,15 @@ class Run:
                 logger.warning(f"-train_from {self.opt.train_from} was trained with -average_decay; this run keeps "
                                "no average: it goes on from the raw parameters, and its checkpoints hold them")
         if ckpt.get("optim"):
-            self.optimizer.load_state_dict(ckpt["optim"])
-            for group in self.optimizer.param_groups:
-                group["lr"] = self.opt.learning_rate
+            scales = [group["lr_scale"] for group in self.optimizer.param_groups]
+            try:
+                self.optimizer.load_state_dict(ckpt["optim"])
+            except ValueError as exc:  # e.g. a -train_table checkpoint from before the table had its own group
+                raise UserError(f"-train_from {self.opt.train_from}: its optimiser state does not fit this "
+                                f"model's parameter groups ({exc}); start a new run") from None
+            for group, scale in zip(self.optimizer.param_groups, scales, strict=True):  # this run's -table_lr_scale
+                group["lr_scale"] = scale
+            set_learning_rate(self.optimizer, self.opt.learning_rate)
         self.progress.update(ckpt["progress"])
         if "best_window" not in ckpt["progress"]:  # written before -early_stopping_window: a window of 1
             self.progress["best_window"] = self.progress["best_score"]
@@ -519,8 +544,7 @@ class Run:
         while pr["epoch"] < opt.epochs and (cap is None or pr["step"] < cap) and not self.stop_early():
             for si, bi, batch in self.iterator.epoch(pr["epoch"], pr["shard"], pr["batch"]):
                 if opt.decay_method != "none":
-                    for group in self.optimizer.param_groups:
-                        group["lr"] = learning_rate(opt, pr["step"] + 1)
+                    set_learning_rate(self.optimizer, learning_rate(opt, pr["step"] + 1))
                 loss, n = self.trainer.train_step(batch, pr["step"] + 1)
                 pr["step"] += 1
                 if self.average is not None:
@@ -634,6 +658,8 @@ def _train(opt, ctx, threads, ckpt, resume_note, save_dir):
                     if getattr(opt, k) is not None)
     enc, dec = architecture(opt)
     tie = "".join(f" -{k}" for k in ("tie_emb", "word_bias", "sampling_correction", "train_table") if getattr(opt, k))
+    if opt.train_table and opt.table_lr_scale != 1:
+        tie += f" -table_lr_scale {opt.table_lr_scale:g}"
     logger.info(f"model: -encoder_type {enc} -decoder_type {dec} -loss {opt.loss} -generator {opt.generator}"
                 f"{tie}{extra}; "
                 f"device {device}{f' ({threads} threads)' if device.type == 'cpu' else ''}; lr {opt.learning_rate}")

@@ -529,6 +529,48 @@ def test_train_table_needs_a_contrastive_loss(data, tmp_path, capsys):
     assert not list(tmp_path.iterdir())
 
 
+def test_table_lr_scale_moves_the_table_slower_and_survives_train_from(data, tmp_path, monkeypatch):
+    """-table_lr_scale 0.1: Adam's first step moves each touched coordinate by about the learning
+    rate, so the table's first step is about a tenth of the unscaled one; the table's group runs
+    at 0.1x the schedule; -train_from, the flag left out, keeps the scale and resumes bit for bit."""
+    from tests.test_train import record_steps
+
+    pretrained = F.normalize(torch.load(data["emb"], weights_only=True), dim=-1, eps=1e-12)
+    one = {**WC, "loss": "nllvmf_nce", "train_table": True, "train_steps": "1"}
+    moved = {}
+    for scale in ("1", "0.1"):
+        run = run_train(data, tmp_path / f"one{scale}", table_lr_scale=scale, **one)
+        moved[scale] = (run.model.generator.table - pretrained).abs().sum().item()
+        lrs = [g["lr"] for g in run.optimizer.param_groups]
+        assert lrs == pytest.approx([run.opt.learning_rate, run.opt.learning_rate * float(scale)])
+    assert 0.07 < moved["0.1"] / moved["1"] < 0.13, moved
+    assert "-table_lr_scale 0.1" in (tmp_path / "one0.1" / "train.log").read_text()
+
+    seen = record_steps(monkeypatch)
+    common = {**WC, "loss": "nllvmf_nce", "train_table": True, "train_steps": "8", "epochs": "5",
+              "decay_method": "noam", "warmup_steps": "4", "learning_rate": "2"}
+    full = run_train(data, tmp_path / "full", table_lr_scale="0.1", **common)
+    reference = dict(seen)
+    seen.clear()
+    resumed = run_train(data, tmp_path / "res", train_from=str(tmp_path / "full" / "m_step_4.pt"), **common)
+    assert resumed.opt.table_lr_scale == 0.1
+    assert [v for _, v in seen] == [reference[s] for s, _ in seen] and len(seen) == 4
+    torch.testing.assert_close(resumed.model.generator.table, full.model.generator.table, rtol=0, atol=0)
+    lrs = [g["lr"] for g in resumed.optimizer.param_groups]
+    assert lrs[1] == pytest.approx(0.1 * lrs[0])
+
+
+def test_table_lr_scale_bad_values(data, tmp_path, capsys):
+    from tests.test_train import argv
+
+    base = {**WC, "loss": "nllvmf_nce"}
+    fails(capsys, argv(data, tmp_path, **base, table_lr_scale="0.1"), "-table_lr_scale 0.1", "needs -train_table")
+    for value in ("0", "-1"):
+        fails(capsys, argv(data, tmp_path, **base, train_table=True, table_lr_scale=value),
+              "-table_lr_scale must be positive", value)
+    assert not list(tmp_path.iterdir())
+
+
 # --- tools/time_to_quality.py and quality_report.py's calibration table ------------------------------
 
 

@@ -107,6 +107,9 @@ def build_parser():
                    "the candidates get a gradient; rows are put back to unit length after every update). The "
                    "decoder's input embeddings (-tie_emb) stay the frozen pretrained vectors; -average_decay leaves "
                    "the table out of its average. Adam updates the whole [vocab, dim] table each step")
+    g.add_argument("-table_lr_scale", type=float, default=1.0, help="-train_table: the table's learning rate is "
+                   "this times the model's (schedule included), so the table can move slower than the network "
+                   "and keep more of the pretrained geometry. -train_from keeps the checkpoint's unless given")
     g.add_argument("-rewe_lambda", type=float, default=None, help="ReWE (Jauregi Unanue et al.): add a head that "
                    "regresses the gold word's pretrained vector (-tgt_emb) and train on NLL + λ·ReWE loss "
                    "(paper: 20); needs -loss ce -generator linear. The head is ignored at inference. 0 builds the "
