@@ -26,12 +26,12 @@ from onmt_cont.losses import CONTINUOUS_LOSSES, build_loss
 from onmt_cont.losses.contrastive import DEFAULT_NEGATIVES
 from onmt_cont.losses.negatives import parse_sources
 from onmt_cont.models.checkpoint import (
-    is_better,
     load_checkpoint,
     newest_checkpoint,
     restore_rng,
     rng_state,
     save_checkpoint,
+    track_validation,
 )
 from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
 from onmt_cont.models.model import architecture, build_model
@@ -515,20 +515,12 @@ class Run:
         if pr.get("valid_metric", "loss") != metric:  # a resumed run that changed -valid_metric
             pr["best_score"], pr["bad_validations"], pr["recent_scores"], pr["best_window"] = None, 0, [], None
         pr["valid_metric"] = metric
-        if is_better(stats[metric], pr["best_score"], higher=higher):
-            pr["best_score"] = stats[metric]
-            logger.info(f"new best validation {metric}: wrote {self.save('best')}")
-        # -early_stopping counts validations in which the mean of the last -early_stopping_window scores
-        # (fewer at the start) did not beat its best so far; a window of 1 follows each score itself
         n = self.opt.early_stopping_window
-        pr["recent_scores"] = [*pr["recent_scores"], stats[metric]][-n:]
-        window = sum(pr["recent_scores"]) / len(pr["recent_scores"])
-        if is_better(window, pr["best_window"], higher=higher):
-            pr["best_window"], pr["bad_validations"] = window, 0
-        else:
-            pr["bad_validations"] += 1
+        if track_validation(pr, stats[metric], higher, n):
+            logger.info(f"new best validation {metric}: wrote {self.save('best')}")
         if n > 1:
-            logger.info(f"mean {metric} of the last {len(pr['recent_scores'])} validations: {window:.4f} "
+            mean = sum(pr["recent_scores"]) / len(pr["recent_scores"])
+            logger.info(f"mean {metric} of the last {len(pr['recent_scores'])} validations: {mean:.4f} "
                         f"(best {pr['best_window']:.4f}; {pr['bad_validations']} without improvement)")
         return stats
 

@@ -579,6 +579,51 @@ def write_log(path, lines):
     path.write_text("\n".join(lines) + "\n")
 
 
+def test_stopping_rule_replays_train_py(tmp_path, capsys):
+    """The tool replays train.py's rule on a log (a run and its continuation joined by a comma):
+    patience 2 on each score stops at the dip; a window of 2 rides it out and runs past the log."""
+    from tests.test_tools import load_tool
+
+    tool = load_tool("stopping_rule")
+    v = "validation at step {}: loss 1.0; greedy BLEU {} (<unk> 0.0% of the output)"
+    scores = [10.0, 20.0, 19.0, 19.5, 21.0, 20.5, 19.0, 18.0]
+    lines = [f"[10:{i:02d}:00] {v.format(i, b)}" for i, b in enumerate(scores, 1)]
+    write_log(tmp_path / "a" / "train.log", lines[:4])
+    write_log(tmp_path / "b" / "train.log", lines[4:])
+    tool.main(["-patience", "2", "-windows", "1", "2", "-runs",
+               f"{tmp_path / 'a' / 'train.log'},{tmp_path / 'b' / 'train.log'}"])
+    row = capsys.readouterr().out.splitlines()[-1]
+    # window 1: 19.0 and 19.5 do not beat 20.0: stop after 4; window 2: the mean of 20.0 and 19.0
+    # (19.5) is a new best mean, so only 19.5 counts, and 21.0 comes in time
+    assert row == "| a | 8 | 21.00 (5) | 4, 20.00 (2) | 8, 21.00 (5) |", row
+    assert tool.replay(scores, 2, 2) == (8, 21.0, 5, True)  # means 10, 15, 19.5, 19.25, 20.25, 20.75, 19.75, 18.5
+    assert tool.replay(scores, 3, 2) == (8, 21.0, 5, False)
+    with pytest.raises(SystemExit) as exc:
+        tool.main(["-windows", "0", "-runs", str(tmp_path / "a" / "train.log")])
+    assert exc.value.code == 2 and "-windows must be at least 1" in capsys.readouterr().err
+
+
+def test_stopping_window_never_stops_sooner():
+    """One deep dip lowers `window` means in a row; counting the mean alone would stop there.
+    The rule resets on a new best score or a new best mean, so it goes on wherever window 1 does."""
+    from onmt_cont.models.checkpoint import track_validation
+
+    def bad_counts(scores, window):
+        pr = {"best_score": None, "bad_validations": 0, "recent_scores": [], "best_window": None}
+        return [track_validation(pr, s, True, window) and 0 or pr["bad_validations"] for s in scores]
+
+    dip = [30.0, 31.0, 20.0, 31.5, 32.0]  # means of 3 after the dip: 27.0, 27.5, 27.8 (< 30.5)
+    assert bad_counts(dip, 1) == [0, 0, 1, 0, 0]
+    assert bad_counts(dip, 3) == [0, 0, 1, 0, 0]
+    plateau = [30.0, 33.0, 32.0, 32.5, 32.8, 32.9]  # each below 33, their mean of 3 still rising
+    assert bad_counts(plateau, 1) == [0, 0, 1, 2, 3, 4]
+    assert bad_counts(plateau, 3) == [0, 0, 0, 0, 1, 0]  # means 30, 31.5, 31.67, 32.5, 32.43, 32.73
+    rng = torch.Generator().manual_seed(0)
+    for _ in range(200):  # random curves: the window's count is never above window 1's
+        curve = (torch.randn(30, generator=rng).cumsum(0) + torch.arange(30) * 0.3).tolist()
+        assert all(a <= b for a, b in zip(bad_counts(curve, 3), bad_counts(curve, 1), strict=True))
+
+
 def test_time_to_quality(tmp_path, capsys):
     from tests.test_tools import load_tool
 

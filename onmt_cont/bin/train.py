@@ -165,11 +165,12 @@ def build_parser():
                    help="autocast type of -amp; fp16 (GPU only) adds dynamic loss scaling")
     g.add_argument("-valid_steps", type=int, default=1000, help="validate every N steps (and at each epoch end)")
     g.add_argument("-early_stopping", type=int, default=0, help="stop after N validations without improvement "
-                   "of -valid_metric (of its mean over -early_stopping_window validations)")
-    g.add_argument("-early_stopping_window", type=int, default=1, help="-early_stopping follows the mean of the "
-                   "last N validation scores (fewer at the start), so one dip or a short plateau of a noisy curve "
-                   "does not stop the run; 1: each score itself. PREFIX_best.pt still follows each score. "
-                   "-train_from keeps the checkpoint's unless given")
+                   "of -valid_metric (see -early_stopping_window)")
+    g.add_argument("-early_stopping_window", type=int, default=1, help="-early_stopping counts validations in "
+                   "which neither the score nor the mean of the last N scores (fewer at the start) beat its best, "
+                   "so a plateau whose mean still rises does not stop the run, and no run stops sooner than with "
+                   "1 (each score alone). PREFIX_best.pt follows each score. -train_from keeps the checkpoint's "
+                   "unless given. tools/stopping_rule.py replays the rule on finished runs' logs")
     g.add_argument("-valid_metric", choices=["loss", "accuracy", "bleu"], default="loss",
                    help="what PREFIX_best.pt and -early_stopping follow: the validation loss (lower is better), "
                    "the teacher-forced accuracy (softmax argmax / nearest neighbour), or BLEU of greedy decoding "
