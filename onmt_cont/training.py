@@ -26,6 +26,7 @@ from onmt_cont.losses import CONTINUOUS_LOSSES, build_loss
 from onmt_cont.losses.contrastive import DEFAULT_NEGATIVES
 from onmt_cont.losses.negatives import parse_sources
 from onmt_cont.models.checkpoint import (
+    fresh_stopping,
     load_checkpoint,
     newest_checkpoint,
     restore_rng,
@@ -314,7 +315,7 @@ def make_optimizer(opt, model):
 
 def set_learning_rate(optimizer, lr):
     for group in optimizer.param_groups:
-        group["lr"] = lr * group.get("lr_scale", 1.0)
+        group["lr"] = lr * group["lr_scale"]
 
 
 def report_parameters(model):
@@ -407,9 +408,10 @@ class Run:
                                forward, self.ctx, amp, measure_every=opt.report_every)
         # -average_decay: validation and checkpoints see the average, training the raw parameters
         self.average = ParameterAverage(self.model, opt.average_decay, opt.average_every) if opt.average_decay else None
-        # recent_scores / best_window: -early_stopping_window's last N scores and the best mean of N so far
-        self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, "best_score": None, "bad_validations": 0,
-                         "valid_metric": opt.valid_metric, "recent_scores": [], "best_window": None}
+        # fresh_stopping(): the best score, -early_stopping's count, -early_stopping_window's last N scores
+        # and the best mean of N so far
+        self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, **fresh_stopping(),
+                         "valid_metric": opt.valid_metric}
         self.board = None  # -tensorboard: train() gives rank 0 one
         self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
                                         self.ctx.rank, self.ctx.world, opt.drop_final_punct, self._punct_ids())
@@ -513,7 +515,7 @@ class Run:
         stats[metric] = distributed.from_main(stats[metric], self.ctx)
         pr, higher = self.progress, metric != "loss"
         if pr.get("valid_metric", "loss") != metric:  # a resumed run that changed -valid_metric
-            pr["best_score"], pr["bad_validations"], pr["recent_scores"], pr["best_window"] = None, 0, [], None
+            pr.update(fresh_stopping())
         pr["valid_metric"] = metric
         n = self.opt.early_stopping_window
         if track_validation(pr, stats[metric], higher, n):

@@ -21,13 +21,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from time_to_quality import curve, name_of  # noqa: E402
 
-from onmt_cont.models.checkpoint import track_validation  # noqa: E402
+from onmt_cont.models.checkpoint import fresh_stopping, track_validation  # noqa: E402
 from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
 
 
 def replay(scores, patience, window):
     """-> (validations taken, best score, its 1-based position, stopped: bool) under the rule."""
-    progress = {"best_score": None, "bad_validations": 0, "recent_scores": [], "best_window": None}
+    progress = fresh_stopping()
     best_at = 0
     for i, score in enumerate(scores, 1):
         if track_validation(progress, score, higher=True, window=window):

@@ -176,6 +176,11 @@ def is_better(score, best, higher=False):
     return math.isfinite(score) and (score > best if higher else score < best)
 
 
+def fresh_stopping():
+    """The counters :func:`track_validation` keeps in a run's progress, before any validation."""
+    return {"best_score": None, "bad_validations": 0, "recent_scores": [], "best_window": None}
+
+
 def track_validation(progress, score, higher, window=1):
     """Record one validation ``score`` in ``progress`` (a checkpoint's counters) and return whether
     it is a new best single score (train.py writes PREFIX_best.pt then). Early stopping counts, in
