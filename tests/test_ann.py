@@ -60,6 +60,11 @@ def test_generator_rescores_the_candidates_exactly(table, criterion):
     assert (finite.sum(-1) >= 5).all() and finite[:, EOS_ID].all()  # k words plus the specials
     torch.testing.assert_close(approx[finite], exact[finite])
     torch.testing.assert_close(approx.topk(5).indices, exact.topk(5).indices)
+    # greedy search's scores through the index: the exact search's greedy scores on the candidates
+    greedy = gen.greedy_scores(out)
+    assert torch.equal(greedy.isfinite(), finite)
+    gen.set_index(None, 0)
+    torch.testing.assert_close(greedy[finite], gen.greedy_scores(out)[finite])
 
 
 def test_missing_faiss_is_a_clear_error(table, monkeypatch):

@@ -235,6 +235,23 @@ def test_generator_score_values():
     torch.testing.assert_close(gen["vmf"].scores(x)[1:], log_c + dots)
 
 
+@pytest.mark.parametrize("criterion", ContinuousGenerator.CRITERIA)
+def test_greedy_scores_drop_only_the_per_row_vmf_constant(criterion):
+    """Greedy search ranks by greedy_scores: under vmf the scores less log C_m(‖ê‖) (one number
+    per row, so the same argmax, with the word bias and the prior on top); the others unchanged."""
+    gen = ContinuousGenerator(8, TABLE3.clone(), criterion=criterion, word_bias=True)
+    with torch.no_grad():
+        gen.bias.copy_(torch.tensor([0.0, 0.3, -0.2, 0.5, 0.1]))
+    gen.set_prior(torch.log(torch.tensor([1.0, 1.0, 0.1, 0.2, 0.7])), 0.25)
+    full, greedy = gen.scores(NN_PRED), gen.greedy_scores(NN_PRED)
+    finite = full.isfinite()
+    assert torch.equal(finite, greedy.isfinite())
+    norms = NN_PRED.norm(dim=-1).tolist()
+    constant = torch.tensor([[-neg_log_cm(k, 3) if criterion == "vmf" else 0.0] for k in norms])
+    torch.testing.assert_close(greedy[finite], (full - constant).expand_as(full)[finite])
+    assert torch.equal(greedy.argmax(-1), full.argmax(-1))
+
+
 def test_softmax_generator_scores():
     gen = SoftmaxGenerator(4, 4)
     scores = gen.scores(LOGITS)
