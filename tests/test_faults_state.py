@@ -322,7 +322,8 @@ def test_disk_full_on_a_real_small_filesystem(sample, tmp_path):
     sizes = {"train": f"{(size * 3 // 2) // 4096 * 4096}", "translate": "4k", "preprocess": "4k"}
     proc = subprocess.run([unshare, "-r", "-m", sys.executable, "-c", REAL_FS_CHILD,
                            json.dumps([args, str(tmp_path), sizes])], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT)))
+                          env=dict(os.environ, OMP_NUM_THREADS="1",  # keep a PYTHONPATH that holds the packages
+                                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))))
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     for name in ("train", "translate", "preprocess"):
