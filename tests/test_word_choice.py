@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 from onmt_cont.bin import translate
 from onmt_cont.constants import EOS_ID, UNK_ID
-from onmt_cont.inputters.vocab import Vocab, load_vocabs, unigram_log_prior
+from onmt_cont.inputters.vocab import Vocab, capped_log_prior, load_vocabs, unigram_log_prior
 from onmt_cont.losses import build_loss
 from onmt_cont.losses.negatives import Negatives
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
@@ -31,6 +31,21 @@ def test_unigram_log_prior_by_hand():
     torch.testing.assert_close(got, want)
     with pytest.raises(ValueError, match="rerun preprocess.py"):
         unigram_log_prior(Vocab(vocab.itos, vocab.counts, total_tokens=10))  # an old file: no sentence count
+
+
+def test_capped_log_prior_by_hand():
+    """-decode_prior_cap 3: flat (0) for words seen 3 times or more; log((c + 1) / 4) below."""
+    vocab = Vocab(["<blank>", "<unk>", "<s>", "</s>", "a", "b", "c", "d"], [0, 0, 0, 0, 5, 3, 2, 1],
+                  total_tokens=12, sentences=4)  # <unk>: 12 - 11 = 1 token
+    got = capped_log_prior(vocab, 3)
+    want = torch.log(torch.tensor([1, 2, 1, 5, 6, 4, 3, 2], dtype=torch.float32) / 4).clamp_max(0)
+    torch.testing.assert_close(got, want)
+    assert got[4] == got[5] == 0 and got[7] < got[6] < 0
+    # with no cap reached it is the plain prior up to a constant: the same argmax under any beta
+    far = capped_log_prior(vocab, 10_000)
+    torch.testing.assert_close(far - far[4], unigram_log_prior(vocab) - unigram_log_prior(vocab)[4])
+    with pytest.raises(ValueError, match="at least 2"):
+        capped_log_prior(vocab, 1)
 
 
 def test_preprocess_records_sentences(tmp_path):
@@ -347,6 +362,32 @@ def test_translate_prior_and_csls(data, tmp_path, capsys):
     with pytest.raises(SystemExit):
         translate.main(translate_args(model, data, tmp_path / "y.txt", "-csls", "-1"))
     assert "-csls must be at least 0" in capsys.readouterr().err
+
+
+def test_translate_capped_prior(data, tmp_path, capsys):
+    """-decode_prior_cap K with a huge beta: no word seen fewer than K times is written, and the
+    frequent words are not all turned into the most frequent one (as the plain prior does); bad
+    values are refused before any output."""
+    run_train(data, tmp_path, loss="infonce", **WC)
+    model = tmp_path / "m_last.pt"
+    vocab = load_checkpoint(str(model))["vocab"]
+    counts = dict(zip(vocab["tgt"], vocab["tgt_counts"], strict=True))
+    cap = sorted(counts[w] for w in vocab["tgt"][4:])[len(counts) // 2]  # about half the words are rarer
+    translate.main(translate_args(model, data, tmp_path / "plain.txt"))
+    translate.main(translate_args(model, data, tmp_path / "capped.txt", "-decode_prior", "1000",
+                                  "-decode_prior_cap", str(cap)))
+    words = (tmp_path / "capped.txt").read_text().split()
+    assert words and all(counts[w] >= cap for w in words), [w for w in words if counts[w] < cap]
+    plain = (tmp_path / "plain.txt").read_text().split()
+    assert any(counts[w] < cap for w in plain)  # else the test shows nothing
+    assert len(set(words)) > 1  # not the plain prior's single most frequent word
+    capsys.readouterr()
+    for extra, message in [(["-decode_prior_cap", "5"], "give -decode_prior too"),
+                           (["-decode_prior", "1", "-decode_prior_cap", "1"], "at least 2")]:
+        with pytest.raises(SystemExit) as exc:
+            translate.main(translate_args(model, data, tmp_path / "bad.txt", *extra))
+        assert exc.value.code == 2 and message in capsys.readouterr().err
+        assert not (tmp_path / "bad.txt").exists()
 
 
 def test_prior_needs_counts_in_the_checkpoint(data, tmp_path, capsys):

@@ -77,6 +77,10 @@ def build_parser():
                    "+ this beta x log p_train(w), its add-one smoothed frequency in the training targets (stored in "
                    "checkpoints of this version): a frequency prior that nearest-neighbour search lacks. Pick beta on "
                    "validation BLEU; negative values favour rarer words; 0 (default): off")
+    g.add_argument("-decode_prior_cap", type=int, default=0, help="with -decode_prior: the prior is flat (0) for "
+                   "words seen at least this many times in training and log((c+1)/(cap+1)) for a word seen c < cap "
+                   "times, so it only penalises rare words instead of pushing every word towards the most frequent "
+                   "ones; at least 2; 0 (default): the plain prior")
     g.add_argument("-csls", type=int, default=0, help="rank words by CSLS (Conneau et al. 2018): 2 cos(e^, e_w) - "
                    "r(w), r(w) the mean cosine of e_w to its K nearest table words (a penalty for hubs), in the "
                    "decoding criterion's units; K > 0 turns it on (the paper: 10)")
@@ -152,12 +156,17 @@ def main(argv=None):
                "ef_search": opt.ann_ef_search}
     if opt.csls < 0:
         raise UserError(f"-csls must be at least 0 (0: off), got {opt.csls}")
+    if opt.decode_prior_cap and not opt.decode_prior:
+        raise UserError("-decode_prior_cap shapes the prior of -decode_prior BETA: give -decode_prior too")
+    if opt.decode_prior_cap and opt.decode_prior_cap < 2:
+        raise UserError(f"-decode_prior_cap must be at least 2 training occurrences (0: off), got "
+                        f"{opt.decode_prior_cap}")
     if opt.block_ngram_repeat < 0:
         raise UserError(f"-block_ngram_repeat must be 0 (off) or a positive n-gram size, got {opt.block_ngram_repeat}")
     translator = Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
                             opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.tgt_emb_extend,
                             opt.tgt_emb_extend_vocab, ann, opt.ban_unk_token, opt.alignment_layer,
-                            opt.decode_prior, opt.csls, opt.block_ngram_repeat)
+                            opt.decode_prior, opt.csls, opt.block_ngram_repeat, opt.decode_prior_cap)
     if opt.tgt_emb_extend:
         added = len(translator.tgt_vocab) - translator.n_train_words
         print(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "

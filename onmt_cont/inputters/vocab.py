@@ -82,6 +82,19 @@ def unigram_log_prior(vocab):
     return (torch.log(counts + 1) - math.log(total)).float()
 
 
+def capped_log_prior(vocab, cap):
+    """:func:`unigram_log_prior` made flat at and above ``cap`` training occurrences: min(0, log
+    p_train(w) − log p_cap), p_cap the smoothed probability of a word seen ``cap`` times. Words seen
+    ``cap`` times or more all get 0; a rarer word gets log((c(w) + 1) / (cap + 1)) < 0. With
+    translate.py -decode_prior β it penalises only the rare words, without the plain prior's push
+    of every word towards the most frequent ones. Raises ValueError as unigram_log_prior does,
+    and for ``cap`` < 2 (1 would change nothing: a word seen once is the rarest there is)."""
+    if cap < 2:
+        raise ValueError(f"the cap must be at least 2 training occurrences, got {cap}")
+    total = vocab.total_tokens + vocab.sentences + len(vocab)
+    return (unigram_log_prior(vocab) - (math.log(cap + 1) - math.log(total))).clamp_max(0)
+
+
 def build_vocab(counter, max_size, min_frequency=1, allowed=None):
     """The ``max_size`` most frequent tokens with count >= ``min_frequency`` (specials excluded
     from the count), optionally only those in ``allowed``. Ties break alphabetically so the

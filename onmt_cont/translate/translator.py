@@ -5,7 +5,7 @@ import torch
 from onmt_cont.ann import FaissIndex
 from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.batching import collate
-from onmt_cont.inputters.vocab import unigram_log_prior
+from onmt_cont.inputters.vocab import capped_log_prior, unigram_log_prior
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.translate.open_vocab import extend_model, read_extension
 from onmt_cont.translate.search import BANNED, BANNED_WITH_UNK, beam_search, greedy_search
@@ -17,7 +17,7 @@ class Translator:
     def __init__(self, checkpoint_path, device="cpu", beam_size=1, max_length=None, max_length_ratio=2.0,
                  length_penalty="avg", alpha=0.0, replace_unk=False, lexicon=None, tgt_emb_extend=None,
                  tgt_emb_extend_vocab=None, ann=None, ban_unk=False, alignment_layer=None, decode_prior=0.0,
-                 csls=0, block_ngram_repeat=0):
+                 csls=0, block_ngram_repeat=0, decode_prior_cap=0):
         """``tgt_emb_extend``: open-vocabulary decoding over that table (see open_vocab.py);
         ``ban_unk``: never produce <unk> (translate.py -ban_unk_token);
         ``alignment_layer``: a Transformer decoder's layer whose cross-attention -replace_unk reads
@@ -25,6 +25,7 @@ class Translator:
         ``ann``: None (exact search) or a dict of :class:`~onmt_cont.ann.FaissIndex`
         arguments besides the table, built once here over the final table;
         ``decode_prior``: β of score + β · log p_train(w) (continuous models; 0: off);
+        ``decode_prior_cap``: the prior flat for words seen at least this often (0: the plain prior);
         ``csls``: K of CSLS retrieval (continuous models; 0: off);
         ``block_ngram_repeat``: n > 0, no output repeats an n-gram (any model; 0: off)."""
         data = load_checkpoint(checkpoint_path)
@@ -32,7 +33,7 @@ class Translator:
         lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
         self._setup(model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
                     length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
-                    alignment_layer, decode_prior, csls, block_ngram_repeat)
+                    alignment_layer, decode_prior, csls, block_ngram_repeat, decode_prior_cap)
 
     @classmethod
     def from_model(cls, model, src_vocab, tgt_vocab, lower=False, device="cpu", **options):
@@ -42,7 +43,7 @@ class Translator:
         defaults = {"beam_size": 1, "max_length": None, "max_length_ratio": 2.0, "length_penalty": "avg",
                     "alpha": 0.0, "replace_unk": False, "lexicon": None, "tgt_emb_extend": None,
                     "tgt_emb_extend_vocab": None, "ann": None, "ban_unk": False, "alignment_layer": None,
-                    "decode_prior": 0.0, "csls": 0, "block_ngram_repeat": 0}
+                    "decode_prior": 0.0, "csls": 0, "block_ngram_repeat": 0, "decode_prior_cap": 0}
         unknown = set(options) - set(defaults)
         if unknown:
             raise TypeError(f"unknown translator options: {sorted(unknown)}")
@@ -51,7 +52,7 @@ class Translator:
 
     def _setup(self, model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
                length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
-               alignment_layer=None, decode_prior=0.0, csls=0, block_ngram_repeat=0):
+               alignment_layer=None, decode_prior=0.0, csls=0, block_ngram_repeat=0, decode_prior_cap=0):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.block_ngram_repeat = block_ngram_repeat
         if alignment_layer is not None:
@@ -64,7 +65,7 @@ class Translator:
                 raise UserError(str(exc)) from None
         self.n_train_words = len(self.tgt_vocab)
         if decode_prior or csls:
-            self._word_choice(decode_prior, csls, tgt_emb_extend)
+            self._word_choice(decode_prior, csls, tgt_emb_extend, decode_prior_cap)
         if tgt_emb_extend:
             words, vectors = read_extension(tgt_emb_extend, tgt_emb_extend_vocab)
             self.tgt_vocab, _ = extend_model(self.model, self.tgt_vocab, words, vectors)
@@ -87,7 +88,7 @@ class Translator:
         self.lexicon = lexicon
         self.words_out = self.unk_out = 0  # words decoded so far, and how many were <unk> (before replacement)
 
-    def _word_choice(self, decode_prior, csls, tgt_emb_extend):
+    def _word_choice(self, decode_prior, csls, tgt_emb_extend, decode_prior_cap=0):
         """-decode_prior and -csls: continuous models only, over the training vocabulary."""
         gen = self.model.generator
         given = " ".join(f"-{k} {v}" for k, v in (("decode_prior", decode_prior), ("csls", csls)) if v)
@@ -99,7 +100,9 @@ class Translator:
                             "or bias")
         if decode_prior:
             try:
-                gen.set_prior(unigram_log_prior(self.tgt_vocab), decode_prior)
+                log_prior = (capped_log_prior(self.tgt_vocab, decode_prior_cap) if decode_prior_cap
+                             else unigram_log_prior(self.tgt_vocab))
+                gen.set_prior(log_prior, decode_prior)
             except ValueError as exc:
                 raise UserError(f"-decode_prior: this checkpoint's {exc}; or retrain with this version") from None
         if csls:
