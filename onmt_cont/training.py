@@ -143,7 +143,7 @@ def check_options(opt):
                         f"not -valid_metric {opt.valid_metric}")
     for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "epochs", "report_every",
                  "valid_steps", "save_checkpoint_steps", "save_checkpoint_epochs", "train_steps", "joint_dim",
-                 "num_negatives", "rewe_hidden", "num_sampled", "ann_candidates"):
+                 "num_negatives", "rewe_hidden", "num_sampled", "ann_candidates", "prefix_window"):
         if getattr(opt, name) is not None and getattr(opt, name) < 1:
             raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
     if not 0.0 <= opt.label_smoothing < 1.0:
@@ -235,6 +235,9 @@ def _check_negatives(opt):
         opt.negatives = ",".join(sources)
         if {"gold_nn", "ann"} & set(sources):
             import_faiss()
+    if opt.prefix_window is not None and "prefix" not in (opt.negatives or "").split(","):
+        raise UserError("-prefix_window sets how many earlier words -negatives prefix takes: add prefix to "
+                        "-negatives (with -loss maxmargin, infonce or nllvmf_nce)")
     if not opt.temperature > 0:
         raise UserError(f"-temperature must be positive, got {opt.temperature}")
     if not opt.contrastive_weight >= 0:

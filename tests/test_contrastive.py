@@ -146,6 +146,47 @@ def test_nllvmf_nce(weight):
     torch.testing.assert_close(contrast[0], torch.tensor(want0))
 
 
+def test_prefix_words_by_hand():
+    """Two sentences 5 6 </s> and 7 5 8 </s>, one after the other as TrainingForward flattens
+    them: each token's earlier words of its own sentence, nearest first; none across </s>."""
+    from onmt_cont.losses.negatives import prefix_words
+
+    got = prefix_words(torch.tensor([5, 6, 3, 7, 5, 8, 3]), 2)
+    want = torch.tensor([[-1, -1], [5, -1], [6, 5], [-1, -1], [7, -1], [5, 7], [8, 5]])
+    assert torch.equal(got, want)
+    assert torch.equal(prefix_words(torch.tensor([9, 3]), 4), torch.tensor([[-1] * 4, [9, -1, -1, -1]]))
+
+
+def test_infonce_prefix_negatives_by_hand():
+    """One sentence e1 e4 e1 (ids 1, 4, 1; no </s>, so no second sentence): token 1 (gold e4) has e1 as its only
+    negative; token 2 (gold e1) has e4 and e1, and e1 is its own gold word, so only e4 counts;
+    token 0 has none: the loss of a lone gold word, 0."""
+    pred = torch.tensor([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [1.0, 0.0, 0.0]])
+    got = loss_of("infonce", pred, torch.tensor([1, 4, 1]), negatives="prefix", temperature=1.0)
+    want = torch.tensor([0.0, math.log(math.exp(1.0) + math.exp(0.6)) - 1.0,
+                         math.log(math.exp(1.0) + math.exp(0.6)) - 1.0])
+    torch.testing.assert_close(got, want)
+    # a window of 1: token 2 sees only e4 (the word right before it), the same loss
+    torch.testing.assert_close(loss_of("infonce", pred, torch.tensor([1, 4, 1]), negatives="prefix",
+                                       temperature=1.0, prefix_window=1), want)
+
+
+def test_prefix_negatives_push_the_prediction_off_earlier_words():
+    """nllvmf_nce with prefix negatives: a prediction that points at a word written earlier in the
+    sentence (not the gold word) costs more than with the default sources alone, and the gradient
+    turns it away from that word."""
+    table, gen = random_table()
+    target = torch.tensor([5, 9, 3, 7, 5, 8, 3])
+    pred = (3 * table[target]).clone()
+    pred[5] = 3 * table[5]  # token 5 (gold 8) points at word 5, written two tokens before
+    plain = loss_of("nllvmf_nce", pred, target, table, negatives="inbatch")
+    pred_prefix = pred.clone().requires_grad_()
+    with_prefix = loss_of("nllvmf_nce", pred_prefix, target, table, negatives="inbatch,prefix")
+    assert with_prefix[5] > plain[5]
+    with_prefix.sum().backward()
+    assert (pred_prefix.grad[5] * table[5]).sum() > 0  # descent lowers ê·e(5)
+
+
 @pytest.mark.parametrize("loss", ["infonce", "nllvmf_nce", "maxmargin"])
 def test_negatives_logits_stay_float32_under_bf16_autocast(loss):
     """Under -amp the negatives' logits are computed in float32, as the gold one: the loss under
@@ -200,7 +241,7 @@ def test_exact_search_chunks_are_sized_by_memory(monkeypatch):
     torch.testing.assert_close(table_hubness(table, 5), hub)
 
 
-@pytest.mark.parametrize("text", ["", "exact,inbatch", "gold_nn,gold_nn", "hard"])
+@pytest.mark.parametrize("text", ["", "exact,inbatch", "gold_nn,gold_nn", "hard", "exact,prefix"])
 def test_parse_sources_refuses(text):
     with pytest.raises(ValueError):
         parse_sources(text)

@@ -612,6 +612,33 @@ def test_table_lr_scale_bad_values(data, tmp_path, capsys):
     assert not list(tmp_path.iterdir())
 
 
+def test_prefix_negatives_train_and_resume(data, tmp_path, monkeypatch, capsys):
+    """-negatives inbatch,prefix changes the losses against inbatch alone (the sample's targets
+    repeat words within a sentence); a run resumed with the same options continues bit for bit;
+    bad values are refused before anything is written."""
+    from tests.test_train import argv, record_steps
+
+    common = {**WC, "loss": "nllvmf_nce", "train_steps": "8", "epochs": "5"}
+    plain = run_train(data, tmp_path / "plain", negatives="inbatch", **common)
+    seen = record_steps(monkeypatch)
+    full = run_train(data, tmp_path / "full", negatives="inbatch,prefix", prefix_window="3", **common)
+    reference = dict(seen)
+    assert reported_losses(tmp_path / "full" / "train.log") != reported_losses(tmp_path / "plain" / "train.log")
+    assert full.opt.negatives == "inbatch,prefix" and plain.opt.negatives == "inbatch"
+    seen.clear()
+    resumed = run_train(data, tmp_path / "res", train_from=str(tmp_path / "full" / "m_step_4.pt"),
+                        negatives="inbatch,prefix", prefix_window="3", **common)
+    assert [v for _, v in seen] == [reference[s] for s, _ in seen] and len(seen) == 4
+    for a, b in zip(resumed.model.parameters(), full.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    capsys.readouterr()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    fails(capsys, argv(data, bad, **common, prefix_window="3"), "-prefix_window", "add prefix to -negatives")
+    fails(capsys, argv(data, bad, **common, negatives="prefix", prefix_window="0"), "-prefix_window must be at least 1")
+    assert not list(bad.iterdir())
+
+
 # --- tools/time_to_quality.py and quality_report.py's calibration table ------------------------------
 
 

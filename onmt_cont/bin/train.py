@@ -86,11 +86,15 @@ def build_parser():
                    "words), random (-num_sampled uniform words), gold_nn (the gold word's -ann_candidates nearest "
                    "words, found once before training with a faiss index over the frozen table: flat in the "
                    "vocabulary), ann (the prediction's -ann_candidates nearest words, searched in that index at "
-                   "every step). Default: exact for maxmargin, inbatch,random,gold_nn for the others")
+                   "every step), prefix (the -prefix_window words before the token in its own target sentence: "
+                   "unlikelihood on words already written, against repetition). Default: exact for maxmargin, "
+                   "inbatch,random,gold_nn for the others")
     g.add_argument("-num_sampled", type=int, default=64, help="-negatives random: uniform words per batch, shared "
                    "by its tokens")
     g.add_argument("-ann_candidates", type=int, default=32, help="-negatives gold_nn and ann: nearest words per "
                    "token")
+    g.add_argument("-prefix_window", type=int, default=None, help="-negatives prefix: how many earlier words of "
+                   "the token's own target sentence are negatives (default 16)")
     g.add_argument("-temperature", type=float, default=0.1, help="infonce: τ of the logits cos(ê, e_j)/τ")
     g.add_argument("-contrastive_weight", type=float, default=1.0, help="nllvmf_nce: weight of the contrastive "
                    "term (−log of the vMF density renormalised over the gold word and the negatives)")

@@ -22,7 +22,14 @@ import torch
 import torch.nn.functional as F
 
 from onmt_cont.losses.continuous import nll_vmf
-from onmt_cont.losses.negatives import Negatives, candidate_dots, candidate_ids, invalid, parse_sources
+from onmt_cont.losses.negatives import (
+    PREFIX_WINDOW,
+    Negatives,
+    candidate_dots,
+    candidate_ids,
+    invalid,
+    parse_sources,
+)
 from onmt_cont.outputs import BiasedVector
 from onmt_cont.utils.amp import outside_autocast
 
@@ -115,7 +122,8 @@ DEFAULT_NEGATIVES = {"maxmargin": "exact", "infonce": "inbatch,random,gold_nn", 
 
 def build_negatives(opt, table, log_prior=None):
     sources = parse_sources(opt.negatives or DEFAULT_NEGATIVES[opt.loss])
-    return Negatives(sources, table, opt.num_sampled, opt.ann_candidates, log_prior=log_prior)
+    window = getattr(opt, "prefix_window", None) or PREFIX_WINDOW
+    return Negatives(sources, table, opt.num_sampled, opt.ann_candidates, log_prior=log_prior, prefix_window=window)
 
 
 def build_maxmargin(opt, table):

@@ -14,7 +14,11 @@ A negative source gives, for a batch of N tokens, either word ids shared by all 
   step only looks them up: flat in V;
 - ``ann`` (per token): the ``-ann_candidates`` nearest table words of the prediction ê, searched in
   the same faiss index at every step (on the CPU). The index searches a fixed number of cells of
-  about √V words each, so its cost grows like √V, and it moves ê to the CPU once per step.
+  about √V words each, so its cost grows like √V, and it moves ê to the CPU once per step;
+- ``prefix`` (per token): the up to ``-prefix_window`` words before the token in its own target
+  sentence (the gold word itself, where it repeats, is masked like any gold word): token-level
+  unlikelihood on the previous context (Welleck et al. 2019) as negatives, against a decoder
+  that repeats words it has already written. Read from the batch's targets alone, flat in V.
 
 Ids that are no negative (the gold word itself, padding, −1 where faiss found fewer) are
 masked by :func:`invalid`. The table is frozen (a buffer of ContinuousGenerator, never a
@@ -24,9 +28,11 @@ parameter), which is what makes precomputing ``gold_nn`` and building one index 
 import torch
 import torch.nn.functional as F
 
+from onmt_cont.constants import EOS_ID
 from onmt_cont.utils.amp import outside_autocast
 
-SOURCES = ("exact", "inbatch", "random", "gold_nn", "ann")
+SOURCES = ("exact", "inbatch", "random", "gold_nn", "ann", "prefix")
+PREFIX_WINDOW = 16  # -prefix_window's default: Multi30k's target sentences have 13 words on average
 SHARED = ("exact", "inbatch", "random")
 
 
@@ -108,9 +114,10 @@ class Negatives:
 
     ``__call__(unit [N, m], target [N])`` -> (shared ids [S] or None, per-token ids [N, C] or None)."""
 
-    def __init__(self, sources, table, num_sampled=64, ann_candidates=32, threads=None, log_prior=None):
+    def __init__(self, sources, table, num_sampled=64, ann_candidates=32, threads=None, log_prior=None,
+                 prefix_window=PREFIX_WINDOW):
         self.sources, self.table = tuple(sources), table
-        self.num_sampled, self.k = num_sampled, ann_candidates
+        self.num_sampled, self.k, self.prefix_window = num_sampled, ann_candidates, prefix_window
         # p_train(w) [V]: how often in-batch draws give each word, for log_expected_counts
         self.unigram = None if log_prior is None else log_prior.double().exp().to(table.device)
         self.neighbours = table_neighbours(table, ann_candidates, threads) if "gold_nn" in sources else None
@@ -128,6 +135,8 @@ class Negatives:
                 shared.append(torch.randint(1, vocab, (self.num_sampled,), device=target.device))
             elif source == "gold_nn":
                 per_token.append(self.neighbours[target])
+            elif source == "prefix":
+                per_token.append(prefix_words(target, self.prefix_window))
             else:  # ann
                 with torch.no_grad():
                     per_token.append(self.index.search(unit.detach(), self.k))
@@ -167,6 +176,20 @@ class Negatives:
                 own += per_token == per_token[:, c : c + 1]
             parts.append(base[per_token.clamp_min(0)] + own * (per_token > 0))
         return torch.log(torch.cat(parts, 1)).float()
+
+
+def prefix_words(target, k):
+    """target [N]: a batch's target sentences one after the other, each ending with </s> (as
+    TrainingForward flattens them) -> [N, k]: the k words before each token in its own sentence,
+    nearest first, −1 where the sentence has fewer."""
+    eos = (target == EOS_ID).long()
+    sentence = torch.cumsum(eos, 0) - eos  # the number of </s> before each token
+    before = torch.arange(target.numel(), device=target.device).unsqueeze(1) - torch.arange(
+        1, k + 1, device=target.device).unsqueeze(0)  # [N, k]
+    ok = before >= 0
+    before = before.clamp_min(0)
+    ok &= sentence[before] == sentence.unsqueeze(1)
+    return torch.where(ok, target[before], torch.full_like(before, -1))
 
 
 def _matches(per_token, shared):
