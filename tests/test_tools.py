@@ -234,3 +234,21 @@ def test_length_by_final_punct_by_hand(tmp_path, capsys):
                      str(tmp_path / "short")]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "short: 4 source, 4 reference and 3 hypothesis lines" in captured.err
+
+
+rep = load_tool("repeats")
+
+
+def test_repeats_by_hand(tmp_path, capsys):
+    """Repeats of words seen fewer than -max_count times, per sentence; frequent words are left out."""
+    counts = {"a": 5, "dog": 1, "cat": 2}
+    sentences = [["a", "dog", "a", "dog", "dog"], ["a", "cat"], ["zebra", "zebra"], []]
+    assert rep.repeats(sentences, counts, 5) == (9, 3, 2)  # dog twice more, zebra (unseen) once more
+    assert rep.repeats(sentences, counts, 6) == (9, 4, 2)  # a (seen 5 times) now counts too
+    (tmp_path / "train").write_text("a a a a a dog cat cat\n")
+    (tmp_path / "hyp").write_text("".join(" ".join(w) + "\n" for w in sentences))
+    assert rep.main(["-train", str(tmp_path / "train"), "-files", str(tmp_path / "hyp"), "-max_count", "5"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].endswith("\t9\t3\t2\t333.3")
+    assert rep.main(["-train", str(tmp_path / "train"), "-files", str(tmp_path / "missing")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "missing" in captured.err

@@ -55,6 +55,8 @@ NCE="-loss nllvmf_nce -lambda1 0.02 -lambda2 0.1 -tie_emb"
 # the *_dfp rows: a training pair loses its source's final . ! ? (and its target's) with probability 0.05, about
 # the share of Multi30k validation (and fr training) sources without one; de training sources: 0.9%
 DFP="-drop_final_punct 0.05"
+# the *_prefix rows: the default negatives plus the earlier words of the token's own sentence (against repetition)
+PREFIX="-negatives inbatch,random,gold_nn,prefix"
 # the *_avg rows: validation, early stopping and checkpoints on train.py's moving average of the parameters
 AVERAGE="-average_decay 1e-4"
 CONFIGS=${CONFIGS:-t_nce t_nce_corr t_nce_bias t_nce_both}
@@ -84,6 +86,7 @@ config() {
     t_nce_both_avg) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE|emb" ;;
     t_ce_dfp)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $DFP|emb" ;;
     t_nce_both_avg_dfp) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP|emb" ;;
+    t_nce_both_avg_dfp_prefix) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP $PREFIX|emb" ;;
     t_nce_both_avg_train) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -train_table|emb" ;;
     t_bpe_ce)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1|bpe_none" ;;
     t_bpe_nce_sphere) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|bpe_sphere" ;;
@@ -97,6 +100,7 @@ config() {
     lstm_nce_both) echo "$LMODEL $NCE -sampling_correction -word_bias|emb" ;;
     lstm_ce_dfp)   echo "$LMODEL -loss ce $DFP|emb" ;;
     lstm_nce_bias_dfp) echo "$LMODEL $NCE -word_bias $DFP|emb" ;;
+    lstm_nce_bias_dfp_prefix) echo "$LMODEL $NCE -word_bias $DFP $PREFIX|emb" ;;
     lstm_nce_bias_dfp_train) echo "$LMODEL $NCE -word_bias $DFP -train_table|emb" ;;
     lstm_nce_bias_dfp_train_slow) echo "$LMODEL $NCE -word_bias $DFP -train_table -table_lr_scale 0.1|emb" ;;
     *) echo "unknown config $1" >&2; return 1 ;;
