@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The first run on a GPU machine (docs/gpu.md): each check prints one line, PASS or FAIL with its
-# log, in under 10 minutes on one modern GPU. Refuses (exit 2) where PyTorch sees no CUDA device.
+# log; about 5 minutes expected on one modern GPU (the first run's per-worker times; not yet run whole). Refuses (exit 2) where PyTorch sees no CUDA device.
 #
 #   bash docs/gpu_check.sh            # logs and models in runs/gpu_check/
 #   OUT=/tmp/gc bash docs/gpu_check.sh
