@@ -71,6 +71,12 @@ def unigram_log_prior(vocab):
     padding and <s> (never produced) count 0. Used by -sampling_correction (the expected number
     of in-batch draws of a word) and translate.py -decode_prior. Raises ValueError when the
     vocabulary has no counts (a file of an older version)."""
+    total = vocab.total_tokens + vocab.sentences + len(vocab)
+    return (_log_smoothed_counts(vocab) - math.log(total)).float()
+
+
+def _log_smoothed_counts(vocab):
+    """log(c(w) + 1) [V] float64, c as :func:`unigram_log_prior` counts; ValueError without counts."""
     if vocab.sentences <= 0 or vocab.total_tokens <= 0:
         raise ValueError("the target vocabulary has no training counts (it was written before preprocess.py "
                          "recorded the number of sentences): rerun preprocess.py")
@@ -78,8 +84,7 @@ def unigram_log_prior(vocab):
     counts[: len(SPECIALS)] = 0
     counts[UNK_ID] = max(vocab.total_tokens - float(counts.sum()), 0.0)
     counts[EOS_ID] = vocab.sentences
-    total = vocab.total_tokens + vocab.sentences + len(vocab)
-    return (torch.log(counts + 1) - math.log(total)).float()
+    return torch.log(counts + 1)
 
 
 def capped_log_prior(vocab, cap):
@@ -91,8 +96,7 @@ def capped_log_prior(vocab, cap):
     and for ``cap`` < 2 (1 would change nothing: a word seen once is the rarest there is)."""
     if cap < 2:
         raise ValueError(f"the cap must be at least 2 training occurrences, got {cap}")
-    total = vocab.total_tokens + vocab.sentences + len(vocab)
-    return (unigram_log_prior(vocab) - (math.log(cap + 1) - math.log(total))).clamp_max(0)
+    return (_log_smoothed_counts(vocab) - math.log(cap + 1)).clamp_max(0).float()
 
 
 def build_vocab(counter, max_size, min_frequency=1, allowed=None):
