@@ -9,8 +9,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from onmt_cont import distributed
-from onmt_cont.constants import PAD_ID
-from onmt_cont.outputs import ReWEOutput, SampledLogits, prediction
+from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
+from onmt_cont.losses.unlikelihood import repeated_ngrams, unlikelihood, word_logits
+from onmt_cont.outputs import BiasedVector, ReWEOutput, SampledLogits, prediction
+from onmt_cont.translate.search import greedy_search
 
 
 class NonFiniteLoss(RuntimeError):
@@ -19,8 +21,10 @@ class NonFiniteLoss(RuntimeError):
 
 # batch_stats' sums, in this order: positions; positions scored against the vocabulary; of those,
 # correct top-1 words; sum of cos(ê, e(gold)) (continuous models); sum of −log p(gold) (softmax);
-# positions whose softmax covered only sampled candidates (-joint_sample in training).
-STATS = ("tokens", "scored", "correct", "cosine", "nll", "sampled")
+# positions whose softmax covered only sampled candidates (-joint_sample in training); with
+# -seq_unlikelihood, the tokens of the model's own greedy decodes, those of them in a repeated n-gram,
+# and the sum of their −log(1 − p) (SequenceUnlikelihood).
+STATS = ("tokens", "scored", "correct", "cosine", "nll", "sampled", "ul_decoded", "ul_flagged", "ul_loss")
 # Scores are computed this many [rows, vocab] elements at a time (64 MB of float32), so that a
 # large batch against a 50K-word table does not allocate a [tokens, vocab] matrix at once.
 SCORE_CHUNK = 1 << 24
@@ -73,6 +77,9 @@ def summarize(sums, continuous):
         out["cosine"] = s["cosine"] / max(s["tokens"], 1)
     else:
         out["ppl"] = math.exp(min(s["nll"] / max(s["scored"], 1), 100))
+    if s["ul_decoded"] > 0:
+        out["ul_flagged_share"] = s["ul_flagged"] / s["ul_decoded"]
+        out["ul_loss"] = s["ul_loss"] / max(s["ul_flagged"], 1)
     return out
 
 
@@ -94,6 +101,77 @@ class TrainingForward(nn.Module):
         return self.model.generator(dec_out[mask], gold), gold
 
 
+def _rows(output, rows):
+    """A generator output (a tensor, BiasedVector or ReWEOutput over N positions) at ``rows``."""
+    if isinstance(output, BiasedVector):
+        return BiasedVector(output.vector[rows], output.bias)
+    if isinstance(output, ReWEOutput):
+        return ReWEOutput(output.logits[rows], output.embedding[rows])
+    return output[rows]
+
+
+def _pad_to(tgt, length):
+    return F.pad(tgt, (0, length - tgt.size(1)), value=PAD_ID)
+
+
+class SequenceUnlikelihood:
+    """train.py -seq_unlikelihood (:mod:`onmt_cont.losses.unlikelihood`): on every ``every``-th
+    step the model decodes the batch's sources greedily (evaluation mode, no gradient, translate.py's
+    default length limit), and the step's forward runs on the batch's targets and those decodes
+    together, one batch of twice the sentences, so that a distributed run has one forward per step as
+    before. The decodes' tokens in a repeated ``ngram``-gram add ``alpha`` · −log(1 − p) to the loss
+    sum, which is normalised by the batch's target tokens like the token-level loss."""
+
+    MAX_LENGTH_RATIO = 2.0  # translate.py's default limit: -max_length_ratio × source length + 10
+
+    def __init__(self, alpha, ngram, every, loss, temperature=1.0):
+        self.alpha, self.ngram, self.every = alpha, ngram, every
+        self.loss, self.temperature = loss, temperature
+
+    def applies(self, step):
+        return step % self.every == 0
+
+    @torch.no_grad()
+    def decode(self, model, batch):
+        """-> (the batch with the decodes as extra sentences: <s> ŷ </s>, flags [B, T2 − 1] of the
+        decodes' target positions in a repeated n-gram, the number of decoded tokens)."""
+        was_training = model.training
+        model.eval()
+        try:
+            lengths = (batch["src_lengths"].float() * self.MAX_LENGTH_RATIO).long() + 10
+            seqs, _ = greedy_search(model, batch["src"], batch["src_lengths"], lengths)
+        finally:
+            model.train(was_training)
+        flags = repeated_ngrams(seqs, self.ngram)
+        width = max(len(q) for q in seqs) + 2
+        tgt2 = torch.full((len(seqs), width), PAD_ID, dtype=torch.long)
+        flag2 = torch.zeros(len(seqs), width - 1, dtype=torch.bool)
+        for b, (q, f) in enumerate(zip(seqs, flags, strict=True)):
+            tgt2[b, 0] = BOS_ID
+            tgt2[b, 1 : len(q) + 1] = torch.tensor(q, dtype=torch.long)
+            tgt2[b, len(q) + 1] = EOS_ID
+            flag2[b, : len(q)] = torch.tensor(f, dtype=torch.bool)
+        tgt1 = batch["tgt"]
+        length = max(tgt1.size(1), width)
+        joined = {**batch, "src": torch.cat([batch["src"], batch["src"]]),
+                  "src_lengths": torch.cat([batch["src_lengths"], batch["src_lengths"]]),
+                  "tgt": torch.cat([_pad_to(tgt1, length), _pad_to(tgt2.to(tgt1.device), length)])}
+        return joined, flag2.to(tgt1.device), sum(len(q) for q in seqs)
+
+    def split(self, gen, output, gold, tgt, flags):
+        """The joined forward's output -> (the batch's own output and gold, the unlikelihood sum
+        [] over the flagged tokens of the decodes, their count)."""
+        n1 = int((tgt[: tgt.size(0) // 2, 1:] != PAD_ID).sum())
+        decoded = tgt[tgt.size(0) // 2 :, 1:]
+        flagged = flags[decoded[:, : flags.size(1)] != PAD_ID]  # positions beyond flags' width are padding
+        rows = n1 + flagged.nonzero().squeeze(1)
+        own = _rows(output, slice(0, n1)), gold[:n1]
+        if rows.numel() == 0:
+            return own, gold.new_zeros((), dtype=torch.float32), 0
+        logits = word_logits(gen, _rows(output, rows), self.loss, self.temperature)
+        return own, unlikelihood(logits, gold[rows]).sum(), rows.numel()
+
+
 class Trainer:
     """``forward``: a :class:`TrainingForward`, possibly wrapped in DistributedDataParallel;
     ``ctx``: the distributed context (one process by default); ``amp``: an autocast dtype or None.
@@ -101,7 +179,7 @@ class Trainer:
     training log's accuracy (train.py: -report_every); 0 never scores (the cosine is always kept)."""
 
     def __init__(self, model, loss_fn, optimizer, max_grad_norm=0.0, forward=None, ctx=None, amp=None,
-                 measure_every=0):
+                 measure_every=0, seq_unlikelihood=None):
         self.model = model
         self.loss_fn = loss_fn
         self.optimizer = optimizer
@@ -110,6 +188,7 @@ class Trainer:
         self.ctx = ctx if ctx is not None else distributed.Context()
         self.amp = amp
         self.measure_every = measure_every
+        self.seq_ul = seq_unlikelihood  # a SequenceUnlikelihood or None
         self.last_stats = None  # batch_stats of the last step's global batch
         device_type = next(model.parameters()).device.type
         self.device_type = device_type
@@ -125,11 +204,24 @@ class Trainer:
         on the steps of ``measure_every`` only: scoring every word costs a [tokens, vocab] product)."""
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(self.device_type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
-            output, gold = self._forward(batch)
+        ul = self.seq_ul if self.seq_ul is not None and self.seq_ul.applies(step) else None
+        autocast = torch.autocast(self.device_type, dtype=self.amp or torch.float32, enabled=self.amp is not None)
+        if ul is not None:
+            with autocast:
+                joined, flags, decoded = ul.decode(self.model, batch)
+        with autocast:
+            if ul is None:
+                output, gold = self._forward(batch)
+            else:
+                output, gold = self._forward(joined)
+                (output, gold), ul_sum, flagged = ul.split(self.model.generator, output, gold, joined["tgt"], flags)
             loss = self.loss_fn(output, gold).float().sum()
         score = self.measure_every > 0 and step % self.measure_every == 0  # the same on every rank
         stats = batch_stats(self.model.generator, output, gold, score)
+        if ul is not None:
+            at = STATS.index("ul_decoded")
+            stats[at : at + 2] = torch.tensor([decoded, flagged], dtype=stats.dtype)
+            stats[at + 2] = ul_sum.detach().double()
         # one all-reduce gives every rank the global loss (for the NaN check and the log), the
         # global token count (the normaliser of the gradient) and the log's statistics
         counts = loss.new_tensor([gold.numel(), int(batch["src_lengths"].sum())], dtype=torch.float64)
@@ -141,7 +233,7 @@ class Trainer:
             raise NonFiniteLoss(f"step {step}: the training loss is {value}; stopping (no checkpoint written)")
         # DDP averages gradients over ranks: world * local_sum / global_tokens averages to the
         # single-process gradient of the global batch
-        scaled = loss * (self.ctx.world / max(n, 1))
+        scaled = (loss if ul is None else loss + ul.alpha * ul_sum.float()) * (self.ctx.world / max(n, 1))
         if self.scaler is not None:
             self.scaler.scale(scaled).backward()
             self.scaler.unscale_(self.optimizer)
@@ -273,6 +365,9 @@ class Meter:
             out["accuracy"] = s["accuracy"]
             if not self.continuous and not s["sampled"]:
                 out["ppl"] = s["ppl"]
+        whole = summarize(self.sums, self.continuous)
+        if "ul_loss" in whole:  # -seq_unlikelihood's steps of the window
+            out.update({k: whole[k] for k in ("ul_flagged_share", "ul_loss")})
         out.update({"lr": lr, "src_tokens_per_s": self.src_tokens / elapsed,
                     "tgt_tokens_per_s": self.tokens / elapsed})
         return out
@@ -292,6 +387,9 @@ class Meter:
                 parts.append(f"accuracy among the sampled candidates {s['accuracy']:.2%} {where}")
             else:
                 parts.append(f"ppl {s['ppl']:.2f}, accuracy {s['accuracy']:.2%} {where}")
+        if "ul_loss" in v:
+            parts.append(f"own decodes: {v['ul_flagged_share']:.2%} of tokens in a repeated n-gram, "
+                         f"-log(1-p) {v['ul_loss']:.3f}")
         parts.append(f"lr {lr:.2e}")
         parts.append(f"{v['src_tokens_per_s']:.0f} src tok/s, {v['tgt_tokens_per_s']:.0f} tgt tok/s")
         return "; ".join(parts)

@@ -6,6 +6,7 @@ pieces here (check_options, Run, ValidBleu, load_table) directly."""
 
 import gc
 import logging
+import math
 import os
 import random
 import re
@@ -25,6 +26,7 @@ from onmt_cont.inputters.vocab import load_vocabs, unigram_log_prior
 from onmt_cont.losses import CONTINUOUS_LOSSES, build_loss
 from onmt_cont.losses.contrastive import DEFAULT_NEGATIVES
 from onmt_cont.losses.negatives import parse_sources
+from onmt_cont.losses.unlikelihood import NGRAM, UNLIKELIHOOD_LOSSES
 from onmt_cont.models.checkpoint import (
     fresh_stopping,
     load_checkpoint,
@@ -37,7 +39,7 @@ from onmt_cont.models.checkpoint import (
 from onmt_cont.models.generators import JointGenerator, ReWEGenerator, frozen_count, parameter_count
 from onmt_cont.models.model import architecture, build_model
 from onmt_cont.models.transformer import check_alignment_layer, check_sizes
-from onmt_cont.trainer import Meter, NonFiniteLoss, ParameterAverage, Trainer, TrainingForward
+from onmt_cont.trainer import Meter, NonFiniteLoss, ParameterAverage, SequenceUnlikelihood, Trainer, TrainingForward
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import remove_bpe
 from onmt_cont.utils.amp import require_autocast
@@ -137,13 +139,15 @@ def check_options(opt):
     if opt.joint_dropout is not None and not 0.0 <= opt.joint_dropout < 1.0:
         raise UserError(f"-joint_dropout must be in [0, 1), got {opt.joint_dropout}")
     _check_negatives(opt)
+    _check_seq_unlikelihood(opt)
     _check_architecture(opt)
     if opt.valid_remove_bpe and opt.valid_metric != "bleu":
         raise UserError(f"-valid_remove_bpe joins BPE pieces before validation BLEU: it needs -valid_metric bleu, "
                         f"not -valid_metric {opt.valid_metric}")
     for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "epochs", "report_every",
                  "valid_steps", "save_checkpoint_steps", "save_checkpoint_epochs", "train_steps", "joint_dim",
-                 "num_negatives", "rewe_hidden", "num_sampled", "ann_candidates", "prefix_window"):
+                 "num_negatives", "rewe_hidden", "num_sampled", "ann_candidates", "prefix_window",
+                 "seq_unlikelihood_ngram", "seq_unlikelihood_every"):
         if getattr(opt, name) is not None and getattr(opt, name) < 1:
             raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
     if not 0.0 <= opt.label_smoothing < 1.0:
@@ -214,6 +218,27 @@ def learning_rate(opt, step):
     if opt.decay_method == "noam":
         return opt.learning_rate * opt.rnn_size ** -0.5 * min(step ** -0.5, step * opt.warmup_steps ** -1.5)
     return opt.learning_rate
+
+
+def _check_seq_unlikelihood(opt):
+    """-seq_unlikelihood and its two settings; their defaults filled in where it is on."""
+    alpha = opt.seq_unlikelihood
+    if not (math.isfinite(alpha) and alpha >= 0):
+        raise UserError(f"-seq_unlikelihood is a weight: at least 0 (0: off), got {alpha}")
+    if alpha == 0:
+        for name in ("seq_unlikelihood_ngram", "seq_unlikelihood_every"):
+            if getattr(opt, name) is not None:
+                raise UserError(f"-{name} sets how -seq_unlikelihood works: give -seq_unlikelihood WEIGHT too")
+        return
+    if opt.loss not in UNLIKELIHOOD_LOSSES:
+        raise UserError(f"-seq_unlikelihood needs a softmax over the vocabulary: -loss "
+                        f"{', '.join(UNLIKELIHOOD_LOSSES)}, not -loss {opt.loss}")
+    if opt.joint_sample is not None:
+        raise UserError("-seq_unlikelihood scores every word: it does not work with -joint_sample")
+    if opt.seq_unlikelihood_ngram is None:
+        opt.seq_unlikelihood_ngram = NGRAM
+    if opt.seq_unlikelihood_every is None:
+        opt.seq_unlikelihood_every = 1
 
 
 def _check_negatives(opt):
@@ -407,8 +432,10 @@ class Run:
             # a ReWE head at lambda 0 is left out of the graph: DDP must be told some parameters go unused
             unused = getattr(opt, "rewe_lambda", None) == 0
             forward = distributed.wrap(forward, device, find_unused_parameters=unused)
+        seq_ul = SequenceUnlikelihood(opt.seq_unlikelihood, opt.seq_unlikelihood_ngram, opt.seq_unlikelihood_every,
+                                      opt.loss, opt.temperature) if opt.seq_unlikelihood else None
         self.trainer = Trainer(self.model, loss_fn, self.optimizer, opt.max_grad_norm,
-                               forward, self.ctx, amp, measure_every=opt.report_every)
+                               forward, self.ctx, amp, measure_every=opt.report_every, seq_unlikelihood=seq_ul)
         # -average_decay: validation and checkpoints see the average, training the raw parameters
         self.average = ParameterAverage(self.model, opt.average_decay, opt.average_every) if opt.average_decay else None
         # fresh_stopping(): the best score, -early_stopping's count, -early_stopping_window's last N scores

@@ -453,3 +453,18 @@ def test_two_ranks_train_the_same_table(data):
     start = torch.load(data / "emb.pt", weights_only=True)
     assert not torch.allclose(table, start, atol=1e-3)
     torch.testing.assert_close(table[1:].norm(dim=-1), torch.ones(len(table) - 1))
+
+
+def test_two_ranks_train_with_sequence_unlikelihood(data):
+    """-seq_unlikelihood under torchrun: each rank decodes its half of the batch and runs one joined
+    forward through DDP, so the ranks stay identical, and the run matches one process (the same
+    decodes, the unlikelihood summed over both halves and normalised by the global tokens)."""
+    extra = ("-seq_unlikelihood", "1", "-seq_unlikelihood_ngram", "1")
+    single_log, single = _train(data, "ul1", 1, *extra)
+    multi_log, multi = _train(data, "ul2", 2, *extra)
+    assert "parameters identical on all 2 ranks: yes" in multi_log
+    share = r"own decodes: ([\d.]+)% of tokens in a repeated n-gram"
+    assert re.findall(share, multi_log) == re.findall(share, single_log) != []
+    assert any(float(x) > 0 for x in re.findall(share, multi_log))  # something was pushed down
+    assert multi == pytest.approx(single, abs=1e-3), (single, multi)
+    _models_equal(data / "ul1_last.pt", data / "ul2_last.pt", atol=1e-4)

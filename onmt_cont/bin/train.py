@@ -137,6 +137,17 @@ def build_parser():
                    "no final punctuation. Multi30k de->en: 0.9%% of training sources lack it, 4.8%% of validation "
                    "sources (47 of whose 49 references lack it too), 21%% of test_2017's; a continuous decoder that "
                    "never learnt it does not stop on them. 0 (default): off")
+    g.add_argument("-seq_unlikelihood", type=float, default=0.0, help="sequence-level unlikelihood (Welleck et "
+                   "al. 2019): every -seq_unlikelihood_every steps the model also decodes the batch's sources "
+                   "greedily, and each token of its output that belongs to a repeated -seq_unlikelihood_ngram-gram "
+                   "adds this weight x -log(1 - p(token)) to the loss; p is a softmax over the whole vocabulary of "
+                   "the scores greedy search ranks by. Against the loops a model falls into after its own errors, "
+                   "which token-level training never shows it; for fine-tuning a trained model (-train_from). "
+                   "-loss ce, nllvmf, nllvmf_nce or infonce. 0 (default): off")
+    g.add_argument("-seq_unlikelihood_ngram", type=int, default=None, help="-seq_unlikelihood: the n of the "
+                   "repeated n-grams (default 3; Welleck et al.'s 4 is for long texts)")
+    g.add_argument("-seq_unlikelihood_every", type=int, default=None, help="-seq_unlikelihood: on every K-th "
+                   "step (default 1: each step; a step with it costs a greedy decode and twice the forward)")
     g.add_argument("-valid_batch_size", type=int, default=64, help="validation batch size in sentences")
     g.add_argument("-optim", choices=["adam", "sgd"], default="adam")
     g.add_argument("-learning_rate", type=float, default=None,

@@ -1,0 +1,82 @@
+"""Sequence-level unlikelihood (Welleck et al. 2019, §5.2; train.py -seq_unlikelihood): the model
+decodes a batch greedily, and every token of its output that belongs to a repeated n-gram gets the
+loss −log(1 − p(token | its own prefix)).
+
+Token-level training never shows the model its own loops: they start after its own errors (issue
+21: the continuous Transformer repeats rare words, "is be be be be"). Here the model is trained on
+its own decodes, and only the repeated tokens are pushed down.
+
+p(w) is a softmax over the whole vocabulary of the scores greedy search takes the argmax of, with
+the scale the training loss gives them:
+
+- ``ce``: the logits;
+- ``nllvmf``, ``nllvmf_nce``: êᵀe(w) (+ b_w with -word_bias): the vMF density renormalised over
+  the vocabulary, the same softmax nllvmf_nce trains over its candidates;
+- ``infonce``: (cos(ê, e(w)) + b_w)/τ.
+
+Padding and <s>, which greedy search never produces, are left out of the softmax. The cost is one
+[flagged tokens, vocab] product, and flagged tokens are few.
+"""
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from onmt_cont.constants import BOS_ID, PAD_ID
+from onmt_cont.outputs import BiasedVector, ReWEOutput, prediction
+
+# The losses whose scores have a softmax over the vocabulary (see the module docstring).
+UNLIKELIHOOD_LOSSES = ("ce", "nllvmf", "nllvmf_nce", "infonce")
+# -seq_unlikelihood_ngram's default. On Multi30k de->en validation, a greedy continuous Transformer
+# puts 3.1% of its tokens in a repeated 3-gram, the training references 0.16% (2-grams: 5.4% against
+# 0.78%, so more correct repeats would be pushed down; 4-grams: 2.2% against 0.06%, fewer loops seen).
+NGRAM = 3
+LOG_HALF = math.log(0.5)
+
+
+def repeated_ngrams(seqs, n):
+    """Which tokens of each id list of ``seqs`` belong to an n-gram that already occurred earlier in
+    the same list (overlaps count: 'be be be' holds the 2-gram 'be be' twice). Returns a list of
+    lists of bools, one per token."""
+    out = []
+    for seq in seqs:
+        flags = [False] * len(seq)
+        seen = set()
+        for i in range(len(seq) - n + 1):
+            gram = tuple(seq[i : i + n])
+            if gram in seen:
+                flags[i : i + n] = [True] * n
+            seen.add(gram)
+        out.append(flags)
+    return out
+
+
+def word_logits(gen, output, loss, temperature=1.0):
+    """The training-time softmax logits [N, vocab] (with gradients) of a generator's ``output`` for
+    N positions (what its forward returned for them), per the module docstring."""
+    if not gen.continuous:
+        logits = (output.logits if isinstance(output, ReWEOutput) else output).float()
+    else:
+        vec = prediction(output).float()
+        if loss == "infonce":
+            vec = F.normalize(vec, dim=-1, eps=1e-8)
+        logits = vec @ gen.table.float().t()
+        bias = output.bias if isinstance(output, BiasedVector) else None
+        if bias is not None:
+            logits = logits + bias.float()
+        if loss == "infonce":
+            logits = logits / temperature
+    return logits.index_fill(-1, torch.tensor([PAD_ID, BOS_ID], device=logits.device), float("-inf"))
+
+
+def unlikelihood(logits, words):
+    """−log(1 − p(words)) [N] under softmax(``logits`` [N, vocab]), accurate over the whole range
+    (log1mexp, Mächler 2012): for p < 1/2, −log1p(−p); above, logsumexp(all) − logsumexp(all but
+    the word), where 1 − softmax would round to 0 (a word ahead by 50 in logit costs 50, not
+    infinity) and the first form's cancellation would lose every digit of a small p."""
+    logp = torch.log_softmax(logits, 1).gather(1, words.unsqueeze(1)).squeeze(1)
+    small = -torch.log1p(-logp.clamp_max(LOG_HALF).exp())  # clamped: no NaN gradient through where
+    others = logits.scatter(1, words.unsqueeze(1), float("-inf"))
+    large = torch.logsumexp(logits, 1) - torch.logsumexp(others, 1)
+    return torch.where(logp < LOG_HALF, small, large)
