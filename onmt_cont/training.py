@@ -468,7 +468,9 @@ class Run:
         if self.average is not None:
             self.average.load_state_dict(ckpt["model"])
         raw = ckpt.get("train_model")
-        if raw is not None:  # the parameters training goes on from
+        if self.opt.train_from_average:  # train() checked that the checkpoint holds an average
+            logger.info(f"-train_from_average: training goes on from the moving average of {self.opt.train_from}")
+        elif raw is not None:  # the parameters training goes on from
             self.model.load_state_dict(raw, strict=False)
             if self.average is None:
                 logger.warning(f"-train_from {self.opt.train_from} was trained with -average_decay; this run keeps "
@@ -632,8 +634,14 @@ def train(opt, default):
         opt.train_from, ckpt = newest_checkpoint(opt.save_model, with_data=True)  # loaded once, here
         resume_note = (f"-resume auto: continuing from the newest checkpoint, {opt.train_from}" if opt.train_from
                        else f"-resume auto: no checkpoint of {opt.save_model} yet: starting at step 0")
+    if opt.train_from_average and (not opt.train_from or opt.resume == "auto"):
+        raise UserError("-train_from_average picks the parameters of the -train_from checkpoint: give -train_from "
+                        "(not -resume auto, whose restarts must go on from their own parameters)")
     if opt.train_from:
         ckpt = ckpt or load_checkpoint(opt.train_from)
+        if opt.train_from_average and "train_model" not in ckpt:
+            raise UserError(f"-train_from_average: {opt.train_from} holds no moving average (it was trained without "
+                            "-average_decay): leave the flag out")
         for k in MODEL_OPTS:
             if k in ckpt["opt"]:
                 given = getattr(opt, k)

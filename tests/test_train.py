@@ -814,6 +814,36 @@ def test_average_decay_validates_the_average_and_resumes_exactly(data, tmp_path,
     assert off.average is None and "was trained with -average_decay" in (tmp_path / "off" / "train.log").read_text()
 
 
+def test_train_from_average_goes_on_from_the_average(data, tmp_path, capsys):
+    """-train_from_average: the resumed model starts from the checkpoint's moving average (without
+    the flag: its raw parameters), and training goes on from there; refused without -train_from,
+    with -resume auto, and on a checkpoint that holds no average, before anything is written."""
+    from onmt_cont.models.checkpoint import load_checkpoint
+
+    common = {"loss": "nllvmf", "epochs": "5", "train_steps": "6", "save_checkpoint_steps": "3", "report_every": "1",
+              "valid_steps": "100"}
+    run_train(data, tmp_path / "avg", average_decay="0.3", **common)
+    ckpt = load_checkpoint(str(tmp_path / "avg" / "m_step_3.pt"))
+    start = {"train_from": str(tmp_path / "avg" / "m_step_3.pt"), **common, "train_steps": "3"}  # no step taken
+    at = run_train(data, tmp_path / "at", train_from_average=True, **start).model.state_dict()
+    raw = run_train(data, tmp_path / "raw", **start).model.state_dict()
+    trained = list(ckpt["train_model"])
+    assert all(torch.equal(at[n], ckpt["model"][n]) for n in trained)
+    assert all(torch.equal(raw[n], ckpt["train_model"][n]) for n in trained)
+    assert any(not torch.equal(at[n], raw[n]) for n in trained)
+    assert "-train_from_average: training goes on from the moving average" in (tmp_path / "at" / "train.log").read_text()
+    on = run_train(data, tmp_path / "on", train_from_average=True, **{**start, "train_steps": "6"})
+    assert any(not torch.equal(on.model.state_dict()[n], at[n]) for n in trained)  # and it trains from there
+    capsys.readouterr()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    fails(capsys, argv(data, bad, train_from_average=True, **common), "-train_from_average", "give -train_from")
+    fails(capsys, argv(data, bad, train_from_average=True, resume="auto", **common), "not -resume auto")
+    fails(capsys, argv(data, bad, train_from_average=True, train_from=str(tmp_path / "on" / "m_last.pt"), **common),
+          "holds no moving average", "leave the flag out")
+    assert not list(bad.iterdir())
+
+
 # -- -drop_final_punct ---------------------------------------------------------------------------
 
 

@@ -198,6 +198,10 @@ def build_parser():
     g.add_argument("-save_checkpoint_epochs", type=int, default=None,
                    help="also write PREFIX_epoch_N.pt at the end of every N-th epoch (for convergence curves)")
     g.add_argument("-train_from", help="resume from this checkpoint: model, optimiser, step, data position, RNG")
+    g.add_argument("-train_from_average", action="store_true", help="-train_from a checkpoint of an "
+                   "-average_decay run: training goes on from its moving average (the parameters it validated and "
+                   "translates with) instead of its raw parameters, e.g. to fine-tune the averaged model "
+                   "(-seq_unlikelihood); without -average_decay the new checkpoints hold the fine-tuned parameters")
     g.add_argument("-resume", choices=["none", "auto"], default="none",
                    help="auto: if -save_model's prefix already has checkpoints of this run (_step_N, _epoch_N, "
                    "_last), continue from the newest that loads (as -train_from would); else start at step 0. "
