@@ -831,7 +831,8 @@ def test_train_from_average_goes_on_from_the_average(data, tmp_path, capsys):
     assert all(torch.equal(at[n], ckpt["model"][n]) for n in trained)
     assert all(torch.equal(raw[n], ckpt["train_model"][n]) for n in trained)
     assert any(not torch.equal(at[n], raw[n]) for n in trained)
-    assert "-train_from_average: training goes on from the moving average" in (tmp_path / "at" / "train.log").read_text()
+    log = (tmp_path / "at" / "train.log").read_text()
+    assert "-train_from_average: training goes on from the moving average" in log
     on = run_train(data, tmp_path / "on", train_from_average=True, **{**start, "train_steps": "6"})
     assert any(not torch.equal(on.model.state_dict()[n], at[n]) for n in trained)  # and it trains from there
     capsys.readouterr()

@@ -21,6 +21,8 @@
 #     (the same with the target table trained from the pretrained vectors, train.py -train_table)
 #   SRC=fr OUT=runs/word_choice_lstm_fr-en CONFIGS=lstm_ce SEEDS=1 EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
 #     (and CONFIGS=lstm_nce_bias beside it, one thread each: the converged LSTM rows of docs/results.md 5c, continued (3))
+#   SRC=de OUT=runs/wc_win2_de-en CONFIGS=t_nce_both_avg_dfp SEEDS="1 2" WINDOW=2 EPOCHS=40 BLOCKS="2 3" UL=1 \
+#     bash docs/recipes/word_choice.sh   (step 6: the finished rows fine-tuned with -seq_unlikelihood 1, results 5c (7))
 #
 # Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
 # [runs/word_choice_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [20], EARLY [3, 0: off], WINDOW [1: train.py
@@ -30,7 +32,9 @@
 # among "0 0.1 0.25 0.5"], LR [noam factor for the continuous rows, 2: picked on fr->en validation
 # BLEU, 2 against 0.5 (8 epochs: 36.82 against 35.71); its curve is slower than ce's], THREADS [1],
 # BPE_MERGES [10000: subword-nmt merges per language for the t_bpe_* rows, as docs/results.md section 7],
-# BLOCKS [empty: skipped; e.g. "2 3": step 5 picks translate.py -block_ngram_repeat among 0 and these on validation].
+# BLOCKS [empty: skipped; e.g. "2 3": step 5 picks translate.py -block_ngram_repeat among 0 and these on validation],
+# UL [empty: skipped; a weight, e.g. 1: step 6 fine-tunes each finished row with train.py -seq_unlikelihood UL],
+# UL_NGRAM [3], UL_EPOCHS [2: epochs of that fine-tuning].
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -46,6 +50,9 @@ LR=${LR:-2}
 THREADS=${THREADS:-1}
 BPE_MERGES=${BPE_MERGES:-10000}
 BLOCKS=${BLOCKS:-}
+UL=${UL:-}
+UL_NGRAM=${UL_NGRAM:-3}
+UL_EPOCHS=${UL_EPOCHS:-2}
 # docs/recipes/transformer.sh's Transformer (d_model 128, 2+2 layers), without its learning rate
 TMODEL=${TMODEL:--encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 \
 -heads 4 -transformer_ff 512 -dropout 0.3 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot \
@@ -155,6 +162,22 @@ test_decode() {  # SUFFIX BLOCK: both tests with step 3's checkpoint and beta in
   done
 }
 
+block_step() {  # BLOCKS set: -block_ngram_repeat picked on validation among 0 and BLOCKS with step 3's
+  # checkpoint and beta; the tests again into TEST.block.* (step 4's files are kept)
+  [ -n "$BLOCKS" ] || return 0
+  if [ ! -s "$run/block.txt" ]; then
+    local block=0 n bleu best_bleu
+    best_bleu=$(valid_bleu "$run/$ckpt" "$beta" 0)
+    for n in $BLOCKS; do
+      bleu=$(valid_bleu "$run/$ckpt" "$beta" "$n")
+      if awk "BEGIN{exit !($bleu > $best_bleu)}"; then block=$n; best_bleu=$bleu; fi
+    done
+    echo "block_ngram_repeat $block valid_bleu $best_bleu (among 0 $BLOCKS)" > "$run/block.txt"
+  fi
+  read -r _ block _ < "$run/block.txt"
+  test_decode .block "$block"
+}
+
 for cfg in $CONFIGS; do
   IFS='|' read -r flags tablename <<< "$(config "$cfg")"
   DATA=$OUT/data; SRC_TXT=$TOK; BPE_TRAIN=(); BPE_DECODE=()
@@ -207,19 +230,38 @@ for cfg in $CONFIGS; do
     prior=(); [ "$beta" != 0 ] && prior=(-decode_prior "$beta")
     # 4. the tests, with and without the lexicon, and the calibration ratios
     test_decode "" 0
-    # 5. (BLOCKS set) translate.py -block_ngram_repeat n picked on validation among 0 and BLOCKS, every row
-    # alike, with step 3's checkpoint and beta; the tests again into TEST.block.* (step 4's files are kept)
-    [ -n "$BLOCKS" ] || continue
-    if [ ! -s "$run/block.txt" ]; then
-      block=0; best_bleu=$(valid_bleu "$run/$ckpt" "$beta" 0)
-      for n in $BLOCKS; do
-        bleu=$(valid_bleu "$run/$ckpt" "$beta" "$n")
-        if awk "BEGIN{exit !($bleu > $best_bleu)}"; then block=$n; best_bleu=$bleu; fi
-      done
-      echo "block_ngram_repeat $block valid_bleu $best_bleu (among 0 $BLOCKS)" > "$run/block.txt"
+    # 5. (BLOCKS set) translate.py -block_ngram_repeat n picked on validation among 0 and these, every row alike
+    block_step
+    # 6. (UL set) sequence-level unlikelihood fine-tuning (train.py -seq_unlikelihood UL, -seq_unlikelihood_ngram
+    # UL_NGRAM) from step 3's model_best.pt (the averaged file keeps no optimiser state), UL_EPOCHS more epochs with
+    # the row's own flags, into $run.ulUL.nUL_NGRAM. There step 3 picks among the new epoch checkpoints (validation
+    # BLEU at the row's beta; choice.txt also gives the row's own score), then steps 4 and 5 as for any row.
+    [ -n "$UL" ] || continue
+    base=$run; run=$base.ul$UL.n$UL_NGRAM
+    mkdir -p "$run"
+    if [ ! -s "$run/model_last.pt" ]; then
+      from=$(python -c "import sys, torch; print(torch.load(sys.argv[1], weights_only=False, map_location='cpu')\
+['progress']['epoch'])" "$base/model_best.pt")
+      log "fine-tune $cfg seed $seed from epoch $from with -seq_unlikelihood $UL -seq_unlikelihood_ngram $UL_NGRAM"
+      # shellcheck disable=SC2086
+      python train.py -train_from "$base/model_best.pt" -data "$DATA" -save_model "$run/model" "${tgt_emb[@]}" $flags \
+        -epochs $((from + UL_EPOCHS)) -early_stopping 0 -seq_unlikelihood "$UL" -seq_unlikelihood_ngram "$UL_NGRAM" \
+        "${BPE_TRAIN[@]}" -seed "$seed" -threads "$THREADS" -valid_metric bleu -valid_steps 1000000 \
+        -save_checkpoint_steps 1000000 -save_checkpoint_epochs 1 -report_every 100 -log_file "$run/train.log" \
+        > "$run/train.stdout" 2>&1
     fi
-    read -r _ block _ < "$run/block.txt"
-    test_decode .block "$block"
+    if [ ! -s "$run/choice.txt" ]; then
+      pick=; best_bleu=-1
+      for c in "$run"/model_epoch_*.pt; do
+        bleu=$(valid_bleu "$c" "$beta")
+        if awk "BEGIN{exit !($bleu > $best_bleu)}"; then pick=$(basename "$c"); best_bleu=$bleu; fi
+      done
+      echo "checkpoint $pick beta $beta valid_bleu $best_bleu (among the fine-tuned epochs; before fine-tuning:" \
+        "$ckpt $(valid_bleu "$base/$ckpt" "$beta"))" > "$run/choice.txt"
+    fi
+    read -r _ ckpt _ beta _ < "$run/choice.txt"
+    test_decode "" 0
+    block_step
   done
 done
 log "done"
