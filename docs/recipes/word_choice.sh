@@ -21,8 +21,9 @@
 #     (the same with the target table trained from the pretrained vectors, train.py -train_table)
 #   SRC=fr OUT=runs/word_choice_lstm_fr-en CONFIGS=lstm_ce SEEDS=1 EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
 #     (and CONFIGS=lstm_nce_bias beside it, one thread each: the converged LSTM rows of docs/results.md 5c, continued (3))
-#   SRC=de OUT=runs/wc_win2_de-en CONFIGS=t_nce_both_avg_dfp SEEDS="1 2" WINDOW=2 EPOCHS=40 BLOCKS="2 3" UL=1 \
-#     bash docs/recipes/word_choice.sh   (step 6: the finished rows fine-tuned with -seq_unlikelihood 1, results 5c (7))
+#   SRC=de OUT=runs/wc_win2_de-en CONFIGS=t_nce_both_avg_dfp SEEDS="1 2" WINDOW=2 EPOCHS=40 BLOCKS="2 3" UL=16 \
+#     UL_LR=0.2 bash docs/recipes/word_choice.sh   (step 6: the finished rows fine-tuned with -seq_unlikelihood 16
+#     from their average at noam factor 0.2; UL=0: the same fine-tune without it; docs/results.md 5c, continued (7))
 #
 # Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
 # [runs/word_choice_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [20], EARLY [3, 0: off], WINDOW [1: train.py
@@ -33,8 +34,10 @@
 # BLEU, 2 against 0.5 (8 epochs: 36.82 against 35.71); its curve is slower than ce's], THREADS [1],
 # BPE_MERGES [10000: subword-nmt merges per language for the t_bpe_* rows, as docs/results.md section 7],
 # BLOCKS [empty: skipped; e.g. "2 3": step 5 picks translate.py -block_ngram_repeat among 0 and these on validation],
-# UL [empty: skipped; a weight, e.g. 1: step 6 fine-tunes each finished row with train.py -seq_unlikelihood UL],
-# UL_NGRAM [3], UL_EPOCHS [2: epochs of that fine-tuning].
+# UL [empty: skipped; a weight, e.g. 4: step 6 fine-tunes each finished row with train.py -seq_unlikelihood UL;
+# 0: the same fine-tune without it],
+# UL_NGRAM [3], UL_EPOCHS [2: epochs of that fine-tuning], UL_LR [empty: the row's own -learning_rate; e.g. 0.2, the
+# fine-tune's noam factor: without its average the de->en Transformer at factor 2 loses 1.5 validation BLEU].
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -53,6 +56,7 @@ BLOCKS=${BLOCKS:-}
 UL=${UL:-}
 UL_NGRAM=${UL_NGRAM:-3}
 UL_EPOCHS=${UL_EPOCHS:-2}
+UL_LR=${UL_LR:-}
 # docs/recipes/transformer.sh's Transformer (d_model 128, 2+2 layers), without its learning rate
 TMODEL=${TMODEL:--encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 \
 -heads 4 -transformer_ff 512 -dropout 0.3 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot \
@@ -233,22 +237,27 @@ for cfg in $CONFIGS; do
     # 5. (BLOCKS set) translate.py -block_ngram_repeat n picked on validation among 0 and these, every row alike
     block_step
     # 6. (UL set) sequence-level unlikelihood fine-tuning (train.py -seq_unlikelihood UL, -seq_unlikelihood_ngram
-    # UL_NGRAM) from step 3's model_best.pt (the averaged file keeps no optimiser state), UL_EPOCHS more epochs with
-    # the row's own flags, into $run.ulUL.nUL_NGRAM. There step 3 picks among the new epoch checkpoints (validation
-    # BLEU at the row's beta; choice.txt also gives the row's own score), then steps 4 and 5 as for any row.
+    # UL_NGRAM; UL=0: the same fine-tune without it, the control) from step 3's model_best.pt (the averaged file
+    # keeps no optimiser state), UL_EPOCHS more epochs with the row's own flags, into $run.ulUL.nUL_NGRAM. An
+    # -average_decay row is fine-tuned from its average (-train_from_average) without a new one: an average at 1e-4
+    # would take in a quarter of an epoch's fine-tuning. There step 3 picks among the new epoch checkpoints
+    # (validation BLEU at the row's beta; choice.txt also gives the row's own score), then steps 4 and 5.
     [ -n "$UL" ] || continue
-    base=$run; run=$base.ul$UL.n$UL_NGRAM
+    base=$run; run=$base.ul$UL.n$UL_NGRAM${UL_LR:+.lr$UL_LR}
     mkdir -p "$run"
+    ft_flags=$flags; ul=(-seq_unlikelihood "$UL" -seq_unlikelihood_ngram "$UL_NGRAM")
+    [ "$UL" = 0 ] && ul=()
+    [ -n "$UL_LR" ] && ul+=(-learning_rate "$UL_LR")  # the last -learning_rate given is the one train.py takes
+    if [[ $flags == *"$AVERAGE"* ]]; then ft_flags=${flags/$AVERAGE/}; ul+=(-train_from_average); fi
     if [ ! -s "$run/model_last.pt" ]; then
       from=$(python -c "import sys, torch; print(torch.load(sys.argv[1], weights_only=False, map_location='cpu')\
 ['progress']['epoch'])" "$base/model_best.pt")
-      log "fine-tune $cfg seed $seed from epoch $from with -seq_unlikelihood $UL -seq_unlikelihood_ngram $UL_NGRAM"
+      log "fine-tune $cfg seed $seed from epoch $from: ${ul[*]}"
       # shellcheck disable=SC2086
-      python train.py -train_from "$base/model_best.pt" -data "$DATA" -save_model "$run/model" "${tgt_emb[@]}" $flags \
-        -epochs $((from + UL_EPOCHS)) -early_stopping 0 -seq_unlikelihood "$UL" -seq_unlikelihood_ngram "$UL_NGRAM" \
-        "${BPE_TRAIN[@]}" -seed "$seed" -threads "$THREADS" -valid_metric bleu -valid_steps 1000000 \
-        -save_checkpoint_steps 1000000 -save_checkpoint_epochs 1 -report_every 100 -log_file "$run/train.log" \
-        > "$run/train.stdout" 2>&1
+      python train.py -train_from "$base/model_best.pt" -data "$DATA" -save_model "$run/model" "${tgt_emb[@]}" \
+        $ft_flags -epochs $((from + UL_EPOCHS)) -early_stopping 0 "${ul[@]}" "${BPE_TRAIN[@]}" -seed "$seed" \
+        -threads "$THREADS" -valid_metric bleu -valid_steps 1000000 -save_checkpoint_steps 1000000 \
+        -save_checkpoint_epochs 1 -report_every 100 -log_file "$run/train.log" > "$run/train.stdout" 2>&1
     fi
     if [ ! -s "$run/choice.txt" ]; then
       pick=; best_bleu=-1
