@@ -347,6 +347,14 @@ def record_steps(monkeypatch):
     return seen
 
 
+def assert_resumed_exactly(seen, reference, resumed, full, steps):
+    """The resumed run took ``steps`` updates (record_steps' ``seen``) with the uninterrupted run's
+    losses at the same steps (``reference``: step -> loss) and ends with its parameters, bit for bit."""
+    assert [v for _, v in seen] == [reference[s] for s, _ in seen] and len(seen) == steps
+    for a, b in zip(resumed.model.parameters(), full.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("loss", ["nllvmf", "ce", "margin_random", "ce_joint_sampled"])
 def test_resume_is_exact(data, tmp_path, monkeypatch, loss):
     """Train 10 steps (2.5 epochs of 4 batches, dropout on, checkpoints every 2, validation every 3

@@ -15,7 +15,7 @@ from onmt_cont.models.generators import ContinuousGenerator, SoftmaxGenerator
 from onmt_cont.outputs import BiasedVector
 from onmt_cont.trainer import SequenceUnlikelihood, Trainer, TrainingForward
 from onmt_cont.translate.search import greedy_search
-from tests.test_train import argv, fails, memorisation_data, record_steps, run_train
+from tests.test_train import argv, assert_resumed_exactly, fails, memorisation_data, record_steps, run_train
 from tests.test_word_choice import WC
 
 
@@ -165,9 +165,7 @@ def test_train_resume_and_bad_values(data, tmp_path, monkeypatch, capsys):
     seen.clear()
     resumed = run_train(data, tmp_path / "res", train_from=str(tmp_path / "full" / "m_step_4.pt"),
                         seq_unlikelihood="2", seq_unlikelihood_ngram="2", seq_unlikelihood_every="2", **common)
-    assert [v for _, v in seen] == [reference[s] for s, _ in seen] and len(seen) == 4
-    for a, b in zip(resumed.model.parameters(), full.model.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert_resumed_exactly(seen, reference, resumed, full, 4)
     capsys.readouterr()
     bad = tmp_path / "bad"
     bad.mkdir()

@@ -616,7 +616,7 @@ def test_prefix_negatives_train_and_resume(data, tmp_path, monkeypatch, capsys):
     """-negatives inbatch,prefix changes the losses against inbatch alone (the sample's targets
     repeat words within a sentence); a run resumed with the same options continues bit for bit;
     bad values are refused before anything is written."""
-    from tests.test_train import argv, record_steps
+    from tests.test_train import argv, assert_resumed_exactly, record_steps
 
     common = {**WC, "loss": "nllvmf_nce", "train_steps": "8", "epochs": "5"}
     plain = run_train(data, tmp_path / "plain", negatives="inbatch", **common)
@@ -628,9 +628,7 @@ def test_prefix_negatives_train_and_resume(data, tmp_path, monkeypatch, capsys):
     seen.clear()
     resumed = run_train(data, tmp_path / "res", train_from=str(tmp_path / "full" / "m_step_4.pt"),
                         negatives="inbatch,prefix", prefix_window="3", **common)
-    assert [v for _, v in seen] == [reference[s] for s, _ in seen] and len(seen) == 4
-    for a, b in zip(resumed.model.parameters(), full.model.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert_resumed_exactly(seen, reference, resumed, full, 4)
     capsys.readouterr()
     bad = tmp_path / "bad"
     bad.mkdir()
