@@ -252,3 +252,29 @@ def test_repeats_by_hand(tmp_path, capsys):
     assert rep.main(["-train", str(tmp_path / "train"), "-files", str(tmp_path / "missing")]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "missing" in captured.err
+
+
+sfp = load_tool("strip_final_punct")
+
+
+def test_strip_final_punct_by_hand(tmp_path, capsys):
+    """A source ending with . ! ? (and holding another token) loses it, and its reference its own
+    final mark; a source without one keeps its reference as it is; a lone mark stays."""
+    src = [["ein", "hund", "."], ["ein", "hund"], ["!"], ["was", "?"]]
+    tgt = [["a", "dog", "."], ["a", "dog", "."], ["!"], ["what"]]
+    new_src, new_tgt, changed = sfp.strip_pairs(src, tgt)
+    assert new_src == [["ein", "hund"], ["ein", "hund"], ["!"], ["was"]]
+    assert new_tgt == [["a", "dog"], ["a", "dog", "."], ["!"], ["what"]]
+    assert changed == 2
+    (tmp_path / "s").write_text("ein hund .\nein hund\n")
+    (tmp_path / "t").write_text("a dog .\na dog .\n")
+    out = ["-out_src", str(tmp_path / "os"), "-out_tgt", str(tmp_path / "ot")]
+    assert sfp.main(["-src", str(tmp_path / "s"), "-tgt", str(tmp_path / "t"), *out]) == 0
+    assert (tmp_path / "os").read_text() == "ein hund\nein hund\n"
+    assert (tmp_path / "ot").read_text() == "a dog\na dog .\n"
+    assert "1 of 2 sources lost their final" in capsys.readouterr().out
+    (tmp_path / "short").write_text("a dog\n")
+    (tmp_path / "os").unlink()
+    assert sfp.main(["-src", str(tmp_path / "s"), "-tgt", str(tmp_path / "short"), *out]) == 2
+    err = capsys.readouterr().err
+    assert "has 2 lines" in err and "1" in err and not (tmp_path / "os").exists()
