@@ -37,7 +37,10 @@
 # UL [empty: skipped; a weight, e.g. 4: step 6 fine-tunes each finished row with train.py -seq_unlikelihood UL;
 # 0: the same fine-tune without it],
 # UL_NGRAM [3], UL_EPOCHS [2: epochs of that fine-tuning], UL_LR [empty: the row's own -learning_rate; e.g. 0.2, the
-# fine-tune's noam factor: without its average the de->en Transformer at factor 2 loses 1.5 validation BLEU].
+# fine-tune's noam factor: without its average the de->en Transformer at factor 2 loses 1.5 validation BLEU],
+# VALID_NOPUNCT [0; 1: every validation score of steps 3, 5 and 6 is the mean of the validation set's BLEU and that
+# of its copy without final . ! ? (tools/strip_final_punct.py, TOK/val_nop.*), which shows the continuous decoder's
+# loops; word rows only; a choice.txt or block.txt written without it is kept: delete it to choose again].
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -57,6 +60,7 @@ UL=${UL:-}
 UL_NGRAM=${UL_NGRAM:-3}
 UL_EPOCHS=${UL_EPOCHS:-2}
 UL_LR=${UL_LR:-}
+VALID_NOPUNCT=${VALID_NOPUNCT:-0}
 # docs/recipes/transformer.sh's Transformer (d_model 128, 2+2 layers), without its learning rate
 TMODEL=${TMODEL:--encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 \
 -heads 4 -transformer_ff 512 -dropout 0.3 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot \
@@ -120,6 +124,10 @@ config() {
 
 # 1. the data, the unit table and the lexicon; the other tables
 . docs/recipes/prepare_m30k.sh
+if [ "$VALID_NOPUNCT" = 1 ] && [ ! -s "$TOK/val_nop.$TGT" ]; then
+  python tools/strip_final_punct.py -src "$TOK/val.$SRC" -tgt "$TOK/val.$TGT" -out_src "$TOK/val_nop.$SRC" \
+    -out_tgt "$TOK/val_nop.$TGT"
+fi
 [ -s "$OUT/sphere.dec.pt" ] || python embeddings_to_torch.py -dict_file "$OUT/data.vocab.pt" -output_file "$OUT/sphere" \
   -init random_sphere -dim 300 > /dev/null
 [ -s "$OUT/mixed.dec.pt" ] || python embeddings_to_torch.py -emb_file_dec "$EMB" -dict_file "$OUT/data.vocab.pt" \
@@ -145,12 +153,19 @@ prepare_bpe() {
 
 # per row: DATA (preprocess.py prefix), SRC_TXT (the source text to translate), BPE_TRAIN and BPE_DECODE
 # (the flags that score words, not pieces: the references are always the tokenized words)
-valid_bleu() {  # CHECKPOINT BETA [BLOCK] -> sacreBLEU of the validation set (greedy, no -replace_unk)
+valid_bleu() {  # CHECKPOINT BETA [BLOCK] -> sacreBLEU of the validation set (greedy, no -replace_unk); with
+  # VALID_NOPUNCT=1 the mean of it and of the validation set without final punctuation (val_nop)
   local prior=(); [ "$2" != 0 ] && prior=(-decode_prior "$2")
-  local block=${3:-0}
-  python translate.py -model "$1" -src "$SRC_TXT/val.$SRC" -output "$1.val.$2.$block.$TGT" -tgt "$TOK/val.$TGT" \
-    -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" -block_ngram_repeat "$block" "${BPE_DECODE[@]}" \
-    | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p'
+  local block=${3:-0} plain nop
+  plain=$(python translate.py -model "$1" -src "$SRC_TXT/val.$SRC" -output "$1.val.$2.$block.$TGT" \
+    -tgt "$TOK/val.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" -block_ngram_repeat "$block" \
+    "${BPE_DECODE[@]}" | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p')
+  if [ "$VALID_NOPUNCT" != 1 ]; then echo "$plain"; return; fi
+  [ "$SRC_TXT" = "$TOK" ] || { echo "error: VALID_NOPUNCT=1 is for word rows, not $cfg" >&2; exit 2; }
+  nop=$(python translate.py -model "$1" -src "$TOK/val_nop.$SRC" -output "$1.valnop.$2.$block.$TGT" \
+    -tgt "$TOK/val_nop.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" -block_ngram_repeat "$block" \
+    | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p')
+  awk "BEGIN{printf \"%.2f\\n\", ($plain + $nop) / 2}"
 }
 
 test_decode() {  # SUFFIX BLOCK: both tests with step 3's checkpoint and beta into $run/TEST$SUFFIX.*
