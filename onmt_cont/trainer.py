@@ -12,7 +12,7 @@ from onmt_cont import distributed
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
 from onmt_cont.losses.unlikelihood import repeated_ngrams, unlikelihood, word_logits
 from onmt_cont.outputs import BiasedVector, ReWEOutput, SampledLogits, prediction
-from onmt_cont.translate.search import greedy_search
+from onmt_cont.translate.search import greedy_search, length_limits
 
 
 class NonFiniteLoss(RuntimeError):
@@ -122,8 +122,6 @@ class SequenceUnlikelihood:
     before. The decodes' tokens in a repeated ``ngram``-gram add ``alpha`` · −log(1 − p) to the loss
     sum, which is normalised by the batch's target tokens like the token-level loss."""
 
-    MAX_LENGTH_RATIO = 2.0  # translate.py's default limit: -max_length_ratio × source length + 10
-
     def __init__(self, alpha, ngram, every, loss, temperature=1.0):
         self.alpha, self.ngram, self.every = alpha, ngram, every
         self.loss, self.temperature = loss, temperature
@@ -138,8 +136,7 @@ class SequenceUnlikelihood:
         was_training = model.training
         model.eval()
         try:
-            lengths = (batch["src_lengths"].float() * self.MAX_LENGTH_RATIO).long() + 10
-            seqs, _ = greedy_search(model, batch["src"], batch["src_lengths"], lengths)
+            seqs, _ = greedy_search(model, batch["src"], batch["src_lengths"], length_limits(batch["src_lengths"]))
         finally:
             model.train(was_training)
         flags = repeated_ngrams(seqs, self.ngram)
@@ -205,14 +202,11 @@ class Trainer:
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         ul = self.seq_ul if self.seq_ul is not None and self.seq_ul.applies(step) else None
-        autocast = torch.autocast(self.device_type, dtype=self.amp or torch.float32, enabled=self.amp is not None)
-        if ul is not None:
-            with autocast:
-                joined, flags, decoded = ul.decode(self.model, batch)
-        with autocast:
+        with torch.autocast(self.device_type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
             if ul is None:
                 output, gold = self._forward(batch)
             else:
+                joined, flags, decoded = ul.decode(self.model, batch)
                 output, gold = self._forward(joined)
                 (output, gold), ul_sum, flagged = ul.split(self.model.generator, output, gold, joined["tgt"], flags)
             loss = self.loss_fn(output, gold).float().sum()

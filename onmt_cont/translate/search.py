@@ -11,6 +11,17 @@ BANNED = (PAD_ID, BOS_ID)
 BANNED_WITH_UNK = (PAD_ID, BOS_ID, UNK_ID)
 
 
+MAX_LENGTH_RATIO = 2.0  # translate.py -max_length_ratio's default
+
+
+def length_limits(src_lengths, max_length=None, ratio=MAX_LENGTH_RATIO):
+    """The longest output of each source [B] (translate.py -max_length, else -max_length_ratio ×
+    its length + 10)."""
+    if max_length is not None:
+        return torch.full_like(src_lengths, max_length)
+    return (src_lengths.float() * ratio).long() + 10
+
+
 def blocked_words(seq, n):
     """The words that, appended to ``seq``, would repeat one of its n-grams (translate.py
     -block_ngram_repeat, OpenNMT-py's flag): the words that followed each earlier occurrence of

@@ -8,7 +8,7 @@ from onmt_cont.inputters.batching import collate
 from onmt_cont.inputters.vocab import capped_log_prior, unigram_log_prior
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.translate.open_vocab import extend_model, read_extension
-from onmt_cont.translate.search import BANNED, BANNED_WITH_UNK, beam_search, greedy_search
+from onmt_cont.translate.search import BANNED, BANNED_WITH_UNK, beam_search, greedy_search, length_limits
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError
 
@@ -109,9 +109,7 @@ class Translator:
             gen.set_csls(csls)
 
     def _max_lengths(self, src_lengths):
-        if self.max_length is not None:
-            return torch.full_like(src_lengths, self.max_length)
-        return (src_lengths.float() * self.max_length_ratio).long() + 10
+        return length_limits(src_lengths, self.max_length, self.max_length_ratio)
 
     def translate_batch(self, token_lists):
         """token_lists: non-empty source sentences (lists of tokens) -> (outputs, attentions)."""
