@@ -9,6 +9,7 @@ trainer scales each rank's loss so that the average equals the single-process gr
 global batch.
 """
 
+import inspect
 import os
 import signal
 import threading
@@ -80,9 +81,22 @@ def stop_on_sigterm(ctx):
         signal.signal(signal.SIGTERM, previous)
 
 
+# torch 2.13 renamed DDP's broadcast_buffers to forward_sync_buffers (and deprecated the old name);
+# the GPU machines' torch 2.11 knows only the old one, and every DDP run there failed on the new one.
+def no_forward_sync(ddp_class=DistributedDataParallel):
+    """The keyword argument that turns the per-forward buffer broadcast off in this torch's DDP."""
+    if "forward_sync_buffers" in inspect.signature(ddp_class.__init__).parameters:
+        return {"forward_sync_buffers": False}
+    return {"broadcast_buffers": False}
+
+
+_NO_FORWARD_SYNC = no_forward_sync()
+
+
 def wrap(module, device, find_unused_parameters=False):
     """DistributedDataParallel over ``module``, without DDP's default broadcast of every buffer
-    from rank 0 at each forward (it still sends them once, when it wraps the module). The only
+    from rank 0 at each forward (torch 2.13's ``forward_sync_buffers=False`` still sends them once,
+    when it wraps the module; older torch's ``broadcast_buffers=False`` does not). The only
     buffers are the frozen target tables (``generator.table`` of the continuous and ReWE
     generators): 50K x 300 floats would be 60 MB sent at every step. They
     cannot drift apart: every rank loads the same file (or the same checkpoint) at start-up, nothing
@@ -90,7 +104,7 @@ def wrap(module, device, find_unused_parameters=False):
     parameters, the only state that changes, stay in step through DDP's gradient all-reduce
     (train() checks it at the end)."""
     return DistributedDataParallel(module, device_ids=[device.index] if device.type == "cuda" else None,
-                                   find_unused_parameters=find_unused_parameters, forward_sync_buffers=False)
+                                   find_unused_parameters=find_unused_parameters, **_NO_FORWARD_SYNC)
 
 
 # What a collective raises when a peer rank has gone (gloo's and nccl's wording) or never came

@@ -210,15 +210,23 @@ def test_amp_fp16_needs_a_gpu(data, capsys):
     assert "needs a GPU" in capsys.readouterr().err
 
 
-def test_ddp_does_not_broadcast_the_frozen_table_each_step(tmp_path, monkeypatch):
+@pytest.mark.parametrize("keyword", ["this torch's", "broadcast_buffers"])
+def test_ddp_does_not_broadcast_the_frozen_table_each_step(tmp_path, monkeypatch, keyword):
     """distributed.wrap turns DDP's per-forward buffer broadcast off (the table is the only
-    buffer, and it is frozen); plain DDP, as train.py wrapped it before, sends it at every step."""
+    buffer, and it is frozen); plain DDP, as train.py wrapped it before, sends it at every step.
+    "broadcast_buffers" is the keyword torch before 2.13 knows (the GPU machines' 2.11)."""
+    import warnings
+
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
     from onmt_cont import distributed
     from onmt_cont.models.generators import ContinuousGenerator
 
+    if keyword == "broadcast_buffers":
+        monkeypatch.setattr(distributed, "_NO_FORWARD_SYNC", {"broadcast_buffers": False})
+        warnings.filterwarnings("ignore", "`broadcast_buffers` is deprecated", FutureWarning)
+        warnings.filterwarnings("ignore", "`broadcast_buffers` is deprecated", UserWarning)
     store = dist.FileStore(str(tmp_path / "store"), 1)
     dist.init_process_group("gloo", store=store, rank=0, world_size=1)
     try:
@@ -238,6 +246,24 @@ def test_ddp_does_not_broadcast_the_frozen_table_each_step(tmp_path, monkeypatch
         assert counts == {"wrap": 0, "default": 3}
     finally:
         dist.destroy_process_group()
+
+
+def test_no_forward_sync_keyword_follows_the_torch_version():
+    """DDP's keyword for "no buffer broadcast at each forward" is the one this torch accepts: torch
+    2.11's DDP has no forward_sync_buffers, and every DDP run on the GPU machines failed on it."""
+    from onmt_cont.distributed import no_forward_sync
+
+    class Torch211DDP:
+        def __init__(self, module, device_ids=None, broadcast_buffers=True, find_unused_parameters=False):
+            pass
+
+    class Torch213DDP(Torch211DDP):
+        def __init__(self, module, device_ids=None, broadcast_buffers=None, find_unused_parameters=False,
+                     forward_sync_buffers=True):
+            pass
+
+    assert no_forward_sync(Torch211DDP) == {"broadcast_buffers": False}
+    assert no_forward_sync(Torch213DDP) == {"forward_sync_buffers": False}
 
 
 def test_lstm_encoder_leaves_bf16_autocast_where_told(monkeypatch):

@@ -86,6 +86,16 @@ def test_sigkill_then_resume_matches_uninterrupted(sample, tmp_path):
     assert kr.compare(str(ref), str(tmp_path / "killed")) == []
 
 
+def test_kill_resume_forks_only_where_safe(tmp_path, monkeypatch):
+    """Where CUDA is visible, kill_resume's fork=True runs train.py in a fresh interpreter instead
+    (a fork's backward fails once the parent's autograd has started its device threads)."""
+    for safe in (True, False):
+        monkeypatch.setattr(kr, "fork_is_safe", lambda safe=safe: safe)
+        child = kr.Child(["-h"], str(tmp_path / f"err{safe}.txt"), fork=True)
+        assert child.wait() == 0
+        assert (child.proc is None) == safe
+
+
 def test_checkpoint_holds_everything_resume_needs(sample):
     ckpt = torch.load(sample["model"], weights_only=True)
     assert set(ckpt["progress"]) == {"step", "epoch", "shard", "batch", "best_score", "bad_validations",
