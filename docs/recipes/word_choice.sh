@@ -115,6 +115,8 @@ config() {
     lstm_nce_both) echo "$LMODEL $NCE -sampling_correction -word_bias|emb" ;;
     lstm_ce_dfp)   echo "$LMODEL -loss ce $DFP|emb" ;;
     lstm_nce_bias_dfp) echo "$LMODEL $NCE -word_bias $DFP|emb" ;;
+    lstm_nce_bias_avg) echo "$LMODEL $NCE -word_bias $AVERAGE|emb" ;;
+    lstm_nce_bias_dfp_avg) echo "$LMODEL $NCE -word_bias $DFP $AVERAGE|emb" ;;
     lstm_nce_bias_dfp_prefix) echo "$LMODEL $NCE -word_bias $DFP $PREFIX|emb" ;;
     lstm_nce_bias_dfp_train) echo "$LMODEL $NCE -word_bias $DFP -train_table|emb" ;;
     lstm_nce_bias_dfp_train_slow) echo "$LMODEL $NCE -word_bias $DFP -train_table -table_lr_scale 0.1|emb" ;;
