@@ -96,7 +96,8 @@ _NO_FORWARD_SYNC = no_forward_sync()
 def wrap(module, device, find_unused_parameters=False):
     """DistributedDataParallel over ``module``, without DDP's default broadcast of every buffer
     from rank 0 at each forward (torch 2.13's ``forward_sync_buffers=False`` still sends them once,
-    when it wraps the module; older torch's ``broadcast_buffers=False`` does not). The only
+    when it wraps the module; its deprecation note says ``broadcast_buffers=False``, the only keyword
+    of older torch, may not: either way is correct, as follows). The only
     buffers are the frozen target tables (``generator.table`` of the continuous and ReWE
     generators): 50K x 300 floats would be 60 MB sent at every step. They
     cannot drift apart: every rank loads the same file (or the same checkpoint) at start-up, nothing
