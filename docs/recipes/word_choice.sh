@@ -21,6 +21,8 @@
 #     (the same with the target table trained from the pretrained vectors, train.py -train_table)
 #   SRC=fr OUT=runs/word_choice_lstm_fr-en CONFIGS=lstm_ce SEEDS=1 EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
 #     (and CONFIGS=lstm_nce_bias beside it, one thread each: the converged LSTM rows of docs/results.md 5c, continued (3))
+#   SRC=fr OUT=runs/wc_win2_lstm_fr-en CONFIGS=lstm_nce_bias_avg SEEDS=1 WINDOW=2 EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
+#     (the same row with -average_decay 1e-4; de->en: lstm_nce_bias_dfp_avg; docs/results.md 5c, continued (8))
 #   SRC=de OUT=runs/wc_win2_de-en CONFIGS=t_nce_both_avg_dfp SEEDS="1 2" WINDOW=2 EPOCHS=40 BLOCKS="2 3" UL=16 \
 #     UL_LR=0.2 bash docs/recipes/word_choice.sh   (step 6: the finished rows fine-tuned with -seq_unlikelihood 16
 #     from their average at noam factor 0.2; UL=0: the same fine-tune without it; docs/results.md 5c, continued (7))
