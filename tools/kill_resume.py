@@ -287,7 +287,7 @@ def run_torchrun(data_args, workdir, loss="nllvmf", steps=30, nproc=2, kills=0, 
     try:
         for i, target in enumerate(targets):
             inside_write = i % 3 == 2
-            victim = None
+            victim, resumed_yet = None, False
             while victim is None:
                 if agent.poll() is not None or time.time() > end:
                     raise RuntimeError(f"torchrun ended (or timed out) before kill {i + 1}")
@@ -296,8 +296,11 @@ def run_torchrun(data_args, workdir, loss="nllvmf", steps=30, nproc=2, kills=0, 
                 reached = any(f"m_step_{k}.pt" in files for k in range(target, steps + 1))
                 # kill i+1 waits for restart i to have resumed: a kill while the new workers still
                 # start up ends that restart before it logs, and the run has fewer resumes than kills
-                # (seen under load: 2 of 3)
-                if len(workers) == nproc and reached and _resumes_logged(err.name) >= i:
+                # (seen under load: 2 of 3). Read once true: the log is not re-read in the tight
+                # polling for a checkpoint write
+                ready = len(workers) == nproc and reached
+                resumed_yet = resumed_yet or (ready and _resumes_logged(err.name) >= i)
+                if ready and resumed_yet:
                     if inside_write and any(f.startswith(".tmp-") for f in files):
                         victim = next(pid for pid, rank in workers.items() if rank == 0)
                         where = f"rank 0 inside a checkpoint write (step {target} or later)"
