@@ -42,7 +42,9 @@
 # fine-tune's noam factor: without its average the de->en Transformer at factor 2 loses 1.5 validation BLEU],
 # VALID_NOPUNCT [0; 1: every validation score of steps 3, 5 and 6 is the mean of the validation set's BLEU and that
 # of its copy without final . ! ? (tools/strip_final_punct.py, TOK/val_nop.*), which shows the continuous decoder's
-# loops; word rows only; a choice.txt or block.txt written without it is kept: delete it to choose again].
+# loops; word rows only; a choice.txt or block.txt written without it is kept: delete it to choose again],
+# CALIBRATE [0; 1: step 7 fits translate.py -freq_offsets on validation for every beta of BETAS (continuous word
+# rows; tools/calibrate_offsets.py), picks the beta on validation BLEU and decodes the tests again into TEST.calib.*].
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -63,6 +65,7 @@ UL_NGRAM=${UL_NGRAM:-3}
 UL_EPOCHS=${UL_EPOCHS:-2}
 UL_LR=${UL_LR:-}
 VALID_NOPUNCT=${VALID_NOPUNCT:-0}
+CALIBRATE=${CALIBRATE:-0}
 # docs/recipes/transformer.sh's Transformer (d_model 128, 2+2 layers), without its learning rate
 TMODEL=${TMODEL:--encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 \
 -heads 4 -transformer_ff 512 -dropout 0.3 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot \
@@ -157,16 +160,18 @@ prepare_bpe() {
 
 # per row: DATA (preprocess.py prefix), SRC_TXT (the source text to translate), BPE_TRAIN and BPE_DECODE
 # (the flags that score words, not pieces: the references are always the tokenized words)
-valid_bleu() {  # CHECKPOINT BETA [BLOCK] -> sacreBLEU of the validation set (greedy, no -replace_unk); with
-  # VALID_NOPUNCT=1 the mean of it and of the validation set without final punctuation (val_nop)
+valid_bleu() {  # CHECKPOINT BETA [BLOCK [OFFSETS]] -> sacreBLEU of the validation set (greedy, no -replace_unk);
+  # with VALID_NOPUNCT=1 the mean of it and of the validation set without final punctuation (val_nop). OFFSETS: a
+  # file of tools/calibrate_offsets.py fitted under BETA (translate.py -freq_offsets)
   local prior=(); [ "$2" != 0 ] && prior=(-decode_prior "$2")
-  local block=${3:-0} plain nop
-  plain=$(python translate.py -model "$1" -src "$SRC_TXT/val.$SRC" -output "$1.val.$2.$block.$TGT" \
+  local block=${3:-0} plain nop calib=
+  [ -n "${4:-}" ] && { prior+=(-freq_offsets "$4"); calib=.calib; }
+  plain=$(python translate.py -model "$1" -src "$SRC_TXT/val.$SRC" -output "$1.val.$2.$block$calib.$TGT" \
     -tgt "$TOK/val.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" -block_ngram_repeat "$block" \
     "${BPE_DECODE[@]}" | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p')
   if [ "$VALID_NOPUNCT" != 1 ]; then echo "$plain"; return; fi
   [ "$SRC_TXT" = "$TOK" ] || { echo "error: VALID_NOPUNCT=1 is for word rows, not $cfg" >&2; exit 2; }
-  nop=$(python translate.py -model "$1" -src "$TOK/val_nop.$SRC" -output "$1.valnop.$2.$block.$TGT" \
+  nop=$(python translate.py -model "$1" -src "$TOK/val_nop.$SRC" -output "$1.valnop.$2.$block$calib.$TGT" \
     -tgt "$TOK/val_nop.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" -block_ngram_repeat "$block" \
     | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p')
   awk "BEGIN{printf \"%.2f\\n\", ($plain + $nop) / 2}"
@@ -199,6 +204,31 @@ block_step() {  # BLOCKS set: -block_ngram_repeat picked on validation among 0 a
   fi
   read -r _ block _ < "$run/block.txt"
   test_decode .block "$block"
+}
+
+calibrate_step() {  # CALIBRATE=1: frequency-bin offsets (tools/calibrate_offsets.py) fitted on validation under
+  # every beta of BETAS with step 5's blocking (0 without it); validation BLEU picks the beta; the tests again into
+  # TEST.calib.* with that beta and its offsets
+  [ "$CALIBRATE" = 1 ] || return 0
+  [ "$SRC_TXT" = "$TOK" ] || { echo "error: CALIBRATE=1 is for word rows, not $cfg" >&2; exit 2; }
+  local block=0 b bleu best_bleu=-1 pick=
+  [ -s "$run/block.txt" ] && read -r _ block _ < "$run/block.txt"
+  if [ ! -s "$run/calib.txt" ]; then
+    for b in $BETAS; do
+      [ -s "$run/offsets.$b.json" ] || python tools/calibrate_offsets.py -model "$run/$ckpt" -src "$TOK/val.$SRC" \
+        -tgt "$TOK/val.$TGT" -decode_prior "$b" -block_ngram_repeat "$block" -threads "$THREADS" \
+        -output "$run/offsets.$b.json" > "$run/offsets.$b.log"
+      bleu=$(valid_bleu "$run/$ckpt" "$b" "$block" "$run/offsets.$b.json")
+      if awk "BEGIN{exit !($bleu > $best_bleu)}"; then pick=$b; best_bleu=$bleu; fi
+    done
+    echo "beta $pick valid_bleu $best_bleu (offsets.$pick.json, -block_ngram_repeat $block; among $BETAS)" \
+      > "$run/calib.txt"
+  fi
+  read -r _ b _ < "$run/calib.txt"
+  local row_prior=("${prior[@]}")
+  prior=(-decode_prior "$b" -freq_offsets "$run/offsets.$b.json")
+  test_decode .calib "$block"
+  prior=("${row_prior[@]}")
 }
 
 for cfg in $CONFIGS; do
@@ -255,6 +285,8 @@ for cfg in $CONFIGS; do
     test_decode "" 0
     # 5. (BLOCKS set) translate.py -block_ngram_repeat n picked on validation among 0 and these, every row alike
     block_step
+    # 7. (CALIBRATE=1) frequency-bin offsets fitted on validation, beta picked again with them
+    calibrate_step
     # 6. (UL set) sequence-level unlikelihood fine-tuning (train.py -seq_unlikelihood UL, -seq_unlikelihood_ngram
     # UL_NGRAM; UL=0: the same fine-tune without it, the control) from step 3's model_best.pt (the averaged file
     # keeps no optimiser state), UL_EPOCHS more epochs with the row's own flags, into $run.ulUL.nUL_NGRAM. An
@@ -290,6 +322,7 @@ for cfg in $CONFIGS; do
     read -r _ ckpt _ beta _ < "$run/choice.txt"
     test_decode "" 0
     block_step
+    calibrate_step
   done
 done
 log "done"

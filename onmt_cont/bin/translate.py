@@ -19,6 +19,7 @@ import torch
 from onmt_cont import opts
 from onmt_cont.inputters.corpus import count_lines
 from onmt_cont.models.transformer import parse_alignment_layer
+from onmt_cont.translate.calibration import load_offsets
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon, remove_bpe
 from onmt_cont.utils.device import gpu_option, resolve_device
@@ -72,7 +73,7 @@ def build_parser():
     g.add_argument("-lookup_dict", help="bilingual lexicon: 'source_word target_word' per line (build_lexicon.py)")
     g.add_argument("-remove_bpe", action="store_true", help="the model's target side is subword-nmt BPE: join "
                    "the pieces ('@@ ' and a final '@@' removed) before writing the output and scoring it")
-    g = p.add_argument_group("Word choice (continuous models)")
+    g = p.add_argument_group("Word choice (continuous models; -freq_offsets: any model)")
     g.add_argument("-decode_prior", type=float, default=0.0, help="score each word by the nearest-neighbour score "
                    "+ this beta x log p_train(w), its add-one smoothed frequency in the training targets (stored in "
                    "checkpoints of this version): a frequency prior that nearest-neighbour search lacks. Pick beta on "
@@ -81,6 +82,11 @@ def build_parser():
                    "words seen at least this many times in training and log((c+1)/(cap+1)) for a word seen c < cap "
                    "times, so it only penalises rare words instead of pushing every word towards the most frequent "
                    "ones; at least 2; 0 (default): the plain prior")
+    g.add_argument("-freq_offsets", help="add to each word's score the offset of its bin of training counts (1, "
+                   "2-4, 5-9, 10-99, 100-999, 1000+) from this file, written by tools/calibrate_offsets.py, which "
+                   "fits them on validation so that every bin comes out as often as in the reference. Give the "
+                   "-decode_prior beta the file was fitted under (it says which). Softmax models too: their "
+                   "log-probabilities plus the offsets")
     g.add_argument("-csls", type=int, default=0, help="rank words by CSLS (Conneau et al. 2018): 2 cos(e^, e_w) - "
                    "r(w), r(w) the mean cosine of e_w to its K nearest table words (a penalty for hubs), in the "
                    "decoding criterion's units; K > 0 turns it on (the paper: 10)")
@@ -161,12 +167,21 @@ def main(argv=None):
     if opt.decode_prior_cap and opt.decode_prior_cap < 2:
         raise UserError(f"-decode_prior_cap must be at least 2 training occurrences (0: off), got "
                         f"{opt.decode_prior_cap}")
+    freq_offsets = None
+    if opt.freq_offsets:
+        freq_offsets, fitted_beta = load_offsets(opt.freq_offsets)
+        if opt.decode_prior_cap:
+            raise UserError("-freq_offsets: tools/calibrate_offsets.py fits them under the plain -decode_prior, "
+                            "not under -decode_prior_cap")
+        if fitted_beta != opt.decode_prior:
+            raise UserError(f"-freq_offsets {opt.freq_offsets} was fitted under -decode_prior {fitted_beta:g}, but "
+                            f"this run has -decode_prior {opt.decode_prior:g}: give -decode_prior {fitted_beta:g}")
     if opt.block_ngram_repeat < 0:
         raise UserError(f"-block_ngram_repeat must be 0 (off) or a positive n-gram size, got {opt.block_ngram_repeat}")
     translator = Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
                             opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.tgt_emb_extend,
                             opt.tgt_emb_extend_vocab, ann, opt.ban_unk_token, opt.alignment_layer,
-                            opt.decode_prior, opt.csls, opt.block_ngram_repeat, opt.decode_prior_cap)
+                            opt.decode_prior, opt.csls, opt.block_ngram_repeat, opt.decode_prior_cap, freq_offsets)
     if opt.tgt_emb_extend:
         added = len(translator.tgt_vocab) - translator.n_train_words
         print(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "

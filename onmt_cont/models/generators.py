@@ -30,19 +30,29 @@ class SoftmaxGenerator(nn.Module):
     def __init__(self, hidden_size, vocab_size):
         super().__init__()
         self.proj = nn.Linear(hidden_size, vocab_size)
+        self.offsets = None  # [vocab] (decoding only): see set_offsets
 
     def forward(self, dec_out, gold=None):
         """dec_out: [..., hidden] -> logits [..., vocab]."""
         return self.proj(dec_out)
 
+    def set_offsets(self, offsets):
+        """Decode with each word's log-probability plus ``offsets`` [vocab] (translate.py
+        -freq_offsets: frequency-bin offsets; None: off)."""
+        self.offsets = None if offsets is None else offsets.float().to(next(self.parameters()).device)
+
     def scores(self, output):
-        """Log-probabilities [..., vocab]."""
-        return torch.log_softmax(output.float(), dim=-1)
+        """Log-probabilities [..., vocab] (plus the offsets, where set)."""
+        return _plus(torch.log_softmax(output.float(), dim=-1), self.offsets)
 
     def greedy_scores(self, output):
         """What greedy search takes the argmax of: the logits, whose argmax is the log-softmax's,
         without the [batch, vocab] normalisation at every step."""
-        return output.float()
+        return _plus(output.float(), self.offsets)
+
+
+def _plus(scores, offsets):
+    return scores if offsets is None else scores + offsets
 
 
 class ContinuousGenerator(nn.Module):
@@ -166,16 +176,21 @@ class ContinuousGenerator(nn.Module):
             scores = scores - scale * of(self.hubness)
         return scores
 
-    def set_prior(self, log_prior, beta):
-        """Decode with score + ``beta`` · log p_train(w); ``log_prior`` [vocab] (None or β 0: off).
-        A negative β rewards rare words; ``<unk>`` is not one (its count is the tokens no word
-        covers, often none), so it takes the most frequent word's term there: no reward."""
-        if log_prior is None or beta == 0:
-            self.prior = None
-            return
-        self.prior = beta * log_prior.float().to(self.table.device)
-        if beta < 0 and len(self.prior) > len(SPECIALS):
-            self.prior[UNK_ID] = self.prior[len(SPECIALS):].min()
+    def set_prior(self, log_prior, beta, offsets=None):
+        """Decode with score + ``beta`` · log p_train(w) (+ ``offsets`` [vocab], translate.py
+        -freq_offsets: each word's frequency-bin offset); ``log_prior`` [vocab] (None or β 0: no
+        slope; no offsets either: off). A negative β rewards rare words; ``<unk>`` is not one (its
+        count is the tokens no word covers, often none), so it takes the most frequent word's term
+        there: no reward."""
+        prior = None
+        if log_prior is not None and beta != 0:
+            prior = beta * log_prior.float().to(self.table.device)
+            if beta < 0 and len(prior) > len(SPECIALS):
+                prior[UNK_ID] = prior[len(SPECIALS):].min()
+        if offsets is not None:
+            offsets = offsets.float().to(self.table.device)
+            prior = offsets if prior is None else prior + offsets
+        self.prior = prior
 
     def set_csls(self, k):
         """Decode by CSLS with the mean cosine of each table word to its ``k`` nearest table words
@@ -341,6 +356,7 @@ class JointGenerator(nn.Module):
         self.word_proj = nn.Linear(embeddings.out_size, joint_dim)  # U, b_u
         self.context_proj = nn.Linear(hidden_size, joint_dim)  # V, b_v
         self.bias = nn.Parameter(torch.zeros(vocab_size))  # b
+        self.offsets = None  # [vocab] (decoding only): see SoftmaxGenerator.set_offsets
         self.dropout = nn.Dropout(dropout)
         self.vocab_size = vocab_size
         self.sample = sample
@@ -376,14 +392,8 @@ class JointGenerator(nn.Module):
             return SampledLogits(context @ words.t() + self.bias[candidates], candidates)
         return context @ self._all_words().t() + self.bias
 
-    def scores(self, output):
-        """Log-probabilities [..., vocab]."""
-        return torch.log_softmax(output.float(), dim=-1)
-
-    def greedy_scores(self, output):
-        """What greedy search takes the argmax of: the logits, whose argmax is the log-softmax's,
-        without the [batch, vocab] normalisation at every step."""
-        return output.float()
+    set_offsets, scores, greedy_scores = SoftmaxGenerator.set_offsets, SoftmaxGenerator.scores, \
+        SoftmaxGenerator.greedy_scores
 
 
 def normalize_table(table):

@@ -7,6 +7,7 @@ from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.batching import collate
 from onmt_cont.inputters.vocab import capped_log_prior, unigram_log_prior
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
+from onmt_cont.translate.calibration import offset_vector
 from onmt_cont.translate.open_vocab import extend_model, read_extension
 from onmt_cont.translate.search import BANNED, BANNED_WITH_UNK, beam_search, greedy_search, length_limits
 from onmt_cont.translate.unk import replace_unk
@@ -17,7 +18,7 @@ class Translator:
     def __init__(self, checkpoint_path, device="cpu", beam_size=1, max_length=None, max_length_ratio=2.0,
                  length_penalty="avg", alpha=0.0, replace_unk=False, lexicon=None, tgt_emb_extend=None,
                  tgt_emb_extend_vocab=None, ann=None, ban_unk=False, alignment_layer=None, decode_prior=0.0,
-                 csls=0, block_ngram_repeat=0, decode_prior_cap=0):
+                 csls=0, block_ngram_repeat=0, decode_prior_cap=0, freq_offsets=None):
         """``tgt_emb_extend``: open-vocabulary decoding over that table (see open_vocab.py);
         ``ban_unk``: never produce <unk> (translate.py -ban_unk_token);
         ``alignment_layer``: a Transformer decoder's layer whose cross-attention -replace_unk reads
@@ -26,6 +27,8 @@ class Translator:
         arguments besides the table, built once here over the final table;
         ``decode_prior``: β of score + β · log p_train(w) (continuous models; 0: off);
         ``decode_prior_cap``: the prior flat for words seen at least this often (0: the plain prior);
+        ``freq_offsets``: the offset of each frequency bin (translate.py -freq_offsets, fitted by
+        tools/calibrate_offsets.py; any model; None: off);
         ``csls``: K of CSLS retrieval (continuous models; 0: off);
         ``block_ngram_repeat``: n > 0, no output repeats an n-gram (any model; 0: off)."""
         data = load_checkpoint(checkpoint_path)
@@ -33,7 +36,7 @@ class Translator:
         lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
         self._setup(model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
                     length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
-                    alignment_layer, decode_prior, csls, block_ngram_repeat, decode_prior_cap)
+                    alignment_layer, decode_prior, csls, block_ngram_repeat, decode_prior_cap, freq_offsets)
 
     @classmethod
     def from_model(cls, model, src_vocab, tgt_vocab, lower=False, device="cpu", **options):
@@ -43,7 +46,8 @@ class Translator:
         defaults = {"beam_size": 1, "max_length": None, "max_length_ratio": 2.0, "length_penalty": "avg",
                     "alpha": 0.0, "replace_unk": False, "lexicon": None, "tgt_emb_extend": None,
                     "tgt_emb_extend_vocab": None, "ann": None, "ban_unk": False, "alignment_layer": None,
-                    "decode_prior": 0.0, "csls": 0, "block_ngram_repeat": 0, "decode_prior_cap": 0}
+                    "decode_prior": 0.0, "csls": 0, "block_ngram_repeat": 0, "decode_prior_cap": 0,
+                    "freq_offsets": None}
         unknown = set(options) - set(defaults)
         if unknown:
             raise TypeError(f"unknown translator options: {sorted(unknown)}")
@@ -52,7 +56,8 @@ class Translator:
 
     def _setup(self, model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
                length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
-               alignment_layer=None, decode_prior=0.0, csls=0, block_ngram_repeat=0, decode_prior_cap=0):
+               alignment_layer=None, decode_prior=0.0, csls=0, block_ngram_repeat=0, decode_prior_cap=0,
+               freq_offsets=None):
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.block_ngram_repeat = block_ngram_repeat
         if alignment_layer is not None:
@@ -64,8 +69,9 @@ class Translator:
             except ValueError as exc:
                 raise UserError(str(exc)) from None
         self.n_train_words = len(self.tgt_vocab)
-        if decode_prior or csls:
-            self._word_choice(decode_prior, csls, tgt_emb_extend, decode_prior_cap)
+        self._prior_options = (decode_prior, decode_prior_cap)
+        if decode_prior or csls or freq_offsets is not None:
+            self._word_choice(decode_prior, csls, tgt_emb_extend, decode_prior_cap, freq_offsets)
         if tgt_emb_extend:
             words, vectors = read_extension(tgt_emb_extend, tgt_emb_extend_vocab)
             self.tgt_vocab, _ = extend_model(self.model, self.tgt_vocab, words, vectors)
@@ -88,23 +94,40 @@ class Translator:
         self.lexicon = lexicon
         self.words_out = self.unk_out = 0  # words decoded so far, and how many were <unk> (before replacement)
 
-    def _word_choice(self, decode_prior, csls, tgt_emb_extend, decode_prior_cap=0):
-        """-decode_prior and -csls: continuous models only, over the training vocabulary."""
+    def set_freq_offsets(self, offsets):
+        """Decode from now on with these frequency-bin offsets [bins] (None: none) and the
+        -decode_prior this translator was built with (tools/calibrate_offsets.py, round by round)."""
+        decode_prior, decode_prior_cap = self._prior_options
+        self._word_choice(decode_prior, 0, None, decode_prior_cap, offsets)
+
+    def _word_choice(self, decode_prior, csls, tgt_emb_extend, decode_prior_cap=0, freq_offsets=None):
+        """-decode_prior and -csls: continuous models only, over the training vocabulary; -freq_offsets:
+        any model (a softmax's log-probabilities plus the offsets)."""
         gen = self.model.generator
-        given = " ".join(f"-{k} {v}" for k, v in (("decode_prior", decode_prior), ("csls", csls)) if v)
+        given = " ".join([f"-{k} {v}" for k, v in (("decode_prior", decode_prior), ("csls", csls)) if v]
+                         + (["-freq_offsets"] if freq_offsets is not None else []))
         if not getattr(gen, "continuous", False):
-            raise UserError(f"{given} re-scores a continuous model's nearest-neighbour search; this model has a "
-                            "softmax (its output bias already carries a frequency prior)")
+            if decode_prior or csls or not hasattr(gen, "set_offsets"):
+                raise UserError(f"{given} re-scores a continuous model's nearest-neighbour search; this model has a "
+                                "softmax (its output bias already carries a frequency prior)")
+            try:  # a softmax model: its log-probabilities plus the offsets (as a baseline)
+                gen.set_offsets(offset_vector(self.tgt_vocab, freq_offsets))
+            except ValueError as exc:
+                raise UserError(f"{given}: this checkpoint's {exc}; or retrain with this version") from None
+            return
         if tgt_emb_extend:
             raise UserError(f"{given} does not combine with -tgt_emb_extend: the added words have no training count "
                             "or bias")
-        if decode_prior:
+        if decode_prior or freq_offsets is not None:
             try:
-                log_prior = (capped_log_prior(self.tgt_vocab, decode_prior_cap) if decode_prior_cap
-                             else unigram_log_prior(self.tgt_vocab))
-                gen.set_prior(log_prior, decode_prior)
+                log_prior = None
+                if decode_prior:
+                    log_prior = (capped_log_prior(self.tgt_vocab, decode_prior_cap) if decode_prior_cap
+                                 else unigram_log_prior(self.tgt_vocab))
+                offsets = None if freq_offsets is None else offset_vector(self.tgt_vocab, freq_offsets)
+                gen.set_prior(log_prior, decode_prior, offsets)
             except ValueError as exc:
-                raise UserError(f"-decode_prior: this checkpoint's {exc}; or retrain with this version") from None
+                raise UserError(f"{given}: this checkpoint's {exc}; or retrain with this version") from None
         if csls:
             gen.set_csls(csls)
 

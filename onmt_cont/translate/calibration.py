@@ -1,0 +1,139 @@
+"""Frequency-bin offsets: calibrated word choice for continuous models (issue 21).
+
+Nearest-neighbour decoding has no frequency prior. translate.py -decode_prior β adds β · log
+p_train(w), one slope over the whole frequency range, and validation BLEU picks β > 0 on the
+converged models; but then words seen 2-9 times in training come out at 0.2-0.5x the reference's
+tokens (softmax: 0.6-1.1x) while words seen 100-999 times are over-produced. The scores carry no
+calibrated probability to fix this with: over the whole vocabulary their softmax puts 4-11x the
+reference's mass on those rare bins, and a bias refitted to that softmax makes greedy search
+pick them even less (docs/results.md 5c, continued (9)).
+
+So the offsets are fitted on what decoding puts out. Each word gets the offset δ_k of its bin k
+of training counts (1, 2-4, 5-9, 10-99, 100-999, 1000+; the bins of tools/rare_word_f1.py
+-bins calibration). Starting from 0, each round decodes a held-out set (validation) and moves
+every bin by step · log((target_k · ref_k + 1) / (hyp_k + 1)), hyp_k and ref_k the bin's tokens
+in the output and the reference; target_k is 1 (the reference's profile) or another system's
+ratio on the same set (-match: e.g. softmax's). The δ are relative, so the most frequent bin is
+held at 0. The round whose worst bin is nearest its target (in |log(ratio / target)|) is kept.
+
+The fitted offsets are a small JSON file, read by translate.py -freq_offsets together with the
+-decode_prior β they were fitted under.
+"""
+
+import json
+import math
+import os
+from collections import Counter
+
+import torch
+
+from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.io import atomic_write_text
+
+# (name, lowest, highest training count) of each bin; words of count 0 (the specials) get no offset
+FREQ_BINS = (("1", 1, 1), ("2-4", 2, 4), ("5-9", 5, 9), ("10-99", 10, 99), ("100-999", 100, 999),
+             ("1000+", 1000, math.inf))
+FORMAT = "onmt_cont freq_offsets 1"
+
+
+def bin_index(count):
+    """The index into FREQ_BINS of a training count, or -1 (count 0: not a training word)."""
+    for k, (_, lo, hi) in enumerate(FREQ_BINS):
+        if lo <= count <= hi:
+            return k
+    return -1
+
+
+def word_bins(vocab):
+    """[V] long: every target word's bin (-1 for words of count 0: padding, <s>, often <unk>)."""
+    if vocab.sentences <= 0 or vocab.total_tokens <= 0:
+        raise ValueError("target vocabulary has no training counts (it was written before preprocess.py recorded "
+                         "them): rerun preprocess.py")
+    return torch.tensor([bin_index(c) for c in vocab.counts], dtype=torch.long)
+
+
+def offset_vector(vocab, offsets):
+    """[V] float32: each word's bin offset (0 for words of count 0)."""
+    if len(offsets) != len(FREQ_BINS):
+        raise ValueError(f"expected {len(FREQ_BINS)} offsets (bins {', '.join(n for n, _, _ in FREQ_BINS)}), "
+                         f"got {len(offsets)}")
+    bins = word_bins(vocab)
+    table = torch.tensor(list(offsets) + [0.0], dtype=torch.float32)  # index -1: no offset
+    return table[bins]
+
+
+def bin_tokens(lines, counts):
+    """Tokens of ``lines`` per bin [len(FREQ_BINS)]; ``counts``: word -> training count (words not
+    in it, and words of count 0, belong to no bin)."""
+    found = Counter(bin_index(counts.get(w, 0)) for line in lines for w in line.split())
+    return [found[k] for k in range(len(FREQ_BINS))]
+
+
+def ratios(hyp_tokens, ref_tokens):
+    """hyp/ref per bin (NaN where the reference has none)."""
+    return [h / r if r else math.nan for h, r in zip(hyp_tokens, ref_tokens, strict=True)]
+
+
+def fit_offsets(decode, ref_lines, counts, target, rounds=8, step=0.5, min_tokens=20, on_round=None):
+    """Fit the bins' offsets so that ``decode``'s output has ``target`` x the reference's tokens in
+    every bin.
+
+    ``decode(offsets)``: the outputs (lines) for the held-out sources with these offsets;
+    ``target``: [bins] wanted hyp/ref ratios; bins with fewer than ``min_tokens`` reference tokens
+    keep offset 0 (too few to fit); ``on_round(i, offsets, outputs, ratios)`` is called after every
+    decode. -> (offsets, outputs, ratios) of the round nearest the target."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be at least 1, got {rounds}")
+    if not step > 0:
+        raise ValueError(f"step must be positive, got {step}")
+    ref = bin_tokens(ref_lines, counts)
+    fitted = [k for k, r in enumerate(ref) if r >= min_tokens and target[k] > 0]
+    offsets = [0.0] * len(FREQ_BINS)
+    best = None
+    for i in range(rounds):
+        outputs = decode(offsets)
+        hyp = bin_tokens(outputs, counts)
+        rat = ratios(hyp, ref)
+        if on_round is not None:
+            on_round(i, list(offsets), outputs, rat)
+        worst = max((abs(math.log((hyp[k] + 1) / (target[k] * ref[k] + 1))) for k in fitted), default=0.0)
+        if best is None or worst < best[0]:
+            best = (worst, list(offsets), outputs, rat)
+        for k in fitted:
+            offsets[k] += step * math.log((target[k] * ref[k] + 1) / (hyp[k] + 1))
+        anchor = offsets[len(FREQ_BINS) - 1]
+        offsets = [o - anchor for o in offsets]
+    return best[1], best[2], best[3]
+
+
+def save_offsets(path, offsets, beta, target, source):
+    """Write the fitted offsets (atomically) with the β they were fitted under."""
+    data = {"format": FORMAT, "bins": [[n, lo, None if hi == math.inf else hi] for n, lo, hi in FREQ_BINS],
+            "offsets": [round(o, 6) for o in offsets], "decode_prior": beta,
+            "target": [None if math.isnan(t) else t for t in target], "fitted_on": source}
+    atomic_write_text(path, json.dumps(data, indent=1) + "\n")
+
+
+def load_offsets(path):
+    """-> (offsets [bins], β) from a file written by :func:`save_offsets`; UserError otherwise."""
+    if not os.path.isfile(path):
+        raise UserError(f"-freq_offsets {path}: no such file (tools/calibrate_offsets.py writes it)")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"-freq_offsets {path}: not a JSON file written by tools/calibrate_offsets.py "
+                        f"({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise UserError(f"-freq_offsets {path}: expected a file with \"format\": \"{FORMAT}\" "
+                        "(written by tools/calibrate_offsets.py)")
+    bins = [[n, lo, None if hi == math.inf else hi] for n, lo, hi in FREQ_BINS]
+    if data.get("bins") != bins:
+        raise UserError(f"-freq_offsets {path}: its bins {data.get('bins')} are not this version's {bins}")
+    offsets, beta = data.get("offsets"), data.get("decode_prior")
+    if (not isinstance(offsets, list) or len(offsets) != len(FREQ_BINS)
+            or not all(isinstance(o, (int, float)) and math.isfinite(o) for o in offsets)):
+        raise UserError(f"-freq_offsets {path}: \"offsets\" must be {len(FREQ_BINS)} finite numbers, got {offsets!r}")
+    if not isinstance(beta, (int, float)) or not math.isfinite(beta):
+        raise UserError(f"-freq_offsets {path}: \"decode_prior\" must be a number, got {beta!r}")
+    return [float(o) for o in offsets], float(beta)

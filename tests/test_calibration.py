@@ -1,0 +1,224 @@
+"""Frequency-bin offsets (translate.py -freq_offsets, tools/calibrate_offsets.py): the bins, the
+scores, the fitting loop against a decoder whose answer is known, and end to end."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from onmt_cont.bin import translate
+from onmt_cont.inputters.vocab import Vocab, unigram_log_prior
+from onmt_cont.models.checkpoint import load_checkpoint
+from onmt_cont.models.generators import ContinuousGenerator
+from onmt_cont.translate.calibration import (
+    FREQ_BINS,
+    bin_index,
+    bin_tokens,
+    fit_offsets,
+    load_offsets,
+    offset_vector,
+    save_offsets,
+)
+from onmt_cont.utils.errors import UserError
+from tests.test_tools import load_tool
+from tests.test_train import run_train
+from tests.test_word_choice import WC, data, translate_args  # noqa: F401  (data: the module's fixture)
+
+calibrate = load_tool("calibrate_offsets")
+
+
+def test_bin_edges():
+    assert [bin_index(c) for c in (0, 1, 2, 4, 5, 9, 10, 99, 100, 999, 1000, 10**7)] == \
+        [-1, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert [name for name, _, _ in FREQ_BINS] == ["1", "2-4", "5-9", "10-99", "100-999", "1000+"]
+
+
+VOCAB = Vocab(["<blank>", "<unk>", "<s>", "</s>", "a", "b", "c", "d"], [0, 0, 0, 0, 1500, 3, 1, 40],
+              total_tokens=1544, sentences=100)
+
+
+def test_offset_vector_by_hand():
+    vec = offset_vector(VOCAB, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    assert vec.tolist() == [0, 0, 0, 0, 6.0, 2.0, 1.0, 4.0]  # specials (count 0): no offset
+    with pytest.raises(ValueError, match="expected 6 offsets"):
+        offset_vector(VOCAB, [1.0])
+    with pytest.raises(ValueError, match="no training counts"):
+        offset_vector(Vocab(VOCAB.itos, VOCAB.counts), [0.0] * 6)
+
+
+def test_bin_tokens_counts_only_training_words():
+    counts = dict(zip(VOCAB.itos, VOCAB.counts, strict=True))
+    assert bin_tokens(["a a b zz </s>", "c d"], counts) == [1, 1, 0, 1, 0, 2]
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.5, -0.5])
+def test_generator_adds_the_offsets(beta):
+    torch.manual_seed(0)
+    table = torch.nn.functional.normalize(torch.randn(len(VOCAB), 4), dim=-1)
+    table[0] = 0
+    gen = ContinuousGenerator(4, table, criterion="vmf")
+    out = gen(torch.randn(3, 4))
+    base = gen.scores(out)
+    offsets = offset_vector(VOCAB, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    gen.set_prior(unigram_log_prior(VOCAB), beta)
+    with_beta = gen.scores(out)
+    gen.set_prior(unigram_log_prior(VOCAB), beta, offsets)
+    torch.testing.assert_close(gen.scores(out)[:, 1:], with_beta[:, 1:] + offsets[1:])
+    gen.set_prior(None, 0.0, offsets)  # the offsets alone
+    torch.testing.assert_close(gen.scores(out)[:, 1:], base[:, 1:] + offsets[1:])
+    gen.set_prior(None, 0.0)
+    torch.testing.assert_close(gen.scores(out), base)
+
+
+@pytest.mark.parametrize("kind", ["softmax", "joint"])
+def test_softmax_generators_add_the_offsets(kind):
+    from onmt_cont.models.generators import SoftmaxGenerator
+    from tests.test_seed_methods import joint
+
+    torch.manual_seed(0)
+    gen = SoftmaxGenerator(4, len(VOCAB)) if kind == "softmax" else joint(vocab=len(VOCAB))[0]
+    logits = gen(torch.randn(3, 4))
+    offsets = offset_vector(VOCAB, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    gen.set_offsets(offsets)
+    torch.testing.assert_close(gen.scores(logits), torch.log_softmax(logits, -1) + offsets)
+    torch.testing.assert_close(gen.greedy_scores(logits), logits + offsets)
+    gen.set_offsets(None)
+    torch.testing.assert_close(gen.scores(logits), torch.log_softmax(logits, -1))
+
+
+def fake_decoder(ref_tokens, skew):
+    """A decoder whose bin k puts out ref_k · exp(offset_k − skew_k) tokens of a word of that bin:
+    the offsets that calibrate it are skew_k − skew_last (the last bin is held at 0)."""
+    words = ["w1", "w2", "w5", "w10", "w100", "w1000"]
+
+    def decode(offsets):
+        n = [round(r * math.exp(o - s)) for r, o, s in zip(ref_tokens, offsets, skew, strict=True)]
+        return [" ".join(w for w, k in zip(words, n, strict=True) for _ in range(k))]
+
+    counts = {"w1": 1, "w2": 2, "w5": 5, "w10": 10, "w100": 100, "w1000": 1000}
+    ref = [" ".join(w for w, k in zip(words, ref_tokens, strict=True) for _ in range(k))]
+    return decode, ref, counts
+
+
+def test_fit_finds_the_calibrating_offsets():
+    ref_tokens = [300, 400, 500, 2000, 3000, 8000]
+    skew = [2.0, 1.5, 1.0, 0.3, -0.2, 0.0]  # absolute here: the last bin needs none
+    decode, ref, counts = fake_decoder(ref_tokens, skew)
+    seen = []
+    offsets, outputs, ratios = fit_offsets(decode, ref, counts, [1.0] * 6, rounds=12, step=0.5,
+                                           on_round=lambda i, o, out, r: seen.append(r))
+    assert len(seen) == 12 and seen[0][0] < 0.2  # the first round decodes without offsets
+    for o, s in zip(offsets, skew, strict=True):
+        assert o == pytest.approx(s - skew[-1], abs=0.02)
+    assert all(r == pytest.approx(1.0, abs=0.02) for r in ratios)
+    assert outputs == decode(offsets)
+
+
+def test_fit_to_another_systems_ratios_and_thin_bins():
+    """Target ratios other than 1 are met; a bin under min_tokens keeps offset 0."""
+    ref_tokens = [10, 400, 500, 2000, 3000, 8000]
+    skew = [2.0, 1.5, 1.0, 0.3, -0.2, 0.0]
+    decode, ref, counts = fake_decoder(ref_tokens, skew)
+    target = [1.0, 0.5, 0.8, 1.0, 1.0, 1.0]
+    offsets, _, ratios = fit_offsets(decode, ref, counts, target, rounds=12, min_tokens=20)
+    assert offsets[0] == 0.0  # 10 reference tokens: not fitted
+    assert ratios[1] == pytest.approx(0.5, abs=0.02) and ratios[2] == pytest.approx(0.8, abs=0.02)
+    with pytest.raises(ValueError, match="rounds"):
+        fit_offsets(decode, ref, counts, target, rounds=0)
+    with pytest.raises(ValueError, match="step"):
+        fit_offsets(decode, ref, counts, target, step=0)
+
+
+def test_fit_keeps_the_round_nearest_the_target():
+    """A step that overshoots more each round: the kept offsets are the best round's (the first), not the last."""
+    ref_tokens = [300, 400, 500, 2000, 3000, 8000]
+    decode, ref, counts = fake_decoder(ref_tokens, [1.0, 0, 0, 0, 0, 0])
+    seen = []
+    offsets, _, ratios = fit_offsets(decode, ref, counts, [1.0] * 6, rounds=3, step=2.5,
+                                     on_round=lambda i, o, out, r: seen.append((abs(math.log(r[0])), o)))
+    best = min(seen, key=lambda x: x[0])
+    assert offsets == best[1] and offsets != seen[-1][1]
+
+
+def test_offsets_file_round_trip_and_errors(tmp_path):
+    path = tmp_path / "o.json"
+    save_offsets(str(path), [1.5, 1.0, 0.5, 0.1, -0.1, 0.0], 0.25, [1.0] * 6, "val.de")
+    assert load_offsets(str(path)) == ([1.5, 1.0, 0.5, 0.1, -0.1, 0.0], 0.25)
+    good = json.loads(path.read_text())
+    cases = [("not json {", "not a JSON file"), (json.dumps([1, 2]), "format"),
+             (json.dumps({**good, "format": "x"}), "format"),
+             (json.dumps({**good, "bins": good["bins"][:3]}), "bins"),
+             (json.dumps({**good, "offsets": [1.0] * 5}), "6 finite numbers"),
+             (json.dumps({**good, "offsets": [1.0] * 5 + ["x"]}), "6 finite numbers"),
+             (json.dumps({**good, "decode_prior": None}), "decode_prior")]
+    for text, needle in cases:
+        path.write_text(text)
+        with pytest.raises(UserError, match=needle):
+            load_offsets(str(path))
+    with pytest.raises(UserError, match="no such file"):
+        load_offsets(str(tmp_path / "missing.json"))
+
+
+def test_calibrate_and_translate_end_to_end(data, tmp_path, capsys):  # noqa: F811
+    """The tool fits and writes offsets that translate.py reads; a huge offset on one bin makes
+    every word of the output a word of that bin, for a continuous and a softmax model; bad uses are
+    refused with the reason, and nothing is written."""
+    run_train(data, tmp_path, loss="infonce", word_bias=True, **WC)
+    model = tmp_path / "m_last.pt"
+    src, ref = data["dir"] / "valid.fr", data["dir"] / "valid.en"
+    out = tmp_path / "off.json"
+    calibrate.main(["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(out),
+                    "-decode_prior", "0.5", "-rounds", "2", "-min_tokens", "1"])
+    printed = capsys.readouterr().out
+    assert "round 0:" in printed and "round 1:" in printed and "kept offsets" in printed
+    offsets, beta = load_offsets(str(out))
+    assert beta == 0.5 and len(offsets) == 6
+    translate.main(translate_args(model, data, tmp_path / "cal.txt", "-decode_prior", "0.5", "-freq_offsets", str(out)))
+    assert len((tmp_path / "cal.txt").read_text().splitlines()) == 8
+
+    vocab = load_checkpoint(str(model))["vocab"]
+    counts = dict(zip(vocab["tgt"], vocab["tgt_counts"], strict=True))
+    k = max(range(6), key=lambda b: sum(bin_index(c) == b for c in counts.values()))
+    huge = [0.0] * 6
+    huge[k] = 1000.0
+    save_offsets(str(tmp_path / "huge.json"), huge, 0.0, [1.0] * 6, "hand")
+    translate.main(translate_args(model, data, tmp_path / "huge.txt", "-freq_offsets", str(tmp_path / "huge.json")))
+    words = (tmp_path / "huge.txt").read_text().split()
+    assert words and all(bin_index(counts[w]) == k for w in words)
+    translate.main(translate_args(model, data, tmp_path / "plain.txt"))
+    assert any(bin_index(counts[w]) != k for w in (tmp_path / "plain.txt").read_text().split())
+    capsys.readouterr()
+
+    def refused(main, args, needle):
+        with pytest.raises(SystemExit) as exc:
+            main(args)
+        assert exc.value.code == 2 and needle in capsys.readouterr().err
+
+    refused(translate.main, translate_args(model, data, tmp_path / "x.txt", "-freq_offsets", str(out)),
+            "fitted under -decode_prior 0.5")
+    refused(translate.main, translate_args(model, data, tmp_path / "x.txt", "-decode_prior", "0.5",
+                                           "-decode_prior_cap", "3", "-freq_offsets", str(out)), "-decode_prior_cap")
+    (tmp_path / "bad.json").write_text("{}")
+    bad = str(tmp_path / "bad.json")
+    refused(translate.main, translate_args(model, data, tmp_path / "x.txt", "-freq_offsets", bad), "format")
+    assert not (tmp_path / "x.txt").exists()
+    # a softmax model: its log-probabilities plus the offsets (the baseline gets the same treatment)
+    run_train(data, tmp_path / "ce", loss="ce", **{**WC, "tie_emb": False})
+    ce = tmp_path / "ce" / "m_last.pt"
+    translate.main(translate_args(ce, data, tmp_path / "ce_huge.txt", "-freq_offsets", str(tmp_path / "huge.json")))
+    words = (tmp_path / "ce_huge.txt").read_text().split()
+    assert words and all(bin_index(counts[w]) == k for w in words)
+    calibrate.main(["-model", str(ce), "-src", str(src), "-tgt", str(ref), "-output", str(tmp_path / "ce.json"),
+                    "-rounds", "1"])
+    assert load_offsets(str(tmp_path / "ce.json")) == ([0.0] * 6, 0.0)  # one round: the start
+    capsys.readouterr()
+    refused(translate.main, translate_args(ce, data, tmp_path / "x.txt", "-decode_prior", "0.5"),
+            "this model has a softmax")
+    base = ["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(tmp_path / "y.json")]
+    refused(calibrate.main, [*base, "-rounds", "0"], "-rounds must be at least 1")
+    refused(calibrate.main, [*base, "-step", "0"], "-step must be positive")
+    refused(calibrate.main, [*base, "-match", str(data["dir"] / "train.en")], "-match")
+    refused(calibrate.main, [*base[:-1], str(tmp_path / "nodir" / "y.json")], "does not exist")
+    refused(calibrate.main, ["-model", str(ce), *base[2:], "-decode_prior", "0.5"], "this model has a softmax")
+    assert not (tmp_path / "y.json").exists()

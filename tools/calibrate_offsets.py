@@ -1,0 +1,115 @@
+#!/usr/bin/env python
+"""Fit a model's frequency-bin offsets on a held-out set (translate.py -freq_offsets).
+
+    python tools/calibrate_offsets.py -model RUN/model_best.pt -src val.de -tgt val.en \\
+        -decode_prior 0.25 -output RUN/offsets.0.25.json
+    python translate.py -model RUN/model_best.pt -src test.de -output test.pred.en \\
+        -decode_prior 0.25 -freq_offsets RUN/offsets.0.25.json
+
+Each round decodes -src greedily (the model's own search, with -decode_prior and
+-block_ngram_repeat as given), counts the output's tokens in each bin of training counts (1, 2-4,
+5-9, 10-99, 100-999, 1000+) against -tgt's, and moves each bin's offset towards the target ratio:
+1 (as often as the reference), or with -match the ratios of another system's output on the same
+sources (e.g. a softmax model's). The round nearest the target is written. See
+onmt_cont/translate/calibration.py. Tune on validation data, never on a test set.
+"""
+
+import argparse
+import math
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
+
+from onmt_cont.evaluate import tokenized_bleu  # noqa: E402
+from onmt_cont.translate.calibration import (  # noqa: E402
+    FREQ_BINS,
+    bin_tokens,
+    fit_offsets,
+    ratios,
+    save_offsets,
+)
+from onmt_cont.translate.translator import Translator  # noqa: E402
+from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
+from onmt_cont.utils.io import check_readable, read_lines  # noqa: E402
+from onmt_cont.utils.threads import add_threads_arg, apply_threads  # noqa: E402
+
+
+def read(path):
+    check_readable(path)
+    return [line for _, line in read_lines(path)]
+
+
+def fmt(values):
+    return " ".join("  nan" if math.isnan(v) else f"{v:5.2f}" for v in values)
+
+
+@cli_main
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-model", required=True, help="checkpoint (train.py); continuous models add the offsets to "
+                   "their nearest-neighbour scores, softmax models to their log-probabilities")
+    p.add_argument("-src", required=True, help="held-out tokenized sources (validation)")
+    p.add_argument("-tgt", required=True, help="their tokenized references")
+    p.add_argument("-output", required=True, help="the offsets file (JSON) for translate.py -freq_offsets")
+    p.add_argument("-decode_prior", type=float, default=0.0, help="beta of translate.py -decode_prior to fit under")
+    p.add_argument("-match", help="another system's tokenized output for -src: fit to its hyp/ref ratios "
+                   "instead of 1")
+    p.add_argument("-rounds", type=int, default=8, help="decodes of -src (default 8)")
+    p.add_argument("-step", type=float, default=0.5, help="the share of log(wanted / found) each round moves a bin")
+    p.add_argument("-min_tokens", type=int, default=20, help="bins with fewer reference tokens keep offset 0")
+    p.add_argument("-block_ngram_repeat", type=int, default=0, help="as translate.py's")
+    p.add_argument("-batch_size", type=int, default=32, help="sentences per batch")
+    add_threads_arg(p)
+    args = p.parse_args(argv)
+    if args.rounds < 1:
+        raise UserError(f"-rounds must be at least 1, got {args.rounds}")
+    if not args.step > 0:
+        raise UserError(f"-step must be positive, got {args.step}")
+    if args.min_tokens < 1:
+        raise UserError(f"-min_tokens must be at least 1, got {args.min_tokens}")
+    if args.block_ngram_repeat < 0:
+        raise UserError(f"-block_ngram_repeat must be 0 (off) or a positive n-gram size, got {args.block_ngram_repeat}")
+    src, ref = read(args.src), read(args.tgt)
+    if len(src) != len(ref):
+        raise UserError(f"-tgt {args.tgt} has {len(ref)} lines but -src {args.src} has {len(src)}")
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    if not os.path.isdir(out_dir):
+        raise UserError(f"-output {args.output}: directory {out_dir} does not exist")
+    apply_threads(args.threads)
+    # the translator checks the model's training counts, and that -decode_prior is for a continuous one
+    translator = Translator(args.model, decode_prior=args.decode_prior, block_ngram_repeat=args.block_ngram_repeat,
+                            freq_offsets=[0.0] * len(FREQ_BINS))
+    vocab = translator.tgt_vocab
+    counts = dict(zip(vocab.itos, vocab.counts, strict=True))
+    ref_bins = bin_tokens(ref, counts)
+    if args.match:
+        other = read(args.match)
+        if len(other) != len(src):
+            raise UserError(f"-match {args.match} has {len(other)} lines but -src {args.src} has {len(src)}")
+        target = ratios(bin_tokens(other, counts), ref_bins)
+    else:
+        target = [1.0] * len(FREQ_BINS)
+    def decode(offsets):
+        translator.set_freq_offsets(offsets)
+        with torch.no_grad():
+            return translator.translate_lines(src, batch_size=args.batch_size)
+
+    names = [n for n, _, _ in FREQ_BINS]
+    print(f"bins {' '.join(f'{n:>5}' for n in names)}")
+    print(f"reference tokens {' '.join(f'{n:5d}' for n in ref_bins)}")
+    print(f"target hyp/ref {fmt(target)}")
+
+    def report(i, offsets, outputs, rat):
+        bleu, _ = tokenized_bleu(outputs, ref)
+        print(f"round {i}: offsets {fmt(offsets)} | hyp/ref {fmt(rat)} | BLEU (tokenized) {bleu:.2f}", flush=True)
+
+    offsets, _, rat = fit_offsets(decode, ref, counts, target, args.rounds, args.step, args.min_tokens, report)
+    save_offsets(args.output, offsets, args.decode_prior, target, os.path.abspath(args.src))
+    print(f"kept offsets {fmt(offsets)} (hyp/ref {fmt(rat)}) -> {args.output}")
+
+
+if __name__ == "__main__":
+    main()
