@@ -43,8 +43,10 @@
 # VALID_NOPUNCT [0; 1: every validation score of steps 3, 5 and 6 is the mean of the validation set's BLEU and that
 # of its copy without final . ! ? (tools/strip_final_punct.py, TOK/val_nop.*), which shows the continuous decoder's
 # loops; word rows only; a choice.txt or block.txt written without it is kept: delete it to choose again],
-# CALIBRATE [0; 1: step 7 fits translate.py -freq_offsets on validation for every beta of BETAS (continuous word
-# rows; tools/calibrate_offsets.py), picks the beta on validation BLEU and decodes the tests again into TEST.calib.*].
+# CALIBRATE [0; 1: step 7 fits translate.py -freq_offsets on validation (tools/calibrate_offsets.py -rounds
+# CAL_ROUNDS [12]) for every beta of CAL_BETAS ["0 0.25 0.5 0.75 1"; ce rows: 0 only; with the offsets the best beta
+# is larger than without: 0.5 on the LSTM rows among -0.25 ... 0.5], picks the beta on validation BLEU and decodes
+# the tests again into TEST.calib.*; word rows only].
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -66,6 +68,8 @@ UL_EPOCHS=${UL_EPOCHS:-2}
 UL_LR=${UL_LR:-}
 VALID_NOPUNCT=${VALID_NOPUNCT:-0}
 CALIBRATE=${CALIBRATE:-0}
+CAL_BETAS=${CAL_BETAS:-0 0.25 0.5 0.75 1}
+CAL_ROUNDS=${CAL_ROUNDS:-12}
 # docs/recipes/transformer.sh's Transformer (d_model 128, 2+2 layers), without its learning rate
 TMODEL=${TMODEL:--encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 \
 -heads 4 -transformer_ff 512 -dropout 0.3 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot \
@@ -211,22 +215,25 @@ calibrate_step() {  # CALIBRATE=1: frequency-bin offsets (tools/calibrate_offset
   # TEST.calib.* with that beta and its offsets
   [ "$CALIBRATE" = 1 ] || return 0
   [ "$SRC_TXT" = "$TOK" ] || { echo "error: CALIBRATE=1 is for word rows, not $cfg" >&2; exit 2; }
-  local block=0 b bleu best_bleu=-1 pick=
+  local block=0 b bleu best_bleu=-1 pick= betas=$CAL_BETAS scores=
+  [[ $flags == *"-loss ce"* ]] && betas=0  # a softmax takes the offsets on its log-probabilities, no beta
   [ -s "$run/block.txt" ] && read -r _ block _ < "$run/block.txt"
   if [ ! -s "$run/calib.txt" ]; then
-    for b in $BETAS; do
+    for b in $betas; do
       [ -s "$run/offsets.$b.json" ] || python tools/calibrate_offsets.py -model "$run/$ckpt" -src "$TOK/val.$SRC" \
-        -tgt "$TOK/val.$TGT" -decode_prior "$b" -block_ngram_repeat "$block" -threads "$THREADS" \
-        -output "$run/offsets.$b.json" > "$run/offsets.$b.log"
+        -tgt "$TOK/val.$TGT" -decode_prior "$b" -block_ngram_repeat "$block" -rounds "$CAL_ROUNDS" \
+        -threads "$THREADS" -output "$run/offsets.$b.json" > "$run/offsets.$b.log"
       bleu=$(valid_bleu "$run/$ckpt" "$b" "$block" "$run/offsets.$b.json")
+      scores="$scores $b:$bleu"
       if awk "BEGIN{exit !($bleu > $best_bleu)}"; then pick=$b; best_bleu=$bleu; fi
     done
-    echo "beta $pick valid_bleu $best_bleu (offsets.$pick.json, -block_ngram_repeat $block; among $BETAS)" \
+    echo "beta $pick valid_bleu $best_bleu (offsets.$pick.json, -block_ngram_repeat $block; beta:valid_bleu$scores)" \
       > "$run/calib.txt"
   fi
   read -r _ b _ < "$run/calib.txt"
   local row_prior=("${prior[@]}")
-  prior=(-decode_prior "$b" -freq_offsets "$run/offsets.$b.json")
+  prior=(-freq_offsets "$run/offsets.$b.json")
+  [ "$b" != 0 ] && prior+=(-decode_prior "$b")
   test_decode .calib "$block"
   prior=("${row_prior[@]}")
 }
