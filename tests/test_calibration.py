@@ -222,3 +222,54 @@ def test_calibrate_and_translate_end_to_end(data, tmp_path, capsys):  # noqa: F8
     refused(calibrate.main, [*base[:-1], str(tmp_path / "nodir" / "y.json")], "does not exist")
     refused(calibrate.main, ["-model", str(ce), *base[2:], "-decode_prior", "0.5"], "this model has a softmax")
     assert not (tmp_path / "y.json").exists()
+
+
+# --- tools/score_calibration.py ---------------------------------------------------------------------
+
+
+def ratios_printed(text, label):
+    line = next(ln for ln in text.splitlines() if ln.strip().startswith(label))
+    return [float(v) for v in line.split()[-len(FREQ_BINS):]]
+
+
+def test_score_calibration_and_the_bias_refit(data, tmp_path, capsys):  # noqa: F811
+    """On the training data itself a refit bias (full softmax, model frozen, no dropout here) makes
+    the expected tokens of every bin match the reference's, which the contrastive bias does not;
+    -output writes a checkpoint with that bias and nothing else changed; misuse is refused."""
+    score = load_tool("score_calibration")
+    run_train(data, tmp_path, loss="nllvmf_nce", word_bias=True, lambda1="0", lambda2="1", **WC)
+    model = str(tmp_path / "m_last.pt")
+    # validation = training data here: the first 8 pairs are both, so use the training shard for it
+    prefix = tmp_path / "same"
+    for f in data["dir"].iterdir():
+        if f.name.startswith("d.train."):
+            (tmp_path / f.name.replace("d.train.", "same.train.")).write_bytes(f.read_bytes())
+            (tmp_path / f.name.replace("d.train.", "same.valid.")).write_bytes(f.read_bytes())
+    score.main(["-model", model, "-data", str(prefix)])
+    before = capsys.readouterr().out
+    assert "refitted" not in before and len(ratios_printed(before, "argmax / ref")) == 6
+    out = tmp_path / "refit.pt"
+    score.main(["-model", model, "-data", str(prefix), "-refit_epochs", "40", "-refit_learning_rate", "0.1",
+                "-output", str(out)])
+    printed = capsys.readouterr().out
+    after = printed.split("validation, refitted bias")[1]
+    ref = ratios_printed(after, "reference tokens")
+    expected = ratios_printed(after, "expected / ref")
+    assert all(abs(e - 1) < 0.1 for e, r in zip(expected, ref, strict=True) if r >= 10), expected
+    first = ratios_printed(before, "expected / ref")
+    assert any(abs(e - 1) >= 0.1 for e, r in zip(first, ref, strict=True) if r >= 10), first
+    old, new = load_checkpoint(model), load_checkpoint(str(out))
+    assert not torch.equal(old["model"]["generator.bias"], new["model"]["generator.bias"])
+    assert all(torch.equal(v, new["model"][k]) for k, v in old["model"].items() if k != "generator.bias")
+    run_train(data, tmp_path / "nobias", loss="nllvmf_nce", **WC)
+
+    def refused(args, needle):
+        with pytest.raises(SystemExit) as exc:
+            score.main(args)
+        assert exc.value.code == 2 and needle in capsys.readouterr().err
+
+    refused(["-model", str(tmp_path / "nobias" / "m_last.pt"), "-data", str(prefix), "-refit_epochs", "1"],
+            "-word_bias")
+    refused(["-model", model, "-data", str(prefix), "-output", str(tmp_path / "x.pt")], "give -refit_epochs")
+    refused(["-model", model, "-data", str(tmp_path / "none")], "no valid shards")
+    assert not (tmp_path / "x.pt").exists()
