@@ -786,3 +786,27 @@ def test_quality_report_calibration_against_a_reference_row(tmp_path, capsys):
     assert f"| t_c (2 seeds) | {cells} | {cells} | 2.00 |" in out
     with pytest.raises(SystemExit, match="no run folder t_nope"):
         report.main(["-calibration_ref", "t_nope", str(tmp_path / "t_c.s1")])
+
+
+def test_quality_report_suffix_reads_the_other_decodes(tmp_path, capsys):
+    """-suffix .calib scores TEST.calib.bleu.txt and TEST.calib.calibration.json instead of step 4's files."""
+    import json
+
+    from tests.test_tools import load_tool
+
+    report = load_tool("quality_report")
+    sig = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
+    run = tmp_path / "t_x.s1"
+    write_log(run / "train.log", ["[10:00:00] start", "[10:00:30] validation at step 1: greedy BLEU 12.5"])
+    for suffix, b, ratio in (("", 40.0, 0.5), (".calib", 41.0, 1.0)):
+        for t in ("test_2016_flickr", "test_2017_flickr"):
+            (run / f"{t}{suffix}.bleu.txt").write_text(
+                f"sacreBLEU (detokenized): {b:.2f}  {sig}\n"
+                f"without -replace_unk (the model's own words, 0.0% <unk>): sacreBLEU {b:.2f}  {sig}\n")
+            (run / f"{t}{suffix}.calibration.json").write_text(json.dumps(
+                {k: {"ratio": ratio} for k in ("1", "2-4", "5-9", "10-99")}))
+    report.main([str(run)])
+    assert "| t_x.s1 | 40.00 | 40.00 |" in capsys.readouterr().out
+    report.main(["-suffix", ".calib", str(run)])
+    out = capsys.readouterr().out
+    assert "| t_x.s1 | 41.00 | 41.00 |" in out and "1.00 / 1.00 / 1.00 / 1.00" in out and "0.50" not in out

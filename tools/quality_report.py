@@ -28,9 +28,10 @@ def read(path):
         return f.read()
 
 
-def test_scores(run, test):
-    """-> (sacreBLEU with -replace_unk, sacreBLEU without it, <unk> %) of one test set, or None."""
-    path = os.path.join(run, f"{test}.bleu.txt")
+def test_scores(run, test, suffix=""):
+    """-> (sacreBLEU with -replace_unk, sacreBLEU without it, <unk> %) of one test set, or None.
+    ``suffix``: word_choice.sh's other decodes of the tests (.block, .calib): TEST.SUFFIX.bleu.txt."""
+    path = os.path.join(run, f"{test}{suffix}.bleu.txt")
     if not os.path.exists(path):
         return None
     text = read(path)
@@ -98,11 +99,11 @@ def seed_summary(rows):
     return lines
 
 
-def calibration_ratios(run):
+def calibration_ratios(run, suffix=""):
     """-> [[ratio of each of CALIBRATION_BINS] per test] from TEST.calibration.json, or None."""
     out = []
     for test in TESTS:
-        path = os.path.join(run, f"{test}.calibration.json")
+        path = os.path.join(run, f"{test}{suffix}.calibration.json")
         if not os.path.exists(path):
             return None
         table = json.loads(read(path))
@@ -110,9 +111,9 @@ def calibration_ratios(run):
     return out
 
 
-def calibration(run):
+def calibration(run, suffix=""):
     """-> "choice" cell and the output/reference ratios of CALIBRATION_BINS per test, or None."""
-    ratios = calibration_ratios(run)
+    ratios = calibration_ratios(run, suffix)
     if ratios is None:
         return None
     cells = [" / ".join(f"{r:.2f}" for r in test) for test in ratios]
@@ -122,11 +123,11 @@ def calibration(run):
     return [picked, *cells]
 
 
-def calibration_tables(run):
+def calibration_tables(run, suffix=""):
     """-> {test: {bin: (reference tokens, ratio)}} from TEST.calibration.json, or None."""
     out = {}
     for test in TESTS:
-        path = os.path.join(run, f"{test}.calibration.json")
+        path = os.path.join(run, f"{test}{suffix}.calibration.json")
         if not os.path.exists(path):
             return None
         out[test] = {b: (v["ref"], v["ratio"]) for b, v in json.loads(read(path)).items()}
@@ -175,6 +176,8 @@ def main(argv=None):
                    "others are divided by, e.g. t_ce")
     p.add_argument("-min_ref", type=int, default=50, help="-calibration_ref: bins with fewer reference tokens "
                    "are left out")
+    p.add_argument("-suffix", default="", help="score word_choice.sh's other decodes of the tests: .block (step "
+                   "5's -block_ngram_repeat) or .calib (step 7's -freq_offsets); default: step 4's")
     args = p.parse_args(argv)
     print("| row | test_2016 | test_2017 | without -replace_unk (2016 / 2017) | `<unk>` (2016) "
           "| best val. epoch | s to best | train wall s |")
@@ -186,7 +189,7 @@ def main(argv=None):
             print(f"{run}: no train.log", file=sys.stderr)
             continue
         name = os.path.basename(os.path.normpath(run))
-        scores = [test_scores(run, t) for t in TESTS]
+        scores = [test_scores(run, t, args.suffix) for t in TESTS]
         bleus = valid_bleus(run)
         best = max(range(len(bleus)), key=lambda i: (bleus[i], -i)) + 1 if bleus else "–"
         cells = [f"{s[0]:.2f}" if s else "–" for s in scores]
@@ -196,7 +199,7 @@ def main(argv=None):
         to_best = seconds_to_best(run)
         print(f"| {name} | {cells[0]} | {cells[1]} | {own} | {unk} | {best} | {to_best if to_best else '–'} "
               f"| {wall if wall else '–'} |")
-        per_seed[name] = {"scores": scores, "ratios": calibration_ratios(run)}
+        per_seed[name] = {"scores": scores, "ratios": calibration_ratios(run, args.suffix)}
         curves.append((name, bleus))
     summary = seed_summary(per_seed)
     if summary:
@@ -205,7 +208,7 @@ def main(argv=None):
               "| mean output/reference tokens, bins " + ", ".join(CALIBRATION_BINS) + ": test_2016 | test_2017 |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         print("\n".join(summary))
-    calib = [(os.path.basename(os.path.normpath(r)), calibration(r)) for r in args.runs]
+    calib = [(os.path.basename(os.path.normpath(r)), calibration(r, args.suffix)) for r in args.runs]
     if any(c for _, c in calib):
         print()
         print("| row | checkpoint, -decode_prior (picked on validation) | output/reference tokens, bins "
@@ -219,7 +222,7 @@ def main(argv=None):
         print(f"| row | ratio / {args.calibration_ref}'s ratio, bins {', '.join(ALL_BINS)} (at least "
               f"{args.min_ref} reference tokens): test_2016 | test_2017 | furthest from 1 (as a factor) |")
         print("| --- | ---: | ---: | ---: |")
-        tables = {os.path.basename(os.path.normpath(r)): calibration_tables(r) for r in args.runs}
+        tables = {os.path.basename(os.path.normpath(r)): calibration_tables(r, args.suffix) for r in args.runs}
         print("\n".join(calibration_against(tables, args.calibration_ref, args.min_ref)))
     width = max((len(b) for _, b in curves), default=0)
     print()

@@ -46,7 +46,7 @@
 # CALIBRATE [0; 1: step 7 fits translate.py -freq_offsets on validation (tools/calibrate_offsets.py -rounds
 # CAL_ROUNDS [12]) for every beta of CAL_BETAS ["0 0.25 0.5 0.75 1"; ce rows: 0 only; with the offsets the best beta
 # is larger than without: 0.5 on the LSTM rows among -0.25 ... 0.5], picks the beta on validation BLEU and decodes
-# the tests again into TEST.calib.*; word rows only].
+# the tests again into TEST.calib.*; word rows only; with UL set, the fine-tuned rows only].
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -292,8 +292,9 @@ for cfg in $CONFIGS; do
     test_decode "" 0
     # 5. (BLOCKS set) translate.py -block_ngram_repeat n picked on validation among 0 and these, every row alike
     block_step
-    # 7. (CALIBRATE=1) frequency-bin offsets fitted on validation, beta picked again with them
-    calibrate_step
+    # 7. (CALIBRATE=1) frequency-bin offsets fitted on validation, beta picked again with them (with UL set: on the
+    # fine-tuned row only, below)
+    [ -n "$UL" ] || calibrate_step
     # 6. (UL set) sequence-level unlikelihood fine-tuning (train.py -seq_unlikelihood UL, -seq_unlikelihood_ngram
     # UL_NGRAM; UL=0: the same fine-tune without it, the control) from step 3's model_best.pt (the averaged file
     # keeps no optimiser state), UL_EPOCHS more epochs with the row's own flags, into $run.ulUL.nUL_NGRAM. An
