@@ -188,6 +188,14 @@ def test_calibrate_and_translate_end_to_end(data, tmp_path, capsys):  # noqa: F8
     assert words and all(bin_index(counts[w]) == k for w in words)
     translate.main(translate_args(model, data, tmp_path / "plain.txt"))
     assert any(bin_index(counts[w]) != k for w in (tmp_path / "plain.txt").read_text().split())
+    # -match: the target is the mean of those outputs' ratios (here the plain output's and the reference's, 1)
+    calibrate.main(["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(tmp_path / "m.json"),
+                    "-rounds", "1", "-match", str(tmp_path / "plain.txt"), str(ref)])
+    refs = bin_tokens(ref.read_text().splitlines(), counts)
+    plain = bin_tokens((tmp_path / "plain.txt").read_text().splitlines(), counts)
+    want = [(p / r + 1) / 2 if r else None for p, r in zip(plain, refs, strict=True)]
+    got = json.loads((tmp_path / "m.json").read_text())["target"]
+    assert [None if w is None else pytest.approx(w) for w in want] == got
     capsys.readouterr()
 
     def refused(main, args, needle):

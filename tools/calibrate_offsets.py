@@ -55,8 +55,8 @@ def main(argv=None):
     p.add_argument("-tgt", required=True, help="their tokenized references")
     p.add_argument("-output", required=True, help="the offsets file (JSON) for translate.py -freq_offsets")
     p.add_argument("-decode_prior", type=float, default=0.0, help="beta of translate.py -decode_prior to fit under")
-    p.add_argument("-match", help="another system's tokenized output for -src: fit to its hyp/ref ratios "
-                   "instead of 1")
+    p.add_argument("-match", nargs="+", help="other systems' tokenized outputs for -src (e.g. a softmax model's, one "
+                   "per seed): fit to their hyp/ref ratios (the mean over the files) instead of 1")
     p.add_argument("-rounds", type=int, default=8, help="decodes of -src (default 8)")
     p.add_argument("-step", type=float, default=0.5, help="the share of log(wanted / found) each round moves a bin")
     p.add_argument("-min_tokens", type=int, default=20, help="bins with fewer reference tokens keep offset 0")
@@ -86,10 +86,13 @@ def main(argv=None):
     counts = dict(zip(vocab.itos, vocab.counts, strict=True))
     ref_bins = bin_tokens(ref, counts)
     if args.match:
-        other = read(args.match)
-        if len(other) != len(src):
-            raise UserError(f"-match {args.match} has {len(other)} lines but -src {args.src} has {len(src)}")
-        target = ratios(bin_tokens(other, counts), ref_bins)
+        found = []
+        for path in args.match:
+            other = read(path)
+            if len(other) != len(src):
+                raise UserError(f"-match {path} has {len(other)} lines but -src {args.src} has {len(src)}")
+            found.append(ratios(bin_tokens(other, counts), ref_bins))
+        target = [sum(col) / len(col) for col in zip(*found, strict=True)]
     else:
         target = [1.0] * len(FREQ_BINS)
     def decode(offsets):
@@ -107,7 +110,8 @@ def main(argv=None):
         print(f"round {i}: offsets {fmt(offsets)} | hyp/ref {fmt(rat)} | BLEU (tokenized) {bleu:.2f}", flush=True)
 
     offsets, _, rat = fit_offsets(decode, ref, counts, target, args.rounds, args.step, args.min_tokens, report)
-    save_offsets(args.output, offsets, args.decode_prior, target, os.path.abspath(args.src))
+    source = os.path.abspath(args.src) + ("" if not args.match else " (matching " + ", ".join(args.match) + ")")
+    save_offsets(args.output, offsets, args.decode_prior, target, source)
     print(f"kept offsets {fmt(offsets)} (hyp/ref {fmt(rat)}) -> {args.output}")
 
 

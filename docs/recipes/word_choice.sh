@@ -46,7 +46,9 @@
 # CALIBRATE [0; 1: step 7 fits translate.py -freq_offsets on validation (tools/calibrate_offsets.py -rounds
 # CAL_ROUNDS [12]) for every beta of CAL_BETAS ["0 0.25 0.5 0.75 1"; ce rows: 0 only; with the offsets the best beta
 # is larger than without: 0.5 on the LSTM rows among -0.25 ... 0.5], picks the beta on validation BLEU and decodes
-# the tests again into TEST.calib.*; word rows only; with UL set, the fine-tuned rows only].
+# the tests again into TEST.calib.*; word rows only; with UL set, the fine-tuned rows only], CAL_MATCH [empty; other
+# systems' validation outputs, e.g. ce's: fit to their mean output/reference ratios instead of 1], CAL_NAME [calib;
+# the tag of step 7's files: CAL_NAME.txt, offsets.CAL_NAME.BETA.json (offsets.BETA.json for calib), TEST.CAL_NAME.*].
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -70,6 +72,8 @@ VALID_NOPUNCT=${VALID_NOPUNCT:-0}
 CALIBRATE=${CALIBRATE:-0}
 CAL_BETAS=${CAL_BETAS:-0 0.25 0.5 0.75 1}
 CAL_ROUNDS=${CAL_ROUNDS:-12}
+CAL_MATCH=${CAL_MATCH:-}
+CAL_NAME=${CAL_NAME:-calib}
 # docs/recipes/transformer.sh's Transformer (d_model 128, 2+2 layers), without its learning rate
 TMODEL=${TMODEL:--encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 \
 -heads 4 -transformer_ff 512 -dropout 0.3 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot \
@@ -164,12 +168,12 @@ prepare_bpe() {
 
 # per row: DATA (preprocess.py prefix), SRC_TXT (the source text to translate), BPE_TRAIN and BPE_DECODE
 # (the flags that score words, not pieces: the references are always the tokenized words)
-valid_bleu() {  # CHECKPOINT BETA [BLOCK [OFFSETS]] -> sacreBLEU of the validation set (greedy, no -replace_unk);
-  # with VALID_NOPUNCT=1 the mean of it and of the validation set without final punctuation (val_nop). OFFSETS: a
-  # file of tools/calibrate_offsets.py fitted under BETA (translate.py -freq_offsets)
+valid_bleu() {  # CHECKPOINT BETA [BLOCK [OFFSETS NAME]] -> sacreBLEU of the validation set (greedy, no
+  # -replace_unk); with VALID_NOPUNCT=1 the mean of it and of the validation set without final punctuation (val_nop).
+  # OFFSETS: a file of tools/calibrate_offsets.py fitted under BETA (translate.py -freq_offsets), NAME its tag
   local prior=(); [ "$2" != 0 ] && prior=(-decode_prior "$2")
   local block=${3:-0} plain nop calib=
-  [ -n "${4:-}" ] && { prior+=(-freq_offsets "$4"); calib=.calib; }
+  [ -n "${4:-}" ] && { prior+=(-freq_offsets "$4"); calib=.$5; }
   plain=$(python translate.py -model "$1" -src "$SRC_TXT/val.$SRC" -output "$1.val.$2.$block$calib.$TGT" \
     -tgt "$TOK/val.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" -block_ngram_repeat "$block" \
     "${BPE_DECODE[@]}" | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p')
@@ -211,30 +215,33 @@ block_step() {  # BLOCKS set: -block_ngram_repeat picked on validation among 0 a
 }
 
 calibrate_step() {  # CALIBRATE=1: frequency-bin offsets (tools/calibrate_offsets.py) fitted on validation under
-  # every beta of BETAS with step 5's blocking (0 without it); validation BLEU picks the beta; the tests again into
-  # TEST.calib.* with that beta and its offsets
+  # every beta of CAL_BETAS with step 5's blocking (0 without it); validation BLEU picks the beta; the tests again
+  # into TEST.CAL_NAME.* with that beta and its offsets (CAL_MATCH: fitted to those outputs' ratios instead of 1)
   [ "$CALIBRATE" = 1 ] || return 0
   [ "$SRC_TXT" = "$TOK" ] || { echo "error: CALIBRATE=1 is for word rows, not $cfg" >&2; exit 2; }
-  local block=0 b bleu best_bleu=-1 pick= betas=$CAL_BETAS scores=
+  local block=0 b bleu best_bleu=-1 pick= betas=$CAL_BETAS scores= off=offsets match=()
+  [ "$CAL_NAME" = calib ] || off=offsets.$CAL_NAME
+  # shellcheck disable=SC2206  # CAL_MATCH: a list of files
+  [ -n "$CAL_MATCH" ] && match=(-match $CAL_MATCH)
   [[ $flags == *"-loss ce"* ]] && betas=0  # a softmax takes the offsets on its log-probabilities, no beta
   [ -s "$run/block.txt" ] && read -r _ block _ < "$run/block.txt"
-  if [ ! -s "$run/calib.txt" ]; then
+  if [ ! -s "$run/$CAL_NAME.txt" ]; then
     for b in $betas; do
-      [ -s "$run/offsets.$b.json" ] || python tools/calibrate_offsets.py -model "$run/$ckpt" -src "$TOK/val.$SRC" \
-        -tgt "$TOK/val.$TGT" -decode_prior "$b" -block_ngram_repeat "$block" -rounds "$CAL_ROUNDS" \
-        -threads "$THREADS" -output "$run/offsets.$b.json" > "$run/offsets.$b.log"
-      bleu=$(valid_bleu "$run/$ckpt" "$b" "$block" "$run/offsets.$b.json")
+      [ -s "$run/$off.$b.json" ] || python tools/calibrate_offsets.py -model "$run/$ckpt" -src "$TOK/val.$SRC" \
+        -tgt "$TOK/val.$TGT" -decode_prior "$b" -block_ngram_repeat "$block" -rounds "$CAL_ROUNDS" "${match[@]}" \
+        -threads "$THREADS" -output "$run/$off.$b.json" > "$run/$off.$b.log"
+      bleu=$(valid_bleu "$run/$ckpt" "$b" "$block" "$run/$off.$b.json" "$CAL_NAME")
       scores="$scores $b:$bleu"
       if awk "BEGIN{exit !($bleu > $best_bleu)}"; then pick=$b; best_bleu=$bleu; fi
     done
-    echo "beta $pick valid_bleu $best_bleu (offsets.$pick.json, -block_ngram_repeat $block; beta:valid_bleu$scores)" \
-      > "$run/calib.txt"
+    echo "beta $pick valid_bleu $best_bleu ($off.$pick.json, -block_ngram_repeat $block; beta:valid_bleu$scores)" \
+      > "$run/$CAL_NAME.txt"
   fi
-  read -r _ b _ < "$run/calib.txt"
+  read -r _ b _ < "$run/$CAL_NAME.txt"
   local row_prior=("${prior[@]}")
-  prior=(-freq_offsets "$run/offsets.$b.json")
+  prior=(-freq_offsets "$run/$off.$b.json")
   [ "$b" != 0 ] && prior+=(-decode_prior "$b")
-  test_decode .calib "$block"
+  test_decode ".$CAL_NAME" "$block"
   prior=("${row_prior[@]}")
 }
 
