@@ -786,6 +786,15 @@ def test_quality_report_calibration_against_a_reference_row(tmp_path, capsys):
     assert f"| t_c (2 seeds) | {cells} | {cells} | 2.00 |" in out
     with pytest.raises(SystemExit, match="no run folder t_nope"):
         report.main(["-calibration_ref", "t_nope", str(tmp_path / "t_c.s1")])
+    # -suffix / -ref_suffix: the other rows' .calib decodes against the reference row's step-4 decodes
+    for name in ("t_c.s1", "t_c.s2"):
+        for t in ("test_2016_flickr", "test_2017_flickr"):
+            (tmp_path / name / f"{t}.calib.calibration.json").write_text(json.dumps(
+                {b: {"ref": refs[b], "ratio": r} for b, r in zip(bins, [0.1, 0.6, 0.8, 1.0, 0.5, 1.0], strict=True)}))
+    report.main(["-calibration_ref", "t_ce", "-suffix", ".calib", "-ref_suffix", "",
+                 *(str(tmp_path / n) for n in ratios)])
+    cells = "– / 1.00 / 1.00 / 1.00 / 1.00 / 1.00"
+    assert f"| t_c (2 seeds) | {cells} | {cells} | 1.00 |" in capsys.readouterr().out
 
 
 def test_quality_report_suffix_reads_the_other_decodes(tmp_path, capsys):

@@ -178,6 +178,7 @@ def main(argv=None):
                    "are left out")
     p.add_argument("-suffix", default="", help="score word_choice.sh's other decodes of the tests: .block (step "
                    "5's -block_ngram_repeat) or .calib (step 7's -freq_offsets); default: step 4's")
+    p.add_argument("-ref_suffix", help="-calibration_ref: the decodes of that row to divide by (default: -suffix)")
     args = p.parse_args(argv)
     print("| row | test_2016 | test_2017 | without -replace_unk (2016 / 2017) | `<unk>` (2016) "
           "| best val. epoch | s to best | train wall s |")
@@ -222,7 +223,12 @@ def main(argv=None):
         print(f"| row | ratio / {args.calibration_ref}'s ratio, bins {', '.join(ALL_BINS)} (at least "
               f"{args.min_ref} reference tokens): test_2016 | test_2017 | furthest from 1 (as a factor) |")
         print("| --- | ---: | ---: | ---: |")
-        tables = {os.path.basename(os.path.normpath(r)): calibration_tables(r, args.suffix) for r in args.runs}
+        ref_suffix = args.suffix if args.ref_suffix is None else args.ref_suffix
+        tables = {}
+        for r in args.runs:
+            name = os.path.basename(os.path.normpath(r))
+            is_ref = re.sub(r"\.s\d+$", "", name) == args.calibration_ref
+            tables[name] = calibration_tables(r, ref_suffix if is_ref else args.suffix)
         print("\n".join(calibration_against(tables, args.calibration_ref, args.min_ref)))
     width = max((len(b) for _, b in curves), default=0)
     print()
