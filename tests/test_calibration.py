@@ -151,7 +151,9 @@ def test_offsets_file_round_trip_and_errors(tmp_path):
              (json.dumps({**good, "bins": good["bins"][:3]}), "bins"),
              (json.dumps({**good, "offsets": [1.0] * 5}), "6 finite numbers"),
              (json.dumps({**good, "offsets": [1.0] * 5 + ["x"]}), "6 finite numbers"),
-             (json.dumps({**good, "decode_prior": None}), "decode_prior")]
+             (json.dumps({**good, "offsets": [True] * 6}), "6 finite numbers"),
+             (json.dumps({**good, "decode_prior": None}), "decode_prior"),
+             (json.dumps({**good, "decode_prior": False}), "decode_prior")]
     for text, needle in cases:
         path.write_text(text)
         with pytest.raises(UserError, match=needle):

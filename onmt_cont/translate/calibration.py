@@ -1,4 +1,5 @@
-"""Frequency-bin offsets: calibrated word choice for continuous models (issue 21).
+"""Frequency-bin offsets: calibrated word choice, made for continuous models (issue 21); softmax
+models take them on their log-probabilities too.
 
 Nearest-neighbour decoding has no frequency prior. translate.py -decode_prior β adds β · log
 p_train(w), one slope over the whole frequency range, and validation BLEU picks β > 0 on the
@@ -114,6 +115,11 @@ def save_offsets(path, offsets, beta, target, source):
     atomic_write_text(path, json.dumps(data, indent=1) + "\n")
 
 
+def _is_number(x):
+    """A finite JSON number (not true/false, which Python counts as ints)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def load_offsets(path):
     """-> (offsets [bins], β) from a file written by :func:`save_offsets`; UserError otherwise."""
     if not os.path.isfile(path):
@@ -131,9 +137,8 @@ def load_offsets(path):
     if data.get("bins") != bins:
         raise UserError(f"-freq_offsets {path}: its bins {data.get('bins')} are not this version's {bins}")
     offsets, beta = data.get("offsets"), data.get("decode_prior")
-    if (not isinstance(offsets, list) or len(offsets) != len(FREQ_BINS)
-            or not all(isinstance(o, (int, float)) and math.isfinite(o) for o in offsets)):
+    if not isinstance(offsets, list) or len(offsets) != len(FREQ_BINS) or not all(map(_is_number, offsets)):
         raise UserError(f"-freq_offsets {path}: \"offsets\" must be {len(FREQ_BINS)} finite numbers, got {offsets!r}")
-    if not isinstance(beta, (int, float)) or not math.isfinite(beta):
+    if not _is_number(beta):
         raise UserError(f"-freq_offsets {path}: \"decode_prior\" must be a number, got {beta!r}")
     return [float(o) for o in offsets], float(beta)
