@@ -176,6 +176,13 @@ def test_calibrate_and_translate_end_to_end(data, tmp_path, capsys):  # noqa: F8
     assert "round 0:" in printed and "round 1:" in printed and "kept offsets" in printed
     offsets, beta = load_offsets(str(out))
     assert beta == 0.5 and len(offsets) == 6
+    # -keep bleu: the written offsets are those of the round with the highest printed BLEU
+    calibrate.main(["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(tmp_path / "b.json"),
+                    "-decode_prior", "0.5", "-rounds", "3", "-min_tokens", "1", "-keep", "bleu"])
+    rounds = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("round ")]
+    best = max(rounds, key=lambda ln: float(ln.split()[-1]))  # the first of the highest, as the fit keeps it
+    want = [float(v) for v in best.split("offsets")[1].split("|")[0].split()]
+    assert load_offsets(str(tmp_path / "b.json"))[0] == pytest.approx(want, abs=0.006)
     translate.main(translate_args(model, data, tmp_path / "cal.txt", "-decode_prior", "0.5", "-freq_offsets", str(out)))
     assert len((tmp_path / "cal.txt").read_text().splitlines()) == 8
 
@@ -283,3 +290,17 @@ def test_score_calibration_and_the_bias_refit(data, tmp_path, capsys):  # noqa: 
     refused(["-model", model, "-data", str(prefix), "-output", str(tmp_path / "x.pt")], "give -refit_epochs")
     refused(["-model", model, "-data", str(tmp_path / "none")], "no valid shards")
     assert not (tmp_path / "x.pt").exists()
+
+
+def test_fit_can_keep_the_round_that_scores_best():
+    """score(outputs): the round of the highest score is kept, not the one nearest the target."""
+    ref_tokens = [300, 400, 500, 2000, 3000, 8000]
+    decode, ref, counts = fake_decoder(ref_tokens, [2.0, 1.5, 1.0, 0.3, -0.2, 0.0])
+    seen = []
+    fit_offsets(decode, ref, counts, [1.0] * 6, rounds=6, on_round=lambda i, o, out, r: seen.append((o, out)))
+    pick = seen[2]  # a middle round: say the held-out score likes it best
+    offsets, outputs, _ = fit_offsets(decode, ref, counts, [1.0] * 6, rounds=6,
+                                      score=lambda out: 1.0 if out == pick[1] else 0.0)
+    assert offsets == pick[0] and outputs == pick[1]
+    nearest, _, _ = fit_offsets(decode, ref, counts, [1.0] * 6, rounds=6)
+    assert nearest != pick[0]

@@ -10,7 +10,8 @@ Each round decodes -src greedily (the model's own search, with -decode_prior and
 -block_ngram_repeat as given), counts the output's tokens in each bin of training counts (1, 2-4,
 5-9, 10-99, 100-999, 1000+) against -tgt's, and moves each bin's offset towards the target ratio:
 1 (as often as the reference), or with -match the ratios of another system's output on the same
-sources (e.g. a softmax model's). The round nearest the target is written. See
+sources (e.g. a softmax model's). The round nearest the target is written, or with -keep bleu the
+round whose output scores the highest BLEU against -tgt. See
 onmt_cont/translate/calibration.py. Tune on validation data, never on a test set.
 """
 
@@ -60,6 +61,9 @@ def main(argv=None):
     p.add_argument("-rounds", type=int, default=8, help="decodes of -src (default 8)")
     p.add_argument("-step", type=float, default=0.5, help="the share of log(wanted / found) each round moves a bin")
     p.add_argument("-min_tokens", type=int, default=20, help="bins with fewer reference tokens keep offset 0")
+    p.add_argument("-keep", choices=["target", "bleu"], default="target", help="which round's offsets to write: "
+                   "the one nearest the target (default), or the one of the highest -tgt BLEU (tokenized): the "
+                   "number of rounds then acts as a shrinkage that validation chooses")
     p.add_argument("-block_ngram_repeat", type=int, default=0, help="as translate.py's")
     p.add_argument("-batch_size", type=int, default=32, help="sentences per batch")
     add_threads_arg(p)
@@ -109,7 +113,9 @@ def main(argv=None):
         bleu, _ = tokenized_bleu(outputs, ref)
         print(f"round {i}: offsets {fmt(offsets)} | hyp/ref {fmt(rat)} | BLEU (tokenized) {bleu:.2f}", flush=True)
 
-    offsets, _, rat = fit_offsets(decode, ref, counts, target, args.rounds, args.step, args.min_tokens, report)
+    score = (lambda outputs: tokenized_bleu(outputs, ref)[0]) if args.keep == "bleu" else None
+    offsets, _, rat = fit_offsets(decode, ref, counts, target, args.rounds, args.step, args.min_tokens, report,
+                                  score)
     source = os.path.abspath(args.src) + ("" if not args.match else " (matching " + ", ".join(args.match) + ")")
     save_offsets(args.output, offsets, args.decode_prior, target, source)
     print(f"kept offsets {fmt(offsets)} (hyp/ref {fmt(rat)}) -> {args.output}")

@@ -48,7 +48,9 @@
 # is larger than without: 0.5 on the LSTM rows among -0.25 ... 0.5], picks the beta on validation BLEU and decodes
 # the tests again into TEST.calib.*; word rows only; with UL set, the fine-tuned rows only], CAL_MATCH [empty; other
 # systems' validation outputs, e.g. ce's: fit to their mean output/reference ratios instead of 1], CAL_NAME [calib;
-# the tag of step 7's files: CAL_NAME.txt, offsets.CAL_NAME.BETA.json (offsets.BETA.json for calib), TEST.CAL_NAME.*].
+# the tag of step 7's files: CAL_NAME.txt, offsets.CAL_NAME.BETA.json (offsets.BETA.json for calib), TEST.CAL_NAME.*],
+# CAL_KEEP [target: the round nearest the target; bleu: the round of the best validation BLEU, round 0 (no offsets)
+# included, so that validation chooses how far the fit goes].
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -74,6 +76,7 @@ CAL_BETAS=${CAL_BETAS:-0 0.25 0.5 0.75 1}
 CAL_ROUNDS=${CAL_ROUNDS:-12}
 CAL_MATCH=${CAL_MATCH:-}
 CAL_NAME=${CAL_NAME:-calib}
+CAL_KEEP=${CAL_KEEP:-target}
 # docs/recipes/transformer.sh's Transformer (d_model 128, 2+2 layers), without its learning rate
 TMODEL=${TMODEL:--encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 \
 -heads 4 -transformer_ff 512 -dropout 0.3 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot \
@@ -229,7 +232,7 @@ calibrate_step() {  # CALIBRATE=1: frequency-bin offsets (tools/calibrate_offset
     for b in $betas; do
       [ -s "$run/$off.$b.json" ] || python tools/calibrate_offsets.py -model "$run/$ckpt" -src "$TOK/val.$SRC" \
         -tgt "$TOK/val.$TGT" -decode_prior "$b" -block_ngram_repeat "$block" -rounds "$CAL_ROUNDS" "${match[@]}" \
-        -threads "$THREADS" -output "$run/$off.$b.json" > "$run/$off.$b.log"
+        -keep "$CAL_KEEP" -threads "$THREADS" -output "$run/$off.$b.json" > "$run/$off.$b.log"
       bleu=$(valid_bleu "$run/$ckpt" "$b" "$block" "$run/$off.$b.json" "$CAL_NAME")
       scores="$scores $b:$bleu"
       if awk "BEGIN{exit !($bleu > $best_bleu)}"; then pick=$b; best_bleu=$bleu; fi

@@ -75,14 +75,16 @@ def ratios(hyp_tokens, ref_tokens):
     return [h / r if r else math.nan for h, r in zip(hyp_tokens, ref_tokens, strict=True)]
 
 
-def fit_offsets(decode, ref_lines, counts, target, rounds=8, step=0.5, min_tokens=20, on_round=None):
+def fit_offsets(decode, ref_lines, counts, target, rounds=8, step=0.5, min_tokens=20, on_round=None, score=None):
     """Fit the bins' offsets so that ``decode``'s output has ``target`` x the reference's tokens in
     every bin.
 
     ``decode(offsets)``: the outputs (lines) for the held-out sources with these offsets;
     ``target``: [bins] wanted hyp/ref ratios; bins with fewer than ``min_tokens`` reference tokens
     keep offset 0 (too few to fit); ``on_round(i, offsets, outputs, ratios)`` is called after every
-    decode. -> (offsets, outputs, ratios) of the round nearest the target."""
+    decode. -> (offsets, outputs, ratios) of the round nearest the target, or with ``score(outputs)``
+    (higher is better, e.g. BLEU) of the round that scores highest: the rounds then act as a
+    shrinkage of the offsets towards 0 that the held-out set chooses."""
     if rounds < 1:
         raise ValueError(f"rounds must be at least 1, got {rounds}")
     if not step > 0:
@@ -98,6 +100,8 @@ def fit_offsets(decode, ref_lines, counts, target, rounds=8, step=0.5, min_token
         if on_round is not None:
             on_round(i, list(offsets), outputs, rat)
         worst = max((abs(math.log((hyp[k] + 1) / (target[k] * ref[k] + 1))) for k in fitted), default=0.0)
+        if score is not None:
+            worst = -score(outputs)
         if best is None or worst < best[0]:
             best = (worst, list(offsets), outputs, rat)
         for k in fitted:
