@@ -109,11 +109,18 @@ def main(argv=None):
     print(f"reference tokens {' '.join(f'{n:5d}' for n in ref_bins)}")
     print(f"target hyp/ref {fmt(target)}")
 
-    def report(i, offsets, outputs, rat):
-        bleu, _ = tokenized_bleu(outputs, ref)
-        print(f"round {i}: offsets {fmt(offsets)} | hyp/ref {fmt(rat)} | BLEU (tokenized) {bleu:.2f}", flush=True)
+    scored = {}  # the last round's outputs and BLEU: printed by report, reused by -keep bleu's score
 
-    score = (lambda outputs: tokenized_bleu(outputs, ref)[0]) if args.keep == "bleu" else None
+    def bleu_of(outputs):
+        if scored.get("outputs") is not outputs:
+            scored.update(outputs=outputs, bleu=tokenized_bleu(outputs, ref)[0])
+        return scored["bleu"]
+
+    def report(i, offsets, outputs, rat):
+        print(f"round {i}: offsets {fmt(offsets)} | hyp/ref {fmt(rat)} | BLEU (tokenized) {bleu_of(outputs):.2f}",
+              flush=True)
+
+    score = bleu_of if args.keep == "bleu" else None
     offsets, _, rat = fit_offsets(decode, ref, counts, target, args.rounds, args.step, args.min_tokens, report,
                                   score)
     source = os.path.abspath(args.src) + ("" if not args.match else " (matching " + ", ".join(args.match) + ")")

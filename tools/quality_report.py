@@ -67,6 +67,11 @@ def seconds_to_best(run):
     return best - stamps[0] if best is not None else None
 
 
+def row_name(run_name):
+    """A run folder's row: its name without the seed suffix .sN."""
+    return re.sub(r"\.s\d+$", "", run_name)
+
+
 def mean_std(xs):
     """-> "mean ± sample std" of two or more numbers."""
     mean = sum(xs) / len(xs)
@@ -81,7 +86,7 @@ def seed_summary(rows):
     without the lexicon, the <unk> rate, and the calibration ratios where every seed has them."""
     groups = {}
     for name, row in rows.items():
-        groups.setdefault(re.sub(r"\.s\d+$", "", name), []).append(row)
+        groups.setdefault(row_name(name), []).append(row)
     lines = []
     for base, runs in groups.items():
         if len(runs) < 2 or any(None in r["scores"] for r in runs):
@@ -141,7 +146,7 @@ def calibration_against(runs, ref, min_ref, tolerance=CALIBRATION_TOLERANCE):
     groups = {}
     for name, tables in runs.items():
         if tables is not None:
-            groups.setdefault(re.sub(r"\.s\d+$", "", name), []).append(tables)
+            groups.setdefault(row_name(name), []).append(tables)
     if ref not in groups:
         raise SystemExit(f"-calibration_ref {ref}: no run folder {ref} or {ref}.sN with TEST.calibration.json")
 
@@ -227,7 +232,7 @@ def main(argv=None):
         tables = {}
         for r in args.runs:
             name = os.path.basename(os.path.normpath(r))
-            is_ref = re.sub(r"\.s\d+$", "", name) == args.calibration_ref
+            is_ref = row_name(name) == args.calibration_ref
             tables[name] = calibration_tables(r, ref_suffix if is_ref else args.suffix)
         print("\n".join(calibration_against(tables, args.calibration_ref, args.min_ref)))
     width = max((len(b) for _, b in curves), default=0)

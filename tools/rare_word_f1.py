@@ -31,13 +31,14 @@ from collections import Counter
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
 
+from onmt_cont.translate.calibration import FREQ_BINS  # noqa: E402
 from onmt_cont.utils.io import read_lines  # noqa: E402
 
 BINS = [("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4", 4, 4), ("5-9", 5, 9), ("10-99", 10, 99),
         ("100-999", 100, 999), ("1000+", 1000, float("inf"))]
-# -bins calibration: the bins docs/results.md reports the hyp/ref ratio for (issue 21)
-CALIBRATION_BINS = [("0", 0, 0), ("1", 1, 1), ("2-4", 2, 4), ("5-9", 5, 9), ("10-99", 10, 99),
-                    ("100-999", 100, 999), ("1000+", 1000, float("inf"))]
+# -bins calibration: the bins docs/results.md reports the hyp/ref ratio for (issue 21), those of
+# translate.py -freq_offsets, plus words never seen in training
+CALIBRATION_BINS = [("0", 0, 0), *FREQ_BINS]
 BIN_SETS = {"paper": BINS, "calibration": CALIBRATION_BINS}
 
 
