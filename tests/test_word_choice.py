@@ -819,3 +819,18 @@ def test_quality_report_suffix_reads_the_other_decodes(tmp_path, capsys):
     report.main(["-suffix", ".calib", str(run)])
     out = capsys.readouterr().out
     assert "| t_x.s1 | 41.00 | 41.00 |" in out and "1.00 / 1.00 / 1.00 / 1.00" in out and "0.50" not in out
+
+
+def test_quality_report_unfinished_decode_is_a_clear_error(tmp_path, capsys):
+    """A TEST.bleu.txt without translate.py's two score lines (a decode still being written) names
+    the file and what was expected, exit 2, instead of a traceback."""
+    from tests.test_tools import load_tool
+
+    report = load_tool("quality_report")
+    run = tmp_path / "t_x.s1"
+    write_log(run / "train.log", ["[10:00:00] start", "[10:00:30] validation at step 1: greedy BLEU 12.5"])
+    (run / "test_2016_flickr.bleu.txt").write_text("")
+    with pytest.raises(SystemExit) as exc:
+        report.main([str(run)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "test_2016_flickr.bleu.txt: expected translate.py's" in err, err

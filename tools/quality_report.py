@@ -17,6 +17,10 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
+
+from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
+
 TESTS = ("test_2016_flickr", "test_2017_flickr")
 CALIBRATION_BINS = ("1", "2-4", "5-9", "10-99")
 ALL_BINS = ("1", "2-4", "5-9", "10-99", "100-999", "1000+")  # bin 0: words never seen, ratio 0 for every row
@@ -35,9 +39,12 @@ def test_scores(run, test, suffix=""):
     if not os.path.exists(path):
         return None
     text = read(path)
-    with_unk = float(re.search(r"^sacreBLEU \(detokenized\): ([\d.]+)", text, re.M).group(1))
+    with_unk = re.search(r"^sacreBLEU \(detokenized\): ([\d.]+)", text, re.M)
     own = re.search(r"^without -replace_unk \(the model's own words, ([\d.]+)% <unk>\): sacreBLEU ([\d.]+)", text, re.M)
-    return with_unk, float(own.group(2)), float(own.group(1))
+    if not (with_unk and own):  # e.g. a decode still being written
+        raise UserError(f"{path}: expected translate.py's 'sacreBLEU (detokenized): X' and 'without -replace_unk "
+                        "(the model's own words, P% <unk>): sacreBLEU Y' lines")
+    return float(with_unk.group(1)), float(own.group(2)), float(own.group(1))
 
 
 def valid_bleus(run):
@@ -174,6 +181,7 @@ def calibration_against(runs, ref, min_ref, tolerance=CALIBRATION_TOLERANCE):
     return lines
 
 
+@cli_main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="run folders")
