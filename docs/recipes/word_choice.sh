@@ -117,6 +117,9 @@ config() {
     t_nce_both_avg) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE|emb" ;;
     t_ce_dfp)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $DFP|emb" ;;
     t_nce_both_avg_dfp) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP|emb" ;;
+    t_ce_dfp_d01)  echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $DFP -dropout 0.1|emb" ;;
+    t_nce_both_avg_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|emb" ;;
+    t_nce_both_avg_dfp_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP -dropout 0.1|emb" ;;
     t_nce_both_avg_dfp_prefix) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP $PREFIX|emb" ;;
     t_nce_both_avg_train) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -train_table|emb" ;;
     t_bpe_ce)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1|bpe_none" ;;
