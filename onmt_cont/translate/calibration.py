@@ -99,11 +99,13 @@ def fit_offsets(decode, ref_lines, counts, target, rounds=8, step=0.5, min_token
         rat = ratios(hyp, ref)
         if on_round is not None:
             on_round(i, list(offsets), outputs, rat)
-        worst = max((abs(math.log((hyp[k] + 1) / (target[k] * ref[k] + 1))) for k in fitted), default=0.0)
-        if score is not None:
-            worst = -score(outputs)
-        if best is None or worst < best[0]:
-            best = (worst, list(offsets), outputs, rat)
+        # lower is better: the worst bin's log distance to its target, or minus the held-out score
+        if score is None:
+            loss = max((abs(math.log((hyp[k] + 1) / (target[k] * ref[k] + 1))) for k in fitted), default=0.0)
+        else:
+            loss = -score(outputs)
+        if best is None or loss < best[0]:
+            best = (loss, list(offsets), outputs, rat)
         for k in fitted:
             offsets[k] += step * math.log((target[k] * ref[k] + 1) / (hyp[k] + 1))
         anchor = offsets[len(FREQ_BINS) - 1]
