@@ -28,7 +28,7 @@
 #     from their average at noam factor 0.2; UL=0: the same fine-tune without it; docs/results.md 5c, continued (7))
 #   SRC=de OUT=runs/wc_win2_de-en CONFIGS="t_nce_both_avg_dfp_d01 t_ce_dfp_d01" SEEDS="1 2" WINDOW=2 EPOCHS=40 \
 #     BLOCKS="2 3" bash docs/recipes/word_choice.sh   (dropout 0.1 instead of transformer.sh's 0.3, both outputs;
-#     fr->en: SRC=fr CONFIGS=t_nce_both_avg_d01; docs/results.md 5c, continued (10), README's recommended row)
+#     fr->en: SRC=fr CONFIGS="t_nce_both_avg_d01 t_ce_d01"; docs/results.md 5c, continued (10), README's recommended row)
 #
 # Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
 # [runs/word_choice_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [20], EARLY [3, 0: off], WINDOW [1: train.py
@@ -120,6 +120,7 @@ config() {
     t_nce_both_avg) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE|emb" ;;
     t_ce_dfp)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $DFP|emb" ;;
     t_nce_both_avg_dfp) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP|emb" ;;
+    t_ce_d01)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 -dropout 0.1|emb" ;;
     t_ce_dfp_d01)  echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $DFP -dropout 0.1|emb" ;;
     t_nce_both_avg_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|emb" ;;
     t_nce_both_avg_dfp_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP -dropout 0.1|emb" ;;
