@@ -25,7 +25,7 @@ import torch
 from benchlib import synthetic_prior
 from torch.utils.flop_counter import FlopCounterMode
 
-from onmt_cont.losses import build_loss, negatives
+from onmt_cont.losses import build_loss, contrastive, negatives
 from onmt_cont.models import generators
 from onmt_cont.models.model import architecture, build_model
 
@@ -87,7 +87,13 @@ def _meta_sampling():
     def token_dots(vec, table, ids):
         return torch.einsum("nm,ncm->nc", vec, table[ids])
 
+    # The contrastive losses score each shared candidate word once (torch.unique: a data-dependent
+    # size): counted here as the list was drawn, repeats included, an upper bound.
+    def unique_shared(shared, n_per_token):
+        return shared, None
+
     with (
+        mock.patch.object(contrastive, "unique_shared", unique_shared),
         mock.patch.object(negatives._TokenDots, "apply", token_dots),
         mock.patch.object(generators, "sample_candidates", candidates),
         mock.patch.object(negatives, "table_neighbours", neighbours),

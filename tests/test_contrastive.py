@@ -283,3 +283,57 @@ def test_candidate_dots_per_token_keeps_the_bits_of_gathering():
     got = _TokenDots.apply(vec, table, ids)
     assert torch.equal(got, want)
     assert torch.equal(*(torch.autograd.grad((out * weight).sum(), vec)[0] for out in (got, want)))
+
+
+@pytest.mark.parametrize("name", ["infonce", "nllvmf_nce"])
+@pytest.mark.parametrize("correct", [False, True])
+@pytest.mark.parametrize("biased", [False, True])
+def test_repeated_candidates_are_scored_once(monkeypatch, name, correct, biased):
+    """Scoring each shared candidate once with logit + log(its count) gives the loss and the
+    gradients (prediction, bias) of scoring every repeat: on a batch whose targets repeat (the
+    in-batch list) and whose random draws repeat them too."""
+    from onmt_cont.losses import contrastive
+    from onmt_cont.outputs import BiasedVector
+
+    table, gen = random_table(vocab=30, m=6, seed=4)
+    target = torch.tensor([3, 3, 3, 9, 17, 9, 3, 5, 5, 3])
+    pred = torch.randn(10, 6, generator=gen, requires_grad=True)
+    bias = (torch.randn(30, generator=gen) * 0.3).requires_grad_(biased)
+    prior = torch.log_softmax(torch.randn(30, generator=gen), 0)
+    opt = Namespace(loss=name, negatives="inbatch,random,gold_nn", num_sampled=40, ann_candidates=4, temperature=0.2,
+                    contrastive_weight=1.0, lambda1=0.02, lambda2=0.1, vmf_approx=False, sampling_correction=correct)
+
+    def run():
+        torch.manual_seed(7)  # the same random draws (40 of 29 words: repeats) for both
+        out = BiasedVector(pred, bias) if biased else pred
+        loss = build_loss(opt, table, prior)(out, target)
+        inputs = (pred, bias) if biased else (pred,)
+        return loss, torch.autograd.grad(loss.sum(), inputs)
+
+    (loss, grads) = run()
+    seen = []
+    real = contrastive.unique_shared
+    monkeypatch.setattr(contrastive, "unique_shared", lambda shared, c: seen.append(real(shared, c)) or (shared, None))
+    (want, want_grads) = run()
+    assert seen and seen[0][0].numel() < 10 + 40  # there were repeats to merge
+    torch.testing.assert_close(loss, want)
+    for a, b in zip(grads, want_grads, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_candidate_dots_per_token_keeps_the_bits_in_chunks(monkeypatch):
+    """Computed a few tokens' rows at a time (here 3 chunks and a short last one), the products and
+    the prediction's gradient are still bit for bit those of gathering every row at once."""
+    from onmt_cont.losses import negatives
+
+    gen = torch.Generator().manual_seed(3)
+    table = torch.randn(200, 40, generator=gen)
+    ids = torch.randint(1, 200, (23, 7), generator=gen)
+    vec = torch.randn(23, 40, generator=gen, requires_grad=True)
+    weight = torch.randn(23, 7, generator=gen)
+    monkeypatch.setattr(negatives, "TOKEN_DOTS_CHUNK_BYTES", 8 * 7 * 40 * 4)  # 8 tokens per chunk
+    assert negatives._chunk_tokens(ids, table) == 8
+    want = torch.einsum("nm,ncm->nc", vec, table[ids])
+    got = negatives._TokenDots.apply(vec, table, ids)
+    assert torch.equal(got, want)
+    assert torch.equal(*(torch.autograd.grad((out * weight).sum(), vec)[0] for out in (got, want)))

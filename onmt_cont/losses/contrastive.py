@@ -60,6 +60,20 @@ def max_margin_k(pred, target, table, negatives, margin, k):
     return hinge.sum(-1) / valid.sum(-1).clamp_min(1)
 
 
+def unique_shared(shared, n_per_token):
+    """The shared candidate ids [S] (the in-batch ones repeat the batch's frequent words) -> (each
+    word once [U], the [U + n_per_token] log-count offsets of the candidate logits, 0 for the
+    per-token ones), or (None, None) without shared ids. A candidate that is k times in the list
+    weighs in the softmax as one with logit + log k, and every copy has the same logit and the
+    same expected count, so the losses are unchanged while they score U ≤ S words: about 40%
+    of them on a Multi30k batch."""
+    if shared is None:
+        return None, None
+    words, counts = torch.unique(shared, return_counts=True)
+    offsets = torch.cat([counts.float().log(), counts.new_zeros(n_per_token, dtype=torch.float32)])
+    return words, offsets
+
+
 def candidate_cross_entropy(pos, dots, mask):
     """−log softmax of the gold logit ``pos`` [N] among itself and the negatives' ``dots`` [N, C]
     (``mask`` [N, C]: True where a candidate is no negative and is left out)."""
@@ -89,12 +103,15 @@ def info_nce(pred, target, table, negatives, temperature, bias=None, correct=Fal
     s(j) = (cos(ê, e_j) + b_j)/τ (− log E(j) for the negatives with ``correct``)."""
     unit = F.normalize(pred, dim=-1, eps=1e-8)
     shared, per_token = negatives(unit, target)
+    shared, repeats = unique_shared(shared, 0 if per_token is None else per_token.size(1))
     pos, dots = (unit * table[target]).sum(-1), candidate_dots(unit, table, shared, per_token)
     if bias is not None:  # in cosine units: the temperature scales it with the cosine
         pos, dots = _with_bias(pos, dots, target, shared, per_token, bias)
     pos, dots = pos / temperature, dots / temperature
     if correct:
         dots = dots - negatives.log_expected_counts(target, shared, per_token)
+    if repeats is not None:
+        dots = dots + repeats
     return candidate_cross_entropy(pos, dots, invalid(target, shared, per_token))
 
 
@@ -106,12 +123,15 @@ def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx
     bias the logits are êᵀe_j + b_j (the NLLvMF term does not see it)."""
     pred = pred.float()
     shared, per_token = negatives(F.normalize(pred, dim=-1, eps=1e-8), target)
+    shared, repeats = unique_shared(shared, 0 if per_token is None else per_token.size(1))
     gold = table[target]
     pos, dots = (pred * gold).sum(-1), candidate_dots(pred, table, shared, per_token)
     if bias is not None:
         pos, dots = _with_bias(pos, dots, target, shared, per_token, bias)
     if correct:
         dots = dots - negatives.log_expected_counts(target, shared, per_token)
+    if repeats is not None:
+        dots = dots + repeats
     contrast = candidate_cross_entropy(pos, dots, invalid(target, shared, per_token))
     return nll_vmf(pred, gold, lambda1, lambda2, approx) + weight * contrast
 

@@ -226,33 +226,51 @@ def candidate_dots(vec, table, shared, per_token):
     return torch.cat(parts, 1)
 
 
+# Bytes of gathered [tokens, C, m] table rows _TokenDots holds at a time. The whole [N, C, m] block
+# (1,250 tokens x 32 x 300 floats: 48 MB) is above glibc's largest mmap threshold (32 MB), so each
+# step mapped it afresh and page-faulted it in, and kept it alive for the backward: 3x slower than
+# gathering a few MB at a time into memory the allocator reuses (bench/candidate_dots.py).
+TOKEN_DOTS_CHUNK_BYTES = 4 << 20
+
+
 class _TokenDots(torch.autograd.Function):
     """vec [N, m], table [V, m], ids [N, C] -> vec[n] · table[ids[n, c]]: [N, C].
 
     The same bits as gathering the [N, C, m] rows and multiplying (products and vec's gradient),
-    with a cheaper backward for a trained table (-train_table): its gradient is one sparse
-    [V, N] x dense [N, m] product instead of scattering N·C rows of m values one by one."""
+    computed a few MB of rows at a time (TOKEN_DOTS_CHUNK_BYTES): the backward gathers them again
+    instead of keeping them. A trained table's (-train_table) gradient is one sparse [V, N] x dense
+    [N, m] product instead of scattering N·C rows of m values one by one."""
 
     @staticmethod
     def forward(ctx, vec, table, ids):
-        rows = F.embedding(ids, table)
-        ctx.save_for_backward(vec, rows, ids)
-        ctx.vocab = table.size(0)
-        return torch.einsum("nm,ncm->nc", vec, rows)  # as gathering does it: the same bits
+        ctx.save_for_backward(vec, table, ids)
+        step = _chunk_tokens(ids, table)
+        return torch.cat([torch.einsum("nm,ncm->nc", vec[i : i + step], F.embedding(ids[i : i + step], table))
+                          for i in range(0, ids.size(0), step)])  # as gathering does it, row by row: the same bits
 
     @staticmethod
     def backward(ctx, grad):
-        vec, rows, ids = ctx.saved_tensors
+        vec, table, ids = ctx.saved_tensors
         grad_vec = grad_table = None
         if ctx.needs_input_grad[0]:
-            grad_vec = torch.bmm(grad.unsqueeze(1), rows).squeeze(1)
+            step = _chunk_tokens(ids, table)
+            grad_vec = torch.cat([torch.bmm(grad[i : i + step].unsqueeze(1), F.embedding(ids[i : i + step], table))
+                                  .squeeze(1) for i in range(0, ids.size(0), step)])
         if ctx.needs_input_grad[1]:
             n, c = ids.shape
             tokens = torch.arange(n, device=ids.device).repeat_interleave(c)
             weights = torch.sparse_coo_tensor(torch.stack([ids.flatten(), tokens]), grad.flatten(),
-                                              (ctx.vocab, n), check_invariants=False)
+                                              (table.size(0), n), check_invariants=False)
             grad_table = torch.sparse.mm(weights, vec)
         return grad_vec, grad_table, None
+
+
+def _chunk_tokens(ids, table):
+    """Tokens per chunk of _TokenDots: their [tokens, C, m] rows take about TOKEN_DOTS_CHUNK_BYTES (at least 1)."""
+    if ids.device.type != "cpu":  # a GPU's allocator caches its blocks: one chunk
+        return max(1, ids.size(0))
+    row = max(1, ids.size(1) * table.size(1) * table.element_size())
+    return max(1, TOKEN_DOTS_CHUNK_BYTES // row)
 
 
 def invalid(target, shared, per_token):
