@@ -337,3 +337,6 @@ def test_candidate_dots_per_token_keeps_the_bits_in_chunks(monkeypatch):
     got = negatives._TokenDots.apply(vec, table, ids)
     assert torch.equal(got, want)
     assert torch.equal(*(torch.autograd.grad((out * weight).sum(), vec)[0] for out in (got, want)))
+    empty = torch.zeros(0, 40, requires_grad=True)  # a batch without target tokens: empty products and gradient
+    out = negatives._TokenDots.apply(empty, table, ids[:0])
+    assert out.shape == (0, 7) and torch.autograd.grad(out.sum(), empty)[0].shape == (0, 40)

@@ -226,10 +226,10 @@ def candidate_dots(vec, table, shared, per_token):
     return torch.cat(parts, 1)
 
 
-# Bytes of gathered [tokens, C, m] table rows _TokenDots holds at a time. The whole [N, C, m] block
-# (1,250 tokens x 32 x 300 floats: 48 MB) is above glibc's largest mmap threshold (32 MB), so each
-# step mapped it afresh and page-faulted it in, and kept it alive for the backward: 3x slower than
-# gathering a few MB at a time into memory the allocator reuses (bench/candidate_dots.py).
+# Bytes of gathered [tokens, C, m] table rows _TokenDots holds at a time. Gathered for the whole batch
+# (1,250 tokens x 32 x 300 floats: 48 MB) and kept from the forward to the backward, they were the
+# largest block a continuous step held; in chunks the backward gathers them again. Its time alone is
+# level with gathering at once (bench/candidate_dots.py, frozen table: 0.95-1.17x in three runs).
 TOKEN_DOTS_CHUNK_BYTES = 4 << 20
 
 
@@ -246,7 +246,7 @@ class _TokenDots(torch.autograd.Function):
         ctx.save_for_backward(vec, table, ids)
         step = _chunk_tokens(ids, table)
         return torch.cat([torch.einsum("nm,ncm->nc", vec[i : i + step], F.embedding(ids[i : i + step], table))
-                          for i in range(0, ids.size(0), step)])  # as gathering does it, row by row: the same bits
+                          for i in range(0, max(ids.size(0), 1), step)])  # as gathering does it: the same bits
 
     @staticmethod
     def backward(ctx, grad):
@@ -255,7 +255,7 @@ class _TokenDots(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             step = _chunk_tokens(ids, table)
             grad_vec = torch.cat([torch.bmm(grad[i : i + step].unsqueeze(1), F.embedding(ids[i : i + step], table))
-                                  .squeeze(1) for i in range(0, ids.size(0), step)])
+                                  .squeeze(1) for i in range(0, max(ids.size(0), 1), step)])
         if ctx.needs_input_grad[1]:
             n, c = ids.shape
             tokens = torch.arange(n, device=ids.device).repeat_interleave(c)
