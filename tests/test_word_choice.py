@@ -797,6 +797,36 @@ def test_quality_report_calibration_against_a_reference_row(tmp_path, capsys):
     assert f"| t_c (2 seeds) | {cells} | {cells} | 1.00 |" in capsys.readouterr().out
 
 
+def test_quality_report_outputs_and_correct_tokens_per_bin(tmp_path, capsys):
+    """-calibration_ref also tabulates each row's mean output tokens per bin and how many of them are
+    correct, from the counts tools/rare_word_f1.py writes; files without them leave the table out."""
+    import json
+
+    from tests.test_tools import load_tool
+
+    report = load_tool("quality_report")
+    bins = ("1", "2-4", "5-9", "10-99", "100-999", "1000+")
+    counts = {"t_ce.s1": [(70, 6), (150, 46)], "t_c.s1": [(28, 12), (110, 49)], "t_c.s2": [(29, 11), (120, 50)]}
+    for name, cs in counts.items():
+        run = tmp_path / name
+        write_log(run / "train.log", ["[10:00:00] start", "[10:00:30] validation at step 1: greedy BLEU 12.5"])
+        cs = cs + [(100, 50)] * 4
+        for t in ("test_2016_flickr", "test_2017_flickr"):
+            (run / f"{t}.calibration.json").write_text(json.dumps(
+                {b: {"ref": 90, "hyp": h, "match": m, "ratio": h / 90} for b, (h, m) in zip(bins, cs, strict=True)}))
+    report.main(["-calibration_ref", "t_ce", *(str(tmp_path / n) for n in counts)])
+    out = capsys.readouterr().out
+    cells = "28 (12) / 115 (50) / 100 (50) / 100 (50)"  # means over the two seeds, rounded
+    assert f"| t_c (2 seeds) | {cells} | {cells} |" in out, out
+    assert "| t_ce (1 seeds) | 70 (6) / 150 (46) / 100 (50) / 100 (50) |" in out, out
+    for t in ("test_2016_flickr", "test_2017_flickr"):  # an older file without the counts
+        (tmp_path / "t_c.s2" / f"{t}.calibration.json").write_text(json.dumps(
+            {b: {"ref": 90, "ratio": 1.0} for b in bins}))
+    report.main(["-calibration_ref", "t_ce", *(str(tmp_path / n) for n in counts)])
+    out = capsys.readouterr().out
+    assert "| t_c (1 seeds) | 28 (12) / 110 (49)" in out and "| t_c (2 seeds) | 28" not in out, out
+
+
 def test_quality_report_suffix_reads_the_other_decodes(tmp_path, capsys):
     """-suffix .calib scores TEST.calib.bleu.txt and TEST.calib.calibration.json instead of step 4's files."""
     import json

@@ -9,6 +9,8 @@ folders that docs/recipes/continuous_quality.sh, transformer.sh and word_choice.
 -calibration_ref ROW adds issue 21's calibration check: for every other row, each training-count
 bin's output/reference ratio (mean over the row's seeds) divided by ROW's (mean over its seeds),
 in the bins with at least -min_ref reference tokens; a quotient beyond 1.3 either way is marked.
+It then gives each row's output tokens per bin and how many of them are correct (match a reference
+token), since a row can write a bin's words less often than ROW and still get more of them right.
 """
 
 import argparse
@@ -146,6 +148,43 @@ def calibration_tables(run, suffix=""):
     return out
 
 
+def bin_outputs(run, suffix=""):
+    """-> {test: {bin: (output tokens, of them correct)}} of CALIBRATION_BINS from TEST.calibration.json,
+    or None (no file, or one written before tools/rare_word_f1.py counted them)."""
+    out = {}
+    for test in TESTS:
+        path = os.path.join(run, f"{test}{suffix}.calibration.json")
+        if not os.path.exists(path):
+            return None
+        table = json.loads(read(path))
+        if any("hyp" not in table.get(b, {}) or "match" not in table.get(b, {}) for b in CALIBRATION_BINS):
+            return None
+        out[test] = {b: (table[b]["hyp"], table[b]["match"]) for b in CALIBRATION_BINS}
+    return out
+
+
+def outputs_and_correct(runs):
+    """runs: {run folder name: bin_outputs(...)} -> table lines: for each row (ROW.sN grouped), per test and
+    bin, the mean output tokens and, in brackets, how many of them match a reference token (clipped
+    counts): a ratio under ce's can still hold more correct words."""
+    groups = {}
+    for name, tables in runs.items():
+        if tables is not None:
+            groups.setdefault(row_name(name), []).append(tables)
+    lines = []
+    for base, tables in groups.items():
+        cells = []
+        for test in TESTS:
+            parts = []
+            for b in CALIBRATION_BINS:
+                hyp = sum(t[test][b][0] for t in tables) / len(tables)
+                ok = sum(t[test][b][1] for t in tables) / len(tables)
+                parts.append(f"{hyp:.0f} ({ok:.0f})")
+            cells.append(" / ".join(parts))
+        lines.append(f"| {base} ({len(tables)} seeds) | " + " | ".join(cells) + " |")
+    return lines
+
+
 def calibration_against(runs, ref, min_ref, tolerance=CALIBRATION_TOLERANCE):
     """runs: {run folder name: calibration_tables(...)} -> table lines: for each row (ROW.sN
     grouped) other than ``ref``, per test and bin with at least ``min_ref`` reference tokens,
@@ -243,6 +282,17 @@ def main(argv=None):
             is_ref = row_name(name) == args.calibration_ref
             tables[name] = calibration_tables(r, ref_suffix if is_ref else args.suffix)
         print("\n".join(calibration_against(tables, args.calibration_ref, args.min_ref)))
+        counted = {}
+        for r in args.runs:
+            name = os.path.basename(os.path.normpath(r))
+            counted[name] = bin_outputs(r, ref_suffix if row_name(name) == args.calibration_ref else args.suffix)
+        lines = outputs_and_correct(counted)
+        if lines:
+            print()
+            print(f"| row | output tokens (of them correct), bins {', '.join(CALIBRATION_BINS)}, mean over seeds: "
+                  "test_2016 | test_2017 |")
+            print("| --- | ---: | ---: |")
+            print("\n".join(lines))
     width = max((len(b) for _, b in curves), default=0)
     print()
     print("| row | " + " | ".join(str(i) for i in range(1, width + 1)) + " |")
