@@ -1,8 +1,9 @@
 #!/usr/bin/env python
-"""The quickstart's training command under CPU contention, for each -threads setting.
+"""The quickstart's LSTM training command under CPU contention, for each -threads setting.
 
 Prepares the shipped sample once (preprocess.py and embeddings_to_torch.py, as
-docs/quickstart.sh does), then times the whole quickstart ``train.py`` command (process start,
+docs/quickstart.sh does), then times the whole quickstart ``train.py`` command as it was when
+docs/benchmarks.md's table was measured (ARCH=lstm, the paper's NLLvMF tied; process start,
 data loading, -train_steps updates, checkpoint) with each ``-threads`` setting, both with the
 machine as it is ("idle") and while competing busy loops run ("busy": -busy processes, each a
 Python ``while True`` loop that keeps one core busy, started by this script a second before the
@@ -53,7 +54,7 @@ def prepare(tmp):
 
 
 def train_command(tmp, steps, setting):
-    """docs/quickstart.sh's train.py command, capped at ``steps`` updates."""
+    """docs/quickstart.sh's ARCH=lstm train.py command with the paper's loss, capped at ``steps`` updates."""
     cmd = [sys.executable, "train.py", "-data", f"{tmp}/data", "-save_model", f"{tmp}/model", "-tgt_emb",
            f"{tmp}/emb.dec.pt", "-loss", "nllvmf", "-tie_emb", "-generator", "linear", "-brnn", "-rnn_size", "256",
            "-word_vec_size", "256", "-enc_layers", "1", "-dec_layers", "2", "-dropout", "0.2", "-batch_size", "32",
