@@ -15,6 +15,8 @@
 #   SRC=de CONFIGS="t_ce t_nce_both" SEEDS="1 2" EPOCHS=40 bash docs/recipes/word_choice.sh
 #   EPOCHS=8 EARLY=0 ... (screening: a fixed number of epochs, no early stopping)
 #   CONFIGS="t_bpe_ce t_bpe_nce_sphere" EPOCHS=40 bash docs/recipes/word_choice.sh   # the subword rows
+#   CONFIGS="t_bpe_ce_d01 t_bpe_nce_sphere_avg_d01" WINDOW=2 EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
+#     (the same at dropout 0.1, the continuous one with the recommended row's flags; docs/results.md 5c, continued (12))
 #   SRC=de CONFIGS="t_ce_avg t_nce_both_avg" EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
 #     (the moving average of the parameters, train.py -average_decay; -block_ngram_repeat picked on validation)
 #   SRC=de CONFIGS="t_nce_both_avg_train" EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
@@ -128,6 +130,8 @@ config() {
     t_nce_both_avg_train) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -train_table|emb" ;;
     t_bpe_ce)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1|bpe_none" ;;
     t_bpe_nce_sphere) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|bpe_sphere" ;;
+    t_bpe_ce_d01)  echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 -dropout 0.1|bpe_none" ;;
+    t_bpe_nce_sphere_avg_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|bpe_sphere" ;;
     t_infonce_both) echo "$TMODEL -learning_rate $LR -loss infonce -tie_emb -sampling_correction -word_bias|emb" ;;
     lstm_ce)       echo "$LMODEL -loss ce|emb" ;;
     lstm_infonce)  echo "$LMODEL -loss infonce -tie_emb|emb" ;;
