@@ -113,16 +113,21 @@ def seed_summary(rows):
     return lines
 
 
-def calibration_ratios(run, suffix=""):
-    """-> [[ratio of each of CALIBRATION_BINS] per test] from TEST.calibration.json, or None."""
-    out = []
+def calibration_files(run, suffix=""):
+    """-> {test: tools/rare_word_f1.py's table} from every TEST.calibration.json, or None if one is missing."""
+    out = {}
     for test in TESTS:
         path = os.path.join(run, f"{test}{suffix}.calibration.json")
         if not os.path.exists(path):
             return None
-        table = json.loads(read(path))
-        out.append([table[b]["ratio"] for b in CALIBRATION_BINS])
+        out[test] = json.loads(read(path))
     return out
+
+
+def calibration_ratios(run, suffix=""):
+    """-> [[ratio of each of CALIBRATION_BINS] per test] from TEST.calibration.json, or None."""
+    files = calibration_files(run, suffix)
+    return None if files is None else [[files[t][b]["ratio"] for b in CALIBRATION_BINS] for t in TESTS]
 
 
 def calibration(run, suffix=""):
@@ -139,28 +144,18 @@ def calibration(run, suffix=""):
 
 def calibration_tables(run, suffix=""):
     """-> {test: {bin: (reference tokens, ratio)}} from TEST.calibration.json, or None."""
-    out = {}
-    for test in TESTS:
-        path = os.path.join(run, f"{test}{suffix}.calibration.json")
-        if not os.path.exists(path):
-            return None
-        out[test] = {b: (v["ref"], v["ratio"]) for b, v in json.loads(read(path)).items()}
-    return out
+    files = calibration_files(run, suffix)
+    return None if files is None else {t: {b: (v["ref"], v["ratio"]) for b, v in files[t].items()} for t in TESTS}
 
 
 def bin_outputs(run, suffix=""):
     """-> {test: {bin: (output tokens, of them correct)}} of CALIBRATION_BINS from TEST.calibration.json,
     or None (no file, or one written before tools/rare_word_f1.py counted them)."""
-    out = {}
-    for test in TESTS:
-        path = os.path.join(run, f"{test}{suffix}.calibration.json")
-        if not os.path.exists(path):
-            return None
-        table = json.loads(read(path))
-        if any("hyp" not in table.get(b, {}) or "match" not in table.get(b, {}) for b in CALIBRATION_BINS):
-            return None
-        out[test] = {b: (table[b]["hyp"], table[b]["match"]) for b in CALIBRATION_BINS}
-    return out
+    files = calibration_files(run, suffix)
+    if files is None or any("hyp" not in f.get(b, {}) or "match" not in f.get(b, {})
+                            for f in files.values() for b in CALIBRATION_BINS):
+        return None
+    return {t: {b: (files[t][b]["hyp"], files[t][b]["match"]) for b in CALIBRATION_BINS} for t in TESTS}
 
 
 def outputs_and_correct(runs):
