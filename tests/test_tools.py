@@ -278,3 +278,28 @@ def test_strip_final_punct_by_hand(tmp_path, capsys):
     assert sfp.main(["-src", str(tmp_path / "s"), "-tgt", str(tmp_path / "short"), *out]) == 2
     err = capsys.readouterr().err
     assert "has 2 lines" in err and "1" in err and not (tmp_path / "os").exists()
+
+
+def test_paired_bootstrap(tmp_path, capsys):
+    pb = load_tool("paired_bootstrap")
+    ref = [f"a man number {i} rides a red bike down the hill" for i in range(60)]
+    good = list(ref)
+    bad = [f"a woman number {i} walks a dog" for i in range(60)]
+    half = [r if i % 2 else b for i, (r, b) in enumerate(zip(ref, bad, strict=True))]
+    r = pb.paired_bootstrap(ref, [good, half], [bad], n=200)
+    full = [sacrebleu.corpus_bleu(h, [ref], tokenize="none", force=True).score for h in (good, half, bad)]
+    assert r["a"] == pytest.approx(full[:2]) and r["b"] == pytest.approx(full[2:])  # sacreBLEU's scores
+    assert r["delta"] == pytest.approx((full[0] + full[1]) / 2 - full[2])
+    assert r["p"] == 0.0 and 0 < r["low"] < r["delta"] < r["high"]
+    same = pb.paired_bootstrap(ref, [half], [half], n=50)  # one system against itself: no difference at all
+    assert same["delta"] == same["low"] == same["high"] == 0.0 and same["p"] == 1.0
+    # swapped half the time: the interval is wide and straddles 0
+    flip = [b if i % 2 else r for i, (r, b) in enumerate(zip(ref, bad, strict=True))]
+    mixed = pb.paired_bootstrap(ref, [half], [flip], n=500, seed=3)
+    assert mixed["low"] < 0 < mixed["high"] and 0.05 < mixed["p"] < 0.95
+    for name, lines in (("ref", ref), ("a", good), ("b", bad[:59])):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    pb.main(["-ref", str(tmp_path / "ref"), "-a", str(tmp_path / "a"), "-b", str(tmp_path / "a"), "-n", "20"])
+    assert "A - B: +0.00" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match=r"b: 59 lines, but the reference has 60"):
+        pb.main(["-ref", str(tmp_path / "ref"), "-a", str(tmp_path / "a"), "-b", str(tmp_path / "b")])
