@@ -301,5 +301,8 @@ def test_paired_bootstrap(tmp_path, capsys):
         (tmp_path / name).write_text("\n".join(lines) + "\n")
     pb.main(["-ref", str(tmp_path / "ref"), "-a", str(tmp_path / "a"), "-b", str(tmp_path / "a"), "-n", "20"])
     assert "A - B: +0.00" in capsys.readouterr().out
+    (tmp_path / "empty").write_text("")
+    with pytest.raises(SystemExit, match="the reference is empty"):
+        pb.main(["-ref", str(tmp_path / "empty"), "-a", str(tmp_path / "empty"), "-b", str(tmp_path / "empty")])
     with pytest.raises(SystemExit, match=r"b: 59 lines, but the reference has 60"):
         pb.main(["-ref", str(tmp_path / "ref"), "-a", str(tmp_path / "a"), "-b", str(tmp_path / "b")])

@@ -48,6 +48,8 @@ def paired_bootstrap(ref_lines, a_systems, b_systems, n=1000, seed=1, tokenize="
     the difference over n resamples, "p": share of resamples with mean(a) <= mean(b)}."""
     if not a_systems or not b_systems:
         raise ValueError("each side needs at least one hypothesis file")
+    if not ref_lines:
+        raise ValueError("the reference is empty: there are no sentences to resample")
     bleu = BLEU(tokenize=tokenize, force=tokenize == "none")  # tokenized input is expected there
     stats = [sentence_stats(bleu, hyp, ref_lines) for hyp in (*a_systems, *b_systems)]
     na = len(a_systems)
@@ -81,7 +83,8 @@ def main(argv=None):
     p.add_argument("-b", nargs="+", required=True, help="system B's outputs, one file per seed")
     p.add_argument("-n", type=int, default=1000, help="resamples (default 1000)")
     p.add_argument("-seed", type=int, default=1, help="seed of the resampling")
-    p.add_argument("-tokenize", default="none", help="sacreBLEU tokenizer: none for tokenized files, 13a otherwise")
+    p.add_argument("-tokenize", default="none", choices=list(BLEU.TOKENIZERS),
+                   help="sacreBLEU tokenizer: none for tokenized files, 13a otherwise")
     opt = p.parse_args(argv)
     if opt.n < 1:
         p.error(f"-n must be at least 1, got {opt.n}")
@@ -90,7 +93,7 @@ def main(argv=None):
         a = [read_same_length(f, len(ref), "-a") for f in opt.a]
         b = [read_same_length(f, len(ref), "-b") for f in opt.b]
         r = paired_bootstrap(ref, a, b, n=opt.n, seed=opt.seed, tokenize=opt.tokenize)
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, ValueError) as e:
         sys.exit(f"error: {e}")
     print(f"A: {' '.join(f'{x:.2f}' for x in r['a'])} (mean {np.mean(r['a']):.2f})")
     print(f"B: {' '.join(f'{x:.2f}' for x in r['b'])} (mean {np.mean(r['b']):.2f})")
