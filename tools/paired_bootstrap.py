@@ -30,6 +30,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from onmt_cont.utils.io import read_lines  # noqa: E402
 
 
+# sacreBLEU's statistics methods are underscored, but its own paired test (sacrebleu.significance) is built on
+# them; tests/test_tools.py checks the scores against sacrebleu.corpus_bleu, so an API change fails there.
 def sentence_stats(bleu, hyp_lines, ref_lines):
     """-> [sentences, stats] int64: sacreBLEU's sufficient statistics (hypothesis and reference
     lengths, matches and totals per n-gram order) of each sentence; their column sums score the corpus."""
