@@ -104,7 +104,8 @@ log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 # "flags|table": the table is emb (the normalised pretrained vectors), sphere (-init random_sphere),
 # mixed (-init mixed), softmax (the output layer of this seed's t_ce run, -init softmax); the bpe_*
 # tables train on subword-nmt pieces on both sides ($OUT/bpe): bpe_none (a softmax row: no table) and
-# bpe_sphere (a random unit table over the target pieces: they have no pretrained vectors)
+# bpe_sphere (a random unit table over the target pieces: they have no pretrained vectors); srcbpe_emb: subword-nmt
+# pieces on the source only ($OUT/srcbpe), words and the normalised pretrained vectors on the target, as emb
 config() {
   case $1 in
     t_ce)          echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1|emb" ;;
@@ -132,6 +133,9 @@ config() {
     t_bpe_nce_sphere) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|bpe_sphere" ;;
     t_bpe_ce_d01)  echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 -dropout 0.1|bpe_none" ;;
     t_bpe_nce_sphere_avg_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|bpe_sphere" ;;
+    t_srcbpe_ce_d01) echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 -dropout 0.1|srcbpe_emb" ;;
+    t_srcbpe_nce_both_avg_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|srcbpe_emb" ;;
+    t_srcbpe_nce_both_avg_dfp_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP -dropout 0.1|srcbpe_emb" ;;
     t_infonce_both) echo "$TMODEL -learning_rate $LR -loss infonce -tie_emb -sampling_correction -word_bias|emb" ;;
     lstm_ce)       echo "$LMODEL -loss ce|emb" ;;
     lstm_infonce)  echo "$LMODEL -loss infonce -tie_emb|emb" ;;
@@ -180,7 +184,19 @@ prepare_bpe() {
     -output_file "$OUT/bpe/sphere" -init random_sphere -dim 300 > /dev/null
 }
 
-# per row: DATA (preprocess.py prefix), SRC_TXT (the source text to translate), BPE_TRAIN and BPE_DECODE
+# the srcbpe rows' data: the source pieces of prepare_bpe, the target words restricted to those with a vector (as
+# prepare_m30k.sh) and their unit table; -replace_unk keeps the word lexicon (it joins the source pieces first)
+prepare_srcbpe() {
+  prepare_bpe
+  mkdir -p "$OUT/srcbpe"
+  [ -s "$OUT/srcbpe/data.vocab.pt" ] || python preprocess.py -train_src "$OUT/bpe/train.$SRC" -train_tgt \
+    "$TOK/train.$TGT" -valid_src "$OUT/bpe/val.$SRC" -valid_tgt "$TOK/val.$TGT" -save_data "$OUT/srcbpe/data" \
+    -tgt_emb "$EMB" -shuffle > /dev/null
+  [ -s "$OUT/srcbpe/emb.dec.pt" ] || python embeddings_to_torch.py -emb_file_dec "$EMB" \
+    -dict_file "$OUT/srcbpe/data.vocab.pt" -output_file "$OUT/srcbpe/emb" -normalize > /dev/null
+}
+
+# per row: DATA (preprocess.py prefix), SRC_TXT (the source text to translate), WORD_TGT (1: the target side is words, so the calibration steps apply), BPE_TRAIN and BPE_DECODE
 # (the flags that score words, not pieces: the references are always the tokenized words)
 valid_bleu() {  # CHECKPOINT BETA [BLOCK [OFFSETS NAME]] -> sacreBLEU of the validation set (greedy, no
   # -replace_unk); with VALID_NOPUNCT=1 the mean of it and of the validation set without final punctuation (val_nop).
@@ -192,7 +208,7 @@ valid_bleu() {  # CHECKPOINT BETA [BLOCK [OFFSETS NAME]] -> sacreBLEU of the val
     -tgt "$TOK/val.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" -block_ngram_repeat "$block" \
     "${BPE_DECODE[@]}" | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p')
   if [ "$VALID_NOPUNCT" != 1 ]; then echo "$plain"; return; fi
-  [ "$SRC_TXT" = "$TOK" ] || { echo "error: VALID_NOPUNCT=1 is for word rows, not $cfg" >&2; exit 2; }
+  [ "$SRC_TXT" = "$TOK" ] || { echo "error: VALID_NOPUNCT=1 is for word-source rows, not $cfg" >&2; exit 2; }
   nop=$(python translate.py -model "$1" -src "$TOK/val_nop.$SRC" -output "$1.valnop.$2.$block$calib.$TGT" \
     -tgt "$TOK/val_nop.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" -block_ngram_repeat "$block" \
     | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p')
@@ -232,7 +248,7 @@ calibrate_step() {  # CALIBRATE=1: frequency-bin offsets (tools/calibrate_offset
   # every beta of CAL_BETAS with step 5's blocking (0 without it); validation BLEU picks the beta; the tests again
   # into TEST.CAL_NAME.* with that beta and its offsets (CAL_MATCH: fitted to those outputs' ratios instead of 1)
   [ "$CALIBRATE" = 1 ] || return 0
-  [ "$SRC_TXT" = "$TOK" ] || { echo "error: CALIBRATE=1 is for word rows, not $cfg" >&2; exit 2; }
+  [ "$WORD_TGT" = 1 ] || { echo "error: CALIBRATE=1 is for word-target rows, not $cfg" >&2; exit 2; }
   local block=0 b bleu best_bleu=-1 pick= betas=$CAL_BETAS scores= off=offsets match=()
   [ "$CAL_NAME" = calib ] || off=offsets.$CAL_NAME
   # shellcheck disable=SC2206  # CAL_MATCH: a list of files
@@ -241,7 +257,7 @@ calibrate_step() {  # CALIBRATE=1: frequency-bin offsets (tools/calibrate_offset
   [ -s "$run/block.txt" ] && read -r _ block _ < "$run/block.txt"
   if [ ! -s "$run/$CAL_NAME.txt" ]; then
     for b in $betas; do
-      [ -s "$run/$off.$b.json" ] || python tools/calibrate_offsets.py -model "$run/$ckpt" -src "$TOK/val.$SRC" \
+      [ -s "$run/$off.$b.json" ] || python tools/calibrate_offsets.py -model "$run/$ckpt" -src "$SRC_TXT/val.$SRC" \
         -tgt "$TOK/val.$TGT" -decode_prior "$b" -block_ngram_repeat "$block" -rounds "$CAL_ROUNDS" "${match[@]}" \
         -keep "$CAL_KEEP" -threads "$THREADS" -output "$run/$off.$b.json" > "$run/$off.$b.log"
       bleu=$(valid_bleu "$run/$ckpt" "$b" "$block" "$run/$off.$b.json" "$CAL_NAME")
@@ -261,10 +277,13 @@ calibrate_step() {  # CALIBRATE=1: frequency-bin offsets (tools/calibrate_offset
 
 for cfg in $CONFIGS; do
   IFS='|' read -r flags tablename <<< "$(config "$cfg")"
-  DATA=$OUT/data; SRC_TXT=$TOK; BPE_TRAIN=(); BPE_DECODE=()
+  DATA=$OUT/data; SRC_TXT=$TOK; WORD_TGT=1; BPE_TRAIN=(); BPE_DECODE=()
   if [[ $tablename == bpe_* ]]; then
     prepare_bpe
-    DATA=$OUT/bpe/data; SRC_TXT=$OUT/bpe; BPE_TRAIN=(-valid_remove_bpe); BPE_DECODE=(-remove_bpe)
+    DATA=$OUT/bpe/data; SRC_TXT=$OUT/bpe; WORD_TGT=0; BPE_TRAIN=(-valid_remove_bpe); BPE_DECODE=(-remove_bpe)
+  elif [ "$tablename" = srcbpe_emb ]; then
+    prepare_srcbpe
+    DATA=$OUT/srcbpe/data; SRC_TXT=$OUT/bpe
   fi
   for seed in $SEEDS; do
     run=$OUT/$cfg.s$seed
@@ -272,6 +291,7 @@ for cfg in $CONFIGS; do
     table=$OUT/$tablename.dec.pt; tgt_emb=(-tgt_emb "$table")
     [ "$tablename" = bpe_none ] && tgt_emb=()
     [ "$tablename" = bpe_sphere ] && tgt_emb=(-tgt_emb "$OUT/bpe/sphere.dec.pt")
+    [ "$tablename" = srcbpe_emb ] && tgt_emb=(-tgt_emb "$OUT/srcbpe/emb.dec.pt")
     if [ "$tablename" = softmax ]; then
       table=$OUT/softmax.s$seed.dec.pt; tgt_emb=(-tgt_emb "$table")
       [ -s "$table" ] || python embeddings_to_torch.py -dict_file "$OUT/data.vocab.pt" -output_file "${table%.dec.pt}" \
