@@ -17,6 +17,9 @@
 #   CONFIGS="t_bpe_ce t_bpe_nce_sphere" EPOCHS=40 bash docs/recipes/word_choice.sh   # the subword rows
 #   CONFIGS="t_bpe_ce_d01 t_bpe_nce_sphere_avg_d01" WINDOW=2 EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
 #     (the same at dropout 0.1, the continuous one with the recommended row's flags; docs/results.md 5c, continued (12))
+#   SRC=de CONFIGS="t_srcbpe_nce_both_avg_dfp_d01 t_srcbpe_ce_d01" SEEDS="1 2" WINDOW=2 EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
+#     (subword pieces on the source only, words and their vectors on the target: README's recommended de->en row;
+#     fr->en: t_srcbpe_nce_both_avg_d01; docs/results.md 5c, continued (14))
 #   SRC=de CONFIGS="t_ce_avg t_nce_both_avg" EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
 #     (the moving average of the parameters, train.py -average_decay; -block_ngram_repeat picked on validation)
 #   SRC=de CONFIGS="t_nce_both_avg_train" EPOCHS=40 BLOCKS="2 3" bash docs/recipes/word_choice.sh
