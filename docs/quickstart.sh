@@ -31,6 +31,7 @@ esac
 # sample (2026-11-27, both runs side by side: validation sacreBLEU 28.69 with words, 28.65 with 2,000 merges of the
 # sample's 3,800 French types; test 30.04 / 30.32), so the default stays words.
 SRC_MERGES=${SRC_MERGES:-0}
+[[ $SRC_MERGES =~ ^[0-9]+$ ]] || { echo "SRC_MERGES must be a number of merges (0: words), got $SRC_MERGES" >&2; exit 2; }
 SRC_TXT=data
 if [ "$SRC_MERGES" != 0 ]; then
   SRC_TXT=$OUT

@@ -199,7 +199,8 @@ prepare_srcbpe() {
     -dict_file "$OUT/srcbpe/data.vocab.pt" -output_file "$OUT/srcbpe/emb" -normalize > /dev/null
 }
 
-# per row: DATA (preprocess.py prefix), SRC_TXT (the source text to translate), WORD_TGT (1: the target side is words, so the calibration steps apply), BPE_TRAIN and BPE_DECODE
+# per row: DATA (preprocess.py prefix), SRC_TXT (the source text to translate), WORD_TGT (1: the target side is
+# words, so the calibration steps apply), BPE_TRAIN and BPE_DECODE
 # (the flags that score words, not pieces: the references are always the tokenized words)
 valid_bleu() {  # CHECKPOINT BETA [BLOCK [OFFSETS NAME]] -> sacreBLEU of the validation set (greedy, no
   # -replace_unk); with VALID_NOPUNCT=1 the mean of it and of the validation set without final punctuation (val_nop).
