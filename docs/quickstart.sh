@@ -16,6 +16,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/quickstart}
 ARCH=${ARCH:-transformer}
+SRC_MERGES=${SRC_MERGES:-0}  # described at its use below
+[[ $SRC_MERGES =~ ^[0-9]+$ ]] || { echo "SRC_MERGES must be a number of merges (0: words), got $SRC_MERGES" >&2; exit 2; }
 mkdir -p "$OUT"
 case $ARCH in
   lstm)        MODEL="-brnn -rnn_size 256 -word_vec_size 256 -enc_layers 1 -dec_layers 2 -dropout 0.2" ;;
@@ -30,8 +32,6 @@ esac
 # (docs/results.md 5c, continued (14)). On fr->en the pieces changed little on Multi30k (one seed) and on this
 # sample (2026-11-27, both runs side by side: validation sacreBLEU 28.69 with words, 28.65 with 2,000 merges of the
 # sample's 3,800 French types; test 30.04 / 30.32), so the default stays words.
-SRC_MERGES=${SRC_MERGES:-0}
-[[ $SRC_MERGES =~ ^[0-9]+$ ]] || { echo "SRC_MERGES must be a number of merges (0: words), got $SRC_MERGES" >&2; exit 2; }
 SRC_TXT=data
 if [ "$SRC_MERGES" != 0 ]; then
   SRC_TXT=$OUT

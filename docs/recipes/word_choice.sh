@@ -171,15 +171,19 @@ fi
 
 # the subword rows' data: BPE_MERGES merges learnt per language on the tokenized training text, every
 # split segmented, preprocessed without restricting the target pieces to words that have a vector
-prepare_bpe() {
+segment_bpe() {  # LANG...: learn the merges of each language and segment its splits into $OUT/bpe
   mkdir -p "$OUT/bpe"
-  for l in $SRC $TGT; do
+  local l split
+  for l in "$@"; do
     [ -s "$OUT/bpe/codes.$l" ] || python -m subword_nmt.learn_bpe -s "$BPE_MERGES" < "$TOK/train.$l" > "$OUT/bpe/codes.$l"
     for split in train val test_2016_flickr test_2017_flickr; do
       [ -s "$OUT/bpe/$split.$l" ] || python -m subword_nmt.apply_bpe -c "$OUT/bpe/codes.$l" < "$TOK/$split.$l" \
         > "$OUT/bpe/$split.$l"
     done
   done
+}
+prepare_bpe() {
+  segment_bpe "$SRC" "$TGT"
   [ -s "$OUT/bpe/data.vocab.pt" ] || python preprocess.py -train_src "$OUT/bpe/train.$SRC" -train_tgt \
     "$OUT/bpe/train.$TGT" -valid_src "$OUT/bpe/val.$SRC" -valid_tgt "$OUT/bpe/val.$TGT" -save_data "$OUT/bpe/data" \
     -shuffle > /dev/null
@@ -187,10 +191,10 @@ prepare_bpe() {
     -output_file "$OUT/bpe/sphere" -init random_sphere -dim 300 > /dev/null
 }
 
-# the srcbpe rows' data: the source pieces of prepare_bpe, the target words restricted to those with a vector (as
+# the srcbpe rows' data: the source pieces of segment_bpe, the target words restricted to those with a vector (as
 # prepare_m30k.sh) and their unit table; -replace_unk keeps the word lexicon (it joins the source pieces first)
 prepare_srcbpe() {
-  prepare_bpe
+  segment_bpe "$SRC"
   mkdir -p "$OUT/srcbpe"
   [ -s "$OUT/srcbpe/data.vocab.pt" ] || python preprocess.py -train_src "$OUT/bpe/train.$SRC" -train_tgt \
     "$TOK/train.$TGT" -valid_src "$OUT/bpe/val.$SRC" -valid_tgt "$TOK/val.$TGT" -save_data "$OUT/srcbpe/data" \
