@@ -205,7 +205,19 @@ def test_calibrate_and_translate_end_to_end(data, tmp_path, capsys):  # noqa: F8
     want = [(p / r + 1) / 2 if r else None for p, r in zip(plain, refs, strict=True)]
     got = json.loads((tmp_path / "m.json").read_text())["target"]
     assert [None if w is None else pytest.approx(w) for w in want] == got
-    capsys.readouterr()
+    # -target: those ratios as given (e.g. an earlier -match fit's, read from its file) and a different fit
+    given = [0.5, 2.0, 1.5, 1.0, 1.0, 1.0]
+    calibrate.main(["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(tmp_path / "t.json"),
+                    "-rounds", "2", "-min_tokens", "1", "-target", *map(str, given)])
+    printed = capsys.readouterr().out
+    assert "target hyp/ref  0.50  2.00  1.50  1.00  1.00  1.00" in printed
+    fitted = json.loads((tmp_path / "t.json").read_text())
+    assert fitted["target"] == given and "-target 0.5 2.0" in fitted["fitted_on"]
+    calibrate.main(["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(tmp_path / "t1.json"),
+                    "-rounds", "2", "-min_tokens", "1"])
+    second = [next(ln for ln in text.splitlines() if ln.startswith("round 1:"))
+              for text in (printed, capsys.readouterr().out)]
+    assert second[0].split("|")[0] != second[1].split("|")[0]  # round 1 moved the offsets elsewhere
 
     def refused(main, args, needle):
         with pytest.raises(SystemExit) as exc:
@@ -236,6 +248,10 @@ def test_calibrate_and_translate_end_to_end(data, tmp_path, capsys):  # noqa: F8
     refused(calibrate.main, [*base, "-rounds", "0"], "-rounds must be at least 1")
     refused(calibrate.main, [*base, "-step", "0"], "-step must be positive")
     refused(calibrate.main, [*base, "-match", str(data["dir"] / "train.en")], "-match")
+    refused(calibrate.main, [*base, "-target", "1", "1", "0", "1", "1", "1"], "6 positive ratios")
+    refused(calibrate.main, [*base, "-target", "1", "1", "nan", "1", "1", "1"], "6 positive ratios")
+    refused(calibrate.main, [*base, "-target", "1", "1", "1"], "expected 6 arguments")
+    refused(calibrate.main, [*base, "-target", *["1"] * 6, "-match", str(ref)], "give one of them")
     refused(calibrate.main, [*base[:-1], str(tmp_path / "nodir" / "y.json")], "does not exist")
     refused(calibrate.main, ["-model", str(ce), *base[2:], "-decode_prior", "0.5"], "this model has a softmax")
     assert not (tmp_path / "y.json").exists()

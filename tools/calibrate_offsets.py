@@ -10,9 +10,10 @@ Each round decodes -src greedily (the model's own search, with -decode_prior and
 -block_ngram_repeat as given), counts the output's tokens in each bin of training counts (1, 2-4,
 5-9, 10-99, 100-999, 1000+) against -tgt's, and moves each bin's offset towards the target ratio:
 1 (as often as the reference), or with -match the ratios of another system's output on the same
-sources (e.g. a softmax model's). The round nearest the target is written, or with -keep bleu the
-round whose output scores the highest BLEU against -tgt. See
-onmt_cont/translate/calibration.py. Tune on validation data, never on a test set.
+sources (e.g. a softmax model's), or with -target ratios given by hand (e.g. the "target" that an
+earlier -match fit saved in its offsets file, when those outputs are gone). The round nearest the
+target is written, or with -keep bleu the round whose output scores the highest BLEU against -tgt.
+See onmt_cont/translate/calibration.py. Tune on validation data, never on a test set.
 """
 
 import argparse
@@ -58,6 +59,9 @@ def main(argv=None):
     p.add_argument("-decode_prior", type=float, default=0.0, help="beta of translate.py -decode_prior to fit under")
     p.add_argument("-match", nargs="+", help="other systems' tokenized outputs for -src (e.g. a softmax model's, one "
                    "per seed): fit to their hyp/ref ratios (the mean over the files) instead of 1")
+    p.add_argument("-target", type=float, nargs=len(FREQ_BINS), metavar="RATIO",
+                   help="fit to these hyp/ref ratios, one per bin (1, 2-4, 5-9, 10-99, 100-999, 1000+), instead of "
+                   "1: e.g. the \"target\" an earlier -match fit wrote into its offsets file")
     p.add_argument("-rounds", type=int, default=8, help="decodes of -src (default 8)")
     p.add_argument("-step", type=float, default=0.5, help="the share of log(wanted / found) each round moves a bin")
     p.add_argument("-min_tokens", type=int, default=20, help="bins with fewer reference tokens keep offset 0")
@@ -74,6 +78,11 @@ def main(argv=None):
         raise UserError(f"-step must be positive, got {args.step}")
     if args.min_tokens < 1:
         raise UserError(f"-min_tokens must be at least 1, got {args.min_tokens}")
+    if args.target is not None:
+        if args.match:
+            raise UserError("-target and -match both set the ratios to fit to: give one of them")
+        if not all(math.isfinite(t) and t > 0 for t in args.target):
+            raise UserError(f"-target must be {len(FREQ_BINS)} positive ratios, got {' '.join(map(str, args.target))}")
     if args.block_ngram_repeat < 0:
         raise UserError(f"-block_ngram_repeat must be 0 (off) or a positive n-gram size, got {args.block_ngram_repeat}")
     src, ref = read(args.src), read(args.tgt)
@@ -97,6 +106,8 @@ def main(argv=None):
                 raise UserError(f"-match {path} has {len(other)} lines but -src {args.src} has {len(src)}")
             found.append(ratios(bin_tokens(other, counts), ref_bins))
         target = [sum(col) / len(col) for col in zip(*found, strict=True)]
+    elif args.target is not None:
+        target = list(args.target)
     else:
         target = [1.0] * len(FREQ_BINS)
     def decode(offsets):
@@ -123,7 +134,11 @@ def main(argv=None):
     score = bleu_of if args.keep == "bleu" else None
     offsets, _, rat = fit_offsets(decode, ref, counts, target, args.rounds, args.step, args.min_tokens, report,
                                   score)
-    source = os.path.abspath(args.src) + ("" if not args.match else " (matching " + ", ".join(args.match) + ")")
+    source = os.path.abspath(args.src)
+    if args.match:
+        source += " (matching " + ", ".join(args.match) + ")"
+    elif args.target is not None:
+        source += " (-target " + " ".join(map(str, args.target)) + ")"
     save_offsets(args.output, offsets, args.decode_prior, target, source)
     print(f"kept offsets {fmt(offsets)} (hyp/ref {fmt(rat)}) -> {args.output}")
 

@@ -55,7 +55,9 @@
 # CAL_ROUNDS [12]) for every beta of CAL_BETAS ["0 0.25 0.5 0.75 1"; ce rows: 0 only; with the offsets the best beta
 # is larger than without: 0.5 on the LSTM rows among -0.25 ... 0.5], picks the beta on validation BLEU and decodes
 # the tests again into TEST.calib.*; word rows only; with UL set, the fine-tuned rows only], CAL_MATCH [empty; other
-# systems' validation outputs, e.g. ce's: fit to their mean output/reference ratios instead of 1], CAL_NAME [calib;
+# systems' validation outputs, e.g. ce's: fit to their mean output/reference ratios instead of 1], CAL_TARGET [empty;
+# six ratios, one per bin, to fit to instead (calibrate_offsets.py -target), e.g. the "target" of an earlier CAL_MATCH
+# fit's offsets file once those outputs are gone; not with CAL_MATCH], CAL_NAME [calib;
 # the tag of step 7's files: CAL_NAME.txt, offsets.CAL_NAME.BETA.json (offsets.BETA.json for calib), TEST.CAL_NAME.*],
 # CAL_KEEP [target: the round nearest the target; bleu: the round of the best validation BLEU, round 0 (no offsets)
 # included, so that validation chooses how far the fit goes].
@@ -83,6 +85,7 @@ CALIBRATE=${CALIBRATE:-0}
 CAL_BETAS=${CAL_BETAS:-0 0.25 0.5 0.75 1}
 CAL_ROUNDS=${CAL_ROUNDS:-12}
 CAL_MATCH=${CAL_MATCH:-}
+CAL_TARGET=${CAL_TARGET:-}
 CAL_NAME=${CAL_NAME:-calib}
 CAL_KEEP=${CAL_KEEP:-target}
 # docs/recipes/transformer.sh's Transformer (d_model 128, 2+2 layers), without its learning rate
@@ -261,6 +264,8 @@ calibrate_step() {  # CALIBRATE=1: frequency-bin offsets (tools/calibrate_offset
   [ "$CAL_NAME" = calib ] || off=offsets.$CAL_NAME
   # shellcheck disable=SC2206  # CAL_MATCH: a list of files
   [ -n "$CAL_MATCH" ] && match=(-match $CAL_MATCH)
+  # shellcheck disable=SC2206  # CAL_TARGET: six numbers
+  [ -n "$CAL_TARGET" ] && match+=(-target $CAL_TARGET)
   [[ $flags == *"-loss ce"* ]] && betas=0  # a softmax takes the offsets on its log-probabilities, no beta
   [ -s "$run/block.txt" ] && read -r _ block _ < "$run/block.txt"
   if [ ! -s "$run/$CAL_NAME.txt" ]; then
