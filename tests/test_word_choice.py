@@ -715,6 +715,39 @@ def test_time_to_quality(tmp_path, capsys):
     assert exc.value.code == 2 and "no 'greedy BLEU' validation lines" in capsys.readouterr().err
 
 
+def test_time_to_quality_pairs(tmp_path, capsys):
+    """Several references: every pair in validations to that reference's best − 1, scaled by
+    -epoch_cost; the median and range over the pairs; bad values are refused."""
+    from tests.test_tools import load_tool
+
+    ttq = load_tool("time_to_quality")
+    v = "validation at step {}: loss 1.0; greedy BLEU {} (<unk> 0.0% of the output)"
+    curves = {"ce1": [10, 30, 31], "ce2": [20, 25, 26, 40], "c1": [25, 30, 35, 40], "c2": [29.9, 30.1, 32, 33]}
+    for name, scores in curves.items():
+        write_log(tmp_path / name / "train.log", ["[10:00:00] start"] + [f"[10:0{i}:00] {v.format(i, b)}"
+                                                                           for i, b in enumerate(scores, 1)])
+    log = {name: str(tmp_path / name / "train.log") for name in curves}
+    ttq.main(["-ref", log["ce1"], log["ce2"], "-runs", log["c1"], log["c2"], "-epoch_cost", "0.5"])
+    out = capsys.readouterr().out
+    # ce1: target 30 at its 2nd validation; c1 reaches 30 at its 2nd (1.00), c2 at its 2nd (30.1)
+    assert "| ce1 | 30.00 | 2 | c1 | 2 | 1.00 | 0.50 |" in out and "| ce1 | 30.00 | 2 | c2 | 2 | 1.00 | 0.50 |" in out
+    # ce2: target 39 at its 4th; c1 at its 4th, c2 never
+    assert "| ce2 | 39.00 | 4 | c1 | 4 | 1.00 | 0.50 |" in out
+    assert "| ce2 | 39.00 | 4 | c2 | not reached | – | – |" in out
+    assert out.splitlines()[-1] == "x reference, time (validations x 0.5), over 3 pairs: median 0.50, range " \
+        "0.50-0.50; 1 pairs not reached", out
+    ttq.main(["-ref", log["ce1"], log["ce2"], "-runs", log["c1"], "-margin", "5"])
+    out = capsys.readouterr().out  # ce1: 26 at its 2nd, c1 at its 2nd; ce2: 35 at its 4th, c1 at its 3rd
+    assert out.splitlines()[-1] == "x reference, validations, over 2 pairs: median 0.88, range 0.75-1.00", out
+    for argv, msg in ((["-ref", log["ce1"], log["ce2"], "-runs", log["c1"], "-epoch_cost", "0"], "positive number"),
+                      (["-ref", log["ce1"], "-runs", log["c1"], "-epoch_cost", "0.5"], "several -ref"),
+                      (["-ref", log["ce1"], log["ce2"], "-runs", log["c1"], "-plot", str(tmp_path / "p.png")],
+                       "give one -ref")):
+        with pytest.raises(SystemExit) as exc:
+            ttq.main(argv)
+        assert exc.value.code == 2 and msg in capsys.readouterr().err
+
+
 def test_quality_report_calibration(tmp_path, capsys):
     import json
 

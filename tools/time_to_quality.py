@@ -11,6 +11,16 @@ only: the pause before a "resumed from step" line is left out. The target is the
 run's best validation BLEU minus -margin (1 by default); the table gives the seconds each run
 needed to reach it and the ratio to the reference's. Only runs trained one after the other on a
 quiet machine, or side by side with one thread each, compare.
+
+With several -ref logs (e.g. every seed of ce against every seed of the continuous row, trained in
+different windows, whose seconds do not compare), the table counts validations instead: for each
+pair, the validations (epochs, with one per epoch) the reference and the run need to reach that
+reference's best − margin. Their ratio times -epoch_cost (seconds per epoch of the run over the
+reference's, measured side by side) estimates the time ratio; the last lines give its median and
+range over the pairs:
+
+    python tools/time_to_quality.py -ref runs/x/t_ce.s{1,2,3}/train.log -runs runs/x/t_nce.s{1,2}/train.log \
+        -epoch_cost 0.65
 """
 
 import argparse
@@ -60,15 +70,67 @@ def name_of(path):
     return os.path.basename(os.path.dirname(os.path.abspath(path))) or path
 
 
+def validations_to(points, target):
+    """The number of validations up to and including the first at or above ``target``, or None."""
+    return next((i for i, (_, b) in enumerate(points, 1) if b >= target), None)
+
+
+def pairwise(refs, runs, margin, epoch_cost):
+    """Every reference against every run in validations to the reference's best − margin (see the
+    module docstring); prints a table and the median and range of the ratios."""
+    cost = "" if epoch_cost is None else f" | x reference, time (x {epoch_cost:g})"
+    print(f"| reference | target | its validations | run | run's validations | x reference, validations{cost} |")
+    print("| --- | ---: | ---: | --- | ---: | ---: |" + (" ---: |" if cost else ""))
+    ratios, missed = [], 0
+    for ref_path in refs:
+        ref = curve(ref_path)
+        target = max(b for _, b in ref) - margin
+        n_ref = validations_to(ref, target)
+        for run_path in runs:
+            n = validations_to(curve(run_path), target)
+            ratio = None if n is None else n / n_ref
+            if ratio is None:
+                missed += 1
+            else:
+                ratios.append(ratio)
+            shown = "–" if ratio is None else f"{ratio:.2f}"
+            timed = "" if not cost else (" | –" if ratio is None else f" | {ratio * epoch_cost:.2f}")
+            print(f"| {name_of(ref_path)} | {target:.2f} | {n_ref} | {name_of(run_path)} | "
+                  f"{n if n is not None else 'not reached'} | {shown}{timed} |")
+    if ratios:
+        ratios.sort()
+        mid = len(ratios) // 2
+        median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+        scale = 1.0 if epoch_cost is None else epoch_cost
+        what = "validations" if epoch_cost is None else f"time (validations x {epoch_cost:g})"
+        print(f"x reference, {what}, over {len(ratios)} pairs: median {median * scale:.2f}, range "
+              f"{ratios[0] * scale:.2f}-{ratios[-1] * scale:.2f}" + (f"; {missed} pairs not reached" if missed else ""))
+    elif missed:
+        print(f"no run reached any reference's target ({missed} pairs)")
+
+
 @cli_main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-ref", required=True, help="train.log of the reference run (the softmax model)")
+    p.add_argument("-ref", required=True, nargs="+", help="train.log of the reference run (the softmax model); "
+                   "several: compare every pair in validations (see above)")
     p.add_argument("-runs", nargs="+", required=True, help="train.log of the runs to compare")
     p.add_argument("-margin", type=float, default=1.0, help="target = the reference's best BLEU minus this")
-    p.add_argument("-plot", help="write the curves as a PNG here")
+    p.add_argument("-epoch_cost", type=float, help="with several -ref: seconds per validation of the runs over "
+                   "the reference's, measured side by side; scales the validation ratios into time ratios")
+    p.add_argument("-plot", help="write the curves as a PNG here (one -ref)")
     p.add_argument("-title", default="validation BLEU against wall-clock time")
     args = p.parse_args(argv)
+    if args.epoch_cost is not None and not (args.epoch_cost > 0 and args.epoch_cost < float("inf")):
+        raise UserError(f"-epoch_cost must be a positive number, got {args.epoch_cost}")
+    if len(args.ref) > 1:
+        if args.plot:
+            raise UserError("-plot draws one reference's curves: give one -ref, or leave -plot out")
+        return pairwise(args.ref, args.runs, args.margin, args.epoch_cost)
+    if args.epoch_cost is not None:
+        raise UserError("-epoch_cost scales the validation counts of several -ref logs: with one -ref the "
+                        "table gives measured seconds")
+    args.ref = args.ref[0]
     ref = curve(args.ref)
     target = max(b for _, b in ref) - args.margin
     ref_t = time_to(ref, target)

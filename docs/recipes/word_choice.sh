@@ -318,7 +318,8 @@ for cfg in $CONFIGS; do
       start=$(date +%s)
       early=(); [ "$EARLY" != 0 ] && early=(-early_stopping "$EARLY" -early_stopping_window "$WINDOW")
       # shellcheck disable=SC2086
-      python train.py -data "$DATA" -save_model "$run/model" "${tgt_emb[@]}" $flags -epochs "$EPOCHS" \
+      # -resume auto: a run killed part-way goes on from its newest checkpoint (its epoch checkpoints are kept)
+      python train.py -data "$DATA" -save_model "$run/model" "${tgt_emb[@]}" $flags -epochs "$EPOCHS" -resume auto \
         "${early[@]}" "${BPE_TRAIN[@]}" -seed "$seed" -threads "$THREADS" -valid_metric bleu -valid_steps 1000000 \
         -save_checkpoint_steps 1000000 -save_checkpoint_epochs 1 -report_every 100 -log_file "$run/train.log" \
         > "$run/train.stdout" 2>&1
