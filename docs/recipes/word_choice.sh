@@ -138,6 +138,8 @@ config() {
     t_bpe_ce)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1|bpe_none" ;;
     t_bpe_nce_sphere) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias|bpe_sphere" ;;
     t_bpe_ce_d01)  echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 -dropout 0.1|bpe_none" ;;
+    # BPE ce with the continuous rows' moving average of the parameters: the baseline with the same average
+    t_bpe_ce_avg_d01) echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $AVERAGE -dropout 0.1|bpe_none" ;;
     t_bpe_nce_sphere_avg_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|bpe_sphere" ;;
     t_srcbpe_ce_d01) echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 -dropout 0.1|srcbpe_emb" ;;
     t_srcbpe_nce_both_avg_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|srcbpe_emb" ;;
