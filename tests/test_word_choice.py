@@ -739,8 +739,12 @@ def test_time_to_quality_pairs(tmp_path, capsys):
     ttq.main(["-ref", log["ce1"], log["ce2"], "-runs", log["c1"], "-margin", "5"])
     out = capsys.readouterr().out  # ce1: 26 at its 2nd, c1 at its 2nd; ce2: 35 at its 4th, c1 at its 3rd
     assert out.splitlines()[-1] == "x reference, validations, over 2 pairs: median 0.88, range 0.75-1.00", out
+    ttq.main(["-ref", log["ce2"], "-runs", log["c1"], "-epoch_cost", "0.5"])  # one reference, in validations
+    assert capsys.readouterr().out.splitlines()[-1] == "x reference, time (validations x 0.5), over 1 pairs: " \
+        "median 0.50, range 0.50-0.50"
     for argv, msg in ((["-ref", log["ce1"], log["ce2"], "-runs", log["c1"], "-epoch_cost", "0"], "positive number"),
-                      (["-ref", log["ce1"], "-runs", log["c1"], "-epoch_cost", "0.5"], "several -ref"),
+                      (["-ref", log["ce1"], "-runs", log["c1"], "-epoch_cost", "0.5", "-plot", "p.png"],
+                       "no -epoch_cost"),
                       (["-ref", log["ce1"], log["ce2"], "-runs", log["c1"], "-plot", str(tmp_path / "p.png")],
                        "give one -ref")):
         with pytest.raises(SystemExit) as exc:

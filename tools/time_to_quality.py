@@ -13,7 +13,7 @@ needed to reach it and the ratio to the reference's. Only runs trained one after
 quiet machine, or side by side with one thread each, compare.
 
 With several -ref logs (e.g. every seed of ce against every seed of the continuous row, trained in
-different windows, whose seconds do not compare), the table counts validations instead: for each
+different windows, whose seconds do not compare), or with -epoch_cost, the table counts validations instead: for each
 pair, the validations (epochs, with one per epoch) the reference and the run need to reach that
 reference's best − margin. Their ratio times -epoch_cost (seconds per epoch of the run over the
 reference's, measured side by side) estimates the time ratio; the last lines give its median and
@@ -116,20 +116,19 @@ def main(argv=None):
                    "several: compare every pair in validations (see above)")
     p.add_argument("-runs", nargs="+", required=True, help="train.log of the runs to compare")
     p.add_argument("-margin", type=float, default=1.0, help="target = the reference's best BLEU minus this")
-    p.add_argument("-epoch_cost", type=float, help="with several -ref: seconds per validation of the runs over "
-                   "the reference's, measured side by side; scales the validation ratios into time ratios")
-    p.add_argument("-plot", help="write the curves as a PNG here (one -ref)")
+    p.add_argument("-epoch_cost", type=float, help="seconds per validation of the runs over the reference's, "
+                   "measured side by side: compare in validations (as with several -ref) and scale the ratios "
+                   "into time ratios")
+    p.add_argument("-plot", help="write the curves as a PNG here (one -ref, no -epoch_cost)")
     p.add_argument("-title", default="validation BLEU against wall-clock time")
     args = p.parse_args(argv)
     if args.epoch_cost is not None and not (args.epoch_cost > 0 and args.epoch_cost < float("inf")):
         raise UserError(f"-epoch_cost must be a positive number, got {args.epoch_cost}")
-    if len(args.ref) > 1:
+    if len(args.ref) > 1 or args.epoch_cost is not None:
         if args.plot:
-            raise UserError("-plot draws one reference's curves: give one -ref, or leave -plot out")
+            raise UserError("-plot draws one reference's curves in seconds: give one -ref and no -epoch_cost, "
+                            "or leave -plot out")
         return pairwise(args.ref, args.runs, args.margin, args.epoch_cost)
-    if args.epoch_cost is not None:
-        raise UserError("-epoch_cost scales the validation counts of several -ref logs: with one -ref the "
-                        "table gives measured seconds")
     args.ref = args.ref[0]
     ref = curve(args.ref)
     target = max(b for _, b in ref) - args.margin
