@@ -13,11 +13,11 @@ needed to reach it and the ratio to the reference's. Only runs trained one after
 quiet machine, or side by side with one thread each, compare.
 
 With several -ref logs (e.g. every seed of ce against every seed of the continuous row, trained in
-different windows, whose seconds do not compare), or with -epoch_cost, the table counts validations instead: for each
-pair, the validations (epochs, with one per epoch) the reference and the run need to reach that
-reference's best − margin. Their ratio times -epoch_cost (seconds per epoch of the run over the
-reference's, measured side by side) estimates the time ratio; the last lines give its median and
-range over the pairs:
+different windows, whose seconds do not compare), or with -epoch_cost, the table counts validations
+instead: for each pair, the validations (epochs, with one per epoch) the reference and the run need
+to reach that reference's best − margin. Their ratio times -epoch_cost (seconds per epoch of the run
+over the reference's, measured side by side) estimates the time ratio; the last line gives its
+median and range over the pairs:
 
     python tools/time_to_quality.py -ref runs/x/t_ce.s{1,2,3}/train.log -runs runs/x/t_nce.s{1,2}/train.log \
         -epoch_cost 0.65
@@ -26,6 +26,7 @@ range over the pairs:
 import argparse
 import os
 import re
+import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
@@ -99,8 +100,7 @@ def pairwise(refs, runs, margin, epoch_cost):
                   f"{n if n is not None else 'not reached'} | {shown}{timed} |")
     if ratios:
         ratios.sort()
-        mid = len(ratios) // 2
-        median = ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
+        median = statistics.median(ratios)
         scale = 1.0 if epoch_cost is None else epoch_cost
         what = "validations" if epoch_cost is None else f"time (validations x {epoch_cost:g})"
         print(f"x reference, {what}, over {len(ratios)} pairs: median {median * scale:.2f}, range "
