@@ -83,21 +83,21 @@ def pairwise(refs, runs, margin, epoch_cost):
     print(f"| reference | target | its validations | run | run's validations | x reference, validations{cost} |")
     print("| --- | ---: | ---: | --- | ---: | ---: |" + (" ---: |" if cost else ""))
     ratios, missed = [], 0
+    run_curves = [(name_of(r), curve(r)) for r in runs]  # each log read once, not once per reference
     for ref_path in refs:
         ref = curve(ref_path)
         target = max(b for _, b in ref) - margin
         n_ref = validations_to(ref, target)
-        for run_path in runs:
-            n = validations_to(curve(run_path), target)
-            ratio = None if n is None else n / n_ref
-            if ratio is None:
+        for run_name, points in run_curves:
+            n = validations_to(points, target)
+            if n is None:
                 missed += 1
+                shown, timed = "not reached | –", " | –" if cost else ""
             else:
-                ratios.append(ratio)
-            shown = "–" if ratio is None else f"{ratio:.2f}"
-            timed = "" if not cost else (" | –" if ratio is None else f" | {ratio * epoch_cost:.2f}")
-            print(f"| {name_of(ref_path)} | {target:.2f} | {n_ref} | {name_of(run_path)} | "
-                  f"{n if n is not None else 'not reached'} | {shown}{timed} |")
+                ratios.append(n / n_ref)
+                shown = f"{n} | {n / n_ref:.2f}"
+                timed = f" | {n / n_ref * epoch_cost:.2f}" if cost else ""
+            print(f"| {name_of(ref_path)} | {target:.2f} | {n_ref} | {run_name} | {shown}{timed} |")
     if ratios:
         ratios.sort()
         median = statistics.median(ratios)
