@@ -26,13 +26,13 @@ KINDS = ("ivf", "hnsw")
 SAMPLE_PER_CELL = 64
 
 
-def import_faiss():
+def import_faiss(need="-ann faiss", otherwise="decode with exact search (leave out -ann)"):
+    """The faiss module, or a UserError that says what ``need``s it, how to install it, and ``otherwise``."""
     try:
         import faiss
     except ImportError as exc:
         raise UserError(
-            f"-ann faiss needs the faiss-cpu package ({exc}): python3 -m pip install faiss-cpu, "
-            "or decode with exact search (leave out -ann)"
+            f"{need} needs the faiss-cpu package ({exc}): python3 -m pip install faiss-cpu, or {otherwise}"
         ) from None
     return faiss
 
@@ -41,10 +41,12 @@ class FaissIndex:
     """Inner-product index over rows 1.. of ``table`` [vocab, m] (row 0, padding, is no word).
 
     ``search(queries [n, m], k)`` -> LongTensor [n, k] of table row ids, best first, −1 where the
-    index found fewer than k."""
+    index found fewer than k. ``need``: (what needs faiss, what to do instead) for the error where
+    faiss is missing (default: ``-ann faiss``'s)."""
 
-    def __init__(self, table, kind="ivf", nlist=None, nprobe=64, hnsw_m=16, ef_search=64, threads=None, seed=1234):
-        faiss = import_faiss()
+    def __init__(self, table, kind="ivf", nlist=None, nprobe=64, hnsw_m=16, ef_search=64, threads=None, seed=1234,
+                 need=None):
+        faiss = import_faiss(*need) if need else import_faiss()
         if kind not in KINDS:
             raise UserError(f"-ann_index must be one of {KINDS}, got {kind!r}")
         if threads:

@@ -17,7 +17,6 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from onmt_cont import distributed
-from onmt_cont.ann import import_faiss
 from onmt_cont.constants import UNK
 from onmt_cont.evaluate import tokenized_bleu
 from onmt_cont.inputters.batching import FINAL_PUNCT, ShardedIterator, collate, make_batches
@@ -258,8 +257,6 @@ def _check_negatives(opt):
         except ValueError as exc:
             raise UserError(f"-negatives: {exc}") from None
         opt.negatives = ",".join(sources)
-        if {"gold_nn", "ann"} & set(sources):
-            import_faiss()
     if opt.prefix_window is not None and "prefix" not in (opt.negatives or "").split(","):
         raise UserError("-prefix_window sets how many earlier words -negatives prefix takes: add prefix to "
                         "-negatives (with -loss maxmargin, infonce or nllvmf_nce)")

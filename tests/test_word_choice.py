@@ -637,6 +637,31 @@ def test_prefix_negatives_train_and_resume(data, tmp_path, monkeypatch, capsys):
     assert not list(bad.iterdir())
 
 
+def test_faiss_is_needed_only_where_an_index_is_built(data, tmp_path, monkeypatch, capsys):
+    """Without faiss-cpu, -negatives gold_nn and ann over a table of up to EXACT_UP_TO words train (exact
+    search; the GPU run of docs/gpu.md failed 30 tests here on a check that asked for faiss whatever the
+    table). Over a larger table (EXACT_UP_TO lowered to 4 here) train.py stops before the first step,
+    names what needs faiss and how to install it, and writes nothing."""
+    import sys
+
+    from onmt_cont.losses import negatives
+    from tests.test_train import argv
+
+    monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss now raises ImportError
+    common = {**WC, "loss": "nllvmf_nce", "train_steps": "2"}
+    for sources in ("gold_nn", "inbatch,ann"):
+        trained = run_train(data, tmp_path / sources, negatives=sources, **common)
+        assert trained.opt.negatives == sources
+    monkeypatch.setattr(negatives, "EXACT_UP_TO", 4)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    fails(capsys, argv(data, bad, **common, negatives="gold_nn"), "-negatives gold_nn over 16 target words on the CPU",
+          "pip install faiss-cpu", "train on a GPU")
+    fails(capsys, argv(data, bad, **common, negatives="inbatch,ann"), "-negatives ann over 16 target words",
+          "pip install faiss-cpu", "leave ann out of -negatives")
+    assert not list(bad.iterdir())
+
+
 # --- tools/time_to_quality.py and quality_report.py's calibration table ------------------------------
 
 

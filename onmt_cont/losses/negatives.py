@@ -20,6 +20,10 @@ A negative source gives, for a batch of N tokens, either word ids shared by all 
   unlikelihood on the previous context (Welleck et al. 2019) as negatives, against a decoder
   that repeats words it has already written. Read from the batch's targets alone, flat in V.
 
+faiss-cpu is needed only where an index is built: ``gold_nn`` over more than EXACT_UP_TO words on
+the CPU, ``ann`` over more than EXACT_UP_TO words; where it is missing, training stops before its
+first step and says so.
+
 Ids that are no negative (the gold word itself, padding, −1 where faiss found fewer) are
 masked by :func:`invalid`. The table is frozen (a buffer of ContinuousGenerator, never a
 parameter), which is what makes precomputing ``gold_nn`` and building one index correct.
@@ -65,10 +69,10 @@ def search_chunk_rows(vocab, budget=None):
     return max(1, budget // (3 * 4 * max(vocab, 1)))
 
 
-def _faiss_index(table, threads):
+def _faiss_index(table, threads, need):
     from onmt_cont.ann import FaissIndex
 
-    return FaissIndex(table, "ivf", threads=threads or torch.get_num_threads())
+    return FaissIndex(table, "ivf", threads=threads or torch.get_num_threads(), need=need)
 
 
 def _exact_search(table, queries, k):
@@ -77,13 +81,17 @@ def _exact_search(table, queries, k):
     return dots.topk(min(k, dots.size(1)), dim=1).indices + 1
 
 
-def table_neighbours(table, k, threads=None, exact_up_to=EXACT_UP_TO):
+def table_neighbours(table, k, threads=None, exact_up_to=None):
     """The k+1 nearest rows (inner product, the row itself included) of every row of ``table``
     [V, m]: LongTensor [V, k+1] on the table's device, −1 where fewer were found; row 0 (padding,
-    never a target) is all −1."""
+    never a target) is all −1. Exact up to ``exact_up_to`` rows (default EXACT_UP_TO) and on a GPU;
+    else faiss, which only then must be installed."""
     vocab = table.size(0)
+    exact_up_to = EXACT_UP_TO if exact_up_to is None else exact_up_to
     # On a GPU the exact products are fast (300K words: ~5e13 FLOPs, seconds) and beat faiss-cpu.
-    index = _faiss_index(table, threads) if vocab > exact_up_to and table.device.type == "cpu" else None
+    need = (f"-negatives gold_nn over {vocab:,} target words on the CPU (exact search up to {exact_up_to:,})",
+            "train on a GPU (-gpu), where the neighbours are found exactly")
+    index = _faiss_index(table, threads, need) if vocab > exact_up_to and table.device.type == "cpu" else None
     ids = torch.full((vocab, k + 1), -1, dtype=torch.long, device=table.device)
     # bounds the [chunk, V] products (by memory, whatever V is) / faiss's result buffers
     chunk = search_chunk_rows(vocab) if index is None else 65536
@@ -99,9 +107,13 @@ class PredictionIndex:
     """``search(unit [N, m], k)`` -> the k nearest table rows of each prediction [N, k] (−1: fewer):
     a faiss IVF index over the table, or exact products up to ``exact_up_to`` rows."""
 
-    def __init__(self, table, threads=None, exact_up_to=EXACT_UP_TO):
+    def __init__(self, table, threads=None, exact_up_to=None):
         self.table = table
-        self.index = _faiss_index(table, threads) if table.size(0) > exact_up_to else None
+        vocab = table.size(0)
+        exact_up_to = EXACT_UP_TO if exact_up_to is None else exact_up_to
+        need = (f"-negatives ann over {vocab:,} target words (exact search up to {exact_up_to:,})",
+                "leave ann out of -negatives")
+        self.index = _faiss_index(table, threads, need) if vocab > exact_up_to else None
 
     def search(self, unit, k):
         if self.index is None:
