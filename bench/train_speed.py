@@ -41,7 +41,7 @@ from benchlib import UserError  # noqa: E402
 from train_worker import Worker, WorkerFailed  # noqa: E402
 
 # (label, train.py options). Rows whose options this checkout's train.py does not know, or
-# refuses, print "n/a (not implemented)".
+# refuses here (a missing package included), print "n/a (refused)" and train.py's reason.
 ROWS = [
     ("ce", ["-loss", "ce"]),
     ("nllvmf", ["-loss", "nllvmf"]),
@@ -173,7 +173,7 @@ def availability(label, size):
     try:
         benchlib.row_options(size, ROW_ARGS[label])
     except UserError as exc:
-        return f"n/a (not implemented): {exc}"
+        return f"n/a (refused): {exc}"
     return None
 
 

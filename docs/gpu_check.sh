@@ -4,9 +4,11 @@
 #
 #   bash docs/gpu_check.sh            # logs and models in runs/gpu_check/
 #   OUT=/tmp/gc bash docs/gpu_check.sh
+#   SKIP="train_speed" bash docs/gpu_check.sh   # leave out the named checks (a space list; each prints SKIP)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/gpu_check}
+SKIP=${SKIP:-}
 NGPU=$(python -c "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)" 2>/dev/null || echo 0)
 if [ "$NGPU" = 0 ]; then
   echo "gpu_check: PyTorch sees no CUDA device here ($(python -c 'import torch; print("torch", torch.__version__)' 2>&1)):" \
@@ -17,6 +19,7 @@ mkdir -p "$OUT"
 failed=0
 check() {  # NAME COMMAND...: PASS/FAIL NAME (seconds) and the log's last error line
   local name=$1; shift
+  case " $SKIP " in *" $name "*) printf 'SKIP %-22s (in SKIP)\n' "$name"; return 0 ;; esac
   local log=$OUT/$name.log start=$SECONDS
   if "$@" > "$log" 2>&1; then
     printf 'PASS %-22s %4ss\n' "$name" $((SECONDS - start))
