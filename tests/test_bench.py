@@ -157,3 +157,22 @@ def test_correction_and_trained_table_rows_are_counted():
     n = int((batch["tgt"][:, 1:] != PAD_ID).sum())
     candidates = n + 64  # in-batch: the batch's n targets; random: -num_sampled 64
     assert trained - frozen == 2 * M * n * candidates
+
+
+def test_amp_shapes_times_new_and_seen_shapes(tmp_path, capsys):
+    """bench/amp_shapes.py on CPU: one row, fp32, two updates per phase in a fresh worker process; the
+    JSON holds both phases' times; a GPU-only mode without -gpu and an unknown row are refused."""
+    import json
+
+    import amp_shapes
+
+    out = tmp_path / "r.json"
+    amp_shapes.main(["-rows", "ce", "-modes", "fp32", "-steps", "2", "-batch_size", "4", "-vocab", "50",
+                     "-threads", "1", "-json", str(out)])
+    (result,) = json.loads(out.read_text())
+    assert result["row"] == "ce" and result["mode"] == "fp32" and "error" not in result
+    assert result["new"] > 0 and result["seen"] > 0 and result["kernels"] == {}
+    assert "new/seen" in capsys.readouterr().out
+    for bad, needle in ((["-modes", "bf16_no_cudnn_sdpa"], "needs -gpu"), (["-rows", "softmax"], "unknown")):
+        with pytest.raises(SystemExit, match=needle):
+            amp_shapes.main(bad + ["-steps", "1"])
