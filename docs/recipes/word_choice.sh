@@ -143,6 +143,7 @@ config() {
     t_bpe_ce_avg_d01) echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $AVERAGE -dropout 0.1|bpe_none" ;;
     t_bpe_nce_sphere_avg_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|bpe_sphere" ;;
     t_srcbpe_ce_d01) echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 -dropout 0.1|srcbpe_emb" ;;
+    t_srcbpe_ce_avg_d01) echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $AVERAGE -dropout 0.1|srcbpe_emb" ;;
     t_srcbpe_nce_both_avg_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|srcbpe_emb" ;;
     t_srcbpe_nce_both_avg_dfp_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP -dropout 0.1|srcbpe_emb" ;;
     # the same with 16 instead of 32 gold_nn neighbours per token: a cheaper step, against the time target
