@@ -18,8 +18,7 @@ The modes: ``fp32``; ``bf16`` (train.py's -amp); on a GPU also ``bf16_no_cudnn_s
 PyTorch's cuDNN attention backend switched off (``torch.backends.cuda.enable_cudnn_sdp(False)``).
 
     python bench/amp_shapes.py -gpu 0                  # ce and nllvmf_nce tied, every mode
-    python bench/amp_shapes.py -steps 4 -threads 1     # CPU: fp32 and bf16 (bf16 on CPU needs no AVX-512
-                                                       #   for the Transformer)
+    python bench/amp_shapes.py -steps 4 -threads 1     # CPU: fp32 and bf16 (the third mode needs a GPU)
 """
 
 import argparse
