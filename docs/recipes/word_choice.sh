@@ -130,6 +130,7 @@ config() {
     t_ce_dfp)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $DFP|emb" ;;
     t_nce_both_avg_dfp) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP|emb" ;;
     t_ce_d01)      echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 -dropout 0.1|emb" ;;
+    t_ce_d01_avg)  echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $AVERAGE -dropout 0.1|emb" ;;
     t_ce_dfp_d01)  echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $DFP -dropout 0.1|emb" ;;
     t_ce_dfp_d01_avg) echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $AVERAGE $DFP -dropout 0.1|emb" ;;
     t_nce_both_avg_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|emb" ;;
