@@ -26,7 +26,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import torch
 
@@ -61,16 +60,6 @@ def build_parser():
     return p
 
 
-def row_options(row_args, gpu):
-    """train.py's options for TMODEL plus a row, parsed and checked by train.py's own code."""
-    argv = TMODEL + list(row_args) + ["-tgt_emb", "<synthetic>"] + (["-gpu", str(gpu)] if gpu is not None else [])
-    parser = benchlib.train_cli.build_parser()
-    opt = parser.parse_args(argv)
-    benchlib.training.expand_layers(opt, parser.get_default)
-    benchlib.training.check_options(opt)
-    return opt
-
-
 def attention_kernels(trainer, batch, step):
     """The GPU kernels of one update whose names say attention, with their counts."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -88,7 +77,7 @@ def worker(args, row, mode):
     device = benchlib.setup(args, "amp_shapes")
     if mode == "bf16_no_cudnn_sdpa":
         torch.backends.cuda.enable_cudnn_sdp(False)
-    opt = row_options(ROWS[row], args.gpu)
+    opt = benchlib.row_options(TMODEL, ROWS[row], args.gpu)
     table = benchlib.synthetic_table(args.vocab) if benchlib.needs_table(opt, args.vocab) else None
     torch.manual_seed(1)
     model = benchlib.build_model(opt, benchlib.SRC_VOCAB, args.vocab, table).to(device)
@@ -106,11 +95,7 @@ def worker(args, row, mode):
         times = []
         for batch in batches:
             step += 1
-            benchlib.sync(device)
-            start = time.perf_counter()
-            trainer.train_step(batch, step)
-            benchlib.sync(device)
-            times.append(1e3 * (time.perf_counter() - start))
+            times.append(1e3 * benchlib.timed(lambda b=batch, s=step: trainer.train_step(b, s), device))
         out[phase] = benchlib.median(times)
         out[phase + "_total_s"] = sum(times) / 1e3
     out["kernels"] = attention_kernels(trainer, batches[-1], step + 1) if device.type == "cuda" else {}

@@ -95,11 +95,12 @@ def max_rss_mb():
 
 
 def row_options(size, row_args, gpu=None):
-    """train.py's options for a benchmark row: parsed and checked by train.py's own code.
+    """train.py's options for a benchmark row: parsed and checked by train.py's own code. ``size``:
+    a name of SIZES, or the encoder/decoder options themselves (a list).
 
     Raises UserError when this checkout's train.py does not know an option or refuses the
     combination (a loss or generator not implemented yet)."""
-    argv = SIZES[size] + list(row_args) + ["-tgt_emb", "<synthetic>"]
+    argv = (SIZES[size] if isinstance(size, str) else list(size)) + list(row_args) + ["-tgt_emb", "<synthetic>"]
     if gpu is not None:
         argv += ["-gpu", str(gpu)]
     parser = train_cli.build_parser()
