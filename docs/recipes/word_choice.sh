@@ -33,7 +33,11 @@
 #     from their average at noam factor 0.2; UL=0: the same fine-tune without it; docs/results.md 5c, continued (7))
 #   SRC=de OUT=runs/wc_win2_de-en CONFIGS="t_nce_both_avg_dfp_d01 t_ce_dfp_d01" SEEDS="1 2" WINDOW=2 EPOCHS=40 \
 #     BLOCKS="2 3" bash docs/recipes/word_choice.sh   (dropout 0.1 instead of transformer.sh's 0.3, both outputs;
-#     fr->en: SRC=fr CONFIGS="t_nce_both_avg_d01 t_ce_d01"; docs/results.md 5c, continued (10), README's recommended row)
+#     fr->en: SRC=fr CONFIGS="t_nce_both_avg_d01 t_ce_d01"; docs/results.md 5c, continued (10))
+#   SRC=de CONFIGS="t_srcbpe_nce_both_avg_dfp_d01_lr1 t_bpe_ce_avg_d01" SEEDS="1 2" WINDOW=2 EPOCHS=40 BLOCKS="2 3" \
+#     bash docs/recipes/word_choice.sh   (README's recommended rows: the continuous rows at noam factor 1 against the
+#     ce rows with the same moving average; fr->en: SRC=fr CONFIGS="t_nce_both_avg_d01_lr1 t_ce_d01_avg";
+#     docs/results.md 5c, continued (19))
 #
 # Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
 # [runs/word_choice_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [20], EARLY [3, 0: off], WINDOW [1: train.py

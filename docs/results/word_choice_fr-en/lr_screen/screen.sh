@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# screen NAME EPOCHS FLAGS...: fr->en continuous word row t_nce_both_avg_d01, seed 3, with FLAGS appended (the last
+# (run from the repository root) screen NAME EPOCHS FLAGS...: fr->en continuous word row t_nce_both_avg_d01, seed 3, with FLAGS appended (the last
 # value of a repeated flag wins), 1 thread, validation BLEU per epoch only
-cd /work/main
+cd "$(dirname "$0")/../../../.."  # the repository root
 name=$1; epochs=$2; shift 2
 run=runs/s44/screens/$name; mkdir -p $run
 TMODEL="-encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 -heads 4 -transformer_ff 512 -dropout 0.3 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot -decay_method noam -warmup_steps 1000 -adam_beta2 0.998"
