@@ -153,11 +153,8 @@ config() {
     t_srcbpe_nce_both_avg_dfp_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP -dropout 0.1|srcbpe_emb" ;;
     # the same with 16 instead of 32 gold_nn neighbours per token: a cheaper step, against the time target
     t_srcbpe_nce_both_avg_dfp_nn16_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP -ann_candidates 16 -dropout 0.1|srcbpe_emb" ;;
-    # the continuous rows at noam factor 1 instead of $LR (2): half the learning rate after warm-up (5c, continued (19))
-    t_nce_both_avg_d01_lr1) echo "$TMODEL -learning_rate 1 $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|emb" ;;
-    t_nce_both_avg_dfp_d01_lr1) echo "$TMODEL -learning_rate 1 $NCE -sampling_correction -word_bias $AVERAGE $DFP -dropout 0.1|emb" ;;
-    t_srcbpe_nce_both_avg_d01_lr1) echo "$TMODEL -learning_rate 1 $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|srcbpe_emb" ;;
-    t_srcbpe_nce_both_avg_dfp_d01_lr1) echo "$TMODEL -learning_rate 1 $NCE -sampling_correction -word_bias $AVERAGE $DFP -dropout 0.1|srcbpe_emb" ;;
+    # ROW_lr1: a continuous ROW at noam factor 1 instead of $LR (2), in its own run folder (5c, continued (19))
+    t_*nce*_lr1)   LR=1 config "${1%_lr1}" ;;
     t_infonce_both) echo "$TMODEL -learning_rate $LR -loss infonce -tie_emb -sampling_correction -word_bias|emb" ;;
     lstm_ce)       echo "$LMODEL -loss ce|emb" ;;
     lstm_infonce)  echo "$LMODEL -loss infonce -tie_emb|emb" ;;
