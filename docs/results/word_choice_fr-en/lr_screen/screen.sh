@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # screen ROW NAME EPOCHS SEED [FLAGS...]: a validation-only screen of one of docs/recipes/word_choice.sh's rows with
-# FLAGS appended (the last value of a repeated flag wins), 1 thread, into $SCREENS/NAME [runs/s44/screens]. ROW:
+# FLAGS appended last (the last value of a repeated flag wins: e.g. -valid_steps 227 validates every half epoch),
+# 1 thread, into $SCREENS/NAME [runs/s44/screens]. ROW:
 #   nce_fr  fr->en continuous word row (t_nce_both_avg_d01)
 #   ce_fr   fr->en word ce with the average (t_ce_d01_avg)
 #   bpe_de  de->en BPE ce with the average (t_bpe_ce_avg_d01)
@@ -20,7 +21,7 @@ case $row in
 esac
 run=${SCREENS:-runs/s44/screens}/$name; mkdir -p "$run"
 # shellcheck disable=SC2086
-python train.py "${data[@]}" -save_model "$run/model" $flags "$@" \
+python train.py "${data[@]}" -save_model "$run/model" $flags \
   -epochs "$epochs" -seed "$seed" -threads 1 -valid_metric bleu -valid_steps 1000000 -save_checkpoint_steps 1000000 \
-  -save_checkpoint_epochs 1000 -report_every 100 -log_file "$run/train.log" > "$run/train.stdout" 2>&1
+  -save_checkpoint_epochs 1000 -report_every 100 -log_file "$run/train.log" "$@" > "$run/train.stdout" 2>&1
 echo "rc $?" >> "$run/train.stdout"
