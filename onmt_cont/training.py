@@ -526,10 +526,18 @@ class Run:
         return self.average.swapped() if self.average is not None else nullcontext()
 
     def validate(self):
-        with self.averaged():
-            stats = self.trainer.validate(self.valid)
-            if self.valid_bleu is not None:
-                stats.update(self.valid_bleu(self.model, self.device))
+        # the continuous losses draw candidate words on validation too: from a fixed seed, so that every validation
+        # scores against the same draws, and on the side, so that when and how often a run validates
+        # (-valid_steps) does not change its training (the random states are put back afterwards)
+        saved = rng_state(self.device)
+        torch.manual_seed(self.opt.seed)
+        try:
+            with self.averaged():
+                stats = self.trainer.validate(self.valid)
+                if self.valid_bleu is not None:
+                    stats.update(self.valid_bleu(self.model, self.device))
+        finally:
+            restore_rng(saved, self.device)
         extra = (f"cosine {stats['cosine']:.4f}; nn accuracy {stats['accuracy']:.2%}" if "cosine" in stats
                  else f"ppl {stats['ppl']:.2f}; accuracy {stats['accuracy']:.2%}")
         if self.valid_bleu is not None:
