@@ -60,10 +60,10 @@ def build_parser():
     return p
 
 
-def attention_kernels(trainer, batch, step):
+def attention_kernels(trainer, opt, batch, step):
     """The GPU kernels of one update whose names say attention, with their counts."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        trainer.train_step(batch, step)
+        benchlib.train_step(trainer, opt, batch, step)
         torch.cuda.synchronize()
     names = {}
     for e in prof.events():
@@ -86,7 +86,7 @@ def worker(args, row, mode):
     amp = None if mode == "fp32" else torch.bfloat16
     trainer = benchlib.Trainer(model, loss_fn, benchlib.training.make_optimizer(opt, model), opt.max_grad_norm, amp=amp)
     warm = benchlib.synthetic_batch(args.batch_size, benchlib.SRC_VOCAB, args.vocab, device, seed=0, src_len=4)
-    trainer.train_step(warm, 1)  # handles, allocator, autocast: not what is measured
+    benchlib.train_step(trainer, opt, warm, 1)  # handles, allocator, autocast: not what is measured
     batches = [benchlib.synthetic_batch(args.batch_size, benchlib.SRC_VOCAB, args.vocab, device, seed=i,
                                         src_len=FIRST_LEN + i, tgt_len_sd=1.0) for i in range(args.steps)]
     step = 1
@@ -95,10 +95,10 @@ def worker(args, row, mode):
         times = []
         for batch in batches:
             step += 1
-            times.append(1e3 * benchlib.timed(lambda b=batch, s=step: trainer.train_step(b, s), device))
+            times.append(1e3 * benchlib.timed(lambda b=batch, s=step: benchlib.train_step(trainer, opt, b, s), device))
         out[phase] = benchlib.median(times)
         out[phase + "_total_s"] = sum(times) / 1e3
-    out["kernels"] = attention_kernels(trainer, batches[-1], step + 1) if device.type == "cuda" else {}
+    out["kernels"] = attention_kernels(trainer, opt, batches[-1], step + 1) if device.type == "cuda" else {}
     return out
 
 

@@ -89,6 +89,15 @@ def timed(fn, device):
     return time.perf_counter() - start
 
 
+def train_step(trainer, opt, batch, step):
+    """One update as train.py takes it, at update ``step``'s learning rate (noam's warm-up included).
+    Calling ``trainer.train_step`` alone keeps the optimiser's rate, a noam row's peak factor (2.0
+    for issue 21's Transformer): Adam at that rate diverges on random batches within ten updates,
+    and on a GPU the gradient overflowed to inf there (bench/amp_shapes.py's first GPU run)."""
+    training.set_learning_rate(trainer.optimizer, training.learning_rate(opt, step))
+    return trainer.train_step(batch, step)
+
+
 def max_rss_mb():
     """This process's peak resident set size so far (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

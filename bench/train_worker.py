@@ -90,7 +90,7 @@ class Model:
 
         def update():
             self.steps += 1
-            self.trainer.train_step(batch, self.steps)
+            benchlib.train_step(self.trainer, self.opt, batch, self.steps)
 
         return benchlib.timed(update, self.device)
 
