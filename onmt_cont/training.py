@@ -41,7 +41,7 @@ from onmt_cont.models.transformer import check_alignment_layer, check_sizes
 from onmt_cont.trainer import Meter, NonFiniteLoss, ParameterAverage, SequenceUnlikelihood, Trainer, TrainingForward
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import remove_bpe
-from onmt_cont.utils.amp import require_autocast
+from onmt_cont.utils.amp import avoid_per_shape_attention, require_autocast
 from onmt_cont.utils.board import Board
 from onmt_cont.utils.device import resolve_device
 from onmt_cont.utils.errors import UserError
@@ -425,6 +425,7 @@ class Run:
         amp = {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if opt.amp else None
         if amp is not None:  # before DDP wraps the model and before any log or checkpoint is written
             require_autocast(forward, loss_fn, device, amp)
+        self.amp_note = avoid_per_shape_attention(device, amp)
         if self.ctx.distributed:
             # a ReWE head at lambda 0 is left out of the graph: DDP must be told some parameters go unused
             unused = getattr(opt, "rewe_lambda", None) == 0
@@ -701,6 +702,8 @@ def _train(opt, ctx, threads, ckpt, resume_note, save_dir):
                 f"{tie}{extra}; "
                 f"device {device}{f' ({threads} threads)' if device.type == 'cpu' else ''}; lr {opt.learning_rate}")
     report_parameters(run.model)
+    if run.amp_note:
+        logger.info(run.amp_note)
     if opt.drop_final_punct:
         logger.info(f"training data: -drop_final_punct {opt.drop_final_punct:g}: a pair whose source ends with "
                     f"{' '.join(FINAL_PUNCT)} loses it, and its target its own, with this probability, drawn anew "

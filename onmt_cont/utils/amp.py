@@ -89,6 +89,23 @@ def probe_autocast(forward, loss_fn, device, dtype):
     return None
 
 
+def avoid_per_shape_attention(device, dtype):
+    """Under -amp on a GPU, switch off PyTorch's cuDNN attention backend. Returns a note for the log, or None.
+
+    For bfloat16 (and float16) inputs on Hopper, ``scaled_dot_product_attention`` picks cuDNN's fused
+    attention, and cuDNN builds an execution plan for every new shape. Training batches bring new
+    lengths at almost every step. On an H100 (docs/gpu.md, fourth run: ``bench/amp_shapes.py``), an
+    update of issue 21's Transformer on a batch of a new length took 503 ms against 22 ms once the
+    shape was known (ce; 423 against 23 for the continuous row). Without cuDNN, the memory-efficient
+    kernels take 36 / 20 ms and 32 / 31 ms, and train.py's first 100 steps ran at 21.5K target
+    tokens/s instead of 5.5K. The switch is process-wide; the CPU has no cuDNN attention."""
+    if device.type != "cuda" or dtype is None or not torch.backends.cuda.cudnn_sdp_enabled():
+        return None
+    torch.backends.cuda.enable_cudnn_sdp(False)
+    return ("-amp: cuDNN's attention is switched off (it builds a plan for every new batch shape, about 0.5 s "
+            "each on an H100); attention runs PyTorch's memory-efficient kernels")
+
+
 def require_autocast(forward, loss_fn, device, dtype, flag="-amp"):
     """:func:`probe_autocast`, raising a UserError that names the limitation and the flags to change."""
     error = probe_autocast(forward, loss_fn, device, dtype)
