@@ -380,6 +380,27 @@ def test_joint_eval_cache_follows_parameter_changes():
     assert not torch.allclose(changed, first)
 
 
+def test_joint_eval_cache_follows_a_fused_optimiser_step():
+    """train.py's Adam is fused on the CPU, and a fused step changes the parameters without bumping their
+    version: the validation after it must score with the new words, not the cached ones of before it."""
+    gen, emb = joint()
+    h = torch.randn(2, 4)
+    gen.eval()
+    with torch.no_grad():
+        before = gen(h)
+    gen.train()  # as Trainer.train_step does
+    params = [p for p in (*gen.parameters(), *emb.parameters()) if p.requires_grad]
+    for p in params:
+        p.grad = torch.ones_like(p)
+    torch.optim.Adam(params, lr=0.1, fused=True).step()
+    gen.eval()  # as Trainer.validate does
+    with torch.no_grad():
+        after = gen(h)
+    with torch.enable_grad():  # no cache: computed afresh
+        torch.testing.assert_close(after, gen(h).detach())
+    assert not torch.allclose(after, before)
+
+
 # --- acceptance on data/ --------------------------------------------------------------------------
 
 TINY = ["-rnn_size", "16", "-word_vec_size", "8", "-batch_size", "16", "-train_steps", "15", "-report_every", "5",

@@ -370,12 +370,19 @@ class JointGenerator(nn.Module):
         """g_out(E) = tanh(U·Eᵀ + b_u)ᵀ of ``ids`` [K] (all words when None): [K, d_j], no dropout."""
         return torch.tanh(self.word_proj(self.embeddings.matrix(ids)))
 
+    def train(self, mode=True):
+        # the cache goes at every switch between training and evaluation too: a fused optimiser step (train.py's
+        # Adam on the CPU) changes the parameters in place without bumping their _version
+        self._cache = None
+        return super().train(mode)
+
     def _all_words(self):
         if self.training or torch.is_grad_enabled():
             return self.dropout(self._words())
         # Decoding and validation: the same at every step until a parameter changes, so computed
-        # once per parameter state: an optimiser step or load_state_dict (in place) bumps a tensor's
-        # _version, a move to another device or dtype changes its storage.
+        # once per parameter state: load_state_dict and the average's swap (in place) bump a tensor's
+        # _version, a move to another device or dtype changes its storage, and train() (every training
+        # step) drops the cache, since a fused optimiser step bumps no version.
         tensors = (*self.word_proj.parameters(), *self.embeddings.parameters(), *self.embeddings.buffers())
         key = tuple((id(t), t.data_ptr(), t._version) for t in tensors)
         if self._cache is None or self._cache[0] != key:
