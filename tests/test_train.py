@@ -12,6 +12,7 @@ import torch
 import yaml
 
 import onmt_cont.losses
+from onmt_cont import training
 from onmt_cont.bin import preprocess, train
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.trainer import Trainer
@@ -381,6 +382,22 @@ def test_resume_is_exact(data, tmp_path, monkeypatch, loss):
         for (name, a), b in zip(full.model.state_dict().items(), resumed.model.state_dict().values(), strict=True):
             assert torch.equal(a, b), name
         assert resumed.progress == full.progress
+
+
+def test_checkpoint_of_the_adam_loop_resumes_under_fused_adam(data, tmp_path, monkeypatch):
+    """Every checkpoint written before train.py fused Adam on the CPU holds the per-tensor loop's state: it resumes
+    under the fused kernel and ends where the loop would have, up to float rounding; the optimiser is fused."""
+    common = {"loss": "nllvmf", "dropout": "0", "epochs": "5", "train_steps": "8", "save_checkpoint_steps": "4",
+              "valid_steps": "100"}
+    real = training.make_optimizer
+    monkeypatch.setattr(training, "make_optimizer", lambda opt, model: real(opt, model, fused=False))
+    loop = run_train(data, tmp_path / "loop", **common)
+    assert not loop.optimizer.defaults["fused"] and loop.progress["step"] == 8
+    monkeypatch.setattr(training, "make_optimizer", real)
+    resumed = run_train(data, tmp_path / "fused", train_from=str(tmp_path / "loop" / "m_step_4.pt"), **common)
+    assert resumed.optimizer.defaults["fused"] and resumed.progress["step"] == 8
+    for a, b in zip(loop.model.parameters(), resumed.model.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
 
 
 def test_checkpoints_plain_data(data, tmp_path):
