@@ -327,10 +327,11 @@ def make_optimizer(opt, model, fused=None):
     of its own whose "lr_scale" (-table_lr_scale) multiplies every learning rate set on it.
 
     Adam on the CPU is fused (one kernel over every tensor): PyTorch's default there is a loop over
-    the tensors, and the fused step takes about a fifth of its time. That is 7-10% of an update of
-    issue 21's Transformer on one thread (bench/optimizer_step.py). The result agrees with the loop
-    to float rounding. On a GPU PyTorch's default (foreach) stays. ``fused``: True or False forces
-    it either way (the benchmark's comparison); None chooses as above."""
+    the tensors, and the fused step takes a fifth to a quarter of its time. That is 5-11% of an
+    update of issue 21's Transformer on one thread (bench/optimizer_step.py; docs/results.md 5c,
+    continued (21)). The result agrees with the loop to float rounding. On a GPU PyTorch's default
+    (foreach) stays. ``fused``: True or False forces it either way (the benchmark's comparison);
+    None chooses as above."""
     table = getattr(model.generator, "table", None)
     table = table if isinstance(table, torch.nn.Parameter) else None
     params = [p for p in model.parameters() if p.requires_grad and p is not table]
@@ -436,7 +437,8 @@ class Run:
         amp = {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if opt.amp else None
         if amp is not None:  # before DDP wraps the model and before any log or checkpoint is written
             require_autocast(forward, loss_fn, device, amp)
-        self.amp_note = avoid_per_shape_attention(device, amp)
+        # only the Transformer attends through scaled_dot_product_attention
+        self.amp_note = avoid_per_shape_attention(device, amp) if "transformer" in architecture(opt) else None
         if self.ctx.distributed:
             # a ReWE head at lambda 0 is left out of the graph: DDP must be told some parameters go unused
             unused = getattr(opt, "rewe_lambda", None) == 0
