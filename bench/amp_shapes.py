@@ -79,12 +79,8 @@ def worker(args, row, mode):
         torch.backends.cuda.enable_cudnn_sdp(False)
     opt = benchlib.row_options(TMODEL, ROWS[row], args.gpu)
     table = benchlib.synthetic_table(args.vocab) if benchlib.needs_table(opt, args.vocab) else None
-    torch.manual_seed(1)
-    model = benchlib.build_model(opt, benchlib.SRC_VOCAB, args.vocab, table).to(device)
-    gen_table = getattr(model.generator, "table", None)
-    loss_fn = benchlib.build_loss(opt, gen_table, benchlib.synthetic_prior(opt, args.vocab, device))
     amp = None if mode == "fp32" else torch.bfloat16
-    trainer = benchlib.Trainer(model, loss_fn, benchlib.training.make_optimizer(opt, model), opt.max_grad_norm, amp=amp)
+    trainer = benchlib.build_trainer(opt, benchlib.SRC_VOCAB, args.vocab, device, table, amp=amp)
     warm = benchlib.synthetic_batch(args.batch_size, benchlib.SRC_VOCAB, args.vocab, device, seed=0, src_len=4)
     benchlib.train_step(trainer, opt, warm, 1)  # handles, allocator, autocast: not what is measured
     batches = [benchlib.synthetic_batch(args.batch_size, benchlib.SRC_VOCAB, args.vocab, device, seed=i,

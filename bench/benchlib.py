@@ -89,6 +89,15 @@ def timed(fn, device):
     return time.perf_counter() - start
 
 
+def build_trainer(opt, src_vocab, tgt_vocab, device, table=None, amp=None, fused=None, seed=1):
+    """The model (seeded with ``seed``), loss and Trainer train.py builds from ``opt``, on ``device``; ``table``:
+    the synthetic target table where the row needs one; ``fused``: make_optimizer's choice of Adam."""
+    torch.manual_seed(seed)
+    model = build_model(opt, src_vocab, tgt_vocab, table).to(device)
+    loss_fn = build_loss(opt, getattr(model.generator, "table", None), synthetic_prior(opt, tgt_vocab, device))
+    return Trainer(model, loss_fn, training.make_optimizer(opt, model, fused=fused), opt.max_grad_norm, amp=amp)
+
+
 def train_step(trainer, opt, batch, step):
     """One update as train.py takes it, at update ``step``'s learning rate (noam's warm-up included).
     Calling ``trainer.train_step`` alone keeps the optimiser's rate, a noam row's peak factor (2.0

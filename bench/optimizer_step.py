@@ -44,15 +44,8 @@ def trainers(args, row, device):
     """{impl: (Trainer, its Adam)} from one set of initial parameters."""
     opt = benchlib.row_options(TMODEL, ROWS[row], args.gpu)
     table = benchlib.synthetic_table(args.vocab) if benchlib.needs_table(opt, args.vocab) else None
-    out = {}
-    for name, fused in IMPLS.items():
-        torch.manual_seed(1)
-        model = benchlib.build_model(opt, args.src_vocab, args.vocab, table).to(device)
-        loss_fn = benchlib.build_loss(opt, getattr(model.generator, "table", None),
-                                      benchlib.synthetic_prior(opt, args.vocab, device))
-        adam = benchlib.training.make_optimizer(opt, model, fused=fused)
-        out[name] = benchlib.Trainer(model, loss_fn, adam, opt.max_grad_norm), opt
-    return out
+    return {name: (benchlib.build_trainer(opt, args.src_vocab, args.vocab, device, table, fused=fused), opt)
+            for name, fused in IMPLS.items()}
 
 
 def max_difference(pair):
