@@ -1,7 +1,9 @@
 """Forward + backward time of the contrastive losses' per-token candidate products
-(losses.negatives.candidate_dots: gold_nn / ann candidates), against gathering the [N, C, m] rows
-and multiplying, with a frozen and with a trained table (-train_table). Both are timed in
-alternating order in one run; the ratio is the median of one over the median of the other.
+(losses.negatives.candidate_dots: gold_nn / ann / prefix candidates), against gathering the [N, C, m]
+rows and multiplying, and against the former implementation (until 2026-11-27: the same gather, a
+few MB of rows at a time, gathered again in the backward), with a frozen and with a trained table
+(-train_table). All are timed in turns in one run; each ratio is the median of candidate_dots over
+the median of the other.
 
     python bench/candidate_dots.py                      # N 1000 tokens, C 32, V 9,800, m 300, 1 thread
     python bench/candidate_dots.py -vocab 50000 -tokens 2000
@@ -14,10 +16,40 @@ import sys
 import time
 
 import torch
+import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from onmt_cont.losses.negatives import _TokenDots  # noqa: E402
+
+CHUNK_BYTES = 4 << 20  # the former implementation's rows at a time
+
+
+class _ChunkedGather(torch.autograd.Function):
+    """The former _TokenDots: gathered rows, CHUNK_BYTES of them at a time, gathered again in the
+    backward; a trained table's gradient as now (one sparse product)."""
+
+    @staticmethod
+    def forward(ctx, vec, table, ids):
+        ctx.save_for_backward(vec, table, ids)
+        step = max(1, CHUNK_BYTES // (ids.size(1) * table.size(1) * table.element_size()))
+        return torch.cat([torch.einsum("nm,ncm->nc", vec[i : i + step], F.embedding(ids[i : i + step], table))
+                          for i in range(0, ids.size(0), step)])
+
+    @staticmethod
+    def backward(ctx, grad):
+        vec, table, ids = ctx.saved_tensors
+        step = max(1, CHUNK_BYTES // (ids.size(1) * table.size(1) * table.element_size()))
+        grad_vec = torch.cat([torch.bmm(grad[i : i + step].unsqueeze(1), F.embedding(ids[i : i + step], table))
+                              .squeeze(1) for i in range(0, ids.size(0), step)])
+        grad_table = None
+        if ctx.needs_input_grad[1]:
+            n, c = ids.shape
+            tokens = torch.arange(n).repeat_interleave(c)
+            weights = torch.sparse_coo_tensor(torch.stack([ids.flatten(), tokens]), grad.flatten(),
+                                              (table.size(0), n), check_invariants=False)
+            grad_table = torch.sparse.mm(weights, vec)
+        return grad_vec, grad_table, None
 
 
 def main(argv=None):
@@ -39,22 +71,29 @@ def main(argv=None):
     def custom(vec, table):
         return _TokenDots.apply(vec, table, ids)
 
+    def former(vec, table):
+        return _ChunkedGather.apply(vec, table, ids)
+
+    fns = {"gather": gather, "former": former, "candidate_dots": custom}
+
     print(f"N {args.tokens} tokens, C {args.candidates} candidates, V {args.vocab:,}, m {args.dim}, "
           f"{args.threads} thread(s), median of {args.reps - 2} (2 warm-up)")
     for trained in (False, True):
         table = torch.randn(args.vocab, args.dim, generator=gen, requires_grad=trained)
         vec = torch.randn(args.tokens, args.dim, generator=gen, requires_grad=True)
-        times = {"gather": [], "candidate_dots": []}
+        times = {name: [] for name in fns}
         for rep in range(args.reps):
-            order = [("gather", gather), ("candidate_dots", custom)]
+            order = list(fns.items())
             for name, fn in order if rep % 2 else order[::-1]:
                 start = time.perf_counter()
                 fn(vec, table).sum().backward()
                 times[name].append(time.perf_counter() - start)
                 vec.grad = table.grad = None
-        old, new = (statistics.median(times[k][2:]) for k in ("gather", "candidate_dots"))
-        print(f"table {'trained' if trained else 'frozen '}: gather {old * 1000:.0f} ms, candidate_dots "
-              f"{new * 1000:.0f} ms, ratio {new / old:.2f}")
+        ms = {name: statistics.median(t[2:]) * 1000 for name, t in times.items()}
+        new = ms["candidate_dots"]
+        print(f"table {'trained' if trained else 'frozen '}: gather {ms['gather']:.1f} ms, former "
+              f"{ms['former']:.1f} ms, candidate_dots {new:.1f} ms; candidate_dots / gather "
+              f"{new / ms['gather']:.2f}, / former {new / ms['former']:.2f}")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ masked by :func:`invalid`. The table is frozen (a buffer of ContinuousGenerator,
 parameter), which is what makes precomputing ``gold_nn`` and building one index correct.
 """
 
+import warnings
+
 import torch
 import torch.nn.functional as F
 
@@ -238,36 +240,41 @@ def candidate_dots(vec, table, shared, per_token):
     return torch.cat(parts, 1)
 
 
-# Bytes of gathered [tokens, C, m] table rows _TokenDots holds at a time. Gathered for the whole batch
-# (1,250 tokens x 32 x 300 floats: 48 MB) and kept from the forward to the backward, they were the
-# largest block a continuous step held; in chunks the backward gathers them again. Its time alone is
-# level with gathering at once (bench/candidate_dots.py, frozen table: 0.95-1.17x in three runs).
-TOKEN_DOTS_CHUNK_BYTES = 4 << 20
-
-
 class _TokenDots(torch.autograd.Function):
-    """vec [N, m], table [V, m], ids [N, C] -> vec[n] · table[ids[n, c]]: [N, C].
+    """vec [N, m], table [V, m], ids [N, C] -> vec[n] · table[ids[n, c]]: [N, C], without gathering
+    the [N, C, m] rows.
 
-    The same bits as gathering the [N, C, m] rows and multiplying (products and vec's gradient),
-    computed a few MB of rows at a time (TOKEN_DOTS_CHUNK_BYTES): the backward gathers them again
-    instead of keeping them. A trained table's (-train_table) gradient is one sparse [V, N] x dense
-    [N, m] product instead of scattering N·C rows of m values one by one."""
+    Gathering them (1,000 tokens x 32 x 300 floats: 38 MB) and multiplying row by row was most of
+    this product's time on the CPU, and the backward gathered them again. On the CPU the products
+    are one sampled dense-dense product (torch.sparse.sampled_addmm: only the N·C entries of
+    vec · tableᵀ, reading each table row in place), and the prediction's gradient
+    Σ_c grad[n, c] · table[ids[n, c]] is one weighted embedding bag: 0.29x the time of the former
+    chunked gather for a de->en batch, forward and backward, and 0.95x for a whole update of the
+    recipe's de->en row (bench/candidate_dots.py, docs/results/token_dots/). Other devices gather
+    the rows for the products. Both agree with gathering to float rounding, not bit for bit
+    (another order of the sums). A trained table's (-train_table) gradient is one sparse [V, N] x
+    dense [N, m] product instead of scattering N·C rows of m values one by one."""
 
     @staticmethod
     def forward(ctx, vec, table, ids):
         ctx.save_for_backward(vec, table, ids)
-        step = _chunk_tokens(ids, table)
-        return torch.cat([torch.einsum("nm,ncm->nc", vec[i : i + step], F.embedding(ids[i : i + step], table))
-                          for i in range(0, max(ids.size(0), 1), step)])  # as gathering does it: the same bits
+        if ids.numel() == 0:
+            return vec.new_zeros(ids.shape)
+        if ids.device.type != "cpu":
+            return torch.einsum("nm,ncm->nc", vec, F.embedding(ids, table))
+        pattern, distinct, order = _csr_pattern(ids, table.size(0), vec.dtype)
+        values = torch.sparse.sampled_addmm(pattern, vec, table.t(), beta=0.0).values()
+        return torch.empty_like(ids, dtype=vec.dtype).scatter_(1, order, values[distinct].view(ids.shape))
 
     @staticmethod
     def backward(ctx, grad):
         vec, table, ids = ctx.saved_tensors
         grad_vec = grad_table = None
         if ctx.needs_input_grad[0]:
-            step = _chunk_tokens(ids, table)
-            grad_vec = torch.cat([torch.bmm(grad[i : i + step].unsqueeze(1), F.embedding(ids[i : i + step], table))
-                                  .squeeze(1) for i in range(0, max(ids.size(0), 1), step)])
+            if ids.numel() == 0:
+                grad_vec = torch.zeros_like(vec)
+            else:
+                grad_vec = F.embedding_bag(ids, table, per_sample_weights=grad.contiguous(), mode="sum")
         if ctx.needs_input_grad[1]:
             n, c = ids.shape
             tokens = torch.arange(n, device=ids.device).repeat_interleave(c)
@@ -277,12 +284,23 @@ class _TokenDots(torch.autograd.Function):
         return grad_vec, grad_table, None
 
 
-def _chunk_tokens(ids, table):
-    """Tokens per chunk of _TokenDots: their [tokens, C, m] rows take about TOKEN_DOTS_CHUNK_BYTES (at least 1)."""
-    if ids.device.type != "cpu":  # a GPU's allocator caches its blocks: one chunk
-        return max(1, ids.size(0))
-    row = max(1, ids.size(1) * table.size(1) * table.element_size())
-    return max(1, TOKEN_DOTS_CHUNK_BYTES // row)
+def _csr_pattern(ids, vocab, dtype=torch.float32):
+    """The entries of a valid sparse CSR [N, vocab] matrix for the candidates ``ids`` [N, C] (each
+    row's columns sorted and distinct, as torch.sparse requires: a token's candidates can repeat a
+    word), and how to read its values back: value ``distinct`` [N·C] of ``ids.sort(1)``'s order
+    ``order`` [N, C]; ``dtype``: its values'. -> (pattern, distinct, order)."""
+    n, c = ids.shape
+    ordered, order = ids.sort(1)
+    first = torch.ones_like(ordered, dtype=torch.bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    crow = torch.zeros(n + 1, dtype=ids.dtype, device=ids.device)
+    crow[1:] = first.sum(1).cumsum(0)
+    cols = ordered[first]
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": the one op used on it is tested
+        warnings.simplefilter("ignore", UserWarning)
+        values = torch.zeros(cols.numel(), dtype=dtype, device=ids.device)
+        pattern = torch.sparse_csr_tensor(crow, cols, values, (n, vocab), check_invariants=False)
+    return pattern, first.flatten().cumsum(0) - 1, order
 
 
 def invalid(target, shared, per_token):
