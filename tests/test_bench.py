@@ -176,3 +176,15 @@ def test_amp_shapes_times_new_and_seen_shapes(tmp_path, capsys):
     for bad, needle in ((["-modes", "bf16_no_cudnn_sdpa"], "needs -gpu"), (["-rows", "softmax"], "unknown")):
         with pytest.raises(SystemExit, match=needle):
             amp_shapes.main(bad + ["-steps", "1"])
+
+
+def test_benchmarks_of_the_candidate_terms_compare_like_with_like(capsys):
+    """bench/expected_counts.py's former implementation gives the current one's bits (the claim it
+    prints), and bench/candidate_dots.py's three contenders run on a small batch."""
+    import candidate_dots
+    import expected_counts
+
+    expected_counts.main(["-tokens", "60", "-vocab", "300", "-num_sampled", "9", "-ann_candidates", "5", "-reps", "4"])
+    assert "the same bits: True" in capsys.readouterr().out
+    candidate_dots.main(["-tokens", "30", "-candidates", "5", "-vocab", "200", "-dim", "16", "-reps", "3"])
+    assert "/ former" in capsys.readouterr().out

@@ -178,18 +178,44 @@ class Negatives:
         if "exact" in self.sources:
             base[1:] += 1.0
         base[0] = 0.0
+        log_base = torch.log(base)
         parts = []
-        if shared is not None:
-            expected = base[shared].unsqueeze(0).repeat(n, 1)
-            if per_token is not None:  # + 1 where a shared word is also in token i's own list
-                expected.index_put_(_matches(per_token, shared), torch.ones((), dtype=expected.dtype), accumulate=True)
-            parts.append(expected)
+        if shared is not None:  # the same for every token, but where a shared word is also in its own list
+            parts.append(_shared_expected(log_base, base, shared, per_token, n))
         if per_token is not None:
-            own = torch.zeros(per_token.shape, dtype=base.dtype, device=base.device)
-            for c in range(per_token.size(1)):  # j's occurrences in its own token's lists (C x [N, C] compares)
-                own += per_token == per_token[:, c : c + 1]
-            parts.append(base[per_token.clamp_min(0)] + own * (per_token > 0))
-        return torch.log(torch.cat(parts, 1)).float()
+            parts.append(torch.log(base[per_token.clamp_min(0)] + _own_counts(per_token) * (per_token > 0)).float())
+        return torch.cat(parts, 1)
+
+
+def _shared_expected(log_base, base, shared, per_token, n):
+    """log E [N, S] of the shared candidates: log base(j), or log(base(j) + k) where token i's own
+    list holds j k times; float32. Scored on the distinct shared words (the losses pass them
+    distinct and sorted already), each list entry looked up in a [V] map of their columns:
+    O(V + N·C + N·S); ``n``: the tokens."""
+    words, inverse = torch.unique(shared, return_inverse=True)
+    expected = log_base[words].float().expand(n, -1).clone()
+    if per_token is not None:
+        column = torch.full_like(base, -1, dtype=torch.long)
+        column[words] = torch.arange(words.numel(), device=words.device)
+        found = column[per_token.clamp_min(0)]
+        hit = (found >= 0) & (per_token > 0)
+        if hit.any():
+            rows = torch.arange(n, device=found.device).unsqueeze(1).expand_as(found)[hit]
+            where, times = torch.unique(rows * words.numel() + found[hit], return_counts=True)
+            expected.view(-1)[where] = torch.log(base[words[where % words.numel()]] + times).float()
+    if words.numel() == shared.numel() and torch.equal(words, shared):
+        return expected
+    return expected[:, inverse]
+
+
+def _own_counts(per_token):
+    """[N, C]: how many times each entry's id is in its own row (1 for an id found once)."""
+    ordered, order = per_token.sort(1)
+    first = torch.ones_like(ordered, dtype=torch.bool)
+    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    run = first.flatten().cumsum(0) - 1  # each sorted entry's run of equal ids
+    times = torch.bincount(run)[run].view(per_token.shape)
+    return torch.empty_like(times).scatter_(1, order, times)
 
 
 def prefix_words(target, k):
@@ -204,25 +230,6 @@ def prefix_words(target, k):
     before = before.clamp_min(0)
     ok &= sentence[before] == sentence.unsqueeze(1)
     return torch.where(ok, target[before], torch.full_like(before, -1))
-
-
-def _matches(per_token, shared):
-    """(rows, columns) of every pair (i, s) with shared[s] == per_token[i, c] for some c (once per such
-    c): found by bisecting each list entry in the sorted shared ids, O(N·C·log S + matches) instead
-    of comparing all N·S·C pairs."""
-    order = shared.argsort()
-    ordered = shared[order]
-    ids = per_token.clamp_min(0)
-    lo = torch.searchsorted(ordered, ids)
-    count = (torch.searchsorted(ordered, ids, right=True) - lo) * (per_token > 0)
-    count, lo = count.flatten(), lo.flatten()
-    rows = torch.arange(per_token.size(0), device=shared.device).repeat_interleave(per_token.size(1))
-    total = int(count.sum())
-    # the k-th match of entry e sits at ordered position lo[e] + k
-    entry = torch.arange(count.numel(), device=shared.device).repeat_interleave(count, output_size=total)
-    first = torch.cumsum(count, 0) - count
-    k = torch.arange(total, device=shared.device) - first[entry]
-    return rows[entry], order[lo[entry] + k]
 
 
 def candidate_dots(vec, table, shared, per_token):
