@@ -287,6 +287,27 @@ def test_candidate_dots_per_token_matches_gathering_in_float32():
                                rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_candidate_dots_per_token_on_a_gpu_match_the_cpu():
+    """A GPU gathers the rows; the CPU takes the sampled product and the embedding bag: the two agree
+    (products, the prediction's and a trained table's gradients), repeated and -1 ids included."""
+    from onmt_cont.losses.negatives import _TokenDots
+
+    gen = torch.Generator().manual_seed(4)
+    table = F.normalize(torch.randn(300, 64, generator=gen), dim=-1)
+    ids = torch.randint(0, 300, (50, 9), generator=gen)
+    ids[3] = 5
+    vec = torch.randn(50, 64, generator=gen) * 20
+    weight = torch.randn(50, 9, generator=gen)
+    results = []
+    for device in ("cpu", "cuda"):
+        v, t = vec.to(device).requires_grad_(), table.to(device).requires_grad_()
+        out = _TokenDots.apply(v, t, ids.to(device))
+        results.append([x.cpu() for x in (out, *torch.autograd.grad((out * weight.to(device)).sum(), (v, t)))])
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+
+
 def test_candidate_dots_per_token_builds_a_valid_csr_pattern():
     """The sampled product reads a CSR matrix whose invariants torch does not check at that speed:
     each row's columns sorted and distinct. The pattern of candidates that repeat words (and of

@@ -248,8 +248,8 @@ def candidate_dots(vec, table, shared, per_token):
 
 
 class _TokenDots(torch.autograd.Function):
-    """vec [N, m], table [V, m], ids [N, C] -> vec[n] · table[ids[n, c]]: [N, C], without gathering
-    the [N, C, m] rows.
+    """vec [N, m], table [V, m], ids [N, C] -> vec[n] · table[ids[n, c]]: [N, C]; on the CPU without
+    gathering the [N, C, m] rows.
 
     Gathering them (1,000 tokens x 32 x 300 floats: 38 MB) and multiplying row by row was most of
     this product's time on the CPU, and the backward gathered them again. On the CPU the products
@@ -258,9 +258,10 @@ class _TokenDots(torch.autograd.Function):
     Σ_c grad[n, c] · table[ids[n, c]] is one weighted embedding bag: 0.29x the time of the former
     chunked gather for a de->en batch, forward and backward, and 0.95x for a whole update of the
     recipe's de->en row (bench/candidate_dots.py, docs/results/token_dots/). Other devices gather
-    the rows for the products. Both agree with gathering to float rounding, not bit for bit
-    (another order of the sums). A trained table's (-train_table) gradient is one sparse [V, N] x
-    dense [N, m] product instead of scattering N·C rows of m values one by one."""
+    the rows, as before (one chunk: a GPU's allocator caches its blocks). The CPU's products and
+    gradient agree with gathering to float rounding, not bit for bit (another order of the sums).
+    A trained table's (-train_table) gradient is one sparse [V, N] x dense [N, m] product instead
+    of scattering N·C rows of m values one by one."""
 
     @staticmethod
     def forward(ctx, vec, table, ids):
@@ -280,6 +281,8 @@ class _TokenDots(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             if ids.numel() == 0:
                 grad_vec = torch.zeros_like(vec)
+            elif ids.device.type != "cpu":  # as run on a GPU before (docs/gpu.md): the gathered rows
+                grad_vec = torch.bmm(grad.unsqueeze(1), F.embedding(ids, table)).squeeze(1)
             else:
                 grad_vec = F.embedding_bag(ids, table, per_sample_weights=grad.contiguous(), mode="sum")
         if ctx.needs_input_grad[1]:
