@@ -208,11 +208,18 @@ def _shared_expected(log_base, base, shared, per_token, n):
     return expected[:, inverse]
 
 
-def _own_counts(per_token):
-    """[N, C]: how many times each entry's id is in its own row (1 for an id found once)."""
-    ordered, order = per_token.sort(1)
+def _sorted_runs(ids):
+    """ids [N, C] -> (each row sorted, the sort's order, [N, C] True where a sorted row starts a run
+    of equal ids)."""
+    ordered, order = ids.sort(1)
     first = torch.ones_like(ordered, dtype=torch.bool)
     first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    return ordered, order, first
+
+
+def _own_counts(per_token):
+    """[N, C]: how many times each entry's id is in its own row (1 for an id found once)."""
+    _, order, first = _sorted_runs(per_token)
     run = first.flatten().cumsum(0) - 1  # each sorted entry's run of equal ids
     times = torch.bincount(run)[run].view(per_token.shape)
     return torch.empty_like(times).scatter_(1, order, times)
@@ -299,10 +306,8 @@ def _csr_pattern(ids, vocab, dtype=torch.float32):
     row's columns sorted and distinct, as torch.sparse requires: a token's candidates can repeat a
     word), and how to read its values back: value ``distinct`` [N·C] of ``ids.sort(1)``'s order
     ``order`` [N, C]; ``dtype``: its values'. -> (pattern, distinct, order)."""
-    n, c = ids.shape
-    ordered, order = ids.sort(1)
-    first = torch.ones_like(ordered, dtype=torch.bool)
-    first[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+    n = ids.size(0)
+    ordered, order, first = _sorted_runs(ids)
     crow = torch.zeros(n + 1, dtype=ids.dtype, device=ids.device)
     crow[1:] = first.sum(1).cumsum(0)
     cols = ordered[first]
