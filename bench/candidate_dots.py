@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from onmt_cont.losses.negatives import _TokenDots  # noqa: E402
+from onmt_cont.losses.negatives import _TokenDots, table_gradient  # noqa: E402
 
 CHUNK_BYTES = 4 << 20  # the former implementation's rows at a time
 
@@ -42,13 +42,7 @@ class _ChunkedGather(torch.autograd.Function):
         step = max(1, CHUNK_BYTES // (ids.size(1) * table.size(1) * table.element_size()))
         grad_vec = torch.cat([torch.bmm(grad[i : i + step].unsqueeze(1), F.embedding(ids[i : i + step], table))
                               .squeeze(1) for i in range(0, ids.size(0), step)])
-        grad_table = None
-        if ctx.needs_input_grad[1]:
-            n, c = ids.shape
-            tokens = torch.arange(n).repeat_interleave(c)
-            weights = torch.sparse_coo_tensor(torch.stack([ids.flatten(), tokens]), grad.flatten(),
-                                              (table.size(0), n), check_invariants=False)
-            grad_table = torch.sparse.mm(weights, vec)
+        grad_table = table_gradient(vec, table, ids, grad) if ctx.needs_input_grad[1] else None
         return grad_vec, grad_table, None
 
 

@@ -199,10 +199,9 @@ def _shared_expected(log_base, base, shared, per_token, n):
         column[words] = torch.arange(words.numel(), device=words.device)
         found = column[per_token.clamp_min(0)]
         hit = (found >= 0) & (per_token > 0)
-        if hit.any():
-            rows = torch.arange(n, device=found.device).unsqueeze(1).expand_as(found)[hit]
-            where, times = torch.unique(rows * words.numel() + found[hit], return_counts=True)
-            expected.view(-1)[where] = torch.log(base[words[where % words.numel()]] + times).float()
+        rows = torch.arange(n, device=found.device).unsqueeze(1).expand_as(found)[hit]
+        where, times = torch.unique(rows * words.numel() + found[hit], return_counts=True)
+        expected.view(-1)[where] = torch.log(base[words[where % words.numel()]] + times).float()
     if words.numel() == shared.numel() and torch.equal(words, shared):
         return expected
     return expected[:, inverse]
@@ -293,12 +292,18 @@ class _TokenDots(torch.autograd.Function):
             else:
                 grad_vec = F.embedding_bag(ids, table, per_sample_weights=grad.contiguous(), mode="sum")
         if ctx.needs_input_grad[1]:
-            n, c = ids.shape
-            tokens = torch.arange(n, device=ids.device).repeat_interleave(c)
-            weights = torch.sparse_coo_tensor(torch.stack([ids.flatten(), tokens]), grad.flatten(),
-                                              (table.size(0), n), check_invariants=False)
-            grad_table = torch.sparse.mm(weights, vec)
+            grad_table = table_gradient(vec, table, ids, grad)
         return grad_vec, grad_table, None
+
+
+def table_gradient(vec, table, ids, grad):
+    """A trained table's gradient of the products vec[n] · table[ids[n, c]] given theirs, ``grad`` [N, C]:
+    one sparse [V, N] x dense [N, m] product."""
+    n, c = ids.shape
+    tokens = torch.arange(n, device=ids.device).repeat_interleave(c)
+    weights = torch.sparse_coo_tensor(torch.stack([ids.flatten(), tokens]), grad.flatten(), (table.size(0), n),
+                                      check_invariants=False)
+    return torch.sparse.mm(weights, vec)
 
 
 def _csr_pattern(ids, vocab, dtype=torch.float32):
