@@ -188,3 +188,12 @@ def test_benchmarks_of_the_candidate_terms_compare_like_with_like(capsys):
     assert "the same bits: True" in capsys.readouterr().out
     candidate_dots.main(["-tokens", "30", "-candidates", "5", "-vocab", "200", "-dim", "16", "-reps", "3"])
     assert "/ former" in capsys.readouterr().out
+
+
+def test_dropout_benchmark_runs(capsys):
+    """bench/dropout_mask.py times both dropouts on every shape and prints their drop rates."""
+    import dropout_mask
+
+    dropout_mask.main(["-batch", "2", "-reps", "4", "-p", "0.5"])
+    out = capsys.readouterr().out
+    assert out.count("ratio") == 3 and "drop rate: F.dropout" in out

@@ -4,6 +4,7 @@ import torch
 from torch import nn
 
 from onmt_cont.constants import UNK_ID
+from onmt_cont.models.dropout import Dropout
 
 
 class GlobalAttention(nn.Module):
@@ -72,7 +73,7 @@ class InputFeedRNNDecoder(nn.Module):
         self.embeddings = embeddings
         self.hidden_size = hidden_size
         self.num_layers = num_layers
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.cells = nn.ModuleList(
             nn.LSTMCell(embeddings.out_size + hidden_size if i == 0 else hidden_size, hidden_size)
             for i in range(num_layers)

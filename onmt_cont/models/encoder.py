@@ -4,6 +4,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from onmt_cont.models.dropout import Dropout
+
 # Devices whose LSTM runs in float32, outside autocast, when autocast asks for bfloat16. On CUDA,
 # PyTorch's autocast wrapper for cuDNN RNNs casts to float16 whatever autocast's dtype is, and
 # -amp_dtype bf16 has no GradScaler: the loss is divided by the batch's token count, so fp16
@@ -31,7 +33,7 @@ class RNNEncoder(nn.Module):
         if bidirectional and hidden_size % 2:
             raise ValueError(f"-rnn_size must be even with -brnn, got {hidden_size}")
         self.embeddings = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.rnn = nn.LSTM(
             emb_size,
             hidden_size // 2 if bidirectional else hidden_size,

@@ -20,6 +20,7 @@ from torch import nn
 
 from onmt_cont.constants import PAD_ID, SPECIALS, UNK_ID
 from onmt_cont.losses.negatives import search_chunk_rows
+from onmt_cont.models.dropout import Dropout
 from onmt_cont.outputs import BiasedVector, ReWEOutput, SampledLogits, prediction
 from onmt_cont.vmf import log_cmk
 
@@ -357,7 +358,7 @@ class JointGenerator(nn.Module):
         self.context_proj = nn.Linear(hidden_size, joint_dim)  # V, b_v
         self.bias = nn.Parameter(torch.zeros(vocab_size))  # b
         self.offsets = None  # [vocab] (decoding only): see SoftmaxGenerator.set_offsets
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.vocab_size = vocab_size
         self.sample = sample
         # E is read from the decoder's embeddings at each call, so it follows their training. Kept

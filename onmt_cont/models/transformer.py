@@ -22,6 +22,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from onmt_cont.models.dropout import Dropout, dropout
+
 
 def parse_alignment_layer(text):
     """The -alignment_layer option: ``mean`` (the cross-attention of every decoder layer, averaged)
@@ -84,8 +86,11 @@ class MultiHeadAttention(nn.Module):
         [batch, heads, len_q, len_k]. Returns [batch, len_q, dim] and, with ``need_weights``, the
         attention probabilities averaged over heads [batch, len_q, len_k] (else None)."""
         q = self._split(self.query(x))
-        ctx = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
-                                             dropout_p=self.dropout if self.training else 0.0)
+        if self.training and self.dropout > 0 and q.device.type == "cpu":
+            ctx = self._attend_dropout(q, keys, values, mask)
+        else:
+            ctx = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
+                                                 dropout_p=self.dropout if self.training else 0.0)
         out = self.out(ctx.transpose(1, 2).reshape(x.size(0), x.size(1), -1))
         weights = None
         if need_weights:  # the alignment only; the context above is SDPA's
@@ -96,11 +101,26 @@ class MultiHeadAttention(nn.Module):
         return out, weights
 
 
+    def _attend_dropout(self, q, keys, values, mask):
+        """SDPA's math path (the one it takes on the CPU with dropout) with models/dropout.py's cheaper
+        mask: softmax(q·kᵀ / sqrt(head_dim)), masked, dropped out, times the values. A query that may
+        attend nowhere gets a zero context, as SDPA gives it."""
+        scores = torch.matmul(q, keys.transpose(-1, -2)) * (1.0 / math.sqrt(self.head_dim))
+        if mask is not None:
+            scores = scores.masked_fill(~mask, float("-inf"))
+        probs = torch.softmax(scores, dim=-1)
+        if mask is not None:
+            nowhere = ~mask.any(-1, keepdim=True)
+            if nowhere.any():
+                probs = probs.masked_fill(nowhere, 0.0)
+        return torch.matmul(dropout(probs, self.dropout), values)
+
+
 class FeedForward(nn.Module):
     def __init__(self, dim, ff, dropout):
         super().__init__()
         self.w1, self.w2 = nn.Linear(dim, ff), nn.Linear(ff, dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x):
         return self.w2(self.dropout(torch.relu(self.w1(x))))
@@ -112,7 +132,7 @@ class EncoderLayer(nn.Module):
         self.norm_attn, self.norm_ff = nn.LayerNorm(dim), nn.LayerNorm(dim)
         self.attn = MultiHeadAttention(dim, heads, attn_dropout)
         self.ff = FeedForward(dim, ff, dropout)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x, mask):
         h = self.norm_attn(x)
@@ -128,7 +148,7 @@ class DecoderLayer(nn.Module):
         self.self_attn = MultiHeadAttention(dim, heads, attn_dropout)
         self.ctx_attn = MultiHeadAttention(dim, heads, attn_dropout)
         self.ff = FeedForward(dim, ff, dropout)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x, past, memory, causal, src_mask, need_weights):
         """past: (keys, values) of the earlier positions or None; memory: the cross-attention's
@@ -177,7 +197,7 @@ class TransformerEncoder(nn.Module):
         self.positions = PositionalEncoding(dim, position_encoding, max_positions)
         self.layers = nn.ModuleList(EncoderLayer(dim, heads, ff, dropout, attn_dropout) for _ in range(num_layers))
         self.norm = nn.LayerNorm(dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.scale = math.sqrt(dim)
         self.pad_id = pad_id
 
@@ -217,7 +237,7 @@ class TransformerDecoder(nn.Module):
         self.positions = PositionalEncoding(dim, position_encoding, max_positions)
         self.layers = nn.ModuleList(DecoderLayer(dim, heads, ff, dropout, attn_dropout) for _ in range(num_layers))
         self.norm = nn.LayerNorm(dim)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.scale = math.sqrt(dim)
         self.hidden_size = dim
         self.set_alignment_layer(alignment_layer)
