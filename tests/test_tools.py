@@ -280,6 +280,37 @@ def test_strip_final_punct_by_hand(tmp_path, capsys):
     assert "has 2 lines" in err and "1" in err and not (tmp_path / "os").exists()
 
 
+def test_bin_bootstrap(tmp_path, capsys):
+    """tools/bin_bootstrap.py: the quotient of two systems' bin ratios, its interval over resampled
+    sentences, and the share of resamples beyond the tolerance."""
+    bb = load_tool("bin_bootstrap")
+    train = ["zebra"] + ["dog cat"] * 20  # zebra seen once; dog, cat 20 times
+    ref = [f"the zebra {i}" if i % 2 else "the dog" for i in range(40)]  # 20 once-seen tokens
+    twice = [f"zebra zebra {i}" if i % 2 else "dog" for i in range(40)]  # 40 of them
+    once = [f"zebra {i}" if i % 2 else "cat" for i in range(40)]  # 20
+    r = bb.bin_bootstrap(train, ref, [twice], [once], 1, 1, n=300)
+    assert r["ref"] == 20 and r["a"] == [2.0] and r["b"] == [1.0] and r["quotient"] == 2.0
+    assert r["low"] == r["high"] == 2.0 and r["beyond"] == 1.0  # every resample keeps the 2:1 per sentence
+    mean = bb.bin_bootstrap(train, ref, [twice, once], [once], 1, 1, n=50)  # A's mean ratio over its seeds
+    assert mean["a"] == [2.0, 1.0] and mean["quotient"] == 1.5
+    # A writes the bin in other sentences than B: the quotient moves between resamples
+    scattered = [f"zebra zebra {i}" if i % 4 == 1 else "dog" for i in range(40)]  # 20 tokens, half the lines
+    wide = bb.bin_bootstrap(train, ref, [scattered], [once], 1, 1, n=500, seed=2)
+    assert wide["quotient"] == 1.0 and wide["low"] < 1.0 < wide["high"] and 0.0 < wide["beyond"] < 0.5
+    with pytest.raises(ValueError, match="the reference has no token of the bin"):
+        bb.bin_bootstrap(train, ["the dog"] * 3, [["a"] * 3], [["b"] * 3], 1, 1)
+    with pytest.raises(ValueError, match="system B writes no token of the bin"):
+        bb.bin_bootstrap(train, ref, [twice], [["dog"] * 40], 1, 1)
+    for name, lines in (("train", train), ("ref", ref), ("a", twice), ("b", once), ("short", once[:39])):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    files = ["-train", str(tmp_path / "train"), "-ref", str(tmp_path / "ref")]
+    bb.main([*files, "-a", str(tmp_path / "a"), "-b", str(tmp_path / "b"), "-n", "20"])
+    out = capsys.readouterr().out
+    assert "bin 1: 20 reference tokens in 40 sentences" in out and "A / B: 2.00 (2.00x over)" in out
+    with pytest.raises(SystemExit, match=r"short: 39 lines, but the reference has 40"):
+        bb.main([*files, "-a", str(tmp_path / "a"), "-b", str(tmp_path / "short")])
+
+
 def test_paired_bootstrap(tmp_path, capsys):
     pb = load_tool("paired_bootstrap")
     ref = [f"a man number {i} rides a red bike down the hill" for i in range(60)]
