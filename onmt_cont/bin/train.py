@@ -48,7 +48,8 @@ def build_parser():
                    "the attention -replace_unk reads: mean (default: the cross-attention of every layer and head, "
                    "averaged) or one layer's, averaged over its heads (0-based, -1 the last); translate.py can "
                    "override it")
-    g.add_argument("-dropout", type=float, default=0.3, help="dropout probability")
+    g.add_argument("-dropout", type=float, default=0.3, help="dropout probability (on the CPU rounded to a "
+                   "multiple of 1/65536: onmt_cont/models/dropout.py)")
     g.add_argument("-param_init", type=float, default=0.1, help="uniform init in [-x, x]; 0 keeps PyTorch's init")
     g.add_argument("-param_init_glorot", action="store_true", help="Xavier-uniform init of every trainable matrix "
                    "instead of -param_init (OpenNMT's Transformer setting)")
