@@ -93,9 +93,19 @@ def test_bad_probability(p):
 
 
 def test_bfloat16_input():
+    """bfloat16 (-amp): kept elements are x · 1/(1 - q) rounded once, not x times a rounded factor; the
+    gradient likewise."""
     torch.manual_seed(5)
     out = dropout(torch.ones(4096, dtype=torch.bfloat16), 0.5)
     assert out.dtype == torch.bfloat16 and set(out.unique().tolist()) == {0.0, 2.0}
+    x = torch.randn(4096).bfloat16().requires_grad_()
+    out = dropout(x, 0.1)
+    kept = out != 0
+    scale = LANES / (LANES - round(0.1 * LANES))
+    assert torch.equal(out[kept], (x.detach()[kept].float() * scale).bfloat16())
+    out.backward(torch.ones_like(out))
+    assert torch.equal(x.grad[kept], torch.full((int(kept.sum()),), scale).bfloat16())
+    assert x.grad[~kept].abs().max() == 0
 
 
 def test_cpu_attention_with_dropout_is_sdpa_math():
