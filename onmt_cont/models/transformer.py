@@ -100,7 +100,6 @@ class MultiHeadAttention(nn.Module):
             weights = torch.softmax(scores.float(), dim=-1).mean(1)
         return out, weights
 
-
     def _attend_dropout(self, q, keys, values, mask):
         """SDPA's math path (the one it takes on the CPU with dropout) with models/dropout.py's cheaper
         mask: softmax(q·kᵀ / sqrt(head_dim)), masked, dropped out, times the values. A query that may
