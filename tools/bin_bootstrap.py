@@ -20,10 +20,12 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, ".."), HERE]  # run from anywhere
+
+from paired_bootstrap import read_same_length, read_text  # noqa: E402
 
 from onmt_cont.translate.calibration import FREQ_BINS  # noqa: E402
-from onmt_cont.utils.io import read_lines  # noqa: E402
 
 BINS = {name: (lo, hi) for name, lo, hi in FREQ_BINS}
 
@@ -72,13 +74,6 @@ def bin_bootstrap(train_lines, ref_lines, a_systems, b_systems, lo, hi, n=1000, 
             "beyond": float(np.mean(distance > tolerance)), "resamples": len(q)}
 
 
-def read_same_length(path, n, what):
-    lines = [line for _, line in read_lines(path)]
-    if len(lines) != n:
-        raise ValueError(f"{path}: {len(lines)} lines, but the reference has {n} ({what}: one line per sentence)")
-    return lines
-
-
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-train", required=True, help="the training targets, tokenized, one sentence per line")
@@ -95,8 +90,8 @@ def main(argv=None):
     if opt.tolerance < 1:
         p.error(f"-tolerance must be at least 1, got {opt.tolerance}")
     try:
-        train = [line for _, line in read_lines(opt.train)]
-        ref = [line for _, line in read_lines(opt.ref)]
+        train = read_text(opt.train)
+        ref = read_text(opt.ref)
         a = [read_same_length(f, len(ref), "-a") for f in opt.a]
         b = [read_same_length(f, len(ref), "-b") for f in opt.b]
         r = bin_bootstrap(train, ref, a, b, *BINS[opt.bin], n=opt.n, seed=opt.seed, tolerance=opt.tolerance)
