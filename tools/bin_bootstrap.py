@@ -60,13 +60,11 @@ def bin_bootstrap(train_lines, ref_lines, a_systems, b_systems, lo, hi, n=1000, 
         raise ValueError("system B writes no token of the bin: the quotient is undefined")
     full = hyp.sum(1) / ref.sum()
     rng = np.random.default_rng(seed)
-    quotients = []
-    for _ in range(n):
-        weights = np.bincount(rng.integers(0, len(ref_lines), len(ref_lines)), minlength=len(ref_lines))
-        b = float(hyp[na:] @ weights @ np.ones(len(b_systems)))
-        if b > 0:  # ref cancels: both ratios share the resample's reference count
-            quotients.append(float(hyp[:na] @ weights @ np.ones(na)) / na / (b / len(b_systems)))
-    q = np.array(quotients)
+    weights = np.stack([np.bincount(rng.integers(0, len(ref_lines), len(ref_lines)), minlength=len(ref_lines))
+                        for _ in range(n)])  # [n, sentences]: how often each sentence is drawn
+    totals = hyp @ weights.T  # [systems, n]: each system's output tokens of the bin in each resample
+    a, b = totals[:na].mean(0), totals[na:].mean(0)
+    q = a[b > 0] / b[b > 0]  # the reference count cancels: both ratios share the resample's
     low, high = np.percentile(q, [2.5, 97.5])
     distance = np.maximum(q, 1.0 / np.maximum(q, 1e-12))
     return {"ref": int(ref.sum()), "a": full[:na].tolist(), "b": full[na:].tolist(),

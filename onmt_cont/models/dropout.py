@@ -12,6 +12,8 @@ mask is saved with that scale in it, so the backward pass is one multiplication.
 ``nn.Dropout``'s, so a run does not repeat one trained before this module, seed for seed.
 """
 
+import math
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -26,9 +28,7 @@ def _keep_mask(shape, p, dtype):
     1 / (1 - q), applied to the product, since that factor rounded to 8 or 11 bits would bias every kept
     element the same way (1.1111 is 1.1094 in bfloat16)."""
     dropped = min(round(p * LANES), LANES - 1)  # p within 2^-17 of 1: drop 65535 of 65536
-    numel = 1
-    for n in shape:
-        numel *= n
+    numel = math.prod(shape)
     words = torch.empty((numel + 3) // 4, dtype=torch.int64).random_(-2 ** 63, None)
     lanes = words.view(torch.int16)[:numel].view(shape)  # uniform over [-32768, 32767]
     mask = torch.empty(shape, dtype=dtype)
