@@ -197,3 +197,12 @@ def test_dropout_benchmark_runs(capsys):
     dropout_mask.main(["-batch", "2", "-reps", "4", "-p", "0.5"])
     out = capsys.readouterr().out
     assert out.count("ratio") == 3 and "drop rate: F.dropout" in out
+
+
+def test_label_smoothing_bench_runs(capsys):
+    """bench/label_smoothing.py times both losses for every smoothing it is given."""
+    import label_smoothing
+
+    label_smoothing.main(["-tokens", "5", "-vocab", "11", "-reps", "4", "-smoothing", "0.1", "0"])
+    out = capsys.readouterr().out
+    assert out.count("ratio") == 2 and "label_smoothing 0.0:" in out

@@ -65,6 +65,72 @@ def test_ce_label_smoothing():
     torch.testing.assert_close(got, want)
 
 
+def _smoothed_ce_reference(logits, target, eps, weights):
+    """Loss per row and the gradient of Σ weights·loss, at 40 digits (mpmath)."""
+    loss, grad = [], []
+    with mpmath.workdps(40):
+        for row, y, w in zip(logits.tolist(), target.tolist(), weights.tolist(), strict=True):
+            x = [mpmath.mpf(v) for v in row]
+            lse = mpmath.log(mpmath.fsum(mpmath.exp(v) for v in x))
+            logp = [v - lse for v in x]
+            n = len(x)
+            loss.append(float(-(1 - mpmath.mpf(eps)) * logp[y] - mpmath.mpf(eps) / n * mpmath.fsum(logp)))
+            q = [mpmath.mpf(eps) / n + (1 - mpmath.mpf(eps)) * (j == y) for j in range(n)]
+            grad.append([float(mpmath.mpf(w) * (mpmath.exp(lp) - qj)) for lp, qj in zip(logp, q, strict=True)])
+    return torch.tensor(loss, dtype=torch.float64), torch.tensor(grad, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("eps", [0.0, 1e-4, 0.1, 0.5, 0.99])
+@pytest.mark.parametrize("scale", [1e-6, 1.0, 30.0, 1e4])
+def test_ce_value_and_gradient_against_mpmath(eps, scale):
+    """ce's loss (softmax.cross_entropy, which the label smoothing path computes itself) and its
+    gradient, from near-uniform logits to ones so far apart that p is a one-hot in float32."""
+    torch.manual_seed(0)
+    logits = torch.randn(6, 7, dtype=torch.float64) * scale
+    target = torch.tensor([0, 6, 3, 3, 1, 5])
+    weights = torch.rand(6, dtype=torch.float64) + 0.5
+    want_loss, want_grad = _smoothed_ce_reference(logits, target, eps, weights)
+    x = logits.float().requires_grad_()
+    got = loss_of("ce", x, target, label_smoothing=eps)
+    (got * weights.float()).sum().backward()
+    tol = 1e-6 * max(1.0, scale)  # float32 logits of this size carry that much rounding
+    torch.testing.assert_close(got.double(), want_loss, rtol=1e-5, atol=tol)
+    torch.testing.assert_close(x.grad.double(), want_grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_ce_equals_pytorch_cross_entropy(eps, dtype):
+    """The same values and gradients as F.cross_entropy, for a weighted sum, in bf16 too (both cast
+    to float32 first, as the loss does), and for an empty batch."""
+    from onmt_cont.losses.softmax import cross_entropy
+    torch.manual_seed(1)
+    logits = (torch.randn(37, 501) * 4).to(dtype)
+    target = torch.randint(0, 501, (37,))
+    weights = torch.rand(37)
+    a, b = logits.clone().requires_grad_(), logits.clone().requires_grad_()
+    got = cross_entropy(a, target, eps)
+    want = F.cross_entropy(b.float(), target, reduction="none", label_smoothing=eps)
+    (got * weights).sum().backward()
+    (want * weights).sum().backward()
+    torch.testing.assert_close(got, want)
+    assert a.grad.dtype == dtype
+    torch.testing.assert_close(a.grad.float(), b.grad.float())
+    empty = torch.zeros(0, 501, requires_grad=True)
+    out = cross_entropy(empty, torch.zeros(0, dtype=torch.long), eps)
+    out.sum().backward()
+    assert out.shape == (0,) and empty.grad.shape == (0, 501)
+
+
+def test_ce_gradcheck():
+    from onmt_cont.losses.softmax import _SmoothedCrossEntropy
+    torch.manual_seed(2)
+    x = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
+    target = torch.tensor([4, 0, 2, 2])
+    for eps in (0.0, 0.3):
+        assert torch.autograd.gradcheck(lambda v, e=eps: _SmoothedCrossEntropy.apply(v, target, e), (x,))
+
+
 # --- l2, cosine ---------------------------------------------------------------------------------
 
 
