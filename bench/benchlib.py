@@ -201,6 +201,19 @@ def median(values):
     return s[n // 2] if n % 2 else 0.5 * (s[n // 2 - 1] + s[n // 2])
 
 
+def alternating_ms(fns, reps, call, skip=2):
+    """{name: median milliseconds of call(fn)} over reps turns that run every fn of the dict fns, the
+    order reversed every other turn so that none always runs on a warm cache; the first skip turns
+    are left out."""
+    times = {name: [] for name in fns}
+    for rep in range(reps):
+        for name, fn in fns.items() if rep % 2 else reversed(fns.items()):
+            start = time.perf_counter()
+            call(fn)
+            times[name].append(time.perf_counter() - start)
+    return {name: median(t[skip:]) * 1000 for name, t in times.items()}
+
+
 def machine_line(device):
     """One line naming the machine, for the logs and docs/benchmarks.md."""
     cpu = "unknown CPU"

@@ -10,14 +10,14 @@ drop rate each gives on the largest shape.
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from benchlib import alternating_ms  # noqa: E402
 
 from onmt_cont.models.dropout import dropout  # noqa: E402
 
@@ -39,13 +39,7 @@ def main(argv=None):
     for label, shape in SHAPES.items():
         x = torch.randn(args.batch, *shape[1:], requires_grad=True)
         grad = torch.randn_like(x)
-        times = {name: [] for name in fns}
-        for rep in range(args.reps):
-            for name, fn in fns.items() if rep % 2 else reversed(fns.items()):
-                start = time.perf_counter()
-                fn(x).backward(grad)
-                times[name].append(time.perf_counter() - start)
-        ms = {name: statistics.median(t[2:]) * 1000 for name, t in times.items()}
+        ms = alternating_ms(fns, args.reps, lambda fn, x=x, grad=grad: fn(x).backward(grad))
         print(f"{label}: F.dropout {ms['F.dropout']:.3f}, models/dropout.py {ms['models/dropout.py']:.3f}, "
               f"ratio {ms['models/dropout.py'] / ms['F.dropout']:.2f}")
     x = torch.ones(args.batch, *next(iter(SHAPES.values()))[1:])

@@ -8,14 +8,14 @@ label_smoothing, on [tokens, vocab] logits of the word_choice recipe's ce rows (
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from benchlib import alternating_ms  # noqa: E402
 
 from onmt_cont.losses.softmax import cross_entropy  # noqa: E402
 
@@ -38,14 +38,7 @@ def main(argv=None):
     for eps in args.smoothing:
         fns = {"F.cross_entropy": lambda x, e=eps: F.cross_entropy(x, target, reduction="none", label_smoothing=e),
                "softmax.py": lambda x, e=eps: cross_entropy(x, target, e)}
-        times = {name: [] for name in fns}
-        for rep in range(args.reps):  # alternate the order, so that neither always runs on a warm cache
-            for name, fn in fns.items() if rep % 2 else reversed(fns.items()):
-                x = logits.detach().requires_grad_()
-                start = time.perf_counter()
-                fn(x).backward(grad)
-                times[name].append(time.perf_counter() - start)
-        ms = {name: statistics.median(t[2:]) * 1000 for name, t in times.items()}
+        ms = alternating_ms(fns, args.reps, lambda fn: fn(logits.detach().requires_grad_()).backward(grad))
         print(f"label_smoothing {eps}: F.cross_entropy {ms['F.cross_entropy']:.2f}, softmax.py "
               f"{ms['softmax.py']:.2f}, ratio {ms['softmax.py'] / ms['F.cross_entropy']:.2f}")
 
