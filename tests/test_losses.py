@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from onmt_cont.losses import CONTINUOUS_LOSSES, LOSSES, build_loss, decode_criterion
 from onmt_cont.losses.continuous import most_informative_negative
+from onmt_cont.losses.softmax import _SmoothedCrossEntropy, cross_entropy
 from onmt_cont.models.generators import ContinuousGenerator, SoftmaxGenerator
 
 TABLE3 = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.6, 0.8, 0.0]])
@@ -83,8 +84,8 @@ def _smoothed_ce_reference(logits, target, eps, weights):
 @pytest.mark.parametrize("eps", [0.0, 1e-4, 0.1, 0.5, 0.99])
 @pytest.mark.parametrize("scale", [1e-6, 1.0, 30.0, 1e4])
 def test_ce_value_and_gradient_against_mpmath(eps, scale):
-    """ce's loss (softmax.cross_entropy, which the label smoothing path computes itself) and its
-    gradient, from near-uniform logits to ones so far apart that p is a one-hot in float32."""
+    """ce's loss (softmax.cross_entropy's own autograd function) and its gradient, from near-uniform
+    logits to ones so far apart that p is a one-hot in float32."""
     torch.manual_seed(0)
     logits = torch.randn(6, 7, dtype=torch.float64) * scale
     target = torch.tensor([0, 6, 3, 3, 1, 5])
@@ -103,7 +104,6 @@ def test_ce_value_and_gradient_against_mpmath(eps, scale):
 def test_ce_equals_pytorch_cross_entropy(eps, dtype):
     """The same values and gradients as F.cross_entropy, for a weighted sum, in bf16 too (both cast
     to float32 first, as the loss does), and for an empty batch."""
-    from onmt_cont.losses.softmax import cross_entropy
     torch.manual_seed(1)
     logits = (torch.randn(37, 501) * 4).to(dtype)
     target = torch.randint(0, 501, (37,))
@@ -123,7 +123,6 @@ def test_ce_equals_pytorch_cross_entropy(eps, dtype):
 
 
 def test_ce_gradcheck():
-    from onmt_cont.losses.softmax import _SmoothedCrossEntropy
     torch.manual_seed(2)
     x = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
     target = torch.tensor([4, 0, 2, 2])
