@@ -206,3 +206,15 @@ def test_label_smoothing_bench_runs(capsys):
     label_smoothing.main(["-tokens", "5", "-vocab", "11", "-reps", "4", "-smoothing", "0.1", "0"])
     out = capsys.readouterr().out
     assert out.count("ratio") == 2 and "label_smoothing 0.0:" in out
+    label_smoothing.main(["-tokens", "5", "8", "-vocab", "11", "13", "-reps", "4", "-smoothing", "0.1"])
+    out = capsys.readouterr().out
+    assert out.count("ratio") == 4 and "[8, 13] logits" in out and "[5, 11] logits" in out
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_label_smoothing_bench_refuses_gpu_without_cuda(capsys):
+    import label_smoothing
+
+    with pytest.raises(SystemExit) as err:
+        label_smoothing.main(["-gpu", "0"])
+    assert err.value.code == 2 and "sees no CUDA device" in capsys.readouterr().err

@@ -122,6 +122,31 @@ def test_ce_equals_pytorch_cross_entropy(eps, dtype):
     assert out.shape == (0,) and empty.grad.shape == (0, 501)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_ce_on_a_gpu_matches_the_cpu_and_pytorch(eps):
+    """On CUDA: the same loss and gradient as the CPU's and as F.cross_entropy there (float32 and
+    bf16 logits), and the backward pass is deterministic (its target entries are a gather and a
+    scatter, one per row, not an atomic add)."""
+    torch.manual_seed(3)
+    logits = torch.randn(300, 2003) * 4
+    target = torch.randint(0, 2003, (300,))
+    target[:50] = 7  # many rows on one word
+    weights = torch.rand(300)
+    for dtype in (torch.float32, torch.bfloat16):
+        grads = []
+        for device, fn in (("cpu", cross_entropy), ("cuda", cross_entropy), ("cuda", None), ("cuda", cross_entropy)):
+            x = logits.to(dtype).to(device).requires_grad_()
+            t, w = target.to(device), weights.to(device)
+            out = (fn(x, t, eps) if fn else F.cross_entropy(x.float(), t, reduction="none", label_smoothing=eps))
+            (out * w).sum().backward()
+            grads.append((out.cpu(), x.grad.float().cpu()))
+        for loss, grad in grads[1:]:
+            torch.testing.assert_close(loss, grads[0][0], rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(grad, grads[0][1], rtol=1e-5, atol=1e-6)
+        assert torch.equal(grads[1][1], grads[3][1])  # two backward passes on CUDA: bit for bit
+
+
 def test_ce_gradcheck():
     torch.manual_seed(2)
     x = torch.randn(4, 5, dtype=torch.float64, requires_grad=True)
