@@ -218,3 +218,17 @@ def test_label_smoothing_bench_refuses_gpu_without_cuda(capsys):
     with pytest.raises(SystemExit) as err:
         label_smoothing.main(["-gpu", "0"])
     assert err.value.code == 2 and "sees no CUDA device" in capsys.readouterr().err
+
+
+def test_profile_train_ranks_operators(tmp_path, capsys):
+    """bench/profile_train.py runs train.py under the profiler and lists its operators; without '--' it
+    says what it needs."""
+    import profile_train
+    from test_train import argv, memorisation_data
+
+    data = memorisation_data(tmp_path, 8)
+    profile_train.main(["-top", "5", "--", *argv(data, tmp_path, train_steps=2, log_file=str(tmp_path / "t.log"))])
+    out = capsys.readouterr().out
+    assert "profiled:" in out and "Self CPU" in out and "aten::" in out
+    with pytest.raises(SystemExit, match="after '--'"):
+        profile_train.main(["-top", "5"])

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The fifth GPU run (docs/gpu.md), one device call, prepared 2026-11-28 and not yet run (no machine was lent): the fused ce loss on CUDA (its test and its benchmark),
+# The fifth GPU run (docs/gpu.md), one device call; prepared 2026-11-28 and not yet run (no machine was lent then).
+# It runs the fused ce loss on CUDA (its test and its benchmark),
 # docs/gpu_check.sh with faiss carried (train_speed left out), issue 21's fr->en rows' epoch cost on the GPU at the
 # recipe's batch of 64 sentences and at 256, then the whole suite with CUDA visible.
-# Carried: .whl (mosestokenizer 1.2.1 and its needs, subword-nmt, faiss-cpu) and .dev/fr (copies of
-# runs/word_choice_fr-en's data.{train.0,valid.0,vocab}.pt and emb.dec.pt).
+# Carried: .whl and .dev/fr. Here, in the repo's root (both folders in .git/info/exclude):
+#   pip wheel --no-deps -w .whl mosestokenizer==1.2.1 uctools==1.3.0 toolwrapper==2.1.0 subword-nmt docopt openfile mock
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 -d .whl faiss-cpu       # 18 MB
+#   mkdir -p .dev/fr && cp runs/word_choice_fr-en/{data.train.0,data.valid.0,data.vocab,emb.dec}.pt .dev/fr/
+# then run(command="DEADLINE=430 bash docs/results/gpu_run5/run.sh", carry=[".whl", ".dev"], timeout_s=520).
 set -u
 O=${OUT:-/tmp/o}; mkdir -p "$O"
 if [ -d /opt/torch/.venv/bin ]; then export PATH=/opt/torch/.venv/bin:$PATH; fi
