@@ -232,3 +232,12 @@ def test_profile_train_ranks_operators(tmp_path, capsys):
     assert "profiled:" in out and "Self CPU" in out and "aten::" in out
     with pytest.raises(SystemExit, match="after '--'"):
         profile_train.main(["-top", "5"])
+
+
+def test_logits_product_bench_checks_and_times_every_variant(capsys):
+    """bench/logits_product.py checks that its variants agree with F.linear, then times each."""
+    import logits_product
+
+    logits_product.main(["-tokens", "7", "-vocab", "13", "-dim", "4", "-reps", "4"])
+    out = capsys.readouterr().out
+    assert all(f"{name} " in out for name in logits_product.VARIANTS) and "[7, 4] x [4, 13]" in out
