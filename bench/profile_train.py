@@ -11,7 +11,6 @@ import argparse
 import os
 import sys
 
-import torch
 from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
