@@ -38,6 +38,8 @@
 #     bash docs/recipes/word_choice.sh   (README's recommended rows: the continuous rows at noam factor 1 against the
 #     ce rows with the same moving average; fr->en: SRC=fr CONFIGS="t_nce_both_avg_d01_lr1 t_ce_d01_avg";
 #     docs/results.md 5c, continued (19))
+#   SRC=fr CONFIGS="t_nce_both_avg_d00_lr1 t_nce_both_avg_d005_lr1 t_ce_d00_avg" ...   (less dropout: continued (25)'s
+#     screens, not yet run through the recipe)
 #
 # Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
 # [runs/word_choice_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [20], EARLY [3, 0: off], WINDOW [1: train.py
@@ -138,6 +140,10 @@ config() {
     t_ce_dfp_d01)  echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $DFP -dropout 0.1|emb" ;;
     t_ce_dfp_d01_avg) echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $AVERAGE $DFP -dropout 0.1|emb" ;;
     t_nce_both_avg_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|emb" ;;
+    # less dropout (docs/results.md 5c, continued (25): fewer epochs to ce's target; screened, one seed converged at 0)
+    t_nce_both_avg_d005) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.05|emb" ;;
+    t_nce_both_avg_d00) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0|emb" ;;
+    t_ce_d00_avg)  echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $AVERAGE -dropout 0|emb" ;;
     t_nce_both_avg_dfp_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP -dropout 0.1|emb" ;;
     t_nce_both_avg_dfp_prefix) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP $PREFIX|emb" ;;
     t_nce_both_avg_train) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -train_table|emb" ;;
