@@ -38,8 +38,9 @@
 #     bash docs/recipes/word_choice.sh   (README's recommended rows: the continuous rows at noam factor 1 against the
 #     ce rows with the same moving average; fr->en: SRC=fr CONFIGS="t_nce_both_avg_d01_lr1 t_ce_d01_avg";
 #     docs/results.md 5c, continued (19))
-#   SRC=fr CONFIGS="t_nce_both_avg_d00_lr1 t_nce_both_avg_d005_lr1 t_ce_d00_avg" ...   (less dropout: continued (25)'s
-#     screens, not yet run through the recipe)
+#   SRC=fr CONFIGS="t_nce_both_avg_d00_lr1 t_ce_d00_avg" ...   (less dropout, continued (25) and (26): the fr->en word
+#     row without dropout, seeds 1, 2 and 5, with the CALIBRATE lines of docs/results/dropout/commands.txt; de->en:
+#     SRC=de CONFIGS="t_srcbpe_nce_both_avg_dfp_d00_lr1 t_bpe_ce_avg_d00", not yet run through the recipe)
 #
 # Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
 # [runs/word_choice_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [20], EARLY [3, 0: off], WINDOW [1: train.py
@@ -157,6 +158,9 @@ config() {
     t_srcbpe_ce_avg_d01) echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $AVERAGE -dropout 0.1|srcbpe_emb" ;;
     t_srcbpe_nce_both_avg_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE -dropout 0.1|srcbpe_emb" ;;
     t_srcbpe_nce_both_avg_dfp_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP -dropout 0.1|srcbpe_emb" ;;
+    # de->en source-piece row without dropout and BPE ce without it (continued (26): one screened seed each way)
+    t_srcbpe_nce_both_avg_dfp_d00) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP -dropout 0|srcbpe_emb" ;;
+    t_bpe_ce_avg_d00) echo "$TMODEL -learning_rate 0.5 -loss ce -label_smoothing 0.1 $AVERAGE -dropout 0|bpe_none" ;;
     # the same with 16 instead of 32 gold_nn neighbours per token: a cheaper step, against the time target
     t_srcbpe_nce_both_avg_dfp_nn16_d01) echo "$TMODEL -learning_rate $LR $NCE -sampling_correction -word_bias $AVERAGE $DFP -ann_candidates 16 -dropout 0.1|srcbpe_emb" ;;
     # ROW_lr1: a continuous ROW at noam factor 1 instead of $LR (2), in its own run folder (5c, continued (19))
