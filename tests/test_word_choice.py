@@ -740,6 +740,41 @@ def test_time_to_quality(tmp_path, capsys):
     assert exc.value.code == 2 and "no 'greedy BLEU' validation lines" in capsys.readouterr().err
 
 
+def test_time_to_quality_best_from(tmp_path, capsys):
+    """A timed pair cut short: the target comes from the reference's full run, whose curve the timed
+    reference must repeat; a different curve, a shorter full run or several -ref are refused."""
+    from tests.test_tools import load_tool
+
+    ttq = load_tool("time_to_quality")
+    v = "validation at step {}: loss 1.0; greedy BLEU {} (<unk> 0.0% of the output)"
+
+    def log(name, scores, minutes=2):
+        write_log(tmp_path / name / "train.log", ["[10:00:00] start"] + [
+            f"[10:{i * minutes:02d}:00] {v.format(i, b)}" for i, b in enumerate(scores, 1)])
+        return str(tmp_path / name / "train.log")
+
+    full = log("ce_full", [10.0, 25.0, 29.0, 31.0, 30.5])  # best 31: target 30
+    timed = log("ce_timed", [10.0, 25.0, 29.0, 31.0])        # stopped after passing it
+    cont = log("cont", [20.0, 30.2], minutes=3)
+    ttq.main(["-ref", log("ce_cut", [10.0, 25.0, 29.0]), "-runs", cont])
+    assert "= 28.00" in capsys.readouterr().out  # cut before its best: on its own, the wrong target
+    ttq.main(["-ref", str(tmp_path / "ce_cut" / "train.log"), "-runs", cont, "-best_from", full])
+    out = capsys.readouterr().out
+    assert "ce_full's best validation BLEU 31.00 - 1 = 30.00" in out
+    assert "| ce_cut | 29.00 | not reached | – |" in out  # the cut reference never got there
+    ttq.main(["-ref", timed, "-runs", cont, "-best_from", full])
+    out = capsys.readouterr().out
+    assert "| ce_timed | 31.00 | 480 | 1.00 |" in out and "| cont | 30.20 | 360 | 0.75 |" in out, out
+    for argv, msg in ((["-ref", log("other", [10.0, 24.0]), "-runs", cont, "-best_from", full],
+                       "validation 2 gives BLEU 24.00"),
+                      (["-ref", full, "-runs", cont, "-best_from", timed], "must be the longer, full run"),
+                      (["-ref", timed, full, "-runs", cont, "-best_from", full], "give one -ref"),
+                      (["-ref", timed, "-runs", cont, "-best_from", full, "-epoch_cost", "0.5"], "give one -ref")):
+        with pytest.raises(SystemExit) as exc:
+            ttq.main(argv)
+        assert exc.value.code == 2 and msg in capsys.readouterr().err, argv
+
+
 def test_time_to_quality_pairs(tmp_path, capsys):
     """Several references: every pair in validations to that reference's best − 1, scaled by
     -epoch_cost; the median and range over the pairs; bad values are refused."""

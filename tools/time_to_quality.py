@@ -10,7 +10,9 @@ part of training). A run continued with -train_from into the same log counts its
 only: the pause before a "resumed from step" line is left out. The target is the reference
 run's best validation BLEU minus -margin (1 by default); the table gives the seconds each run
 needed to reach it and the ratio to the reference's. Only runs trained one after the other on a
-quiet machine, or side by side with one thread each, compare.
+quiet machine, or side by side with one thread each, compare. A timed pair can stop once both have
+passed the target: -best_from takes the reference's best from the log of its full run (same flags
+and seed), after checking that the timed reference repeats that run's validation curve.
 
 With several -ref logs (e.g. every seed of ce against every seed of the continuous row, trained in
 different windows, whose seconds do not compare), or with -epoch_cost, the table counts validations
@@ -119,6 +121,9 @@ def main(argv=None):
     p.add_argument("-epoch_cost", type=float, help="seconds per validation of the runs over the reference's, "
                    "measured side by side: compare in validations (as with several -ref) and scale the ratios "
                    "into time ratios")
+    p.add_argument("-best_from", help="train.log of the reference's full run (same flags and seed; one -ref, no "
+                   "-epoch_cost): the target is its best minus -margin, so the timed reference can stop once it "
+                   "passes the target; its validations must repeat this log's")
     p.add_argument("-plot", help="write the curves as a PNG here (one -ref, no -epoch_cost)")
     p.add_argument("-title", default="validation BLEU against wall-clock time")
     args = p.parse_args(argv)
@@ -128,13 +133,26 @@ def main(argv=None):
         if args.plot:
             raise UserError("-plot draws one reference's curves in seconds: give one -ref and no -epoch_cost, "
                             "or leave -plot out")
+        if args.best_from:
+            raise UserError("-best_from sets one timed reference's target: give one -ref and no -epoch_cost")
         return pairwise(args.ref, args.runs, args.margin, args.epoch_cost)
     args.ref = args.ref[0]
     ref = curve(args.ref)
-    target = max(b for _, b in ref) - args.margin
+    best_of, best = args.ref, max(b for _, b in ref)
+    if args.best_from:
+        full = curve(args.best_from)
+        for i, ((_, b), (_, f)) in enumerate(zip(ref, full, strict=False), 1):  # the full run may be longer
+            if abs(b - f) > 0.005:
+                raise UserError(f"{args.ref}: validation {i} gives BLEU {b:.2f}, {args.best_from} {f:.2f}: the "
+                                "timed reference does not repeat that run (same flags and seed?)")
+        if len(ref) > len(full):
+            raise UserError(f"{args.ref} has {len(ref)} validations, {args.best_from} only {len(full)}: "
+                            "-best_from must be the longer, full run")
+        best_of, best = args.best_from, max(b for _, b in full)
+    target = best - args.margin
     ref_t = time_to(ref, target)
-    print(f"target: {name_of(args.ref)}'s best validation BLEU {target + args.margin:.2f} - {args.margin:g} = "
-          f"{target:.2f}")
+    print(f"target: {name_of(best_of)}'s best validation BLEU {best:.2f} - {args.margin:g} = {target:.2f}"
+          + (f" (its full run: {args.best_from})" if args.best_from else ""))
     print("| run | best val. BLEU | s to target | x reference |")
     print("| --- | ---: | ---: | ---: |")
     curves = [(name_of(args.ref), ref)] + [(name_of(r), curve(r)) for r in args.runs]
