@@ -756,9 +756,10 @@ def test_time_to_quality_best_from(tmp_path, capsys):
     full = log("ce_full", [10.0, 25.0, 29.0, 31.0, 30.5])  # best 31: target 30
     timed = log("ce_timed", [10.0, 25.0, 29.0, 31.0])        # stopped after passing it
     cont = log("cont", [20.0, 30.2], minutes=3)
-    ttq.main(["-ref", log("ce_cut", [10.0, 25.0, 29.0]), "-runs", cont])
+    cut = log("ce_cut", [10.0, 25.0, 29.0])
+    ttq.main(["-ref", cut, "-runs", cont])
     assert "= 28.00" in capsys.readouterr().out  # cut before its best: on its own, the wrong target
-    ttq.main(["-ref", str(tmp_path / "ce_cut" / "train.log"), "-runs", cont, "-best_from", full])
+    ttq.main(["-ref", cut, "-runs", cont, "-best_from", full])
     out = capsys.readouterr().out
     assert "ce_full's best validation BLEU 31.00 - 1 = 30.00" in out
     assert "| ce_cut | 29.00 | not reached | – |" in out  # the cut reference never got there
