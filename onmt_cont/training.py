@@ -46,7 +46,7 @@ from onmt_cont.utils.board import Board
 from onmt_cont.utils.device import resolve_device
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import load_checkpoint_data, remove_stale_temps
-from onmt_cont.utils.threads import apply_threads
+from onmt_cont.utils.threads import apply_threads, refresh_threads
 
 # Options that define the network; -train_from takes them from the checkpoint. alignment_layer
 # holds no parameter but is the model's -replace_unk alignment: a resumed run that dropped it
@@ -596,6 +596,10 @@ class Run:
                     self.average.update(pr["step"])
                 pr["shard"], pr["batch"] = si, bi + 1
                 meter.update(loss, n, self.trainer.last_src_tokens, self.trainer.last_stats, pr["step"])
+                changed = refresh_threads()  # -threads left to the default: follow other jobs' claims
+                if changed:
+                    logger.info(f"threads {changed[0]} -> {changed[1]}: other jobs now claim "
+                                f"{'more' if changed[1] < changed[0] else 'fewer'} cores (-threads sets a fixed count)")
                 if pr["step"] % opt.report_every == 0:
                     lr = self.optimizer.param_groups[0]["lr"]
                     logger.info(meter.line(pr["step"], lr))

@@ -110,9 +110,13 @@ def test_amp_with_onednn_capped_at_avx2_trains_or_refuses_cleanly(sample, tmp_pa
 
 
 @pytest.fixture
-def keep_threads(monkeypatch):
+def keep_threads(monkeypatch, tmp_path):
     saved = torch.get_num_threads()
+    monkeypatch.setenv(threads.CLAIMS_ENV, str(tmp_path / "claims"))  # this test's claims only
     yield monkeypatch
+    if threads._share is not None:
+        threads._share.release()
+        threads._share = None
     torch.set_num_threads(saved)
 
 
@@ -131,6 +135,103 @@ def test_threads_flag_values(keep_threads):
     assert threads.apply_threads(None) == 3
     with pytest.raises(UserError, match="-threads must be at least 0"):
         threads.apply_threads(-1)
+
+
+def claim(directory, pid, n, started=None, ppid=1):
+    os.makedirs(directory, exist_ok=True)
+    started = threads.start_time(pid) if started is None else started
+    with open(os.path.join(directory, str(pid)), "w", encoding="utf-8") as f:
+        f.write(f"{n} {started or '-'} {ppid}\n")
+
+
+@pytest.mark.skipif(threads.fcntl is None, reason="claims need flock()")
+def test_default_threads_follow_other_jobs_claims(keep_threads, tmp_path):
+    """The default counts threads other live jobs have claimed as busy (even while they sleep), drops claims of
+    dead processes, lowers a training run's threads to its share while others claim theirs and restores them when
+    they finish; an explicit count is claimed and kept."""
+    keep_threads.delenv("OMP_NUM_THREADS", raising=False)
+    keep_threads.setattr(threads, "busy_cores", lambda: 0.0)  # the other jobs are asleep, as when starting
+    keep_threads.setattr(threads.os, "cpu_count", lambda: 4)
+    claims = tmp_path / "claims"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    try:
+        claim(claims, dead.pid, 3)
+        claim(claims, other.pid, 3, started="1")  # a live process that is not the claimant (its pid reused)
+        assert threads.apply_threads(None) == 4  # neither claim counts
+        assert sorted(os.listdir(claims)) == [".lock", str(os.getpid())]
+        assert (claims / str(os.getpid())).read_text().split()[0] == "4"
+        claim(claims, other.pid, 3)
+        assert threads.refresh_threads() is None  # read at most every REFRESH_S seconds
+        assert threads._share.refresh(now=time.monotonic() + threads.REFRESH_S) == (4, 1)
+        assert torch.get_num_threads() == 1 and (claims / str(os.getpid())).read_text().split()[0] == "1"
+        assert threads.apply_threads(None) == 1  # a job starting now: the sleeping claimant's 3 are busy
+        other.kill()
+        other.wait()
+        assert threads._share.refresh(now=time.monotonic() + 2 * threads.REFRESH_S) is None  # its start-up choice: 1
+        assert threads.apply_threads(None) == 4  # the dead claimant's claim is dropped
+        assert sorted(os.listdir(claims)) == [".lock", str(os.getpid())]
+        claim(claims, os.getppid(), 2)
+        share = threads._share
+        assert share.refresh(now=time.monotonic() + 3 * threads.REFRESH_S) == (4, 2)
+        os.remove(claims / str(os.getppid()))
+        assert share.refresh(now=time.monotonic() + 4 * threads.REFRESH_S) == (2, 4)  # back up to its choice
+        assert threads.apply_threads(2) == 2  # an explicit count is claimed too, so default jobs count it
+        assert (claims / str(os.getpid())).read_text().split()[0] == "2"
+        claim(claims, os.getppid(), 3)
+        assert threads._share.refresh(now=time.monotonic() + 5 * threads.REFRESH_S) is None  # and never changes
+        assert torch.get_num_threads() == 2
+    finally:
+        other.kill()
+        other.wait()
+
+
+RACER = """
+import os, sys, time
+sys.path.insert(0, {root!r})
+from onmt_cont.utils import threads
+threads.os.cpu_count = lambda: 2
+threads.busy_cores = lambda: 0.0  # as when both start in the same second: neither sees the other run
+first = threads.apply_threads(None)
+
+
+def meet(name):  # wait for the other job to get here too
+    open(os.path.join({out!r}, f"{{name}}.{{os.getpid()}}"), "w").close()
+    while len([n for n in os.listdir({out!r}) if n.startswith(name)]) < 2:
+        time.sleep(0.01)
+
+
+meet("chosen")
+threads._share.refresh(now=time.monotonic() + threads.REFRESH_S)
+meet("refreshed")  # both claims stay until both have refreshed
+print(first, threads.torch.get_num_threads())
+"""
+
+
+@pytest.mark.skipif(threads.fcntl is None, reason="claims need flock()")
+def test_two_jobs_started_together_share_the_cores(tmp_path):
+    """Two default jobs started at once on 2 cores: they take turns choosing, the second sees the first's claim
+    and takes 1, and the first drops to 1 at its next refresh (without claims both took 2 and crawled)."""
+    out = tmp_path / "ready"
+    out.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env[threads.CLAIMS_ENV] = str(tmp_path / "claims")
+    code = RACER.format(root=ROOT, out=str(out))
+    jobs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    results = sorted(tuple(map(int, job.communicate(timeout=120)[0].split())) for job in jobs)
+    assert [job.returncode for job in jobs] == [0, 0]
+    assert results == [(1, 1), (2, 1)]
+    assert sorted(os.listdir(tmp_path / "claims")) == [".lock"]  # each removed its claim at exit
+
+
+def test_training_logs_a_thread_change(sample, tmp_path, keep_threads, monkeypatch):
+    changes = iter([(2, 1)])
+    monkeypatch.setattr(training, "refresh_threads", lambda: next(changes, None))
+    train.main(["-data", str(sample / "data"), "-tgt_emb", str(sample / "emb.pt"), "-save_model",
+                str(tmp_path / "m"), *TINY, "-log_file", str(tmp_path / "train.log")])
+    assert "threads 2 -> 1: other jobs now claim more cores" in (tmp_path / "train.log").read_text()
 
 
 def test_train_and_translate_take_threads(sample, tmp_path, keep_threads, capsys):
