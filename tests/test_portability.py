@@ -234,6 +234,16 @@ def test_training_logs_a_thread_change(sample, tmp_path, keep_threads, monkeypat
     assert "threads 2 -> 1: other jobs now claim more cores" in (tmp_path / "train.log").read_text()
 
 
+def test_translate_follows_claims_per_batch(sample, tmp_path, keep_threads, monkeypatch):
+    train.main(["-data", str(sample / "data"), "-tgt_emb", str(sample / "emb.pt"), "-save_model",
+                str(tmp_path / "m"), *TINY])
+    calls = []
+    monkeypatch.setattr(translate, "refresh_threads", lambda: calls.append(1))
+    translate.main(["-model", str(tmp_path / "m_last.pt"), "-src", str(sample / "train.fr"), "-output",
+                    str(tmp_path / "pred.en"), "-max_length", "3", "-batch_size", "30"])
+    assert len(calls) >= 4  # once per batch: 100 sentences in batches of at most 30
+
+
 def test_train_and_translate_take_threads(sample, tmp_path, keep_threads, capsys):
     run = train.main(["-data", str(sample / "data"), "-tgt_emb", str(sample / "emb.pt"), "-save_model",
                       str(tmp_path / "m"), *TINY, "-threads", "2"])

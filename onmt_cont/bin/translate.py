@@ -26,7 +26,7 @@ from onmt_cont.utils.device import gpu_option, resolve_device
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_path, read_lines
 from onmt_cont.utils.progress import progress
-from onmt_cont.utils.threads import add_threads_arg, apply_threads
+from onmt_cont.utils.threads import add_threads_arg, apply_threads, refresh_threads
 
 
 def build_parser():
@@ -195,6 +195,11 @@ def main(argv=None):
             raw_ctx = CorpusBleu(opt.tgt_lang)
     n_lines, elapsed = 0, 0.0
     bar = progress(desc=f"translating {opt.src}", total=n_src, unit="sent")
+
+    def on_batch(n):
+        bar.update(n)
+        refresh_threads()  # -threads left to the default: follow other jobs' claims, as training does
+
     with bar, bleu_ctx as bleu, raw_ctx as raw_bleu, atomic_path(opt.output) as tmp, \
             open(tmp, "w", encoding="utf-8") as out:
         for lines, refs in read_chunks(opt.src, opt.tgt, opt.chunk_size):
@@ -203,7 +208,7 @@ def main(argv=None):
             with torch.no_grad():
                 outputs = translator.translate_lines(lines, opt.batch_size, batch_type=opt.batch_type,
                                                      lower=translator.lower,
-                                                       on_batch=bar.update, raw=raw)
+                                                       on_batch=on_batch, raw=raw)
             elapsed += time.time() - start
             if opt.remove_bpe:
                 outputs = [remove_bpe(o) for o in outputs]

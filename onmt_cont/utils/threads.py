@@ -12,11 +12,11 @@ process unless it is already set).
 A start-up guess alone fails in two ways: two jobs started in the same second each see the
 other still asleep and take every core, and a job that took every core on an idle machine
 keeps them after a second job starts. So each process *claims* its threads (a small file per
-process, :class:`ThreadShare`; a fixed count too): a starter that chooses by default counts
-the threads that live jobs have claimed as busy even while they sleep, the choice is made under a file
-lock so that starters take turns, and a training run re-reads the claims every few seconds
-and lowers its threads to its share (raising them again, up to its start-up choice, when the
-others finish).
+process, :class:`ThreadShare`; a fixed count too): a starter that chooses by default counts the
+threads that live jobs have claimed as busy even while they sleep, the choice is made under a
+file lock so that starters take turns, and a training or translation run re-reads the claims
+every few seconds and lowers its threads to its share (raising them again, up to its start-up
+choice, when the others finish).
 """
 
 import atexit
@@ -44,7 +44,7 @@ HELP = ("torch intra-op threads. Default: OMP_NUM_THREADS when it is set (torchr
 
 # where processes claim their threads (one file per process); the variable moves it, "off" turns claims off
 CLAIMS_ENV = "ONMT_CONT_THREAD_CLAIMS"
-# how often a training run re-reads the claims (seconds)
+# how often a training or translation run re-reads the claims (seconds)
 REFRESH_S = 5.0
 
 
