@@ -241,3 +241,18 @@ def test_logits_product_bench_checks_and_times_every_variant(capsys):
     logits_product.main(["-tokens", "7", "-vocab", "13", "-dim", "4", "-reps", "4"])
     out = capsys.readouterr().out
     assert all(f"{name} " in out for name in logits_product.VARIANTS) and "[7, 4] x [4, 13]" in out
+
+
+def test_thread_claims_bench_runs(capsys):
+    """bench/thread_claims.py runs both scenarios with claims on and off and tabulates each job's threads."""
+    import thread_claims
+
+    with pytest.raises(SystemExit) as exc:
+        thread_claims.main(["-scenarios", "together,early"])
+    assert exc.value.code == 2 and "got early" in capsys.readouterr().err
+    thread_claims.main(["-repeats", "1", "-train_steps", "2", "-delay", "1"])
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith(("| together", "| late"))]
+    assert len(rows) == 4 and "2 updates per job" in out
+    for row in rows:  # every job logged its start-up threads: "N / M"
+        assert all(part.strip().split("->")[0].isdigit() for part in row.split("|")[4].split("/"))
