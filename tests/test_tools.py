@@ -337,3 +337,37 @@ def test_paired_bootstrap(tmp_path, capsys):
         pb.main(["-ref", str(tmp_path / "empty"), "-a", str(tmp_path / "empty"), "-b", str(tmp_path / "empty")])
     with pytest.raises(SystemExit, match=r"b: 59 lines, but the reference has 60"):
         pb.main(["-ref", str(tmp_path / "ref"), "-a", str(tmp_path / "a"), "-b", str(tmp_path / "b")])
+
+
+MISSING = "/nonexistent/onmt_cont_test/x"
+
+
+@pytest.mark.parametrize("tool, args", [
+    ("accuracy_at_k", ["-model", MISSING, "-src", MISSING, "-tgt", MISSING]),
+    ("bin_bootstrap", ["-train", MISSING, "-ref", MISSING, "-a", MISSING, "-b", MISSING]),
+    ("m30k_report", ["-results", MISSING]),
+    ("open_vocab_eval", ["-train_tgt", MISSING, "-vocab", MISSING, "-ref", MISSING, "-hyp", MISSING]),
+    ("output_norms", ["-model", MISSING, "-src", MISSING]),
+    ("paired_bootstrap", ["-ref", MISSING, "-a", MISSING, "-b", MISSING]),
+    ("rare_word_f1", ["-train", MISSING, "-ref", MISSING, "-hyp", MISSING]),
+    ("replacement_accuracy", ["-model", MISSING, "-src", MISSING, "-lookup_dict", MISSING]),
+    ("make_sample", ["-shared", MISSING, "-out", MISSING + "_out"]),
+])
+def test_tools_name_a_missing_input(tool, args, capsys):
+    """A missing input is an 'error:' line naming it and exit 2, not a traceback (and nothing is written)."""
+    with pytest.raises(SystemExit) as exc:
+        load_tool(tool).main(args)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: " in err and MISSING in err and "Traceback" not in err
+    assert not os.path.exists(MISSING + "_out")
+
+
+def test_rare_word_f1_refuses_files_of_different_lengths(tmp_path, capsys):
+    (tmp_path / "train.en").write_text("a b\n")
+    (tmp_path / "ref.en").write_text("a\nb\n")
+    (tmp_path / "hyp.en").write_text("a\n")
+    with pytest.raises(SystemExit) as exc:
+        rwf.main(["-train", str(tmp_path / "train.en"), "-ref", str(tmp_path / "ref.en"), "-hyp",
+                  str(tmp_path / "hyp.en")])
+    assert exc.value.code == 2 and "hyp.en: 1 lines, but -ref" in capsys.readouterr().err

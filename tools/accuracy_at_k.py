@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from onmt_cont.constants import PAD_ID, UNK_ID
 from onmt_cont.inputters.batching import collate
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
+from onmt_cont.utils.errors import cli_main
 from onmt_cont.utils.io import read_lines
 
 
@@ -66,6 +67,7 @@ def read(path):
     return [line for _, line in read_lines(path)]
 
 
+@cli_main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-model", required=True, help="checkpoint written by train.py")

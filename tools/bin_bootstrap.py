@@ -26,6 +26,7 @@ sys.path[:0] = [os.path.join(HERE, ".."), HERE]  # run from anywhere
 from paired_bootstrap import read_same_length, read_text  # noqa: E402
 
 from onmt_cont.translate.calibration import FREQ_BINS  # noqa: E402
+from onmt_cont.utils.errors import cli_main  # noqa: E402
 
 BINS = {name: (lo, hi) for name, lo, hi in FREQ_BINS}
 
@@ -72,6 +73,7 @@ def bin_bootstrap(train_lines, ref_lines, a_systems, b_systems, lo, hi, n=1000, 
             "beyond": float(np.mean(distance > tolerance)), "resamples": len(q)}
 
 
+@cli_main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-train", required=True, help="the training targets, tokenized, one sentence per line")

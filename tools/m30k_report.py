@@ -148,6 +148,8 @@ def main(argv=None):
     p.add_argument("-converge", nargs="+", default=["ce", "nllvmf_reg12_tied", "synmargin_proj"])
     args = p.parse_args(argv)
     runs = sorted(d for d in glob.glob(os.path.join(args.results, "*.s*")) if os.path.isdir(d))
+    if not runs:
+        p.error(f"-results {args.results}: no run folders (NAME.sSEED/) there; docs/recipes/multi30k.sh writes them")
     order = ["ce", "l2", "cosine", "maxmargin", "nllvmf_reg1", "nllvmf_reg1_tied", "nllvmf_reg12",
              "nllvmf_reg12_tied", "synmargin_proj", "synmargin_diff", "margin_random", "rewe", "joint",
              "ce_word2bpe", "ce_bpe2bpe", "nllvmf_bpe2word_tied"]

@@ -31,6 +31,11 @@ def main(argv=None):
     p.add_argument("-out", default="data")
     p.add_argument("-extra_words", type=int, default=1400)
     args = p.parse_args(argv)
+    inputs = [os.path.join(args.shared, "multi30k", f"{split}.{lang}")
+              for _, split, _ in SPLITS for lang in ("fr", "en")]
+    for path in [*inputs, os.path.join(args.shared, "embeddings", "en.ft300.vec.gz")]:
+        if not os.path.isfile(path):
+            p.error(f"{path}: no such file (-shared: the folder of ../shared/data's README)")
     os.makedirs(args.out, exist_ok=True)
     en_words = set()
     for name, split, n in SPLITS:

@@ -20,6 +20,8 @@ sys.path[:0] = [os.path.join(HERE, ".."), HERE]
 from rare_word_f1 import rare_word_f1  # noqa: E402
 
 from onmt_cont.constants import SPECIALS, UNK  # noqa: E402
+from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
+from onmt_cont.utils.io import check_readable  # noqa: E402
 
 BUCKETS = [("0", 0, 0), ("1-4", 1, 4), ("5-99", 5, 99), ("100+", 100, float("inf"))]
 
@@ -50,6 +52,7 @@ def new_words(hyps, refs, vocab):
     return total, types, correct
 
 
+@cli_main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("-train_tgt", required=True, help="tokenized training targets")
@@ -57,6 +60,8 @@ def main(argv=None):
     p.add_argument("-ref", required=True)
     p.add_argument("-hyp", nargs="+", required=True)
     opt = p.parse_args(argv)
+    for path in (opt.train_tgt, opt.vocab, opt.ref, *opt.hyp):
+        check_readable(path)
     train_lines = read(opt.train_tgt)
     with open(opt.vocab, encoding="utf-8") as f:
         vocab = {line.split("\t")[0].strip() for line in f}
@@ -65,6 +70,8 @@ def main(argv=None):
     print(f"reference tokens outside the training target vocabulary: {ref_oov} of {sum(map(len, refs))}")
     for path in opt.hyp:
         hyps = read(path)
+        if len(hyps) != len(refs):
+            raise UserError(f"{path}: {len(hyps)} lines, but -ref {opt.ref} has {len(refs)} (one line per sentence)")
         with open(path, encoding="utf-8") as f:
             n_unk = sum(line.split().count(UNK) for line in f)
         total, types, correct = new_words(hyps, refs, vocab)

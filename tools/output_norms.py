@@ -19,6 +19,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from onmt_cont.translate.translator import Translator  # noqa: E402
+from onmt_cont.utils.errors import cli_main  # noqa: E402
 from onmt_cont.utils.io import read_lines  # noqa: E402
 
 
@@ -46,6 +47,7 @@ def diagnose(model_path, lines, batch_size=32):
     }
 
 
+@cli_main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-model", nargs="+", required=True)

@@ -27,6 +27,7 @@ from sacrebleu.metrics.bleu import BLEU
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
 
+from onmt_cont.utils.errors import cli_main  # noqa: E402
 from onmt_cont.utils.io import read_lines  # noqa: E402
 
 
@@ -78,6 +79,7 @@ def read_same_length(path, n, what):
     return lines
 
 
+@cli_main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-ref", required=True, help="reference, one sentence per line")

@@ -32,6 +32,7 @@ from collections import Counter
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
 
 from onmt_cont.translate.calibration import FREQ_BINS  # noqa: E402
+from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
 from onmt_cont.utils.io import read_lines  # noqa: E402
 
 BINS = [("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4", 4, 4), ("5-9", 5, 9), ("10-99", 10, 99),
@@ -104,6 +105,7 @@ def read(path):
     return [line for _, line in read_lines(path)]
 
 
+@cli_main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-train", required=True, help="tokenized training targets (the frequencies)")
@@ -121,6 +123,8 @@ def main(argv=None):
         p.error(f"-substitutions {args.substitutions}: no such bin in -bins {args.bins} "
                 f"({', '.join(name for name, _, _ in bins)})")
     train, ref, hyp = read(args.train), read(args.ref), read(args.hyp)
+    if len(hyp) != len(ref):
+        raise UserError(f"{args.hyp}: {len(hyp)} lines, but -ref {args.ref} has {len(ref)} (one line per sentence)")
     table = rare_word_f1(train, ref, hyp, bins)
     print("bin\tref\thyp\tmatch\tprecision\trecall\tf1\thyp/ref")
     for name, s in table.items():
