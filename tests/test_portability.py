@@ -1,6 +1,7 @@
 """What depends on the CPU: -amp's start-up probe (oneDNN's bf16 LSTM needs AVX-512) and -threads."""
 
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -185,6 +186,33 @@ def test_default_threads_follow_other_jobs_claims(keep_threads, tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+@pytest.mark.skipif(threads.fcntl is None, reason="claims need flock()")
+def test_thread_claims_of_torchrun_siblings_and_a_lost_folder(keep_threads, tmp_path):
+    """With torchrun's LOCAL_WORLD_SIZE the cores are already divided among the job's processes (which share a
+    parent), so their claims are not counted again; other jobs' are. A claims folder that becomes unusable
+    mid-run stops the following and keeps the count, it does not end the run."""
+    keep_threads.setattr(threads, "busy_cores", lambda: 0.0)
+    keep_threads.setattr(threads.os, "cpu_count", lambda: 8)
+    claims = tmp_path / "siblings"
+    share = threads.ThreadShare(str(claims), processes=2)
+    claim(claims, os.getppid(), 4, ppid=share.ppid)  # a sibling: the same parent (a live process to stand for it)
+    assert share.start() == 4  # 8 cores / 2 processes; the sibling's 4 are not counted again
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        claim(claims, other.pid, 4, ppid=other.pid)  # another job
+        assert share.refresh(now=time.monotonic() + threads.REFRESH_S) == (4, 2)  # (8 - 4) / 2
+    finally:
+        other.kill()
+        other.wait()
+    share.release()
+    blocker = tmp_path / "gone"
+    lost = threads.ThreadShare(str(blocker), processes=1)
+    assert lost.start() >= 1
+    shutil.rmtree(blocker)
+    blocker.write_text("a file where the folder was")  # makedirs and open now fail with OSError
+    assert lost.refresh(now=time.monotonic() + threads.REFRESH_S) is None and lost.fixed
 
 
 RACER = """

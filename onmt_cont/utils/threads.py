@@ -38,8 +38,8 @@ HELP = ("torch intra-op threads. Default: OMP_NUM_THREADS when it is set (torchr
         "else the cores no other process is using at start-up (from /proc/loadavg's running count), divided "
         "among the processes torchrun starts on this machine: all cores on an idle machine, fewer while other "
         "processes run, because PyTorch's one thread per core stalls when another process holds a core "
-        "(docs/benchmarks.md). Jobs that take the default claim their threads, so jobs started together "
-        "share the cores, and a training run lowers its threads while later jobs claim theirs. "
+        "(docs/benchmarks.md). Every job claims its threads, so default jobs started together share the "
+        "cores, and default training and translation lower their threads while later jobs claim theirs. "
         "0: PyTorch's own default (one per core)")
 
 # where processes claim their threads (one file per process); the variable moves it, "off" turns claims off
@@ -187,11 +187,15 @@ class ThreadShare:
         if self.fixed or now < self.next_check:
             return None
         self.next_check = now + REFRESH_S
-        with self.locked():
-            cores = os.cpu_count() or 1
-            n = max(1, min(self.cap, (cores - self.others()) // self.processes))
-            if n != self.threads:
-                self.write(n)
+        try:
+            with self.locked():
+                cores = os.cpu_count() or 1
+                n = max(1, min(self.cap, (cores - self.others()) // self.processes))
+                if n != self.threads:
+                    self.write(n)
+        except OSError:  # the folder went away or became unwritable mid-run: keep the count, stop following
+            self.fixed = True
+            return None
         if n == self.threads:
             return None
         old, self.threads = self.threads, n
@@ -203,7 +207,7 @@ class ThreadShare:
             os.remove(self.path)
 
 
-_share = None  # this process's ThreadShare, when -threads was left to the default
+_share = None  # this process's ThreadShare, while its claim holds
 
 
 def claim_threads(processes, fixed=None):
