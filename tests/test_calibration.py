@@ -170,8 +170,12 @@ def test_calibrate_and_translate_end_to_end(data, tmp_path, capsys):  # noqa: F8
     model = tmp_path / "m_last.pt"
     src, ref = data["dir"] / "valid.fr", data["dir"] / "valid.en"
     out = tmp_path / "off.json"
-    calibrate.main(["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(out),
-                    "-decode_prior", "0.5", "-rounds", "2", "-min_tokens", "1"])
+    refreshes = []
+    with pytest.MonkeyPatch.context() as mp:  # its decodes follow thread claims, once per batch
+        mp.setattr(calibrate, "refresh_threads", lambda: refreshes.append(1))
+        calibrate.main(["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(out),
+                        "-decode_prior", "0.5", "-rounds", "2", "-min_tokens", "1"])
+    assert len(refreshes) >= 3  # at least one batch in each of the 3 decodes (rounds 0-2)
     printed = capsys.readouterr().out
     assert "round 0:" in printed and "round 1:" in printed and "kept offsets" in printed
     offsets, beta = load_offsets(str(out))

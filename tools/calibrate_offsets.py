@@ -36,7 +36,7 @@ from onmt_cont.translate.calibration import (  # noqa: E402
 from onmt_cont.translate.translator import Translator  # noqa: E402
 from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
 from onmt_cont.utils.io import check_readable, read_lines  # noqa: E402
-from onmt_cont.utils.threads import add_threads_arg, apply_threads  # noqa: E402
+from onmt_cont.utils.threads import add_threads_arg, apply_threads, refresh_threads  # noqa: E402
 
 
 def read(path):
@@ -113,7 +113,8 @@ def main(argv=None):
     def decode(offsets):
         translator.set_freq_offsets(offsets)
         with torch.no_grad():
-            return translator.translate_lines(src, batch_size=args.batch_size)
+            # a dozen decodes: follow other jobs' thread claims, as translate.py does
+            return translator.translate_lines(src, batch_size=args.batch_size, on_batch=lambda _: refresh_threads())
 
     names = [n for n, _, _ in FREQ_BINS]
     print(f"bins {' '.join(f'{n:>5}' for n in names)}")
