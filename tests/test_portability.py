@@ -213,6 +213,11 @@ def test_thread_claims_of_torchrun_siblings_and_a_lost_folder(keep_threads, tmp_
     shutil.rmtree(blocker)
     blocker.write_text("a file where the folder was")  # makedirs and open now fail with OSError
     assert lost.refresh(now=time.monotonic() + threads.REFRESH_S) is None and lost.fixed
+    keep_threads.setenv(threads.CLAIMS_ENV, str(blocker / "claims"))  # unusable from the start: the guess alone
+    keep_threads.delenv("OMP_NUM_THREADS", raising=False)
+    assert threads.apply_threads(None) == 8 and threads._share is None
+    keep_threads.setenv(threads.CLAIMS_ENV, "off")
+    assert threads.apply_threads(3) == 3 and threads._share is None
 
 
 RACER = """
