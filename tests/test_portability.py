@@ -178,8 +178,10 @@ def test_default_threads_follow_other_jobs_claims(keep_threads, tmp_path):
         assert share.refresh(now=time.monotonic() + 3 * threads.REFRESH_S) == (4, 2)
         os.remove(claims / str(os.getppid()))
         assert share.refresh(now=time.monotonic() + 4 * threads.REFRESH_S) == (2, 4)  # back up to its choice
+        claim(claims, dead.pid, 3)
         assert threads.apply_threads(2) == 2  # an explicit count is claimed too, so default jobs count it
         assert (claims / str(os.getpid())).read_text().split()[0] == "2"
+        assert not (claims / str(dead.pid)).exists()  # and a killed process's claim is cleared
         claim(claims, os.getppid(), 3)
         assert threads._share.refresh(now=time.monotonic() + 5 * threads.REFRESH_S) is None  # and never changes
         assert torch.get_num_threads() == 2

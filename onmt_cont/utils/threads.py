@@ -171,7 +171,8 @@ class ThreadShare:
         """Claim ``fixed`` threads, or choose them (:func:`auto_threads`, other claims counted
         busy) and claim them."""
         with self.locked():
-            n = fixed or auto_threads(None, self.processes, claimed=self.others())
+            claimed = self.others()  # also clears the claims of processes that were killed
+            n = fixed or auto_threads(None, self.processes, claimed=claimed)
             self.write(n)
         self.cap = self.threads = n
         self.fixed = bool(fixed)
