@@ -41,7 +41,8 @@ CHANGE = re.compile(r"threads (\d+) -> (\d+):")
 
 def job_threads(log):
     """'N' from train.py's 'device cpu (N threads)', then '->M' for each change the run logged."""
-    text = open(log, encoding="utf-8").read()
+    with open(log, encoding="utf-8") as f:
+        text = f.read()
     first = text.split("device cpu (", 1)[1].split(" ", 1)[0] if "device cpu (" in text else "?"
     return first + "".join(f"->{m.group(2)}" for m in CHANGE.finditer(text))
 

@@ -219,8 +219,9 @@ def claim_threads(processes, fixed=None):
     if _share is not None:  # an earlier call in this process (tests, tools): its claim ends here
         _share.release()
         _share = None
-    if fcntl is not None and claims_dir() is not None:
-        share = ThreadShare(claims_dir(), processes)
+    directory = claims_dir()
+    if fcntl is not None and directory is not None:
+        share = ThreadShare(directory, processes)
         try:
             n = share.start(fixed)
         except OSError:
