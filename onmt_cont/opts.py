@@ -1,12 +1,16 @@
 """Command-line options, OpenNMT style: grouped single-dash flags, readable from ``-config FILE.yaml``.
 
 A YAML config holds ``option_name: value`` pairs (names without the dash). Values from the
-config replace the defaults; an unknown key, or a key also given on the command line with a
-different value, is an error: nothing is silently overridden.
+config replace the defaults, and flags on the command line replace the config's values, as in
+OpenNMT-py: ``train.py -config configs/transformer_continuous.yaml -dropout 0.1`` trains the preset
+with dropout 0.1. Each such override is said on stderr (``note: -dropout 0.1 on the command line
+replaces 0.0 from configs/...``), so nothing changes silently. An unknown key is an error.
 """
 
 import argparse
+import os
 import sys
+from pathlib import Path
 
 import yaml
 
@@ -21,8 +25,30 @@ class _Parser(argparse.ArgumentParser):
 
 def new_parser(description):
     p = _Parser(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("-config", help="YAML file of option: value pairs (names without the dash)")
+    p.add_argument("-config", help="YAML file of option: value pairs (names without the dash), or the name of a "
+                   f"preset shipped with onmt_cont ({', '.join(preset_names()) or 'configs/*.yaml'})")
     return p
+
+
+def _preset_dirs():
+    """Where the presets are: configs/ of a checkout, or onmt_cont/configs of an installed package."""
+    here = Path(__file__).resolve().parent
+    return [d for d in (here / "configs", here.parent / "configs") if d.is_dir()]
+
+
+def preset_names():
+    return sorted({p.stem for d in _preset_dirs() for p in d.glob("*.yaml")})
+
+
+def resolve_config(path):
+    """``-config`` as given: a file, or a preset's bare name (``transformer_continuous``) when no
+    such file exists."""
+    if os.path.exists(path) or os.sep in path or path.endswith((".yaml", ".yml")):
+        return path
+    for d in _preset_dirs():
+        if (d / f"{path}.yaml").is_file():
+            return str(d / f"{path}.yaml")
+    return path
 
 
 def _explicit_dests(parser, argv):
@@ -45,6 +71,7 @@ def parse(parser, argv=None, required=()):
     own ``required=True`` would refuse a value that comes from the config)."""
     args = parser.parse_args(argv)
     if args.config:
+        args.config = resolve_config(args.config)
         _merge_config(parser, args, argv)
     missing = [f"-{d}" for d in required if getattr(args, d, None) is None]
     if missing:
@@ -106,11 +133,14 @@ def _merge_config(parser, args, argv):
         value = _config_value(action, value, f"{where}: option {key!r}")
         if action.choices is not None and value not in action.choices:
             raise UserError(f"{where}: option {key!r}: {value!r} is not one of {list(action.choices)}")
-        if dest in explicit and getattr(args, dest) != value:
-            raise UserError(
-                f"option -{dest} is given both in {args.config} ({value!r}) "
-                f"and on the command line ({getattr(args, dest)!r}); keep one"
-            )
+        if dest in explicit:
+            if getattr(args, dest) != value:
+                print(
+                    f"note: -{dest} {getattr(args, dest)!r} on the command line replaces {value!r} from "
+                    f"{where}",
+                    file=sys.stderr,
+                )
+            continue
         setattr(args, dest, value)
 
 

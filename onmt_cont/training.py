@@ -144,11 +144,13 @@ def check_options(opt):
         raise UserError(f"-valid_remove_bpe joins BPE pieces before validation BLEU: it needs -valid_metric bleu, "
                         f"not -valid_metric {opt.valid_metric}")
     for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "epochs", "report_every",
-                 "valid_steps", "save_checkpoint_steps", "save_checkpoint_epochs", "train_steps", "joint_dim",
+                 "save_checkpoint_steps", "save_checkpoint_epochs", "train_steps", "joint_dim",
                  "num_negatives", "rewe_hidden", "num_sampled", "ann_candidates", "prefix_window",
                  "seq_unlikelihood_ngram", "seq_unlikelihood_every"):
         if getattr(opt, name) is not None and getattr(opt, name) < 1:
             raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
+    if opt.valid_steps < 0:
+        raise UserError(f"-valid_steps must be at least 0 (0: at each epoch's end only), got {opt.valid_steps}")
     if not 0.0 <= opt.label_smoothing < 1.0:
         raise UserError(f"-label_smoothing must be in [0, 1), got {opt.label_smoothing}")
     if opt.label_smoothing and opt.loss != "ce":
@@ -606,7 +608,7 @@ class Run:
                     if self.board is not None:
                         self.board.add("train", meter.scalars(lr), pr["step"])
                     meter.reset()
-                if pr["step"] % opt.valid_steps == 0:
+                if opt.valid_steps and pr["step"] % opt.valid_steps == 0:
                     self.validate()
                 if pr["step"] % opt.save_checkpoint_steps == 0:
                     self.save(f"step_{pr['step']}")
@@ -615,7 +617,7 @@ class Run:
             else:
                 pr["epoch"], pr["shard"], pr["batch"] = pr["epoch"] + 1, 0, 0
                 logger.info(f"epoch {pr['epoch']} done at step {pr['step']}")
-                if pr["step"] % opt.valid_steps:
+                if not opt.valid_steps or pr["step"] % opt.valid_steps:
                     self.validate()
                 if opt.save_checkpoint_epochs and pr["epoch"] % opt.save_checkpoint_epochs == 0:
                     self.save(f"epoch_{pr['epoch']}")

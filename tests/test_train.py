@@ -211,7 +211,7 @@ def test_nllvmf_memorises(data, tmp_path):
     ({"loss": "ce", "rewe_hidden": "16"}, ["-rewe_hidden", "-rewe_lambda"]),
     ({"loss": "hinge"}, ["-loss", "hinge"]),
     ({"bogus_option": "1"}, ["-bogus_option"]),
-    ({"valid_steps": "0"}, ["-valid_steps"]),
+    ({"valid_steps": "-1"}, ["-valid_steps", "-1"]),
     ({"save_checkpoint_steps": "0"}, ["-save_checkpoint_steps"]),
     ({"save_checkpoint_epochs": "0"}, ["-save_checkpoint_epochs"]),
     ({"brnn": True, "rnn_size": "33"}, ["-rnn_size", "33"]),
@@ -967,3 +967,9 @@ def test_average_decay_bad_values(data, tmp_path, capsys, value, needle):
     fails(capsys, argv(data, tmp_path, loss="ce", average_decay="0.1", average_every="0"),
           "-average_every must be at least 1")
     assert not any(tmp_path.iterdir())
+
+
+def test_valid_steps_0_validates_at_each_epoch_end_only(data, tmp_path):
+    run_train(data, tmp_path, loss="ce", tgt_emb=None, epochs=3, valid_steps=0)
+    steps = log_values(tmp_path / "train.log", r"validation at step (\d+):")
+    assert steps == [BATCHES_PER_EPOCH, 2 * BATCHES_PER_EPOCH, 3 * BATCHES_PER_EPOCH]

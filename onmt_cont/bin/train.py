@@ -179,7 +179,8 @@ def build_parser():
                    "the vMF normaliser and the loss reductions stay in float32/float64")
     g.add_argument("-amp_dtype", choices=["bf16", "fp16"], default="bf16",
                    help="autocast type of -amp; fp16 (GPU only) adds dynamic loss scaling")
-    g.add_argument("-valid_steps", type=int, default=1000, help="validate every N steps (and at each epoch end)")
+    g.add_argument("-valid_steps", type=int, default=1000, help="validate every N steps and at each epoch's end; "
+                   "0: at each epoch's end only")
     g.add_argument("-early_stopping", type=int, default=0, help="stop after N validations without improvement "
                    "of -valid_metric (see -early_stopping_window)")
     g.add_argument("-early_stopping_window", type=int, default=1, help="-early_stopping counts validations in "
