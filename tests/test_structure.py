@@ -14,12 +14,12 @@ PKG = pathlib.Path(__file__).resolve().parent.parent / "onmt_cont"
 
 # Lower layers first; a module may import its own layer and those before it, never a later one.
 LAYERS = [
-    {"constants", "vmf", "outputs", "ann", "utils", "distributed", "evaluate"},
+    {"constants", "vmf", "outputs", "ann", "utils", "distributed", "evaluate", "text"},
     {"losses", "inputters", "opts", "align"},
     {"models"},
     {"trainer", "translate"},
     {"training"},
-    {"bin"},
+    {"bin", "api"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 

@@ -1,4 +1,8 @@
-"""translate.py: translate a tokenized source file with a trained checkpoint.
+"""translate.py: translate a source file with a trained checkpoint.
+
+The source is tokenized text, as preprocess.py read it; or raw text with ``-src_lang LANG``
+(Moses-tokenized and lowercased here, then cut into pieces with ``-src_bpe_codes``).
+``-detokenize`` writes running text instead of tokens.
 
 Continuous models decode by nearest neighbour in the target embedding table (greedy, or
 beam search over the k nearest); softmax models greedily or with beam search.
@@ -19,6 +23,7 @@ import torch
 from onmt_cont import opts
 from onmt_cont.inputters.corpus import count_lines
 from onmt_cont.models.transformer import parse_alignment_layer
+from onmt_cont.text import TextPipeline
 from onmt_cont.translate.calibration import load_offsets
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon, remove_bpe
@@ -33,10 +38,18 @@ def build_parser():
     p = opts.new_parser("Translate a tokenized source file (one sentence per line) with a trained model.")
     g = p.add_argument_group("Data")
     g.add_argument("-model", help="checkpoint written by train.py")
-    g.add_argument("-src", help="tokenized source text, one sentence per line")
+    g.add_argument("-src", help="source text, one sentence per line: tokenized as the training data, or raw "
+                   "text with -src_lang")
     g.add_argument("-output", help="where to write the translations (one line per input line)")
     g.add_argument("-tgt", help="tokenized reference: report BLEU (sacreBLEU on detokenized text + tokenized BLEU)")
-    g.add_argument("-tgt_lang", default="en", help="target language for Moses detokenization (BLEU)")
+    g.add_argument("-tgt_lang", default="en", help="target language for Moses detokenization (BLEU, -detokenize)")
+    g = p.add_argument_group("Raw text (docs/recipes/own_data.sh)")
+    g.add_argument("-src_lang", default=None, help="-src is raw text in this language: Moses-tokenize it (no "
+                   "escaping, aggressive hyphen splitting) and lowercase it, as tools/moses_tok.py does")
+    g.add_argument("-src_bpe_codes", default=None, help="subword-nmt codes the model's source side was cut with: "
+                   "cut -src into the same pieces (after -src_lang's tokenization)")
+    g.add_argument("-detokenize", action="store_true", help="write running text: Moses-detokenized in -tgt_lang, "
+                   "each sentence's first letter in upper case (BLEU with -tgt still scores the tokens)")
     g = p.add_argument_group("Decoding")
     g.add_argument("-batch_size", type=int, default=32, help="sentences per batch (-batch_type sents), or "
                    "padded source tokens per batch (-batch_type tokens)")
@@ -200,9 +213,12 @@ def main(argv=None):
         bar.update(n)
         refresh_threads()  # -threads left to the default: follow other jobs' claims, as training does
 
-    with bar, bleu_ctx as bleu, raw_ctx as raw_bleu, atomic_path(opt.output) as tmp, \
+    text = TextPipeline(opt.src_lang, opt.tgt_lang if opt.detokenize else None, opt.src_bpe_codes)
+    with bar, text, bleu_ctx as bleu, raw_ctx as raw_bleu, atomic_path(opt.output) as tmp, \
             open(tmp, "w", encoding="utf-8") as out:
         for lines, refs in read_chunks(opt.src, opt.tgt, opt.chunk_size):
+            if opt.src_lang or opt.src_bpe_codes:
+                lines = [text.encode(line) for line in lines]
             start = time.time()
             raw = [] if raw_bleu is not None else None
             with torch.no_grad():
@@ -215,7 +231,7 @@ def main(argv=None):
                 raw = [remove_bpe(o) for o in raw] if raw is not None else None
             if raw_bleu is not None:
                 raw_bleu.add(raw, refs)
-            out.writelines(o + "\n" for o in outputs)
+            out.writelines(text.decode(o) + "\n" for o in outputs)
             out.flush()
             if opt.verbose:
                 for i, (src, hyp) in enumerate(zip(lines, outputs, strict=True), n_lines + 1):

@@ -1,0 +1,80 @@
+"""Translate from Python: load a checkpoint once, translate lists of sentences.
+
+    import onmt_cont
+
+    model = onmt_cont.load("run/model_best.pt")                  # tokenized text in and out
+    model.translate(["un chien court dans l' herbe ."])           # ['a dog runs in the grass .']
+
+    model = onmt_cont.load("run/model_best.pt", src_lang="fr", tgt_lang="en")   # raw text in and out
+    model.translate(["Un chien court dans l'herbe."])             # ['A dog runs in the grass.']
+
+Decoding options are translate.py's, as keyword arguments (docs/usage.md, "From Python").
+"""
+
+import torch
+
+from onmt_cont.text import TextPipeline
+from onmt_cont.translate.calibration import load_offsets
+from onmt_cont.translate.translator import Translator
+from onmt_cont.translate.unk import read_lexicon, remove_bpe
+from onmt_cont.utils.errors import UserError
+
+
+class Model:
+    """A trained model ready to translate; see :func:`load` for the arguments."""
+
+    def __init__(self, checkpoint, *, src_lang=None, tgt_lang=None, bpe_codes=None, device="cpu", beam_size=1,
+                 lexicon=None, freq_offsets=None, decode_prior=None, remove_target_bpe=False, batch_size=32,
+                 **decoding):
+        if beam_size < 1 or batch_size < 1:
+            raise UserError(f"beam_size and batch_size must be at least 1, got {beam_size} and {batch_size}")
+        offsets = None
+        if freq_offsets is not None:
+            offsets, fitted_beta = load_offsets(freq_offsets)
+            if decode_prior is not None and decode_prior != fitted_beta:
+                raise UserError(f"{freq_offsets} was fitted under decode_prior {fitted_beta:g}, not {decode_prior:g}")
+            decode_prior = fitted_beta
+        self.translator = Translator(
+            checkpoint, device=device, beam_size=beam_size, replace_unk=lexicon is not None,
+            lexicon=read_lexicon(lexicon) if lexicon else None, freq_offsets=offsets,
+            decode_prior=decode_prior or 0.0, **decoding)
+        self.text = TextPipeline(src_lang, tgt_lang, bpe_codes)
+        self.src_lang, self.bpe_codes = src_lang, bpe_codes
+        self.remove_target_bpe, self.batch_size = remove_target_bpe, batch_size
+
+    def translate(self, sentences):
+        """A list of source sentences (strings) -> their translations (strings), in order. An empty
+        sentence gives an empty string."""
+        if isinstance(sentences, str):
+            raise TypeError("translate() takes a list of sentences; wrap a single one in a list")
+        lines = [self.text.encode(s) for s in sentences] if self.src_lang or self.bpe_codes else list(sentences)
+        with torch.no_grad():
+            outputs = self.translator.translate_lines(lines, self.batch_size, lower=self.translator.lower)
+        if self.remove_target_bpe:
+            outputs = [remove_bpe(o) for o in outputs]
+        return [self.text.decode(o) for o in outputs]
+
+    def close(self):
+        """Stop the Moses processes of raw-text models (also done at exit)."""
+        self.text.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def load(checkpoint, **options):
+    """Load ``checkpoint`` (a train.py ``.pt`` file) for translation -> :class:`Model`.
+
+    Text: ``src_lang`` (the input is raw text in this language: Moses-tokenized and lowercased,
+    as the recipes' training data), ``bpe_codes`` (subword-nmt codes of the model's source side),
+    ``tgt_lang`` (write running text: Moses-detokenized, first letter upper case),
+    ``remove_target_bpe`` (join a subword target's pieces).
+    Decoding: ``beam_size`` (1: greedy), ``lexicon`` (a build_lexicon.py file: replace ``<unk>``
+    through the attention), ``freq_offsets`` (a tools/calibrate_offsets.py file),
+    ``device`` ("cpu", "cuda:0"), ``batch_size``, and translate.py's other options by their
+    names in :class:`~onmt_cont.translate.translator.Translator` (``max_length_ratio``,
+    ``block_ngram_repeat``, ``length_penalty``, ``alpha``, ``ban_unk``, ``decode_prior``...)."""
+    return Model(checkpoint, **options)

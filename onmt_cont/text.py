@@ -1,0 +1,89 @@
+"""Raw text to the model's tokens and back: Moses tokenization, lowercasing, source subword pieces,
+detokenization.
+
+The shared fastText vectors, the shipped sample and every recipe use Moses tokenization with no
+escaping (aggressive hyphen splitting), then lowercase. A model trained on such text reads raw input
+through :class:`TextPipeline` (``translate.py -src_lang fr``, :func:`onmt_cont.api.load`) and its
+output is turned back into running text: Moses detokenization, and the first letter of each
+sentence in upper case (the model's words are lowercase).
+
+    with TextPipeline(src_lang="fr", tgt_lang="en", bpe_codes="codes.fr") as text:
+        tokens = text.encode("Un chien court dans l'herbe.")   # "un chien court dans l' herbe ." in pieces
+        text.decode("a dog runs through the grass .")          # "A dog runs through the grass."
+"""
+
+from mosestokenizer import MosesDetokenizer, MosesTokenizer
+
+from onmt_cont.utils.errors import UserError
+
+
+def read_bpe_codes(path):
+    """A subword-nmt codes file (``subword-nmt learn-bpe``) -> an object with
+    ``process_line(text) -> text``: the pieces, joined by ``@@ `` as translate.py expects."""
+    from subword_nmt.apply_bpe import BPE  # only when pieces are asked for
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            return BPE(f)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read subword codes ({exc.strerror})") from None
+    except (ValueError, IndexError) as exc:
+        raise UserError(f"{path}: not a subword-nmt codes file ({exc})") from None
+
+
+def capitalize_first(line):
+    """The first letter in upper case: lowercased output becomes a sentence again."""
+    for i, ch in enumerate(line):
+        if ch.isalpha():
+            return line[:i] + ch.upper() + line[i + 1 :]
+    return line
+
+
+class TextPipeline:
+    """Raw source text -> model tokens (``encode``), model output -> running text (``decode``).
+
+    ``src_lang``: Moses tokenizer language of the raw input (None: the input is tokenized
+    already); ``lower``: lowercase what it tokenizes (the shared vectors and the recipes' models are
+    lowercase);
+    ``bpe_codes``: a subword-nmt codes file for the source side (None: whole words);
+    ``tgt_lang``: Moses detokenizer language of the output (None: keep the output tokenized);
+    ``capitalize``: with ``tgt_lang``, upper-case each output's first letter.
+
+    Moses runs as Perl processes: use it as a context manager, or call :meth:`close`."""
+
+    def __init__(self, src_lang=None, tgt_lang=None, bpe_codes=None, lower=True, capitalize=True):
+        self.lower, self.capitalize = lower, capitalize
+        self._bpe = read_bpe_codes(bpe_codes) if bpe_codes else None
+        self._tok = MosesTokenizer(src_lang, no_escape=True) if src_lang else None
+        self._detok = MosesDetokenizer(tgt_lang) if tgt_lang else None
+
+    def encode(self, line):
+        """One raw source line -> the tokenized (and, with codes, segmented) line the model reads."""
+        line = line.strip()
+        if not line:
+            return ""
+        if self._tok is not None:
+            line = " ".join(self._tok(line))
+            if self.lower:
+                line = line.lower()
+        if self._bpe is not None:
+            line = self._bpe.process_line(line)
+        return line
+
+    def decode(self, line):
+        """One tokenized output line -> running text (unchanged without ``tgt_lang``)."""
+        if self._detok is None or not line.strip():
+            return line
+        text = self._detok(line.split())
+        return capitalize_first(text) if self.capitalize else text
+
+    def close(self):
+        for proc in (self._tok, self._detok):
+            if proc is not None:
+                proc.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

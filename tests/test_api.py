@@ -1,0 +1,101 @@
+"""The Python API (onmt_cont.load) and raw-text translation (translate.py -src_lang -src_bpe_codes -detokenize)
+give what translate.py gives for the same model and input."""
+
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+import onmt_cont
+from onmt_cont.bin import embeddings_to_torch, preprocess, train, translate
+from onmt_cont.text import TextPipeline, capitalize_first
+from onmt_cont.utils.errors import UserError
+
+DATA = pathlib.Path(__file__).resolve().parent.parent / "data"
+RAW_FR = ["Un homme en chemise bleue, debout sur une échelle.", "", "Deux chiens jouent dans l'herbe verte-claire !"]
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A small Transformer with the recommended loss, 40 updates on the sample's first 600 pairs, source pieces."""
+    out = tmp_path_factory.mktemp("api")
+    for split, n in (("train", 600), ("valid", 40)):
+        for lang in ("fr", "en"):
+            lines = (DATA / f"{split}.{lang}").read_text(encoding="utf-8").splitlines(keepends=True)[:n]
+            (out / f"{split}.{lang}").write_text("".join(lines), encoding="utf-8")
+    subprocess.run([sys.executable, "-m", "subword_nmt.learn_bpe", "-s", "300"], stdin=open(out / "train.fr"),
+                   stdout=open(out / "codes.fr", "w"), check=True)
+    with TextPipeline(bpe_codes=str(out / "codes.fr")) as pieces:
+        for split in ("train", "valid"):
+            lines = (out / f"{split}.fr").read_text(encoding="utf-8").splitlines()
+            (out / f"{split}.bpe.fr").write_text("".join(pieces.encode(x) + "\n" for x in lines), encoding="utf-8")
+    preprocess.main(["-train_src", str(out / "train.bpe.fr"), "-train_tgt", str(out / "train.en"),
+                     "-valid_src", str(out / "valid.bpe.fr"), "-valid_tgt", str(out / "valid.en"),
+                     "-save_data", str(out / "data"), "-tgt_emb", str(DATA / "en.vec.gz")])
+    embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", str(out / "data.vocab.pt"),
+                              "-output_file", str(out / "emb"), "-normalize"])
+    train.main(["-config", "transformer_continuous", "-data", str(out / "data"), "-tgt_emb", str(out / "emb.dec.pt"),
+                "-save_model", str(out / "m"), "-train_steps", "40", "-batch_size", "32", "-warmup_steps", "20",
+                "-threads", "1", "-average_decay", "0"])
+    return out
+
+
+def run_translate(model, tmp_path, lines, *flags):
+    src = tmp_path / "src.txt"
+    src.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    out = tmp_path / "out.txt"
+    translate.main(["-model", str(model / "m_last.pt"), "-src", str(src), "-output", str(out), "-threads", "1",
+                    *flags])
+    return out.read_text(encoding="utf-8").splitlines()
+
+
+def test_text_pipeline_tokenizes_lowercases_and_cuts_pieces_then_detokenizes(model):
+    with TextPipeline("fr", "en") as text:
+        assert text.encode("L'homme court-il ?") == "l' homme court @-@ il ?"
+        assert text.encode("   ") == ""
+        assert text.decode("a dog , isn 't it ?") == "A dog, isn't it?"
+        assert text.decode("") == ""
+    with TextPipeline(bpe_codes=str(model / "codes.fr")) as pieces:  # tokenized input: only the pieces
+        cut = pieces.encode("un homme extraordinairement grand")
+        assert cut.replace("@@ ", "") == "un homme extraordinairement grand" and "@@ " in cut
+    assert capitalize_first("« a dog »") == "« A dog »"
+
+
+def test_bad_codes_file_is_a_user_error(tmp_path):
+    with pytest.raises(UserError, match="cannot read subword codes"):
+        TextPipeline(bpe_codes=str(tmp_path / "none"))
+
+
+def test_api_on_tokenized_text_equals_translate_py(model, tmp_path):
+    with TextPipeline(src_lang="fr", bpe_codes=str(model / "codes.fr")) as text:
+        pieces = [text.encode(x) for x in RAW_FR]
+    expected = run_translate(model, tmp_path, pieces)
+    with onmt_cont.load(str(model / "m_last.pt")) as m:
+        assert m.translate(pieces) == expected
+    assert expected[1] == "" and expected[0] and expected[2]
+
+
+def test_api_on_raw_text_equals_translate_py_raw(model, tmp_path):
+    expected = run_translate(model, tmp_path, RAW_FR, "-src_lang", "fr", "-src_bpe_codes", str(model / "codes.fr"),
+                             "-detokenize", "-tgt_lang", "en")
+    with onmt_cont.load(str(model / "m_last.pt"), src_lang="fr", tgt_lang="en", bpe_codes=str(model / "codes.fr")) as m:
+        got = m.translate(RAW_FR)
+    assert got == expected
+    assert got[0][0].isupper() and got[1] == ""
+    # the same sentences tokenized by hand give the same words
+    tokenized = run_translate(model, tmp_path, RAW_FR, "-src_lang", "fr", "-src_bpe_codes", str(model / "codes.fr"))
+    with TextPipeline(tgt_lang="en") as text:
+        assert [text.decode(x) for x in tokenized] == got
+
+
+def test_api_decoding_options_and_errors(model):
+    m = onmt_cont.load(str(model / "m_last.pt"), beam_size=3, block_ngram_repeat=2, max_length=6)
+    out = m.translate(["un homme ."])
+    assert len(out) == 1 and 0 < len(out[0].split()) <= 6
+    with pytest.raises(TypeError, match="list of sentences"):
+        m.translate("un homme .")
+    with pytest.raises(TypeError):
+        onmt_cont.load(str(model / "m_last.pt"), beam=3)  # a misspelt option is not ignored
+    with pytest.raises(UserError, match="beam_size"):
+        onmt_cont.load(str(model / "m_last.pt"), beam_size=0)
