@@ -230,3 +230,9 @@ def main(argv=None):
         print(f"wrote {opt.save_config}")
         return
     return train(opt, parser.get_default)
+
+
+def console():
+    """The onmt_cont_train console script: :func:`main` without its return value (a console script's
+    return value becomes its exit status)."""
+    main()
