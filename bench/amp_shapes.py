@@ -1,12 +1,10 @@
 """Does a batch of a new shape cost more than its arithmetic under -amp? Update time on batches whose
 lengths are new, then on the same batches again.
 
-Why: on an H100 (docs/gpu.md, third run), issue 21's Transformer trained at about 40K target tokens/s
-in float32 but at 4.4K over its first 100 steps under ``-amp -amp_dtype bf16`` and 11K over the next
-100, ce and the continuous row alike. Speed that grows as training goes on is what a cost paid once
-per new shape looks like (a kernel plan built per shape, e.g. cuDNN's attention graphs), and real
-batches change lengths at every step. This script separates the two costs, one fresh process per
-mode so that no cache carries over:
+Why: training under ``-amp`` on a GPU that starts slower than float32 and speeds up as it goes on
+(docs/gpu.md) is what a cost paid once per new shape looks like (a kernel plan built per shape, e.g.
+cuDNN's attention graphs), and real batches change lengths at every step. This script separates
+the two costs, one fresh process per mode so that no cache carries over:
 
 - ``new``: ``-steps`` updates, each on a batch of a source length no earlier update had (6, 7, ...
   words; targets about as long, as train.py's batches by length are);
@@ -33,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import benchlib  # noqa: E402
 
-# docs/recipes/word_choice.sh's Transformer (TMODEL, dropout 0.1) and its two rows of issue 21
+# the recipes' small Transformer (TMODEL, dropout 0.1) and two rows on it: ce and the continuous row
 TMODEL = ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "128", "-word_vec_size", "128",
           "-layers", "2", "-heads", "4", "-transformer_ff", "512", "-dropout", "0.1", "-attention_dropout", "0.1",
           "-param_init", "0", "-param_init_glorot", "-decay_method", "noam", "-warmup_steps", "1000"]

@@ -10,8 +10,7 @@ time.
 The table: rows of the same cluster share a centre (cos ≈ 0.7 to it), like the groups of related
 words in real embedding tables; a table of independent random directions has no neighbourhood
 structure and no index can beat a scan on it. Queries: a table row plus noise, so that the
-cosine to the row is ≈ 0.7 (a trained model's prediction has cos ≈ 0.68 to the gold word on the
-Multi30k validation set).
+cosine to the row is ≈ 0.7 (about what a trained model's prediction has to the gold word).
 
 ``like=FILE`` (a .vec/.vec.gz; decode_speed.py's ``-ann_like``) replaces the clustered table by
 draws from a Gaussian with the mean and covariance of that file's unit vectors, normalised: a

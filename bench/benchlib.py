@@ -38,7 +38,7 @@ SIZES = {
     "small": ["-rnn_size", "256", "-word_vec_size", "128", "-enc_layers", "1", "-dec_layers", "2", "-brnn"],
     # The Transformer at the small LSTM's width (d_model = its rnn_size 256) and decoder depth: 2+2
     # pre-norm layers, 4 heads of 64, feed-forward 1024 (4 d_model, as Vaswani et al.), and the
-    # settings docs/recipes/transformer.sh trains it with (noam, Glorot), which cost nothing per update.
+    # settings the recipes train a Transformer with (noam, Glorot), which cost nothing per update.
     "transformer": ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "256",
                     "-word_vec_size", "256", "-heads", "4", "-transformer_ff", "1024", "-enc_layers", "2",
                     "-dec_layers", "2", "-decay_method", "noam", "-param_init", "0", "-param_init_glorot"],
@@ -100,9 +100,9 @@ def build_trainer(opt, src_vocab, tgt_vocab, device, table=None, amp=None, fused
 
 def train_step(trainer, opt, batch, step):
     """One update as train.py takes it, at update ``step``'s learning rate (noam's warm-up included).
-    Calling ``trainer.train_step`` alone keeps the optimiser's rate, a noam row's peak factor (2.0
-    for issue 21's Transformer): Adam at that rate diverges on random batches within ten updates,
-    and on a GPU the gradient overflowed to inf there (bench/amp_shapes.py's first GPU run)."""
+    Calling ``trainer.train_step`` alone keeps the optimiser's rate, a noam row's peak factor (e.g.
+    2.0): Adam at that rate diverges on random batches within a few updates, and on a GPU the
+    gradient can overflow to inf."""
     training.set_learning_rate(trainer.optimizer, training.learning_rate(opt, step))
     return trainer.train_step(batch, step)
 

@@ -1,7 +1,7 @@
 """Forward + backward time of the contrastive losses' per-token candidate products
 (losses.negatives.candidate_dots: gold_nn / ann / prefix candidates), against gathering the [N, C, m]
-rows and multiplying, and against the former implementation (until 2026-11-27: the same gather, a
-few MB of rows at a time, gathered again in the backward), with a frozen and with a trained table
+rows and multiplying, and against the implementation it replaced (the same gather, a few MB of
+rows at a time, gathered again in the backward), with a frozen and with a trained table
 (-train_table). All are timed in turns in one run; each ratio is the median of candidate_dots over
 the median of the other.
 

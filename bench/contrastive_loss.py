@@ -1,6 +1,6 @@
 """Forward + backward time of the contrastive losses (infonce, nllvmf_nce) on real target batches,
 scoring each shared candidate once (the toolkit: losses.contrastive.unique_shared, logit + log of
-its count) against scoring every repeat of the in-batch list, as before. Both are timed in
+its count) against scoring every repeat of the in-batch list. Both are timed in
 alternating order in one run on the same batches and the same random draws; the ratio is the
 median of one over the median of the other. Also prints how many shared candidates a batch has
 and how many different words they are.

@@ -1,6 +1,6 @@
 """Time of the sampling correction's expected counts (Negatives.log_expected_counts, -sampling_correction)
-on a batch of the de->en recipe's size, against the former implementation (until 2026-11-27: float64
-[N, S] counts and their log, each per-token id bisected in the sorted shared words, each token's own
+on a batch of the de->en recipe's size, against the implementation it replaced (float64 [N, S]
+counts and their log, each per-token id bisected in the sorted shared words, each token's own
 repeats by C compares), and whether the two give the same bits. Synthetic: a random unit table, a
 skewed unigram prior, -tokens targets drawn from it; the candidates are those of train.py's default
 sources for nllvmf_nce (inbatch, random, gold_nn), the shared ones made distinct as the losses do.

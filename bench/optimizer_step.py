@@ -1,7 +1,7 @@
 """What Adam's implementation costs in a training update: PyTorch's per-tensor loop (its default on the
-CPU) against the fused kernel (train.py's choice on the CPU since this benchmark).
+CPU) against the fused kernel (train.py's choice on the CPU).
 
-For each row of issue 21's Transformer (bench/amp_shapes.py's TMODEL and ROWS), two trainers start
+For each row of the recipes' small Transformer (bench/amp_shapes.py's TMODEL and ROWS), two trainers start
 from the same parameters, one per implementation, and take turns on the same synthetic batches
 (source length -src_len, Multi30k's mean is about 13 words). It prints the median ms of a whole
 update (forward, backward, clip, Adam) and of Adam's step alone, and fused / loop as a ratio of the

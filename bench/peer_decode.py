@@ -1,4 +1,4 @@
-"""Decoding speed side by side with OpenNMT-py (issue 24): the same Transformer size trained the
+"""Decoding speed side by side with OpenNMT-py: the same Transformer size trained the
 same number of steps on the same data in both toolkits, then both translate the same sentences
 with one thread and batches of -batch_size sentences, each timed as a whole process (start-up
 included) and alternating between the toolkits; the fastest of -reps runs counts. Prints
@@ -21,7 +21,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# the issue's setting: d_model 256, 2+2 layers, 4 heads, FF 1024, 300 steps of 64 sentences, noam
+# the compared setting: d_model 256, 2+2 layers, 4 heads, FF 1024, 300 steps of 64 sentences, noam
 SIZE = {"layers": 2, "d": 256, "heads": 4, "ff": 1024}
 
 

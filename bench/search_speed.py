@@ -1,4 +1,4 @@
-"""Decoding speed of the batched searches against the searches they replaced (issue 24), on
+"""Decoding speed of the batched searches against the searches they replaced, on
 trained checkpoints: greedy search with finished sentences leaving the batch against greedy
 search that computes every sentence to the batch's end, and beam search over the whole batch
 against beam search one sentence at a time (tests/search_reference.py, the former code). Both

@@ -18,7 +18,7 @@ the median of the ce updates timed in the same turns.
     python bench/train_speed.py -quick          # < 1 min on 2 CPU cores: ce, nllvmf, cosine
     python bench/train_speed.py                 # the tables of docs/benchmarks.md (2-core CPU: ~20 min)
     python bench/train_speed.py -sizes small,transformer -rows "ce,nllvmf,nllvmf tied" -sweep ""
-                                                # LSTM against Transformer (issue 16), one run
+                                                # LSTM against Transformer, one run
     python bench/train_speed.py -gpu 0          # on a GPU, plus the largest batch per memory budget
 
 Rows with ``-negatives gold_nn`` on a CPU above EXACT_UP_TO words time the update with a random
@@ -52,7 +52,7 @@ ROWS = [
     ("maxmargin", ["-loss", "maxmargin"]),
     ("synmargin_proj", ["-loss", "synmargin_proj"]),
     ("margin_random", ["-loss", "margin_random"]),
-    # issue 15: maxmargin's hardest negatives without scanning the table, and the contrastive losses
+    # maxmargin's hardest negatives without scanning the table, and the contrastive losses
     ("maxmargin gold_nn", ["-loss", "maxmargin", "-negatives", "gold_nn"]),
     ("maxmargin gold_nn5", ["-loss", "maxmargin", "-negatives", "gold_nn", "-num_negatives", "5"]),
     ("maxmargin ann", ["-loss", "maxmargin", "-negatives", "ann"]),
@@ -65,7 +65,7 @@ ROWS = [
     ("maxmargin flat tied", ["-loss", "maxmargin", "-negatives", "inbatch,random,gold_nn", "-tie_emb"]),
     ("infonce tied", ["-loss", "infonce", "-tie_emb"]),
     ("nllvmf_nce tied", ["-loss", "nllvmf_nce", "-tie_emb"]),
-    # issue 21: the fixes of the recommended row, and its target table trained (-train_table)
+    # the recommended continuous row (-sampling_correction -word_bias), and its target table trained (-train_table)
     ("nllvmf_nce tied both", ["-loss", "nllvmf_nce", "-tie_emb", "-sampling_correction", "-word_bias"]),
     ("nllvmf_nce tied both train_table", ["-loss", "nllvmf_nce", "-tie_emb", "-sampling_correction", "-word_bias",
                                           "-train_table"]),
@@ -78,7 +78,7 @@ SOFTMAX_ROWS = {"ce", "ReWE", "joint full", "joint sampled"}
 # The paper's sizes are slow on a CPU (several seconds per update): by default only the rows that
 # Table 4 and the targets need run there on CPU; -paper_rows all runs every row.
 PAPER_ROWS_CPU = {50_000: ["ce", "nllvmf", "nllvmf tied", "cosine"], 300_000: ["ce", "nllvmf tied"]}
-# The Transformer size (benchlib.SIZES): issue 16's softmax against NLLvMF rows by default, on any
+# The Transformer size (benchlib.SIZES): softmax against NLLvMF rows by default, on any
 # device; -transformer_rows all runs every row.
 TRANSFORMER_ROWS = {50_000: ["ce", "nllvmf", "nllvmf tied"], 300_000: ["ce", "nllvmf tied"]}
 SWEEP_ROWS = ["ce", "nllvmf", "maxmargin"]
@@ -370,7 +370,8 @@ def plot(curves, path, title):
 
 
 def check_targets(all_results):
-    """The issue's training targets, from what was measured: (target, verdict) lines."""
+    """The training-speed targets (update time as a ratio to ce's), checked against what was measured:
+    (target, verdict) lines."""
     lines = []
     paper50 = all_results.get(("paper", 50_000), {})
     small50 = all_results.get(("small", 50_000), {})

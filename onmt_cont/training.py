@@ -329,10 +329,9 @@ def make_optimizer(opt, model, fused=None):
     of its own whose "lr_scale" (-table_lr_scale) multiplies every learning rate set on it.
 
     Adam on the CPU is fused (one kernel over every tensor): PyTorch's default there is a loop over
-    the tensors, and the fused step takes a fifth to a quarter of its time. That is 5-11% of an
-    update of issue 21's Transformer on one thread (bench/optimizer_step.py; docs/results.md 5c,
-    continued (21)). The result agrees with the loop to float rounding. On a GPU PyTorch's default
-    (foreach) stays. ``fused``: True or False forces it either way (the benchmark's comparison);
+    the tensors, and the fused step is several times faster, which shows in a small model's update
+    on one thread (bench/optimizer_step.py). The result agrees with the loop to float rounding. On a
+    GPU PyTorch's default (foreach) stays. ``fused``: True or False forces it either way (the benchmark's comparison);
     None chooses as above."""
     table = getattr(model.generator, "table", None)
     table = table if isinstance(table, torch.nn.Parameter) else None

@@ -1,8 +1,8 @@
 """Is a frequency bin written more or less often by system A than by reference system B beyond the test
-set's noise? Issue 21's calibration check divides A's output/reference token ratio in a bin of
-training counts (mean over A's seeds) by B's; this tool gives that quotient a bootstrap interval over
-the test set's sentences, so that a quotient near the 1.3 tolerance can be told from one that the
-sentences alone could produce.
+set's noise? The calibration check (tools/quality_report.py -calibration_ref) divides A's
+output/reference token ratio in a bin of training counts (mean over A's seeds) by B's; this tool gives
+that quotient a bootstrap interval over the test set's sentences, so that a quotient near the
+-tolerance (1.3) can be told from one that the sentences alone could produce.
 
     python tools/bin_bootstrap.py -train train.en -ref test.en -a A.s1.en A.s2.en -b B.s1.en B.s2.en [-bin 1]
 
@@ -83,7 +83,8 @@ def main(argv=None):
     p.add_argument("-bin", default="1", choices=list(BINS), help="training-count bin (default 1: words seen once)")
     p.add_argument("-n", type=int, default=1000, help="resamples (default 1000)")
     p.add_argument("-seed", type=int, default=1, help="seed of the resampling")
-    p.add_argument("-tolerance", type=float, default=1.3, help="issue 21's tolerance (default 1.3)")
+    p.add_argument("-tolerance", type=float, default=1.3, help="the calibration check's tolerance, either way from 1 "
+                   "(default 1.3, as tools/quality_report.py)")
     opt = p.parse_args(argv)
     if opt.n < 1:
         p.error(f"-n must be at least 1, got {opt.n}")

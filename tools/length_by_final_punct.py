@@ -3,9 +3,9 @@
 
     python tools/length_by_final_punct.py -src test.de -ref test.en -hyp ce.en cont.en [-over 2]
 
-Issue 21's de->en test_2017 gap: its continuous rows wrote output 10-20% longer than the
-reference, in sentences that loop without </s>. The loops come from sources without final
-punctuation (21% of test_2017's German sources, 0.9% of the training sources). This prints, per
+A continuous decoder can loop without </s> on sources that lack final punctuation, which are rare in
+the training data but common in some test sets (Multi30k de->en's test_2017), and so write output
+longer than the reference. This prints, per
 hypothesis file and per group of sources (with / without the final mark): the sentences, the
 hypothesis / reference token ratio, how many outputs are longer than -over times their
 reference, and the group's BLEU on the tokens as given (sacreBLEU, -tokenize none: for comparing

@@ -2,7 +2,7 @@
 """Tables (markdown) and the convergence plot from the small files docs/recipes/multi30k.sh copies to
 its RESULTS folder. Every number printed comes from those files.
 
-    python tools/m30k_report.py -results docs/results/m30k_fr-en -png docs/results/m30k_fr-en/convergence.png \
+    python tools/m30k_report.py -results docs/results/m30k_fr-en -png docs/results/m30k_fr-en/convergence.png \\
         > docs/results/m30k_fr-en/tables.md
 """
 

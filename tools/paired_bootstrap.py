@@ -2,7 +2,7 @@
 """Is system A's BLEU above system B's by more than the test set's noise? Paired bootstrap over
 sentences (Koehn 2004), with several seeds per system.
 
-    python tools/paired_bootstrap.py -ref test.en -a A.s1.en A.s2.en A.s3.en -b B.s1.en B.s2.en \
+    python tools/paired_bootstrap.py -ref test.en -a A.s1.en A.s2.en A.s3.en -b B.s1.en B.s2.en \\
         [-tokenize none] [-n 1000] [-seed 1]
 
 Each side's score is the mean corpus BLEU of its files (one file per training seed), so the

@@ -1,12 +1,13 @@
-"""The tables of docs/results.md's "Contrastive losses" and "Word choice" sections from the run
-folders that docs/recipes/continuous_quality.sh, transformer.sh and word_choice.sh write
+"""Results tables (markdown) from the run folders that the recipes in docs/recipes/ write
 (train.log, train_time.txt, TEST.bleu.txt; word_choice.sh also choice.txt, the checkpoint and
--decode_prior picked on validation, and TEST.calibration.json, tools/rare_word_f1.py's ratios).
+-decode_prior picked on validation, and TEST.calibration.json, tools/rare_word_f1.py's ratios):
+per run, BLEU on both test sets with and without -replace_unk, the <unk> rate and the training
+time; per row with two or more seeds, mean ± std.
 
     python tools/quality_report.py docs/results/quality_fr-en/*
     python tools/quality_report.py -calibration_ref t_ce docs/results/word_choice_fr-en/t_*
 
--calibration_ref ROW adds issue 21's calibration check: for every other row, each training-count
+-calibration_ref ROW adds a calibration check: for every other row, each training-count
 bin's output/reference ratio (mean over the row's seeds) divided by ROW's (mean over its seeds),
 in the bins with at least -min_ref reference tokens; a quotient beyond 1.3 either way is marked.
 It then gives each row's output tokens per bin and how many of them are correct (match a reference
@@ -224,7 +225,8 @@ def main(argv=None):
     p.add_argument("-min_ref", type=int, default=50, help="-calibration_ref: bins with fewer reference tokens "
                    "are left out")
     p.add_argument("-suffix", default="", help="score word_choice.sh's other decodes of the tests: .block (step "
-                   "5's -block_ngram_repeat) or .calib (step 7's -freq_offsets); default: step 4's")
+                   "5's -block_ngram_repeat) or .CAL_NAME (step 6's -freq_offsets: .calib, .matchce); "
+                   "default: step 4's")
     p.add_argument("-ref_suffix", help="-calibration_ref: the decodes of that row to divide by (default: -suffix)")
     args = p.parse_args(argv)
     print("| row | test_2016 | test_2017 | without -replace_unk (2016 / 2017) | `<unk>` (2016) "

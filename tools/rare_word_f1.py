@@ -10,16 +10,16 @@ the paper's table does not show). Per sentence, the matches of w are min(count i
 count in reference) (clipped, as in BLEU's unigram precision). For each bin,
 recall = matches / reference occurrences of the bin's words, precision = matches / hypothesis
 occurrences of the bin's words, F1 = 2PR / (P + R), and the calibration ratio = hypothesis
-occurrences / reference occurrences (above 1: the model over-produces the bin's words; issue 21
-found continuous models writing words seen once in training 2.6-7x as often as the references).
+occurrences / reference occurrences (above 1: the model over-produces the bin's words, as
+continuous models tend to do with the rarest ones).
 Inputs are tokenized, one sentence per line.
 
 -substitutions BIN says what took the place of the reference's words of one bin: in each sentence
 pair, the one-for-one replacements of difflib's alignment of the token sequences (a run of k
 reference tokens replaced by k hypothesis tokens), counted by the bin of the word put in their
-place, with the most frequent (reference word, hypothesis word) pairs. Issue 21 found continuous
-models putting out too few words seen 10-99 times; this shows whether their replacements are more
-frequent words (a frequency prior too strong) or rarer ones (neighbours in the table).
+place, with the most frequent (reference word, hypothesis word) pairs. Where a model puts out too
+few words of a bin, this shows whether their replacements are more frequent words (a frequency
+prior too strong) or rarer ones (neighbours in the table).
 """
 
 import argparse
@@ -37,8 +37,8 @@ from onmt_cont.utils.io import read_lines  # noqa: E402
 
 BINS = [("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4", 4, 4), ("5-9", 5, 9), ("10-99", 10, 99),
         ("100-999", 100, 999), ("1000+", 1000, float("inf"))]
-# -bins calibration: the bins docs/results.md reports the hyp/ref ratio for (issue 21), those of
-# translate.py -freq_offsets, plus words never seen in training
+# -bins calibration: the bins of translate.py -freq_offsets (and of the results' hyp/ref ratios),
+# plus words never seen in training
 CALIBRATION_BINS = [("0", 0, 0), *FREQ_BINS]
 BIN_SETS = {"paper": BINS, "calibration": CALIBRATION_BINS}
 

@@ -3,8 +3,8 @@
 
     python tools/repeats.py -train train.en -max_count 1000 -files ref.en ce.en cont.en
 
-Issue 21: the continuous Transformer's de->en test_2017 deficit is repetition ("... is be be be be
-...", "a thin @-@ haired girl in a thin @-@ haired girl ..."). Per file (tokenized, one sentence
+A continuous decoder can fall into loops ("... is be be be be ...", "a thin @-@ haired girl in a
+thin @-@ haired girl ..."); this counts them. Per file (tokenized, one sentence
 per line): the tokens, the repeats (a sentence's tokens of words seen fewer than -max_count times
 in -train, minus its distinct such words: frequent words such as "a" or "," repeat in any
 sentence and are left out), the sentences with at least one repeat, and repeats per 1,000 tokens.

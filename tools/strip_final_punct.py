@@ -4,13 +4,12 @@ loops a continuous decoder falls into on such sources.
 
     python tools/strip_final_punct.py -src val.de -tgt val.en -out_src val_nop.de -out_tgt val_nop.en
 
-Issue 21: 21% of Multi30k de->en test_2017's sources lack a final mark, 4.8% of validation's, and the
-continuous Transformer's test_2017 deficit is repetition that validation barely shows
-(docs/results.md 5c, continued (6) and (7)). Each source that ends with . ! or ? (and holds another
-token) loses it, and its reference loses its own final mark where it has one, as
-train.py -drop_final_punct does at probability 1 (47 of validation's 49 sources without a mark
-have references without one). Prints how many sources changed; each file is written whole or not at
-all.
+A test set whose sources lack a final mark far more often than validation's (Multi30k de->en's
+test_2017) can show loops that validation barely shows; such a copy of validation shows them too.
+Each source that ends with . ! or ? (and holds another token) loses it, and its reference loses its
+own final mark where it has one, as train.py -drop_final_punct does at probability 1 (a source
+without a final mark mostly has a reference without one too). Prints how many sources changed;
+each file is written whole or not at all.
 """
 
 import argparse

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Validation BLEU against wall-clock seconds from train.py logs (issue 21's time to quality).
+"""Validation BLEU against wall-clock seconds from train.py logs: time to quality.
 
     python tools/time_to_quality.py -ref runs/x/t_ce.s1/train.log -runs runs/x/t_nce_both.s1/train.log \\
         -plot docs/results/word_choice_fr-en/time_to_quality.png
@@ -21,7 +21,7 @@ to reach that reference's best − margin. Their ratio times -epoch_cost (second
 over the reference's, measured side by side) estimates the time ratio; the last line gives its
 median and range over the pairs:
 
-    python tools/time_to_quality.py -ref runs/x/t_ce.s{1,2,3}/train.log -runs runs/x/t_nce.s{1,2}/train.log \
+    python tools/time_to_quality.py -ref runs/x/t_ce.s{1,2,3}/train.log -runs runs/x/t_nce.s{1,2}/train.log \\
         -epoch_cost 0.65
 """
 

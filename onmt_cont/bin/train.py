@@ -135,9 +135,9 @@ def build_parser():
     g.add_argument("-drop_final_punct", type=float, default=0.0, help="with this probability, drawn anew each "
                    "epoch, a training pair whose source ends with . ! or ? loses that token, and its target its own "
                    "final . ! or ? where it has one, so the model also learns to end a translation whose source has "
-                   "no final punctuation. Multi30k de->en: 0.9%% of training sources lack it, 4.8%% of validation "
-                   "sources (47 of whose 49 references lack it too), 21%% of test_2017's; a continuous decoder that "
-                   "never learnt it does not stop on them. 0 (default): off")
+                   "no final punctuation: a continuous decoder that never learnt it does not stop on such sources. "
+                   "Meant for test sets that lack it more often than the training data (Multi30k de->en's test_2017). "
+                   "0 (default): off")
     g.add_argument("-seq_unlikelihood", type=float, default=0.0, help="sequence-level unlikelihood (Welleck et "
                    "al. 2019): every -seq_unlikelihood_every steps the model also decodes the batch's sources "
                    "greedily, and each token of its output that belongs to a repeated -seq_unlikelihood_ngram-gram "

@@ -65,8 +65,8 @@ def unique_shared(shared, n_per_token):
     word once [U], the [U + n_per_token] log-count offsets of the candidate logits, 0 for the
     per-token ones), or (None, None) without shared ids. A candidate that is k times in the list
     weighs in the softmax as one with logit + log k, and every copy has the same logit and the
-    same expected count, so the losses are unchanged while they score U ≤ S words: about 40%
-    of them on a Multi30k batch."""
+    same expected count, so the losses are unchanged while they score U ≤ S words (a batch of
+    short sentences repeats its frequent words many times)."""
     if shared is None:
         return None, None
     words, counts = torch.unique(shared, return_counts=True)

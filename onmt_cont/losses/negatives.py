@@ -60,7 +60,7 @@ def parse_sources(text):
 # nothing on such tables. Larger tables use one faiss IVF index (4·√V cells).
 EXACT_UP_TO = 16384
 # The memory one chunk of an exact all-rows search may take: its [rows, V] float32 products, and as
-# much again twice for topk's workspace. At 300K words a fixed 4,096-row chunk took 4.9 GB.
+# much again twice for topk's workspace: at 300K words a fixed 4,096-row chunk would need about 5 GB.
 EXACT_SEARCH_BYTES = 1 << 30
 
 
@@ -261,10 +261,9 @@ class _TokenDots(torch.autograd.Function):
     this product's time on the CPU, and the backward gathered them again. On the CPU the products
     are one sampled dense-dense product (torch.sparse.sampled_addmm: only the N·C entries of
     vec · tableᵀ, reading each table row in place), and the prediction's gradient
-    Σ_c grad[n, c] · table[ids[n, c]] is one weighted embedding bag: 0.29x the time of the former
-    chunked gather for a de->en batch, forward and backward, and 0.95x for a whole update of the
-    recipe's de->en row (bench/candidate_dots.py, docs/results/token_dots/). Other devices gather
-    the rows, as before (one chunk: a GPU's allocator caches its blocks). The CPU's products and
+    Σ_c grad[n, c] · table[ids[n, c]] is one weighted embedding bag (bench/candidate_dots.py times
+    it against gathering). Other devices gather the rows (in one chunk: a GPU's allocator caches
+    its blocks). The CPU's products and
     gradient agree with gathering to float rounding, not bit for bit (another order of the sums).
     A trained table's (-train_table) gradient is one sparse [V, N] x dense [N, m] product instead
     of scattering N·C rows of m values one by one."""
@@ -287,7 +286,7 @@ class _TokenDots(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             if ids.numel() == 0:
                 grad_vec = torch.zeros_like(vec)
-            elif ids.device.type != "cpu":  # as run on a GPU before (docs/gpu.md): the gathered rows
+            elif ids.device.type != "cpu":  # other devices: the gathered rows
                 grad_vec = torch.bmm(grad.unsqueeze(1), F.embedding(ids, table)).squeeze(1)
             else:
                 grad_vec = F.embedding_bag(ids, table, per_sample_weights=grad.contiguous(), mode="sum")

@@ -2,8 +2,8 @@
 decodes a batch greedily, and every token of its output that belongs to a repeated n-gram gets the
 loss −log(1 − p(token | its own prefix)).
 
-Token-level training never shows the model its own loops: they start after its own errors (issue
-21: the continuous Transformer repeats rare words, "is be be be be"). Here the model is trained on
+Token-level training never shows the model its own loops: they start after its own errors (a
+continuous Transformer can repeat a rare word, "is be be be be"). Here the model is trained on
 its own decodes, and only the repeated tokens are pushed down.
 
 p(w) is a softmax over the whole vocabulary of the scores greedy search takes the argmax of, with
@@ -28,9 +28,8 @@ from onmt_cont.outputs import BiasedVector, ReWEOutput, prediction
 
 # The losses whose scores have a softmax over the vocabulary (see the module docstring).
 UNLIKELIHOOD_LOSSES = ("ce", "nllvmf", "nllvmf_nce", "infonce")
-# -seq_unlikelihood_ngram's default. On Multi30k de->en validation, a greedy continuous Transformer
-# puts 3.1% of its tokens in a repeated 3-gram, the training references 0.16% (2-grams: 5.4% against
-# 0.78%, so more correct repeats would be pushed down; 4-grams: 2.2% against 0.06%, fewer loops seen).
+# -seq_unlikelihood_ngram's default: repeated 3-grams are common in a greedy model's loops and rare in
+# the references; 2-grams would also push down correct repeats, 4-grams would see fewer loops.
 NGRAM = 3
 LOG_HALF = math.log(0.5)
 

@@ -1,15 +1,15 @@
-"""Dropout whose CPU mask costs less than half of PyTorch's.
+"""Dropout with a cheaper CPU mask than PyTorch's.
 
 On the CPU, ``nn.Dropout`` draws its mask with ``bernoulli_``: one generator call and a float
-conversion per element, about 10 ns each, which was 14% of a continuous Transformer update and 7% of
-a ce one (a one-thread profile of the word_choice recipe's rows). Here one 64-bit draw of the same
-generator (``torch.manual_seed`` seeds it, checkpoints save it) gives four 16-bit lanes, and a lane
+conversion per element, a visible share of a small model's update on one thread
+(bench/dropout_mask.py times both masks). Here one 64-bit draw of the same generator
+(``torch.manual_seed`` seeds it, checkpoints save it) gives four 16-bit lanes, and a lane
 keeps its element when it is at or above ``round(p * 65536)`` of 65536: the drop probability is ``p``
 rounded to a multiple of 1/65536 (0.1 becomes 0.1000061), and kept elements are scaled by the
 inverse of the keep probability actually used, so the expectation is exactly the input. A float32
 mask is saved with that scale in it, so the backward pass is one multiplication. CUDA tensors keep
 ``F.dropout``: its fused kernel draws with Philox and is not the cost there. Masks differ from
-``nn.Dropout``'s, so a run does not repeat one trained before this module, seed for seed.
+``nn.Dropout``'s, so a run does not repeat, seed for seed, one trained with ``nn.Dropout``.
 """
 
 import math
@@ -32,7 +32,7 @@ def _keep_mask(shape, p, dtype):
     words = torch.empty((numel + 3) // 4, dtype=torch.int64).random_(-2 ** 63, None)
     lanes = words.view(torch.int16)[:numel].view(shape)  # uniform over [-32768, 32767]
     mask = torch.empty(shape, dtype=dtype)
-    torch.ge(lanes, dropped - LANES // 2, out=mask)  # written as 0 / 1 of dtype: 5x cheaper than bool, then cast
+    torch.ge(lanes, dropped - LANES // 2, out=mask)  # written as 0 / 1 of dtype: cheaper than bool, then cast
     scale = LANES / (LANES - dropped)
     if dtype in (torch.float32, torch.float64):
         return mask.mul_(scale), None

@@ -74,8 +74,8 @@ class ContinuousGenerator(nn.Module):
     trained with l2 decode by l2; max-margin and the other margin losses by cosine
     (``losses.decode_criterion``).
 
-    Word scores added to the criterion, each off by default (issue 21: nearest-neighbour search
-    has no frequency prior, and continuous models over-produce rare neighbours of the right word):
+    Word scores added to the criterion, each off by default (nearest-neighbour search has no
+    frequency prior, and continuous models over-produce rare neighbours of the right word):
 
     - ``word_bias`` (-word_bias): a learned bias b_w [vocab], trained by the contrastive losses
       (their logits become criterion + b_j) and added to every word's score;
@@ -155,8 +155,8 @@ class ContinuousGenerator(nn.Module):
     def greedy_scores(self, output):
         """What greedy search takes the argmax of: :meth:`scores` less, under ``vmf``, the term
         log C_m(‖ê‖), which is the same for every word of a row, so the argmax is unchanged. It is
-        float64 special-function work at every step: on a GPU a string of small kernels that made
-        vMF greedy decoding 0.48× ce's speed where cosine decoding ran at 0.81× (docs/gpu.md)."""
+        float64 special-function work at every step: on a GPU a string of small kernels that would
+        make vMF greedy decoding markedly slower than cosine decoding."""
         return self.scores(output, greedy=True)
 
     def _word_scores(self, out, scores, ids=None):

@@ -1,13 +1,12 @@
-"""Frequency-bin offsets: calibrated word choice, made for continuous models (issue 21); softmax
-models take them on their log-probabilities too.
+"""Frequency-bin offsets: calibrated word choice, made for continuous models; softmax models take
+them on their log-probabilities too.
 
 Nearest-neighbour decoding has no frequency prior. translate.py -decode_prior β adds β · log
-p_train(w), one slope over the whole frequency range, and validation BLEU picks β > 0 on the
-converged models; but then words seen 2-9 times in training come out at 0.2-0.5x the reference's
-tokens (softmax: 0.6-1.1x) while words seen 100-999 times are over-produced. The scores carry no
-calibrated probability to fix this with: over the whole vocabulary their softmax puts 4-11x the
-reference's mass on those rare bins, and a bias refitted to that softmax makes greedy search
-pick them even less (docs/results.md 5c, continued (9)).
+p_train(w), one slope over the whole frequency range; at the β validation BLEU picks, rare words
+still come out far less often than in the reference while frequent ones are over-produced. The
+scores carry no calibrated probability to fix this with: over the whole vocabulary their softmax
+puts several times the reference's mass on the rare bins, and a bias refitted to that softmax
+makes greedy search pick them even less (docs/results/log.md, "5c, continued (9)").
 
 So the offsets are fitted on what decoding puts out. Each word gets the offset δ_k of its bin k
 of training counts (1, 2-4, 5-9, 10-99, 100-999, 1000+; the bins of tools/rare_word_f1.py

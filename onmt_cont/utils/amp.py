@@ -94,11 +94,10 @@ def avoid_per_shape_attention(device, dtype):
 
     For bfloat16 (and float16) inputs on Hopper, ``scaled_dot_product_attention`` picks cuDNN's fused
     attention, and cuDNN builds an execution plan for every new shape. Training batches bring new
-    lengths at almost every step. On an H100 (docs/gpu.md, fourth run: ``bench/amp_shapes.py``), an
-    update of issue 21's Transformer on a batch of a new length took 503 ms against 22 ms once the
-    shape was known (ce; 423 against 23 for the continuous row). Without cuDNN, the memory-efficient
-    kernels take 36 / 20 ms and 32 / 31 ms, and train.py's first 100 steps ran at 21.5K target
-    tokens/s instead of 5.5K. The switch is process-wide; the CPU has no cuDNN attention."""
+    lengths at almost every step, and building a plan costs many times a small model's update, so
+    training pays it again and again (``bench/amp_shapes.py`` times updates on new and on known
+    shapes). PyTorch's memory-efficient kernels need no plan per shape. The switch is process-wide;
+    the CPU has no cuDNN attention."""
     if device.type != "cuda" or dtype is None or not torch.backends.cuda.cudnn_sdp_enabled():
         return None
     torch.backends.cuda.enable_cudnn_sdp(False)

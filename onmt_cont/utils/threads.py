@@ -2,8 +2,8 @@
 
 PyTorch's default is one thread per core. Its intra-op threads wait for each other at the end
 of every operation, so when another process holds a core, the thread that lost it stalls all
-the others: on the 2-core machine the quickstart's training ran several times slower with 2
-threads while one other process was busy, and barely slower with 1 (docs/benchmarks.md,
+the others: a run with a thread on every core slows down several times over while one other
+process is busy, where a run that leaves that core free barely slows down (docs/benchmarks.md,
 "Threads under contention", bench/contention.py). The default here is therefore the cores
 that no other process is using at start-up, shared among the processes torchrun starts on
 this machine; OMP_NUM_THREADS, when set, wins over that guess (torchrun sets it to 1 per
