@@ -6,6 +6,7 @@ import pathlib
 import subprocess
 
 import pytest
+import torch
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
@@ -34,7 +35,7 @@ def corpus(tmp_path_factory):
 def test_own_data_recipe_from_raw_text_to_running_text(corpus, tmp_path):
     out = tmp_path / "run"
     res = recipe(tmp_path, OUT=str(out), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
-                 VALID=str(corpus / "valid"), TEST=str(corpus / "test"), SRC_MERGES="200", VEC_DIM="16",
+                 VALID=str(corpus / "valid"), TEST=str(corpus / "test"), SRC_MERGES="200", VECTORS="train", VEC_DIM="16",
                  VEC_EPOCHS="1", THREADS="1",
                  TRAIN_FLAGS="-train_steps 4 -rnn_size 32 -word_vec_size 32 -transformer_ff 64 -heads 2")
     assert res.returncode == 0, res.stderr[-3000:]
@@ -58,3 +59,15 @@ def test_own_data_recipe_refuses_a_missing_file_before_doing_anything(corpus, tm
     res = recipe(tmp_path, OUT=str(out), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
                  VALID=str(corpus / "valid"), TEST=str(corpus / "test"), PRESET="nope")
     assert res.returncode == 2 and "no configs/nope.yaml" in res.stderr
+
+
+def test_own_data_recipe_takes_a_random_table_for_too_little_target_text(corpus, tmp_path):
+    out = tmp_path / "run"
+    res = recipe(tmp_path, OUT=str(out), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
+                 VALID=str(corpus / "valid"), TEST=str(corpus / "test"), VEC_DIM="16", THREADS="1",
+                 TRAIN_FLAGS="-train_steps 2 -rnn_size 32 -word_vec_size 32 -transformer_ff 64 -heads 2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "400 lines of target text, so VECTORS=random" in res.stdout
+    assert not (out / "vectors.en.vec.gz").exists() and not (out / "codes.fr").exists()  # fr: whole words
+    table = torch.load(out / "emb.dec.pt", weights_only=True)
+    assert table.shape[1] == 16 and torch.allclose(table[4:].norm(dim=1), torch.ones(len(table) - 4))

@@ -11,8 +11,11 @@
 # Environment (defaults in brackets):
 #   OUT          where everything goes [runs/own_data]
 #   VECTORS      a fastText .vec/.vec.gz file for the target language, made from text tokenized as here (Moses, no
-#                escaping, lowercase; ../shared/data/embeddings are) [empty: train them on the target training side
-#                with tools/train_vectors.py; VEC_TEXT adds more monolingual target text, one file, raw]
+#                escaping, lowercase; ../shared/data/embeddings are); "random": a random unit vector per target word;
+#                "train": vectors trained on the target training side plus VEC_TEXT (more raw monolingual target
+#                text, one file) with tools/train_vectors.py [empty: "train" when that text holds at least
+#                MIN_VEC_LINES lines, else "random"; vectors from too little text are worse than random ones]
+#   MIN_VEC_LINES  [20000]
 #   VEC_DIM, VEC_EPOCHS  size and passes of trained vectors [300, 10]
 #   SRC_MERGES   subword-nmt merges for the source side, 0 for whole words [10000 for de, else 0]: the results found
 #                pieces help a German source and change little for French (docs/results.md)
@@ -31,9 +34,12 @@ if [ "$SRC_LANG" = de ]; then SRC_MERGES=${SRC_MERGES:-10000}; else SRC_MERGES=$
 [[ $SRC_MERGES =~ ^[0-9]+$ ]] || { echo "SRC_MERGES must be a number of merges (0: words), got $SRC_MERGES" >&2; exit 2; }
 [ -f "configs/$PRESET.yaml" ] || { echo "PRESET: no configs/$PRESET.yaml" >&2; exit 2; }
 for f in "$TRAIN.$SRC_LANG" "$TRAIN.$TGT_LANG" "$VALID.$SRC_LANG" "$VALID.$TGT_LANG" "$TEST.$SRC_LANG" \
-         ${VECTORS:+"$VECTORS"} ${VEC_TEXT:+"$VEC_TEXT"}; do
+         ${VEC_TEXT:+"$VEC_TEXT"}; do
   [ -f "$f" ] || { echo "no such file: $f" >&2; exit 2; }
 done
+if [ -n "$VECTORS" ] && [ "$VECTORS" != random ] && [ "$VECTORS" != train ] && [ ! -f "$VECTORS" ]; then
+  echo "no such file: $VECTORS" >&2; exit 2
+fi
 threads=(); [ -n "${THREADS:-}" ] && threads=(-threads "$THREADS")
 TOK=$OUT/tok
 mkdir -p "$TOK"
@@ -60,21 +66,31 @@ if [ "$SRC_MERGES" != 0 ]; then
 fi
 
 if [ -z "$VECTORS" ]; then
+  lines=$(cat "$TOK/train.$TGT_LANG" ${VEC_TEXT:+"$VEC_TEXT"} | wc -l)
+  if [ "$lines" -ge "${MIN_VEC_LINES:-20000}" ]; then VECTORS=train; else VECTORS=random; fi
+  log "3. no VECTORS given: $lines lines of target text, so VECTORS=$VECTORS (MIN_VEC_LINES ${MIN_VEC_LINES:-20000})"
+fi
+case $VECTORS in
+  random) tgt_emb=(); table=(-init random_sphere -dim "${VEC_DIM:-300}") ;;
+  train)  tgt_emb=(-tgt_emb "$OUT/vectors.$TGT_LANG.vec.gz"); table=(-emb_file_dec "$OUT/vectors.$TGT_LANG.vec.gz") ;;
+  *)      tgt_emb=(-tgt_emb "$VECTORS"); table=(-emb_file_dec "$VECTORS") ;;
+esac
+if [ "$VECTORS" = train ]; then
   log "3. target vectors trained on the target side"
   inputs=(-input "$TOK/train.$TGT_LANG")
   if [ -n "$VEC_TEXT" ]; then
     python tools/moses_tok.py -lang "$TGT_LANG" < "$VEC_TEXT" > "$TOK/vec_text.$TGT_LANG"
     inputs+=(-input "$TOK/vec_text.$TGT_LANG")
   fi
-  VECTORS=$OUT/vectors.$TGT_LANG.vec.gz
-  python tools/train_vectors.py "${inputs[@]}" -output "$VECTORS" -dim "${VEC_DIM:-300}" -epochs "${VEC_EPOCHS:-10}"
+  python tools/train_vectors.py "${inputs[@]}" -output "$OUT/vectors.$TGT_LANG.vec.gz" -dim "${VEC_DIM:-300}" \
+    -epochs "${VEC_EPOCHS:-10}"
 fi
 
 log "4. preprocess and the target table"
 python preprocess.py -train_src "$SRC_TXT/train.$SRC_LANG" -train_tgt "$TOK/train.$TGT_LANG" \
   -valid_src "$SRC_TXT/valid.$SRC_LANG" -valid_tgt "$TOK/valid.$TGT_LANG" \
-  -save_data "$OUT/data" -tgt_emb "$VECTORS" -shuffle
-python embeddings_to_torch.py -emb_file_dec "$VECTORS" -dict_file "$OUT/data.vocab.pt" -output_file "$OUT/emb" -normalize
+  -save_data "$OUT/data" "${tgt_emb[@]}" -shuffle
+python embeddings_to_torch.py "${table[@]}" -dict_file "$OUT/data.vocab.pt" -output_file "$OUT/emb" -normalize
 
 log "5. train configs/$PRESET.yaml"
 dfp=(); [ "$SRC_LANG" = de ] && dfp=(-drop_final_punct 0.05)  # German sources often lack a final . ! ?
