@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
-# Issue 15's comparison: continuous-output losses whose cost is flat in the vocabulary size
-# (contrastive negatives from the batch, uniform samples and the gold word's precomputed
-# neighbours), against the Multi30k recipe's rows. Model selection by greedy validation BLEU
-# (-valid_metric bleu, the model's own words: no -replace_unk); each test set is translated once
-# with -replace_unk, and translate.py prints the BLEU of the output before replacement and the
-# <unk> rate in the same pass. Results: docs/results.md, section "Contrastive losses".
+# Continuous-output losses whose cost is flat in the vocabulary size (contrastive negatives from
+# the batch, uniform samples and the gold word's precomputed neighbours), against the rows of
+# docs/recipes/multi30k.sh; docs/recipes/papers.sh runs it for the papers' table of docs/results.md.
+# Model selection by greedy validation BLEU (-valid_metric bleu, the model's own words: no
+# -replace_unk); each test set is translated once with -replace_unk, and translate.py prints the
+# BLEU of the output before replacement and the <unk> rate in the same pass.
 #
 #   bash docs/recipes/continuous_quality.sh                       # every config below, seed 1
 #   CONFIGS="infonce" SEEDS="1 2" EPOCHS=10 bash docs/recipes/continuous_quality.sh
 #
 # Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
-# [runs/quality_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [10], THREADS per process [1]; MODEL is
-# the one of every row of docs/results.md (sections 1-5), so the rows compare with section 5's.
+# [runs/quality_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [10], THREADS per process [1]; MODEL [the
+# papers' table's LSTM, so the rows compare with multi30k.sh's rows there].
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -38,7 +38,7 @@ config_flags() {
     nllvmf_nce_tied) echo "-loss nllvmf_nce -lambda1 0.02 -lambda2 0.1 -tie_emb" ;;
     # the paper's NLLvMF tied row on the mean-centred table (no <unk> hub: docs/tables.md)
     nllvmf_tied_center) echo "-loss nllvmf -lambda1 0.02 -lambda2 0.1 -tie_emb" ;;
-    # the softmax baseline at the same size (docs/results.md section 5 has it at the default MODEL)
+    # the softmax baseline at the same size (the papers' table has multi30k.sh's ce at this MODEL)
     ce)              echo "-loss ce" ;;
     *) echo "unknown config $1 (known: $ALL_CONFIGS)" >&2; return 1 ;;
   esac

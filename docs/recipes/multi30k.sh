@@ -4,7 +4,7 @@
 # test_2017_flickr with -replace_unk -lookup_dict -> BLEU, rare-word F1, accuracy@k, and val BLEU per
 # epoch for the convergence plot. Every stage is skipped when its output exists, so a rerun resumes;
 # a row trained for fewer epochs than EPOCHS is continued exactly (-train_from) and re-evaluated.
-# Results of this recipe: docs/results.md.
+# docs/recipes/papers.sh runs it for the papers' table of docs/results.md (at a smaller MODEL than the default).
 #
 #   bash docs/recipes/multi30k.sh                                  # fr->en, the default configs
 #   SRC=de CONFIGS="ce nllvmf_reg12_tied" EPOCHS=20 SEEDS="1 2 3" bash docs/recipes/multi30k.sh

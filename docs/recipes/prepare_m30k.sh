@@ -1,4 +1,4 @@
-# Sourced by docs/recipes/continuous_quality.sh and transformer.sh (not run on its own): tokenize
+# Sourced by docs/recipes/continuous_quality.sh and word_choice.sh (not run on its own): tokenize
 # Multi30k (Moses, no escaping, lowercase), preprocess with the target restricted to words that
 # have a vector, the unit target table and the lexicon, as docs/recipes/multi30k.sh does. Each
 # step is skipped when its output exists. Needs SRC, TGT, SHARED, OUT, TOK and EMB.
