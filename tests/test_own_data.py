@@ -1,4 +1,4 @@
-"""docs/recipes/own_data.sh end to end on the shipped sample treated as raw text: tokenization, source pieces,
+"""docs/recipes/own_data.sh end to end on the shipped sample's raw text (data/raw/): tokenization, source pieces,
 target vectors trained on the target side, preprocess, a preset, raw test source to running text, sacreBLEU."""
 
 import os
@@ -9,7 +9,7 @@ import pytest
 import torch
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-DATA = ROOT / "data"
+RAW = ROOT / "data" / "raw"
 
 
 def cut(src, dst, n):
@@ -26,9 +26,9 @@ def corpus(tmp_path_factory):
     raw = tmp_path_factory.mktemp("raw")
     for split, n in (("train", 400), ("valid", 30)):
         for lang in ("fr", "en"):
-            cut(DATA / f"{split}.{lang}", raw / f"{split}.{lang}", n)
-    cut(DATA / "test.fr", raw / "test.fr", 12)
-    cut(DATA / "test.raw.en", raw / "test.en", 12)  # the untokenized, cased references
+            cut(RAW / f"{split}.{lang}", raw / f"{split}.{lang}", n)
+    cut(RAW / "test.fr", raw / "test.fr", 12)
+    cut(RAW / "test.en", raw / "test.en", 12)
     return raw
 
 

@@ -5,7 +5,8 @@
 
 Text is tokenized as the shared vectors were trained (Moses, no escaping, lowercase):
 the first 3,000 training pairs, the first 200 validation pairs and the first 200
-pairs of test_2016_flickr. The vector file keeps every word of the sample's English
+pairs of test_2016_flickr; raw/ holds the same lines untokenized (docs/recipes/own_data.sh's
+input, and the references of sacreBLEU on running text). The vector file keeps every word of the sample's English
 side that has a vector, plus the most frequent other words of the full file up to
 -extra_words, so that the <unk> average (vectors of words outside the vocabulary)
 means something. Vector lines are copied byte for byte.
@@ -36,21 +37,20 @@ def main(argv=None):
     for path in [*inputs, os.path.join(args.shared, "embeddings", "en.ft300.vec.gz")]:
         if not os.path.isfile(path):
             p.error(f"{path}: no such file (-shared: the folder of ../shared/data's README)")
-    os.makedirs(args.out, exist_ok=True)
+    os.makedirs(os.path.join(args.out, "raw"), exist_ok=True)
     en_words = set()
     for name, split, n in SPLITS:
         for lang in ("fr", "en"):
             with open(os.path.join(args.shared, "multi30k", f"{split}.{lang}"), encoding="utf-8") as f:
                 raw = [next(f) for _ in range(n)]
             tok = tokenize_lines(raw, lang)
+            with open(os.path.join(args.out, "raw", f"{name}.{lang}"), "w", encoding="utf-8") as f:
+                f.writelines(raw)
             with open(os.path.join(args.out, f"{name}.{lang}"), "w", encoding="utf-8") as f:
                 f.writelines(t + "\n" for t in tok)
             if lang == "en":
                 for t in tok:
                     en_words.update(t.split())
-                if name == "test":  # the raw reference, for sacreBLEU on detokenized output
-                    with open(os.path.join(args.out, "test.raw.en"), "w", encoding="utf-8") as f:
-                        f.writelines(raw)
     kept, extra = [], 0
     with gzip.open(os.path.join(args.shared, "embeddings", "en.ft300.vec.gz"), "rt", encoding="utf-8") as f:
         dim = next(f).split()[1]
