@@ -1,12 +1,16 @@
 PYTHON ?= python3
 
-.PHONY: install test lint format quickstart bench
+.PHONY: install test test-all lint format quickstart bench
 
 install:
 	$(PYTHON) -m pip install -r requirements.txt
 
 test:
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -m "not slow"
+
+test-all:
+	$(PYTHON) -m pytest -q -m "not slow"
+	$(PYTHON) -m pytest -q -m slow
 
 lint:
 	$(PYTHON) -m ruff check .

@@ -1,11 +1,60 @@
-"""Shared test settings."""
+"""Shared test settings, and the word-choice models that several test files decode with."""
 
 import os
+import shutil
+import tempfile
 
+import pytest
 import torch
+
+from onmt_cont.utils.threads import CLAIMS_ENV
 
 # The tests train tiny models: one intra-op thread avoids oversubscribing a 2-core CI machine
 # (PyTorch's default of one thread per core made tiny models ~100x slower under load).
 torch.set_num_threads(1)
 # train.py and translate.py (-threads' default) and the scripts the tests start honour it
 os.environ["OMP_NUM_THREADS"] = "1"
+# Every train.py and translate.py run claims its threads (onmt_cont/utils/threads.py). The suite's
+# claims go to a folder of its own, inherited by the processes it starts, so that they never count
+# in the user's own jobs' share of the cores (the default folder is one per user, shared by all
+# their jobs). Tests of the claims set their own folder; test_portability checks the default one.
+CLAIMS_DIR = tempfile.mkdtemp(prefix="onmt_cont-test-claims-")
+os.environ[CLAIMS_ENV] = CLAIMS_DIR
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(CLAIMS_DIR, ignore_errors=True)
+
+
+# --- models trained once per session (test_word_choice.py, test_calibration.py) ----------------------
+
+
+@pytest.fixture(scope="session")
+def wc_data(tmp_path_factory):
+    """The memorisation corpus with a 16-d table (test_word_choice.py's ``data``)."""
+    from tests.test_train import memorisation_data
+
+    return memorisation_data(tmp_path_factory.mktemp("wc"), 16)
+
+
+@pytest.fixture(scope="session")
+def wc_infonce(wc_data, tmp_path_factory):
+    """An infonce model with a learned word bias, test_word_choice.py's WC options: its m_last.pt.
+    Decoded (never written) by the prior, CSLS and calibration tests."""
+    from tests.test_train import run_train
+    from tests.test_word_choice import WC
+
+    out = tmp_path_factory.mktemp("wc_infonce")
+    run_train(wc_data, out, loss="infonce", word_bias=True, **WC)
+    return out / "m_last.pt"
+
+
+@pytest.fixture(scope="session")
+def wc_ce(wc_data, tmp_path_factory):
+    """A softmax (ce) model with the WC options, untied: its m_last.pt."""
+    from tests.test_train import run_train
+    from tests.test_word_choice import WC
+
+    out = tmp_path_factory.mktemp("wc_ce")
+    run_train(wc_data, out, loss="ce", **{**WC, "tie_emb": False})
+    return out / "m_last.pt"

@@ -159,6 +159,7 @@ def test_correction_and_trained_table_rows_are_counted():
     assert trained - frozen == 2 * M * n * candidates
 
 
+@pytest.mark.slow
 def test_amp_shapes_times_new_and_seen_shapes(tmp_path, capsys):
     """bench/amp_shapes.py on CPU: one row, fp32, two updates per phase in a fresh worker process; the
     JSON holds both phases' times; a GPU-only mode without -gpu and an unknown row are refused."""
@@ -243,16 +244,55 @@ def test_logits_product_bench_checks_and_times_every_variant(capsys):
     assert all(f"{name} " in out for name in logits_product.VARIANTS) and "[7, 4] x [4, 13]" in out
 
 
-def test_thread_claims_bench_runs(capsys):
-    """bench/thread_claims.py runs both scenarios with claims on and off and tabulates each job's threads."""
+# train.py on a simulated idle 2-core machine: every start-up guess would take both cores, so what
+# the jobs take depends on the claims alone, whatever else the machine runs. The threads a job takes
+# are recorded (and logged) but it computes with one, so that jobs which both take 2 do not slow
+# each other down: the test costs the same on any machine.
+IDLE_TWO_CORES = """import sys
+sys.path.insert(0, {root!r})
+import torch
+torch.set_num_threads(1)
+taken = [1]
+torch.set_num_threads = lambda n: taken.__setitem__(0, n)
+torch.get_num_threads = lambda: taken[0]
+from onmt_cont.utils import threads
+threads.os.cpu_count = lambda: 2
+threads.busy_cores = lambda: 0.0
+from onmt_cont.bin import train
+train.main(sys.argv[1:])
+"""
+
+
+@pytest.mark.slow
+def test_thread_claims_bench_runs(tmp_path, monkeypatch, capsys):
+    """bench/thread_claims.py runs both scenarios with claims on and off (8 train.py jobs) and
+    tabulates each job's threads. Its jobs run on a simulated idle 2-core machine (IDLE_TWO_CORES),
+    so the table must show what claims do: two jobs started together take 2 and 1 threads with
+    claims (the second to choose counts the first's claim), 2 and 2 without, and without claims no
+    job ever changes its threads."""
     import thread_claims
 
     with pytest.raises(SystemExit) as exc:
         thread_claims.main(["-scenarios", "together,early"])
     assert exc.value.code == 2 and "got early" in capsys.readouterr().err
+    script = tmp_path / "idle_two_cores.py"
+    script.write_text(IDLE_TWO_CORES.format(root=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    real = thread_claims.train_command
+    monkeypatch.setattr(thread_claims, "train_command",
+                        lambda *a: [str(script) if c == "train.py" else c for c in real(*a)])
     thread_claims.main(["-repeats", "1", "-train_steps", "2", "-delay", "1"])
     out = capsys.readouterr().out
-    rows = [line for line in out.splitlines() if line.startswith(("| together", "| late"))]
-    assert len(rows) == 4 and "2 updates per job" in out
-    for row in rows:  # every job logged its start-up threads: "N / M"
-        assert all(part.strip().split("->")[0].isdigit() for part in row.split("|")[4].split("/"))
+    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.splitlines()
+            if line.startswith(("| together", "| late"))]
+    assert [row[:2] for row in rows] == [["together", "on"], ["together", "off"], ["late", "on"], ["late", "off"]]
+    assert "2 updates per job" in out
+    starts = {}
+    for name, claims, seconds, threads, _ in rows:
+        assert float(seconds) > 0
+        jobs = threads.split(" / ")  # each job's "N" at start-up, then "->M" for each change
+        assert len(jobs) == 2 and all(part.isdigit() for job in jobs for part in job.split("->")), threads
+        starts[name, claims] = sorted(int(job.split("->")[0]) for job in jobs)
+        if claims == "off":
+            assert "->" not in threads, (name, threads)
+    assert starts["together", "on"] == [1, 2] and starts["together", "off"] == [2, 2], starts
+    assert starts["late", "off"] == [2, 2], starts

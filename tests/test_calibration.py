@@ -162,20 +162,20 @@ def test_offsets_file_round_trip_and_errors(tmp_path):
         load_offsets(str(tmp_path / "missing.json"))
 
 
-def test_calibrate_and_translate_end_to_end(data, tmp_path, capsys):  # noqa: F811
+def test_calibrate_and_translate_end_to_end(data, wc_infonce, wc_ce, tmp_path, capsys):  # noqa: F811
     """The tool fits and writes offsets that translate.py reads; a huge offset on one bin makes
     every word of the output a word of that bin, for a continuous and a softmax model; bad uses are
     refused with the reason, and nothing is written."""
-    run_train(data, tmp_path, loss="infonce", word_bias=True, **WC)
-    model = tmp_path / "m_last.pt"
+    model = wc_infonce
     src, ref = data["dir"] / "valid.fr", data["dir"] / "valid.en"
     out = tmp_path / "off.json"
     refreshes = []
     with pytest.MonkeyPatch.context() as mp:  # its decodes follow thread claims, once per batch
         mp.setattr(calibrate, "refresh_threads", lambda: refreshes.append(1))
         calibrate.main(["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(out),
-                        "-decode_prior", "0.5", "-rounds", "2", "-min_tokens", "1"])
-    assert len(refreshes) >= 3  # at least one batch in each of the 3 decodes (rounds 0-2)
+                        "-decode_prior", "0.5", "-rounds", "2", "-min_tokens", "1", "-batch_size", "4"])
+    # 2 decodes (rounds 0 and 1), each: once for the empty lines (none) and once per batch (8 lines in 2)
+    assert len(refreshes) == 6
     printed = capsys.readouterr().out
     assert "round 0:" in printed and "round 1:" in printed and "kept offsets" in printed
     offsets, beta = load_offsets(str(out))
@@ -237,8 +237,7 @@ def test_calibrate_and_translate_end_to_end(data, tmp_path, capsys):  # noqa: F8
     refused(translate.main, translate_args(model, data, tmp_path / "x.txt", "-freq_offsets", bad), "format")
     assert not (tmp_path / "x.txt").exists()
     # a softmax model: its log-probabilities plus the offsets (the baseline gets the same treatment)
-    run_train(data, tmp_path / "ce", loss="ce", **{**WC, "tie_emb": False})
-    ce = tmp_path / "ce" / "m_last.pt"
+    ce = wc_ce
     translate.main(translate_args(ce, data, tmp_path / "ce_huge.txt", "-freq_offsets", str(tmp_path / "huge.json")))
     words = (tmp_path / "ce_huge.txt").read_text().split()
     assert words and all(bin_index(counts[w]) == k for w in words)

@@ -67,6 +67,7 @@ def temp_files(directory):
 # --- SIGKILL and resume --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_sigkill_then_resume_matches_uninterrupted(sample, tmp_path):
     """Two SIGKILLs of train.py subprocesses (seeded: one 0-30 ms after a random PREFIX_step_K.pt
     appears, one inside a checkpoint write, half the file on disk), each followed by a resume from
@@ -327,6 +328,7 @@ REAL_FS_CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_disk_full_on_a_real_small_filesystem(sample, tmp_path):
     """tmpfs mounts of a few pages, in a user and mount namespace (unshare -r -m): room for one
     checkpoint, not two; full already (an earlier out.txt and a filler file) for the translations;
@@ -494,12 +496,23 @@ def test_fp16_loss_scale_is_saved(sample, tmp_path):
     assert restored.get_scale() == 256.0
 
 
-def test_torchrun_restarts_resume_from_the_newest_checkpoint(tmp_path):
+@pytest.mark.slow
+def test_torchrun_restarts_resume_from_the_newest_checkpoint(tmp_path, monkeypatch):
     """torchrun --max-restarts with train.py -resume auto survives SIGKILLs of a worker (one inside
     rank 0's checkpoint write): every restart resumes from the newest complete checkpoint, none
     from step 0, and every checkpoint equals the uninterrupted 2-rank run's, bit for bit (each
-    rank gets its own random states back; gloo's sum of two ranks is order-free). ~30 s; the
-    tool runs 10 kills: python tools/kill_resume.py -out DIR -torchrun 2 -kills 10 -steps 40."""
+    rank gets its own random states back; gloo's sum of two ranks is order-free). The ranks'
+    generators are made to differ (test_distributed.SKEWED_RANKS: on CPU they would stay equal,
+    and a resume giving every rank rank 0's states would pass), and the checkpoints compared
+    hold both ranks' states. ~30 s; the tool runs 10 kills:
+    python tools/kill_resume.py -out DIR -torchrun 2 -kills 10 -steps 40."""
+    from tests.test_distributed import SKEWED_RANKS
+
+    script = tmp_path / "skewed_ranks.py"
+    script.write_text(SKEWED_RANKS.format(root=str(ROOT)))
+    train_py, real_cmd = os.path.join(kr.ROOT, "train.py"), kr.torchrun_cmd
+    monkeypatch.setattr(kr, "torchrun_cmd", lambda *a, **k: [str(script) if c == train_py else c
+                                                              for c in real_cmd(*a, **k)])
     data_args = kr.prepare_data(str(tmp_path / "data"), n_train=120, n_valid=20)
     kr.run_torchrun(data_args, str(tmp_path / "ref"), steps=14)
     records, resumed = kr.run_torchrun(data_args, str(tmp_path / "killed"), steps=14, kills=3, seed=2,
@@ -508,3 +521,45 @@ def test_torchrun_restarts_resume_from_the_newest_checkpoint(tmp_path):
     # rank 0 may still finish a checkpoint after a kill of rank 1, before torchrun stops it
     assert len(resumed) == 3 and all(r >= rec["newest_step"] > 0 for r, rec in zip(resumed, records, strict=True))
     assert kr.compare(str(tmp_path / "ref"), str(tmp_path / "killed")) == []
+    ranks = load_checkpoint(str(tmp_path / "ref" / "m_last.pt"))["rng"]["ranks"]
+    assert len(ranks) == 2 and not torch.equal(ranks[0]["torch"], ranks[1]["torch"])
+
+
+def test_compare_reports_every_difference(sample, tmp_path):
+    """tools/kill_resume.py's oracle: a copy of a run compares equal; one float one ulp off in one
+    checkpoint's parameters, its optimiser state, progress or random state, a missing checkpoint and
+    a leftover temporary file are each reported, and only where they are."""
+    ref = sample["model"].parent
+    names = sorted(f for f in os.listdir(ref) if f.startswith("m_") and f.endswith(".pt"))
+    assert {"m_step_3.pt", "m_step_6.pt", "m_last.pt"} <= set(names)
+
+    def copy(name):
+        d = tmp_path / name
+        shutil.copytree(ref, d)
+        return d
+
+    assert kr.compare(str(ref), str(copy("same"))) == []
+
+    def changed(key, edit):
+        d = copy(key)
+        ckpt = torch.load(d / "m_step_3.pt", weights_only=True)
+        edit(ckpt[key])
+        torch.save(ckpt, d / "m_step_3.pt")
+        return kr.compare(str(ref), str(d))
+
+    def one_ulp(t):
+        flat = t.view(-1)
+        flat[0] = torch.nextafter(flat[0], torch.tensor(float("inf"), dtype=flat.dtype))
+
+    first = next(iter(load_checkpoint(str(ref / "m_step_3.pt"))["model"]))
+    diffs = changed("model", lambda m: one_ulp(m[first]))
+    assert len(diffs) == 1 and diffs[0].startswith("m_step_3.pt: model differs (largest |difference| ") \
+        and diffs[0].endswith(f" in {first})"), diffs
+    assert changed("optim", lambda o: one_ulp(o["state"][0]["exp_avg"])) == ["m_step_3.pt: optim differs"]
+    assert changed("progress", lambda p: p.update(step=p["step"] + 1)) == ["m_step_3.pt: progress differs"]
+    assert changed("rng", lambda r: r["torch"].__setitem__(-1, r["torch"][-1] ^ 1)) == ["m_step_3.pt: rng differs"]
+    gone = copy("gone")
+    os.remove(gone / "m_step_6.pt")
+    (gone / ".tmp-m_step_6.pt").write_bytes(b"half a checkpoint")
+    assert kr.compare(str(ref), str(gone)) == [f"files differ: {names} vs {[n for n in names if n != 'm_step_6.pt']}",
+                                               "temporary files left: ['.tmp-m_step_6.pt']"]

@@ -35,8 +35,8 @@ def corpus(tmp_path_factory):
 def test_own_data_recipe_from_raw_text_to_running_text(corpus, tmp_path):
     out = tmp_path / "run"
     res = recipe(tmp_path, OUT=str(out), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
-                 VALID=str(corpus / "valid"), TEST=str(corpus / "test"), SRC_MERGES="200", VECTORS="train", VEC_DIM="16",
-                 VEC_EPOCHS="1", THREADS="1",
+                 VALID=str(corpus / "valid"), TEST=str(corpus / "test"), SRC_MERGES="200", VECTORS="train",
+                 VEC_DIM="16", VEC_EPOCHS="1", THREADS="1",
                  TRAIN_FLAGS="-train_steps 4 -rnn_size 32 -word_vec_size 32 -transformer_ff 64 -heads 2")
     assert res.returncode == 0, res.stderr[-3000:]
     # every step wrote what the next one read

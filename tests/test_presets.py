@@ -19,7 +19,8 @@ DATA = ROOT / "data"
 TMODEL = ("-encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 -heads 4 "
           "-transformer_ff 512 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot "
           "-decay_method noam -warmup_steps 1000 -adam_beta2 0.998")
-LMODEL = "-brnn -enc_layers 1 -dec_layers 1 -rnn_size 128 -word_vec_size 128 -dropout 0.3 -batch_size 32 -learning_rate 1e-3"
+LMODEL = ("-brnn -enc_layers 1 -dec_layers 1 -rnn_size 128 -word_vec_size 128 -dropout 0.3 -batch_size 32 "
+          "-learning_rate 1e-3")
 NCE = "-loss nllvmf_nce -lambda1 0.02 -lambda2 0.1 -tie_emb"
 STOP = "-epochs 40 -valid_steps 0 -valid_metric bleu -early_stopping 3 -early_stopping_window 2"
 ROWS = {

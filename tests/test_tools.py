@@ -339,28 +339,29 @@ def test_paired_bootstrap(tmp_path, capsys):
         pb.main(["-ref", str(tmp_path / "ref"), "-a", str(tmp_path / "a"), "-b", str(tmp_path / "b")])
 
 
-MISSING = "/nonexistent/onmt_cont_test/x"
-
-
 @pytest.mark.parametrize("tool, args", [
-    ("accuracy_at_k", ["-model", MISSING, "-src", MISSING, "-tgt", MISSING]),
-    ("bin_bootstrap", ["-train", MISSING, "-ref", MISSING, "-a", MISSING, "-b", MISSING]),
-    ("m30k_report", ["-results", MISSING]),
-    ("open_vocab_eval", ["-train_tgt", MISSING, "-vocab", MISSING, "-ref", MISSING, "-hyp", MISSING]),
-    ("output_norms", ["-model", MISSING, "-src", MISSING]),
-    ("paired_bootstrap", ["-ref", MISSING, "-a", MISSING, "-b", MISSING]),
-    ("rare_word_f1", ["-train", MISSING, "-ref", MISSING, "-hyp", MISSING]),
-    ("replacement_accuracy", ["-model", MISSING, "-src", MISSING, "-lookup_dict", MISSING]),
-    ("make_sample", ["-shared", MISSING, "-out", MISSING + "_out"]),
+    ("accuracy_at_k", ["-model", "MISSING", "-src", "MISSING", "-tgt", "MISSING"]),
+    ("bin_bootstrap", ["-train", "MISSING", "-ref", "MISSING", "-a", "MISSING", "-b", "MISSING"]),
+    ("m30k_report", ["-results", "MISSING"]),
+    ("open_vocab_eval", ["-train_tgt", "MISSING", "-vocab", "MISSING", "-ref", "MISSING", "-hyp", "MISSING"]),
+    ("output_norms", ["-model", "MISSING", "-src", "MISSING"]),
+    ("paired_bootstrap", ["-ref", "MISSING", "-a", "MISSING", "-b", "MISSING"]),
+    ("rare_word_f1", ["-train", "MISSING", "-ref", "MISSING", "-hyp", "MISSING"]),
+    ("replacement_accuracy", ["-model", "MISSING", "-src", "MISSING", "-lookup_dict", "MISSING"]),
+    ("make_sample", ["-shared", "MISSING", "-out", "OUT"]),
 ])
-def test_tools_name_a_missing_input(tool, args, capsys):
-    """A missing input is an 'error:' line naming it and exit 2, not a traceback (and nothing is written)."""
+def test_tools_name_a_missing_input(tool, args, tmp_path, monkeypatch, capsys):
+    """A missing input is an 'error:' line naming it and exit 2, not a traceback, and nothing is
+    written: the missing file is in an existing folder, the tool runs in it, and it stays empty
+    but for the missing input's absence (make_sample's -out could be created there)."""
+    missing, out = str(tmp_path / "no_such_input"), str(tmp_path / "out")
+    monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exc:
-        load_tool(tool).main(args)
+        load_tool(tool).main([{"MISSING": missing, "OUT": out}.get(a, a) for a in args])
     assert exc.value.code == 2
     err = capsys.readouterr().err
-    assert "error: " in err and MISSING in err and "Traceback" not in err
-    assert not os.path.exists(MISSING + "_out")
+    assert "error: " in err and missing in err and "Traceback" not in err, err
+    assert os.listdir(tmp_path) == []
 
 
 def test_rare_word_f1_refuses_files_of_different_lengths(tmp_path, capsys):

@@ -549,8 +549,11 @@ def test_config_and_save_config(data, tmp_path, capsys):
     assert run.progress["step"] == 2 * BATCHES_PER_EPOCH
     assert (out / "m_last.pt").exists() and "finished at step 8" in (out / "log").read_text(encoding="utf-8")
     capsys.readouterr()
-    # a conflicting value, and an unknown key, are errors naming the option
-    fails(capsys, ["-config", str(cfg), "-epochs", "3"], "-epochs", str(cfg))
+    # the command line overrides the file, and says so; an unknown key is an error naming the option
+    cfg3 = tmp_path / "override.yaml"
+    train.main(["-config", str(cfg), "-epochs", "3", "-save_config", str(cfg3)])
+    assert yaml.safe_load(cfg3.read_text(encoding="utf-8")) == {**saved, "epochs": 3}
+    assert f"note: -epochs 3 on the command line replaces 2 from {cfg}" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text("rnn_sise: 32\n", encoding="utf-8")
     fails(capsys, ["-config", str(bad)], "rnn_sise", str(bad))

@@ -30,7 +30,7 @@ from test_train import (
 from torch import nn
 
 from onmt_cont.bin import train, translate
-from onmt_cont.constants import BOS_ID
+from onmt_cont.constants import BOS_ID, EOS_ID
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.losses import CONTINUOUS_LOSSES, LOSSES
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
@@ -349,13 +349,38 @@ def test_finished_sentences_leave_the_batch_without_changing_the_output(data, de
     assert [len(x) for x in ids][1] <= 1 and max(map(len, ids)) > 2
 
 
+def eos_competes(model, scale=0.05, seed=0):
+    """Make </s> compete at every step of ``model``'s searches: its score becomes the best other
+    word's plus scale·tanh(w·o), o the generator's output for the step (ê, or the logits) and w
+    fixed, so it wins after some prefixes and not others. An untrained model's </s> seldom wins
+    before the length limit forces it, and the length penalty then only ever compares hypotheses of
+    one length."""
+    gen = model.generator
+    scores = type(gen).scores
+
+    def competing(out, *args, **kwargs):
+        w = torch.randn(out.size(-1), generator=torch.Generator().manual_seed(seed))
+        s = scores(gen, out, *args, **kwargs).clone()
+        others = s.clone()
+        others[..., EOS_ID] = float("-inf")
+        s[..., EOS_ID] = others.max(-1).values + scale * torch.tanh(out.float() @ w)
+        return s
+
+    gen.scores = competing
+    return model
+
+
 @pytest.mark.parametrize("decoder", ["transformer", "lstm"])
 @pytest.mark.parametrize("loss", ["nllvmf", "ce"])
-@pytest.mark.parametrize("penalty,alpha", [("avg", 0.0), ("wu", 0.6), ("none", 0.0)])
+@pytest.mark.parametrize("penalty,alpha", [("avg", 0.0), ("wu", 0.6), ("wu", 3.0), ("none", 0.0)])
 def test_batched_beam_equals_the_sentence_at_a_time_beam(data, decoder, loss, penalty, alpha):
     """Issue 24: beam search over the whole batch gives the words of the former one-sentence beam
-    (softmax, and the continuous k-NN beam), with the same attention for -replace_unk."""
-    from search_reference import sequential_beam_search
+    (softmax, and the continuous k-NN beam), with the same attention for -replace_unk. The
+    reference (tests/search_reference.py) has its own decoder step, banned words and length
+    penalties. Run on the untrained model and on it with </s> competing (eos_competes), where
+    hypotheses of different lengths end in the same beam: there the length penalty decides, and
+    under avg and wu with alpha 3 it picks another hypothesis than the best summed score would."""
+    from search_reference import normaliser, sequential_beam_search
 
     if decoder == "transformer":
         model, n_src, _ = tiny_model(data, loss=loss, seed=7)
@@ -363,13 +388,29 @@ def test_batched_beam_equals_the_sentence_at_a_time_beam(data, decoder, loss, pe
         model, n_src = _lstm_model(data, loss, seed=7)
     src, lengths = padded_batch(n_src, [6, 3, 5, 2, 4, 6], seed=8)
     max_lengths = torch.tensor([9, 1, 4, 6, 0, 7])
-    for k in (2, 4):
-        ids, attn = beam_search(model, src, lengths, max_lengths, k, penalty, alpha)
-        ref_ids, ref_attn = sequential_beam_search(model, src, lengths, max_lengths, k, penalty, alpha)
-        assert ids == ref_ids, (k, ids, ref_ids)
-        for a, b in zip(attn, ref_attn, strict=True):
-            torch.testing.assert_close(a, b.cpu(), atol=1e-5, rtol=0)
-    assert ids[4] == [] and len(ids[1]) <= 1  # limits 0 and 1
+    for competing in (False, True):
+        if competing:
+            eos_competes(model)
+        for k in (2, 4):
+            ids, attn = beam_search(model, src, lengths, max_lengths, k, penalty, alpha)
+            finished = []
+            ref_ids, ref_attn = sequential_beam_search(model, src, lengths, max_lengths, k, penalty, alpha,
+                                                       finished_log=finished)
+            assert ids == ref_ids, (competing, k, ids, ref_ids)
+            for a, b in zip(attn, ref_attn, strict=True):
+                torch.testing.assert_close(a, b.cpu(), atol=1e-5, rtol=0)
+            assert ids[4] == [] and len(ids[1]) <= 1  # limits 0 and 1
+            if not competing:
+                continue
+            # the sentences whose limits leave room (all but limits 0 and 1) end hypotheses of different lengths
+            assert [len({n for _, n, _ in f}) > 1 for f in finished] == [True, False, True, True, False, True], finished
+            by_sum = [max(f, key=lambda h: h[0])[2] for f in finished]
+            decided = [max(f, key=lambda h: h[0] / normaliser(max(h[1], 1), penalty, alpha))[2] for f in finished]
+            assert decided == ids
+            if (penalty, alpha) in (("avg", 0.0), ("wu", 3.0)):
+                assert decided != by_sum, finished  # the penalty changed the winner somewhere
+            elif penalty == "none":
+                assert decided == by_sum
 
 
 # --- 3. save / resume -----------------------------------------------------------------------------
@@ -569,6 +610,7 @@ def test_mixed_pairs_train_and_decode(data, tmp_path, enc, dec):
 # --- 7. DDP and -amp --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_gloo_ranks_match_one_process(data, tmp_path):
     """tests/test_distributed.py's check on the Transformer: 4 steps of 2 gloo ranks (each taking
     half of every 4-sentence batch) end with the parameters of one in-process run."""

@@ -257,8 +257,9 @@ def test_table_hubness_brute_force():
 
 
 @pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    return memorisation_data(tmp_path_factory.mktemp("wc"), 16)
+def data(wc_data):
+    """The memorisation corpus with a 16-d table: conftest's, which its trained models share."""
+    return wc_data
 
 
 WC = {"rnn_size": "32", "word_vec_size": "16", "dropout": "0", "batch_size": "5", "seed": "1",
@@ -333,11 +334,10 @@ def translate_args(model, data, out, *extra):
     return ["-model", str(model), "-src", str(src), "-output", str(out), *extra]
 
 
-def test_translate_prior_and_csls(data, tmp_path, capsys):
+def test_translate_prior_and_csls(data, wc_infonce, wc_ce, tmp_path, capsys):
     """A huge prior makes the model write the most frequent training word everywhere; CSLS runs;
     both are refused for a softmax model with the reason."""
-    run_train(data, tmp_path, loss="infonce", **WC)
-    model = tmp_path / "m_last.pt"
+    model = wc_infonce
     translate.main(translate_args(model, data, tmp_path / "plain.txt"))
     translate.main(translate_args(model, data, tmp_path / "prior.txt", "-decode_prior", "1000"))
     translate.main(translate_args(model, data, tmp_path / "csls.txt", "-csls", "3"))
@@ -354,9 +354,8 @@ def test_translate_prior_and_csls(data, tmp_path, capsys):
     assert rare_words and rare_words <= rarest, (rare_words, rarest)
     assert len((tmp_path / "csls.txt").read_text().splitlines()) == 8
     capsys.readouterr()
-    run_train(data, tmp_path / "ce", loss="ce", **{**WC, "tie_emb": False})
     with pytest.raises(SystemExit) as exc:
-        translate.main(translate_args(tmp_path / "ce" / "m_last.pt", data, tmp_path / "x.txt", "-decode_prior", "1"))
+        translate.main(translate_args(wc_ce, data, tmp_path / "x.txt", "-decode_prior", "1"))
     assert exc.value.code == 2 and "this model has a softmax" in capsys.readouterr().err
     assert not (tmp_path / "x.txt").exists()
     with pytest.raises(SystemExit):
@@ -364,12 +363,11 @@ def test_translate_prior_and_csls(data, tmp_path, capsys):
     assert "-csls must be at least 0" in capsys.readouterr().err
 
 
-def test_translate_capped_prior(data, tmp_path, capsys):
+def test_translate_capped_prior(data, wc_infonce, tmp_path, capsys):
     """-decode_prior_cap K with a huge beta: no word seen fewer than K times is written, and the
     frequent words are not all turned into the most frequent one (as the plain prior does); bad
     values are refused before any output."""
-    run_train(data, tmp_path, loss="infonce", **WC)
-    model = tmp_path / "m_last.pt"
+    model = wc_infonce
     vocab = load_checkpoint(str(model))["vocab"]
     counts = dict(zip(vocab["tgt"], vocab["tgt_counts"], strict=True))
     cap = sorted(counts[w] for w in vocab["tgt"][4:])[len(counts) // 2]  # about half the words are rarer
@@ -390,10 +388,9 @@ def test_translate_capped_prior(data, tmp_path, capsys):
         assert not (tmp_path / "bad.txt").exists()
 
 
-def test_prior_needs_counts_in_the_checkpoint(data, tmp_path, capsys):
+def test_prior_needs_counts_in_the_checkpoint(data, wc_infonce, tmp_path, capsys):
     """A checkpoint written before the counts were saved: a clear error, no output."""
-    run_train(data, tmp_path, loss="infonce", **WC)
-    ckpt = torch.load(tmp_path / "m_last.pt", weights_only=True)
+    ckpt = torch.load(wc_infonce, weights_only=True)
     for k in ("tgt_counts", "tgt_total_tokens", "tgt_sentences"):
         del ckpt["vocab"][k]
     torch.save(ckpt, tmp_path / "old.pt")
