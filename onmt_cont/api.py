@@ -26,18 +26,20 @@ class Model:
     def __init__(self, checkpoint, *, src_lang=None, tgt_lang=None, bpe_codes=None, device="cpu", beam_size=1,
                  lexicon=None, freq_offsets=None, decode_prior=None, remove_target_bpe=False, batch_size=32,
                  **decoding):
-        if beam_size < 1 or batch_size < 1:
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (beam_size, batch_size)):
             raise UserError(f"beam_size and batch_size must be at least 1, got {beam_size} and {batch_size}")
-        offsets = None
+        offsets = offsets_model = None
         if freq_offsets is not None:
-            offsets, fitted_beta = load_offsets(freq_offsets)
+            offsets, fitted_beta, offsets_model = load_offsets(freq_offsets, with_model=True)
             if decode_prior is not None and decode_prior != fitted_beta:
                 raise UserError(f"{freq_offsets} was fitted under decode_prior {fitted_beta:g}, not {decode_prior:g}")
             decode_prior = fitted_beta
         self.translator = Translator(
             checkpoint, device=device, beam_size=beam_size, replace_unk=lexicon is not None,
             lexicon=read_lexicon(lexicon) if lexicon else None, freq_offsets=offsets,
-            decode_prior=decode_prior or 0.0, **decoding)
+            decode_prior=0.0 if decode_prior is None else decode_prior, **decoding)
+        if freq_offsets is not None:
+            self.translator.check_offsets_model(freq_offsets, offsets_model)
         self.text = TextPipeline(src_lang, tgt_lang, bpe_codes)
         self.src_lang, self.bpe_codes = src_lang, bpe_codes
         self.remove_target_bpe, self.batch_size = remove_target_bpe, batch_size

@@ -8,6 +8,7 @@ replaces 0.0 from configs/...``), so nothing changes silently. An unknown key is
 """
 
 import argparse
+import datetime
 import os
 import sys
 from pathlib import Path
@@ -79,22 +80,60 @@ def parse(parser, argv=None, required=()):
     return args
 
 
+# what a config may hold: a page of options, not a data file
+MAX_CONFIG_BYTES = 1 << 20
+MAX_CONFIG_DEPTH = 50
+
+
+class _Refused(yaml.MarkedYAMLError):
+    """Valid YAML that a config may not use (said as it is, not as "not valid YAML")."""
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """SafeLoader that refuses aliases (``*name``: a few hundred bytes of nested aliases expand
+    to billions of values) and nesting deeper than MAX_CONFIG_DEPTH (PyYAML composes recursively:
+    a RecursionError otherwise)."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise _Refused(problem=f"an alias (*{event.anchor}) is not accepted in a config: write the value out "
+                           "(aliases can make a small file expand without bound)", problem_mark=event.start_mark)
+        if self.depth >= MAX_CONFIG_DEPTH:
+            raise _Refused(problem=f"nested more than {MAX_CONFIG_DEPTH} levels deep", problem_mark=event.start_mark)
+        self.depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def _short(value, limit=60):
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def load_config(path):
     """Read a YAML config -> ``(mapping, {key: line number})``.
 
     ``yaml.SafeLoader`` only: a ``!!python/...`` tag is refused, never run. A key given twice
-    is an error (PyYAML would silently keep the last value)."""
+    is an error (PyYAML would silently keep the last value), and so is a key that is not text.
+    What the loader accepts is bounded: at most MAX_CONFIG_BYTES, no aliases, no deep nesting."""
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            raw = f.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise UserError(f"{path}: cannot read config ({exc.strerror})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise UserError(f"{path}: larger than {MAX_CONFIG_BYTES >> 20} MB: a config holds option: value pairs")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
         raise UserError(f"{path}, line {line}: invalid UTF-8 ({exc.reason}); save the config as UTF-8") from None
-    loader = yaml.SafeLoader(text)
+    loader = _ConfigLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:  # an empty file or only comments
@@ -104,12 +143,17 @@ def load_config(path):
             raise UserError(f"{path}: expected a mapping of option: value, got {kind}")
         lines = {}
         for key_node, _ in node.value:
-            key = loader.construct_object(key_node)
+            key = loader.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
+            if not isinstance(key, str):
+                raise UserError(f"{path}, line {line}: an option name must be text, got a YAML "
+                                f"{type(key).__name__} {_short(key)}")
             if key in lines:
                 raise UserError(f"{path}, line {line}: option {key!r} is given twice (first on line {lines[key]})")
             lines[key] = line
         return loader.construct_document(node), lines
+    except _Refused as exc:
+        raise UserError(f"{path}, line {exc.problem_mark.line + 1}: {exc.problem}") from None
     except yaml.MarkedYAMLError as exc:  # a syntax error, or a tag SafeLoader refuses (!!python/...)
         mark = exc.problem_mark or exc.context_mark
         line = f", line {mark.line + 1}" if mark else ""
@@ -163,7 +207,9 @@ def _config_value(action, value, where):
         return value
     several = action.nargs not in (None, "?")
     if isinstance(value, dict) or (isinstance(value, list) and not several):
-        raise UserError(f"{where}: expected a single value, got a YAML {type(value).__name__} {value!r}")
+        raise UserError(f"{where}: expected a single value, got a YAML {type(value).__name__} {_short(value)}")
+    for v in value if isinstance(value, list) else [value]:
+        _check_scalar(v, where)
     if isinstance(value, bool) and action.type in (None, str):  # int/float options say "invalid value" below
         raise UserError(
             f"{where}: got the YAML boolean {value!r} (yes/no/on/off/true/false); quote it if you mean the text"
@@ -177,10 +223,31 @@ def _config_value(action, value, where):
         raise UserError(f"{where}: invalid value {value!r}") from None
 
 
+def _check_scalar(value, where):
+    """A value the command line could have given as text: refuse binary (``!!binary``: it would
+    become a path like ``b'...'``), dates and timestamps (their text is not the one written), sets
+    and other collections."""
+    if isinstance(value, (bytes, bytearray)):
+        raise UserError(f"{where}: expected text, got binary data (!!binary)")
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        kind = "timestamp" if isinstance(value, datetime.datetime) else "date"
+        raise UserError(f"{where}: got the YAML {kind} {value}; quote it if you mean the text")
+    if not isinstance(value, (str, int, float)):  # bool is an int
+        raise UserError(f"{where}: expected a single value, got a YAML {type(value).__name__} {_short(value)}")
+
+
 def save_config(args, path):
     """Write the effective options as YAML (``-save_config``), atomically."""
     from onmt_cont.utils.io import atomic_write_text
 
     # unset options are left out, so the file can be reused with them given on the command line
     data = {k: v for k, v in sorted(vars(args).items()) if k not in ("config", "save_config") and v is not None}
-    atomic_write_text(path, yaml.safe_dump(data, sort_keys=False))
+    atomic_write_text(path, yaml.dump(data, Dumper=_NoAliasDumper, sort_keys=False))
+
+
+class _NoAliasDumper(yaml.SafeDumper):
+    """safe_dump writes a list that two options share once, with an alias (&id001 ... *id001),
+    which load_config refuses: write it out each time."""
+
+    def ignore_aliases(self, data):
+        return True

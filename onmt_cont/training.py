@@ -10,8 +10,10 @@ import math
 import os
 import random
 import re
+import signal
 import sys
-from contextlib import nullcontext
+import threading
+from contextlib import contextmanager, nullcontext
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -20,17 +22,20 @@ from onmt_cont import distributed
 from onmt_cont.constants import UNK
 from onmt_cont.evaluate import tokenized_bleu
 from onmt_cont.inputters.batching import FINAL_PUNCT, ShardedIterator, collate, make_batches
-from onmt_cont.inputters.corpus import load_shard, load_shard_text, shard_paths
+from onmt_cont.inputters.corpus import check_shard, read_shard, shard_examples, shard_paths
 from onmt_cont.inputters.vocab import load_vocabs, unigram_log_prior
 from onmt_cont.losses import CONTINUOUS_LOSSES, build_loss
 from onmt_cont.losses.contrastive import DEFAULT_NEGATIVES
 from onmt_cont.losses.negatives import parse_sources
 from onmt_cont.losses.unlikelihood import NGRAM, UNLIKELIHOOD_LOSSES
 from onmt_cont.models.checkpoint import (
+    find_resumable,
     fresh_stopping,
+    inexact_resume,
+    is_better,
     load_checkpoint,
-    newest_checkpoint,
     restore_rng,
+    resume_problem,
     rng_state,
     save_checkpoint,
     track_validation,
@@ -46,7 +51,9 @@ from onmt_cont.utils.board import Board
 from onmt_cont.utils.device import resolve_device
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import load_checkpoint_data, remove_stale_temps
+from onmt_cont.utils.numbers import SEED_MAX
 from onmt_cont.utils.threads import apply_threads, refresh_threads
+from onmt_cont.utils.writable import check_log_file, check_writable_folder
 
 # Options that define the network; -train_from takes them from the checkpoint. alignment_layer
 # holds no parameter but is the model's -replace_unk alignment: a resumed run that dropped it
@@ -54,7 +61,7 @@ from onmt_cont.utils.threads import apply_threads, refresh_threads
 MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
               "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden", "encoder_type",
               "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions", "alignment_layer",
-              "word_bias", "sampling_correction", "train_table")
+              "word_bias", "sampling_correction", "expected_counts", "train_table")
 # The learning-rate schedule: -train_from keeps the checkpoint's unless the option is given again
 # (a resumed noam run must not fall back to a constant rate; a new -learning_rate is allowed).
 SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps", "table_lr_scale")
@@ -103,9 +110,79 @@ def setup_logging(log_file, main=True):
         logger.addHandler(h)
 
 
+# -num_sampled, -ann_candidates, -num_negatives, -prefix_window: words drawn or compared per batch
+# or per token; a step's memory grows with them ([tokens, K] scores), and no vocabulary needs more
+MAX_CANDIDATES = 1 << 16
+MAX_LAYERS = 1000  # the deepest Transformers trained (DeepNet, 2022) have 1,000 layers
+MAX_THREADS = 1024
+
+
+def _check_numbers(opt):
+    """Values no combination makes usable: non-finite floats (bin/train.py's parser refuses them
+    already; a Namespace built otherwise may hold one), seeds beyond what the generators take,
+    negative weights, and counts that would only exhaust the memory."""
+    for name, value in sorted(vars(opt).items()):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"-{name} must be a finite number, got {value}")
+    if not 0 <= opt.seed <= SEED_MAX:
+        raise UserError(f"-seed must be an integer from 0 to {SEED_MAX}, got {opt.seed}")
+    for name, why in (("param_init", "0: PyTorch's init"), ("max_grad_norm", "0: no clipping"), ("margin", ""),
+                      ("lambda1", ""), ("lambda2", "")):
+        if getattr(opt, name) < 0:
+            raise UserError(f"-{name} must be at least 0{f' ({why})' if why else ''}, got {getattr(opt, name)}")
+    for name in ("adam_beta1", "adam_beta2"):
+        if not 0.0 <= getattr(opt, name) < 1.0:
+            raise UserError(f"-{name} must be in [0, 1), got {getattr(opt, name)}")
+    for name in ("enc_layers", "dec_layers"):  # building the model loops over them: bounded before
+        if getattr(opt, name) is not None and getattr(opt, name) > MAX_LAYERS:
+            raise UserError(f"-{name} must be at most {MAX_LAYERS}, got {getattr(opt, name)}")
+    if opt.threads is not None and opt.threads > MAX_THREADS:
+        raise UserError(f"-threads must be at most {MAX_THREADS}, got {opt.threads}")
+    if not opt.dist_timeout > 0:
+        raise UserError(f"-dist_timeout must be a positive number of seconds, got {opt.dist_timeout}")
+    for name in ("num_sampled", "ann_candidates", "num_negatives", "prefix_window"):
+        if getattr(opt, name) is not None and getattr(opt, name) > MAX_CANDIDATES:
+            raise UserError(f"-{name} must be at most {MAX_CANDIDATES} (words per batch or per token; a step's "
+                            f"memory grows with it), got {getattr(opt, name)}")
+
+
+def check_model_size(opt, src_size, tgt_size, table, device):
+    """Refuse a model whose parameters, their gradients and the optimiser's state would not fit in
+    the memory of ``device``, before any of it is allocated: the model is built on PyTorch's meta
+    device (shapes, no storage), so -rnn_size 100000 is an error at once, not an allocation that
+    fails after minutes or takes the machine's memory. Sizes beyond what a tensor can have are
+    refused the same way."""
+    try:
+        with torch.device("meta"):
+            model = build_model(opt, src_size, tgt_size, table)
+    except ValueError as exc:  # a wrong combination: build_model says which
+        raise UserError(str(exc)) from None
+    except (RuntimeError, TypeError, OverflowError, MemoryError) as exc:
+        raise UserError(f"no model of this size can be built (-rnn_size {opt.rnn_size}, -word_vec_size "
+                        f"{opt.word_vec_size}, -enc_layers {opt.enc_layers}, -dec_layers {opt.dec_layers}, ...): "
+                        f"a size is beyond what a tensor can hold ({str(exc).splitlines()[0][:80]})") from None
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+    per_param = 16 if opt.optim == "adam" else 8  # float32 value and gradient, Adam's two moments
+    need = trained * per_param + frozen * 4
+    if device.type == "cuda":
+        have, where = torch.cuda.get_device_properties(device).total_memory, f"GPU {device}"
+    else:
+        try:
+            have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine"
+        except (ValueError, OSError, AttributeError):  # no sysconf: no limit known
+            return
+    if need > have:
+        raise UserError(f"the model of these options has {trained:,} trained parameters: with their gradients and "
+                        f"the optimiser's state {need / 2**30:,.1f} GiB, more than the {have / 2**30:,.1f} GiB of "
+                        f"memory of {where} (-rnn_size {opt.rnn_size}, -word_vec_size {opt.word_vec_size}, "
+                        f"-enc_layers {opt.enc_layers}, -dec_layers {opt.dec_layers}, ...): choose smaller sizes")
+
+
 def check_options(opt):
     """The checks argparse cannot make (option combinations, ranges); fills in defaults that
     depend on other options (learning rate, -num_negatives, -negatives)."""
+    _check_numbers(opt)
     if opt.early_stopping < 0:
         raise UserError(f"-early_stopping must be 0 (off) or a number of validations, got {opt.early_stopping}")
     if opt.early_stopping_window < 1:
@@ -143,7 +220,8 @@ def check_options(opt):
     if opt.valid_remove_bpe and opt.valid_metric != "bleu":
         raise UserError(f"-valid_remove_bpe joins BPE pieces before validation BLEU: it needs -valid_metric bleu, "
                         f"not -valid_metric {opt.valid_metric}")
-    for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "epochs", "report_every",
+    for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "src_word_vec_size",
+                 "tgt_word_vec_size", "epochs", "report_every",
                  "save_checkpoint_steps", "save_checkpoint_epochs", "train_steps", "joint_dim",
                  "num_negatives", "rewe_hidden", "num_sampled", "ann_candidates", "prefix_window",
                  "seq_unlikelihood_ngram", "seq_unlikelihood_every"):
@@ -182,6 +260,8 @@ def expand_layers(opt, default):
         raise UserError(f"-layers sets both -enc_layers and -dec_layers: give it or {' / '.join(given)}, not both")
     if opt.layers < 1:
         raise UserError(f"-layers must be at least 1, got {opt.layers}")
+    if opt.layers > MAX_LAYERS:
+        raise UserError(f"-layers must be at most {MAX_LAYERS}, got {opt.layers}")
     opt.enc_layers = opt.dec_layers = opt.layers
     opt.layers = None  # a resumed run reads -enc_layers / -dec_layers from the checkpoint
 
@@ -302,26 +382,29 @@ def check_resumable(ckpt, opt, model, src_vocab, tgt_vocab):
     for side, vocab in (("source", src_vocab), ("target", tgt_vocab)):
         saved = ckpt["vocab"]["src" if side == "source" else "tgt"]
         if list(saved) != list(vocab.itos):
-            raise UserError(f"-train_from {opt.train_from} was trained with another {side} vocabulary ({len(saved)} "
-                            f"words) than -data {opt.data} ({len(vocab)} words): resume with the same -data")
+            raise UserError(f"{_resumed(opt)} was trained with another {side} vocabulary ({len(saved)} words) than "
+                            f"-data {opt.data} ({len(vocab)} words): "
+                            + _another_run(opt, "resume with the same -data"))
     own = model.state_dict()
     fixed = {n for n, p in model.named_parameters() if not p.requires_grad} | {n for n, _ in model.named_buffers()}
     for name, tensor in ckpt["model"].items():
         mine = own.get(name)
-        if mine is None:
+        if mine is None or not isinstance(tensor, torch.Tensor):
             continue  # load_state_dict reports missing and unexpected keys below
         if mine.shape != tensor.shape:
             what = f"-tgt_emb {opt.tgt_emb}" if name in fixed else "the model built from these options"
-            raise UserError(f"-train_from {opt.train_from}: {name} is {list(tensor.shape)} in the checkpoint but "
-                            f"{list(mine.shape)} in {what}: resume with the table and options it was trained with")
+            raise UserError(f"{_resumed(opt)}: {name} is {list(tensor.shape)} in the checkpoint but "
+                            f"{list(mine.shape)} in {what}: "
+                            + _another_run(opt, "resume with the table and options it was trained with"))
         if name in fixed and opt.tgt_emb and mine.is_floating_point() and not torch.equal(mine, tensor.to(mine)):
-            raise UserError(f"-tgt_emb {opt.tgt_emb} holds other vectors than the table -train_from "
-                            f"{opt.train_from} was trained with ({name}): resume with the same table")
+            raise UserError(f"-tgt_emb {opt.tgt_emb} holds other vectors than the table {_resumed(opt)} was trained "
+                            f"with ({name}): " + _another_run(opt, "resume with the same table"))
     try:
         model.load_state_dict(ckpt["model"])
-    except RuntimeError as exc:
-        raise UserError(f"-train_from {opt.train_from} does not fit the model built from these options: "
-                        f"{exc}") from None
+    except (RuntimeError, TypeError) as exc:
+        raise UserError(f"{_resumed(opt)} does not fit the model built from these options: "
+                        f"{str(exc)[:300]}; "
+                        + _another_run(opt, "resume with the options it was trained with")) from None
 
 
 def make_optimizer(opt, model, fused=None):
@@ -417,14 +500,18 @@ class Run:
         self.ctx = ctx if ctx is not None else distributed.Context()
         self.src_vocab, self.tgt_vocab, vocab_data = load_vocabs(opt.data + ".vocab.pt")
         self.lower = bool(vocab_data.get("lower", False))  # translate.py lowercases input the same way
+        self.notes, self.warnings = [], []  # for the log, once it is set up
         self.train_paths = shard_paths(opt.data, "train")
         valid_path = shard_paths(opt.data, "valid")[0]
-        valid_examples = load_shard(valid_path)
+        valid_data = self._check_shards(self.train_paths, valid_path)
+        valid_examples = shard_examples(valid_data)
         self.valid = [collate(valid_examples, b, device)
                       for b in make_batches(valid_examples, opt.valid_batch_size, "sents")]
-        self.valid_bleu = ValidBleu(valid_examples, load_shard_text(valid_path), self.src_vocab, self.tgt_vocab,
+        valid_text = list(valid_data["tgt_text"]) if valid_data.get("tgt_text") is not None else None
+        self.valid_bleu = ValidBleu(valid_examples, valid_text, self.src_vocab, self.tgt_vocab,
                                     opt.valid_batch_size, opt.valid_remove_bpe) if opt.valid_metric == "bleu" else None
         table = load_table(opt.tgt_emb, self.tgt_vocab) if opt.tgt_emb else None
+        check_model_size(opt, len(self.src_vocab), len(self.tgt_vocab), table, device)
         torch.manual_seed(opt.seed)
         random.seed(opt.seed)
         try:
@@ -434,7 +521,8 @@ class Run:
         self.optimizer = make_optimizer(opt, self.model)
         gen_table = getattr(self.model.generator, "table", None)
         forward = TrainingForward(self.model)
-        loss_fn = build_loss(opt, gen_table, self._log_prior(device) if opt.sampling_correction else None)
+        unigram = opt.sampling_correction and opt.expected_counts == "unigram"  # batch counts need no prior
+        loss_fn = build_loss(opt, gen_table, self._log_prior(device) if unigram else None)
         amp = {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if opt.amp else None
         if amp is not None:  # before DDP wraps the model and before any log or checkpoint is written
             require_autocast(forward, loss_fn, device, amp)
@@ -455,8 +543,30 @@ class Run:
         self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, **fresh_stopping(),
                          "valid_metric": opt.valid_metric}
         self.board = None  # -tensorboard: train() gives rank 0 one
+        self.best_floor = None  # -resume auto: (score, step, path) of a PREFIX_best.pt to keep (kept_best)
+        self.last_saved = None  # (path, step) of the newest step, epoch or last checkpoint of this run
+        self.best_saved = None  # (path, step) of the PREFIX_best.pt this run wrote last
         self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
                                         self.ctx.rank, self.ctx.world, opt.drop_final_punct, self._punct_ids())
+
+    def _check_shards(self, train_paths, valid_path):
+        """Every shard's ids index this -data's vocabularies (corpus.check_shard), before training:
+        a shard of another vocabulary is refused, not found at the first validation (an index
+        error) or never (ids in range: training on the wrong words). -> the validation shard's data."""
+        vocab_path = self.opt.data + ".vocab.pt"
+        unmarked = []
+        for path in train_paths:
+            if not check_shard(path, read_shard(path), self.src_vocab, self.tgt_vocab, vocab_path):
+                unmarked.append(path)
+        valid = read_shard(valid_path)
+        if not check_shard(valid_path, valid, self.src_vocab, self.tgt_vocab, vocab_path):
+            unmarked.append(valid_path)
+        if unmarked:
+            more = f" and {len(unmarked) - 1} more" if len(unmarked) > 1 else ""
+            self.warnings.append(f"{unmarked[0]}{more} record no vocabulary fingerprint (made by an older "
+                                 f"preprocess.py): only their ids' range could be checked against {vocab_path}; "
+                                 "rerun preprocess.py to have them checked")
+        return valid
 
     def _punct_ids(self):
         """-drop_final_punct: the ids of . ! ? in the source and the target vocabulary (an error
@@ -473,7 +583,7 @@ class Run:
         try:
             return unigram_log_prior(self.tgt_vocab).to(device)
         except ValueError as exc:
-            raise UserError(f"-sampling_correction: {self.opt.data}.vocab.pt: {exc}") from None
+            raise UserError(f"-sampling_correction -expected_counts unigram: {self.opt.data}.vocab.pt: {exc}") from None
 
     def resume(self, ckpt):
         self.model.load_state_dict(ckpt["model"])  # the average, where the checkpoint kept one
@@ -505,11 +615,13 @@ class Run:
             logger.info(f"-early_stopping_window {self.opt.early_stopping_window} (the checkpoint had {before}): "
                         "early stopping's running best and its count start again")
             self.progress["best_window"], self.progress["bad_validations"] = None, 0
-        note = restore_rng(ckpt["rng"], self.device, self.ctx.rank, self.ctx.world)
-        if note:
-            logger.warning(f"resume is not exact: {note}")
+        if isinstance(ckpt.get("rng"), dict) and "torch" in ckpt["rng"]:  # else train() has warned already
+            note = restore_rng(ckpt["rng"], self.device, self.ctx.rank, self.ctx.world)
+            if note:
+                logger.warning(f"resume is not exact: {note}")
         if self.trainer.scaler is not None and ckpt.get("scaler"):
             self.trainer.scaler.load_state_dict(ckpt["scaler"])
+        self.last_saved = (self.opt.train_from, self.progress["step"])
         logger.info(f"resumed from step {self.progress['step']} (epoch {self.progress['epoch'] + 1})")
 
     def release_distributed(self):
@@ -532,6 +644,10 @@ class Run:
         with self.averaged() as raw:
             save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab, self.progress,
                             lower=self.lower, scaler=self.trainer.scaler, rng=rng, train_params=raw)
+        if name == "best":
+            self.best_saved = (path, self.progress["step"])
+        else:
+            self.last_saved = (path, self.progress["step"])
         distributed.barrier(self.ctx)
         return path
 
@@ -571,7 +687,13 @@ class Run:
         pr["valid_metric"] = metric
         n = self.opt.early_stopping_window
         if track_validation(pr, stats[metric], higher, n):
-            logger.info(f"new best validation {metric}: wrote {self.save('best')}")
+            floor = self.best_floor  # the same on every rank, as the score is
+            if floor is not None and not is_better(stats[metric], floor[0], higher):
+                logger.info(f"new best validation {metric} of this run, but {floor[2]} (step {floor[1]}, "
+                            f"{metric} {floor[0]:.4f}, written before the restart) is better: kept")
+            else:
+                self.best_floor = None
+                logger.info(f"new best validation {metric}: wrote {self.save('best')}")
         if n > 1:
             mean = sum(pr["recent_scores"]) / len(pr["recent_scores"])
             logger.info(f"mean {metric} of the last {len(pr['recent_scores'])} validations: {mean:.4f} "
@@ -637,11 +759,95 @@ class Run:
                 raise RuntimeError("ranks ended with different parameters")
 
 
+def _resumed(opt):
+    """How messages name the checkpoint a run goes on from."""
+    if opt.resume == "auto":
+        return f"the checkpoint {opt.train_from} found by -resume auto under -save_model {opt.save_model}"
+    return f"-train_from {opt.train_from}"
+
+
+def _another_run(opt, remedy):
+    """The advice when the resumed checkpoint does not fit: ``remedy`` for -train_from; with
+    -resume auto the checkpoint is most likely another run's, and going on from it is not the fix."""
+    if opt.resume != "auto":
+        return remedy
+    return (f"it belongs to another run: give this one its own -save_model (or move that run's files away), "
+            f"or, to continue that run, {remedy}")
+
+
+def _take_checkpoint_options(opt, ckpt, default):
+    """-train_from / -resume auto: model options left at their default take the checkpoint's, and
+    one given otherwise must match it; schedule, data and stopping options left out too."""
+    saved = dict(ckpt["opt"])
+    if saved.get("sampling_correction") and "expected_counts" not in saved:
+        saved["expected_counts"] = "unigram"  # the only rule before -expected_counts existed
+    for k in MODEL_OPTS:
+        if k in saved:
+            given = getattr(opt, k)
+            if given != default(k) and given != saved[k]:
+                raise UserError(f"-{k} {given} conflicts with {_resumed(opt)} (trained with -{k} {saved[k]}); "
+                                + _another_run(opt, f"leave -{k} out to resume"))
+            setattr(opt, k, saved[k])
+    # left out on resume: the checkpoint's; given: the new value
+    for k in SCHEDULE_OPTS + DATA_OPTS + STOPPING_OPTS:
+        if k in ckpt["opt"] and getattr(opt, k) == default(k):
+            setattr(opt, k, ckpt["opt"][k])
+
+
+def kept_best(opt, ckpt):
+    """-resume auto: the run's PREFIX_best.pt, when it is better than the best that the resumed
+    progress (``ckpt``'s, or none at step 0) records, is kept until a validation beats it, so that
+    a run killed before its next step checkpoint does not replace it with a worse model.
+    -> ((score, step, path) or None, a line for the log or None)."""
+    path = f"{opt.save_model}_best.pt"
+    if not os.path.exists(path):
+        return None, None
+    try:
+        best = load_checkpoint(path)
+    except UserError as exc:
+        return None, f"-resume auto: {exc}: it will be replaced at this run's first validation"
+    pr = best.get("progress") if isinstance(best.get("progress"), dict) else {}
+    score, metric = pr.get("best_score"), pr.get("valid_metric", "loss")
+    if not isinstance(score, (int, float)) or not math.isfinite(score):
+        return None, (f"-resume auto: {path} records no validation score: it will be replaced at this run's first "
+                      "validation")
+    if metric != opt.valid_metric:
+        return None, (f"-resume auto: {path} is the best by -valid_metric {metric}, this run follows "
+                      f"{opt.valid_metric}: it will be replaced at this run's first validation")
+    resumed = ckpt["progress"] if ckpt is not None else {}
+    reached = resumed.get("best_score") if resumed.get("valid_metric", "loss") == metric else None
+    if reached is not None and not is_better(score, reached, higher=metric != "loss"):
+        return None, None  # the resumed state has reached it (the same run's best, or a better one)
+    so_far = f"{metric} {reached:.4f}" if reached is not None else "no validation yet"
+    return (score, pr.get("step"), path), (
+        f"-resume auto: kept {path} (step {pr.get('step')}, validation {metric} {score:.4f}): it is better than what "
+        f"the resumed state has reached ({so_far}); it is replaced only by a better validation")
+
+
 def train(opt, default):
     """Check the parsed options ``opt`` (an argparse namespace of bin/train.py's parser), build the
     run and train it to the end. ``default(name)`` is the parser's default of an option: with
     -train_from, a model option left at its default takes the checkpoint's value, and one given
-    otherwise must match it. Returns the finished Run."""
+    otherwise must match it. Returns the finished Run. Ctrl-C, or SIGTERM to a single process,
+    ends it with one line saying what was kept, and the exit status 128 + the signal's number."""
+    start = Start()
+    try:
+        ctx, threads = _prepare(opt, default, start)
+        with distributed.stop_on_sigterm(ctx), stop_on_sigterm_alone(ctx):
+            return _train(opt, ctx, threads, start)
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM to a single process (Stopped)
+        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+        line = f"stopped by {signal.Signals(signum).name} {start.kept()}"
+        if start.logging:
+            logger.warning(line)
+        else:  # before the log was set up
+            print(line, file=sys.stderr)
+        raise SystemExit(128 + signum) from None
+
+
+def _prepare(opt, default, start):
+    """train()'s checks before anything is built: the options, the checkpoint to go on from (into
+    ``start``), the output folders. -> (the distributed context, the thread count)."""
     missing = [f"-{k}" for k in ("data", "save_model") if not getattr(opt, k)]
     if missing:
         raise UserError(f"missing required option(s): {' '.join(missing)}")
@@ -651,63 +857,129 @@ def train(opt, default):
     expand_layers(opt, default)
     if opt.alignment_layer == "mean":  # the default spelled out: the same model option as leaving it out
         opt.alignment_layer = None
-    ckpt, resume_note = None, None
+    ckpt, notes, warnings = None, start.notes, start.warnings
     if opt.resume == "auto":
         if opt.train_from:
             raise UserError("-resume auto picks the checkpoint itself: leave out -train_from, or -resume")
-        opt.train_from, ckpt = newest_checkpoint(opt.save_model, with_data=True)  # loaded once, here
-        resume_note = (f"-resume auto: continuing from the newest checkpoint, {opt.train_from}" if opt.train_from
-                       else f"-resume auto: no checkpoint of {opt.save_model} yet: starting at step 0")
+        opt.train_from, ckpt, found = find_resumable(opt.save_model)  # loaded once, here
+        notes += found
+        if not opt.train_from:
+            notes.append(f"-resume auto: no checkpoint of {opt.save_model} to go on from: starting at step 0")
     if opt.train_from_average and (not opt.train_from or opt.resume == "auto"):
         raise UserError("-train_from_average picks the parameters of the -train_from checkpoint: give -train_from "
                         "(not -resume auto, whose restarts must go on from their own parameters)")
     if opt.train_from:
         ckpt = ckpt or load_checkpoint(opt.train_from)
+        problem = resume_problem(ckpt)
+        if problem:
+            raise UserError(f"-train_from {opt.train_from}: cannot go on from it: {problem}")
+        warnings += [f"-train_from {opt.train_from}: {note}" for note in inexact_resume(ckpt)]
         if opt.train_from_average and "train_model" not in ckpt:
             raise UserError(f"-train_from_average: {opt.train_from} holds no moving average (it was trained without "
                             "-average_decay): leave the flag out")
-        for k in MODEL_OPTS:
-            if k in ckpt["opt"]:
-                given = getattr(opt, k)
-                if given != default(k) and given != ckpt["opt"][k]:
-                    raise UserError(f"-{k} {given} conflicts with the checkpoint -train_from {opt.train_from} "
-                                    f"(trained with -{k} {ckpt['opt'][k]}); leave it out to resume")
-                setattr(opt, k, ckpt["opt"][k])
-        # left out on resume: the checkpoint's; given: the new value
-        for k in SCHEDULE_OPTS + DATA_OPTS + STOPPING_OPTS:
-            if k in ckpt["opt"] and getattr(opt, k) == default(k):
-                setattr(opt, k, ckpt["opt"][k])
+        _take_checkpoint_options(opt, ckpt, default)
     check_options(opt)
+    if opt.save_model.endswith(("/", os.sep)) or os.path.isdir(opt.save_model):  # would write hidden _last.pt
+        raise UserError(f"-save_model {opt.save_model} is a folder: -save_model takes a prefix, such as "
+                        f"{os.path.join(opt.save_model, 'model')} (files PREFIX_step_N.pt, PREFIX_best.pt, ...)")
     save_dir = os.path.dirname(os.path.abspath(opt.save_model))
     if not os.path.isdir(save_dir):
         raise UserError(f"-save_model {opt.save_model}: directory {save_dir} does not exist")
-    if opt.log_file and not os.path.isdir(os.path.dirname(os.path.abspath(opt.log_file))):
-        raise UserError(f"-log_file {opt.log_file}: directory {os.path.dirname(os.path.abspath(opt.log_file))} "
-                        "does not exist")
+    check_writable_folder(save_dir, f"-save_model {opt.save_model}", os.path.basename(opt.save_model) + "_probe")
+    if opt.log_file:
+        check_log_file(opt.log_file)
+    if opt.resume == "auto":
+        start.best_floor, note = kept_best(opt, ckpt)
+        notes += [note] if note else []
     if opt.amp and opt.amp_dtype == "fp16" and opt.gpu is None:
         raise UserError("-amp -amp_dtype fp16 needs a GPU (-gpu); on CPU use -amp_dtype bf16")
+    start.ckpt, start.save_dir = ckpt, save_dir
     threads = apply_threads(opt.threads)
-    ctx = distributed.init(use_gpu=opt.gpu is not None, timeout_s=opt.dist_timeout)
-    with distributed.stop_on_sigterm(ctx):
-        return _train(opt, ctx, threads, ckpt, resume_note, save_dir)
+    return distributed.init(use_gpu=opt.gpu is not None, timeout_s=opt.dist_timeout), threads
 
 
-def _train(opt, ctx, threads, ckpt, resume_note, save_dir):
+class Stopped(KeyboardInterrupt):
+    """SIGTERM to a single train.py: unwinds like Ctrl-C (a checkpoint being written is removed)."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def stop_on_sigterm_alone(ctx):
+    """A single process (the main thread): SIGTERM raises :class:`Stopped`, so the run ends with a
+    line saying what was kept; torchrun's ranks have :func:`distributed.stop_on_sigterm`."""
+    if ctx.distributed or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise Stopped(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Start:
+    """What train() found before the run is built: the checkpoint to go on from, the lines to log
+    about it, the PREFIX_best.pt to keep (kept_best), and, once training, what is on disk."""
+
+    def __init__(self):
+        self.ckpt, self.notes, self.warnings = None, [], []
+        self.best_floor, self.save_dir = None, None
+        self.run = None
+        self.logging = False  # the log is set up (its lines go to -log_file too)
+
+    def kept(self):
+        """What an interrupted run leaves: its last checkpoint (and step), its best."""
+        run = self.run
+        if run is None:
+            return "before training started; nothing was written"
+        step = run.progress["step"]
+        best = (f"; {run.best_saved[0]} holds its best validated model (step {run.best_saved[1]})"
+                if run.best_saved else "")
+        if run.last_saved is None:
+            return f"at step {step}, before this run's first checkpoint{best or '; nothing of it was written'}"
+        path, at = run.last_saved
+        since = f"; the {step - at} step(s) since are lost" if step > at else ""
+        return (f"at step {step}; the last checkpoint is {path} (step {at}){since}{best}. To go on: the same "
+                f"command with -resume auto, or -train_from {path}")
+
+
+def _train(opt, ctx, threads, start):
     """train()'s second half, on a rank of the process group ``ctx``: build the run, log what it is, train."""
+    ckpt = start.ckpt
     device = resolve_device(ctx.local_rank if ctx.distributed and opt.gpu is not None else opt.gpu)
     run = Run(opt, device, ctx)  # reads and checks every input: a failure leaves no log file behind
     if ckpt is not None:
         check_resumable(ckpt, opt, run.model, run.src_vocab, run.tgt_vocab)
-    setup_logging(opt.log_file if ctx.is_main else None, ctx.is_main)
+    try:
+        setup_logging(opt.log_file if ctx.is_main else None, ctx.is_main)
+    except OSError as exc:
+        raise UserError(f"-log_file {opt.log_file}: cannot write it ({(exc.strerror or str(exc)).lower()})") from None
+    start.run, start.logging = run, True
+    run.best_floor = start.best_floor
     if ctx.is_main:
-        stale = remove_stale_temps(save_dir, os.path.basename(opt.save_model) + "_")
+        try:
+            stale = remove_stale_temps(start.save_dir, os.path.basename(opt.save_model) + "_")
+        except OSError as exc:
+            logger.warning(f"cannot remove the partial checkpoint files of a killed run in {start.save_dir} "
+                           f"({(exc.strerror or str(exc)).lower()}); remove the .tmp-* files there yourself")
+            stale = []
         if stale:
             logger.info(f"removed {len(stale)} partial checkpoint file(s) of a killed run: {', '.join(stale)}")
     if opt.tensorboard and ctx.is_main:
-        run.board = Board(opt.tensorboard_log_dir)
-        logger.info(f"-tensorboard: event files in {opt.tensorboard_log_dir}")
-    if resume_note:
-        logger.info(resume_note)
+        run.board = Board(opt.tensorboard_log_dir, warn=logger.warning)
+        if run.board.writer is not None:  # else it has said why not
+            logger.info(f"-tensorboard: event files in {opt.tensorboard_log_dir}")
+    for line in start.notes + run.notes:
+        logger.info(line)
+    for line in start.warnings + run.warnings:
+        logger.warning(f"warning: {line}")
     if ckpt is not None:
         run.resume(ckpt)
     extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample", "negatives", "num_negatives")

@@ -198,7 +198,8 @@ def test_resume_auto_continues_a_killed_run(sample, tmp_path, monkeypatch, capsy
     (tmp_path / "m_epoch_9.pt").write_bytes(b"half a checkpoint")  # newer, damaged: passed over
     run = train.main(args)
     out = capsys.readouterr().out
-    assert f"-resume auto: continuing from the newest checkpoint, {tmp_path / 'm_step_4.pt'}" in out
+    assert f"-resume auto: continuing from {tmp_path / 'm_step_4.pt'}, step 4" in out
+    assert "-resume auto: passed over m_epoch_9.pt (not a checkpoint written by train.py" in out
     assert "resumed from step 4" in out and run.progress["step"] == 8
     ref = tmp_path / "ref"
     ref.mkdir()

@@ -137,7 +137,7 @@ def test_threads_flag_values(keep_threads):
     assert threads.apply_threads(None) == 2
     keep_threads.setenv("OMP_NUM_THREADS", "3")  # an explicit setting wins over the guess
     assert threads.apply_threads(None) == 3
-    with pytest.raises(UserError, match="-threads must be at least 0"):
+    with pytest.raises(UserError, match="-threads must be from 0"):
         threads.apply_threads(-1)
 
 

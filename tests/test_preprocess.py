@@ -110,9 +110,11 @@ def test_min_frequency_and_size_limits(tmp_path):
     run(p, "-src_words_min_frequency", 2, "-tgt_vocab_size", 2)
     assert words(p["save_data"], "src") == ["a", "b"]
     assert words(p["save_data"], "tgt") == ["x", "y"]  # the size excludes the 4 specials
-    run(p, "-tgt_vocab_size", 3, "-src_vocab_size", 0)
+    run(p, "-tgt_vocab_size", 3)
     assert words(p["save_data"], "tgt") == ["x", "y", "w"]  # w and z tie at 1: w first
-    assert words(p["save_data"], "src") == []
+    # -src_vocab_size 0 keeps no word: every source token would be <unk> (0 is not "no limit")
+    with pytest.raises(SystemExit):
+        run(p, "-src_vocab_size", 0)
 
 
 def test_tie_breaking_does_not_depend_on_corpus_order(tmp_path):

@@ -753,7 +753,9 @@ def test_tensorboard_scalars_read_back(data, tmp_path, loss):
 
 
 def test_parameter_average_by_hand():
-    """OpenNMT-py's weights max(d, 1 - (s + 1)/(s + 10)); every -average_every steps only; the
+    """OpenNMT-py's weights max(d, 1 - (s + 1)/(s + 10)); the average starts as the parameters after
+    the first update (never the initialisation); then every -average_every steps only, the new
+    parameters weighing what the steps since the last update would have weighed together; the
     model holds the average inside swapped() and its raw parameters after."""
     from onmt_cont.trainer import ParameterAverage
 
@@ -761,21 +763,36 @@ def test_parameter_average_by_hand():
     frozen = torch.nn.Parameter(torch.ones(1), requires_grad=False)
     model.register_parameter("frozen", frozen)
     avg = ParameterAverage(model, decay=0.3, every=2)
-    start = model.weight.detach().clone()
     assert avg.weight(1) == pytest.approx(1 - 2 / 11) and avg.weight(100) == 0.3
+    with avg.swapped() as raw:  # no average before the first update: the model as it is
+        assert torch.equal(model.weight, raw["weight"])
+    one, two, three = torch.tensor([[1.0, 2.0]]), torch.tensor([[3.0, 0.0]]), torch.tensor([[5.0, 4.0]])
     with torch.no_grad():
-        model.weight.copy_(torch.tensor([[1.0, 2.0]]))
-    avg.update(1)  # not a multiple of 2: nothing
+        model.weight.copy_(one)
+    avg.update(1)  # the first update: the average starts here, whatever -average_every
     assert avg.names == ["weight"]
-    torch.testing.assert_close(avg.average[0], start)
-    avg.update(2)
+    torch.testing.assert_close(avg.average[0], one)
+    with torch.no_grad():
+        model.weight.copy_(two)
+    avg.update(2)  # steps since the start: 2 alone
     w = max(0.3, 1 - 3 / 12)
-    want = (1 - w) * start + w * torch.tensor([[1.0, 2.0]])
+    want = (1 - w) * one + w * two
+    torch.testing.assert_close(avg.average[0], want)
+    with torch.no_grad():
+        model.weight.copy_(three)
+    avg.update(3)  # not a multiple of 2: nothing
+    torch.testing.assert_close(avg.average[0], want)
+    avg.update(4)  # steps 3 and 4 together: 1 - (1 - d_3)(1 - d_4)
+    w = 1 - (1 - max(0.3, 1 - 4 / 13)) * (1 - max(0.3, 1 - 5 / 14))
+    assert avg.span_weight(4) == pytest.approx(w)
+    want = (1 - w) * want + w * three
     torch.testing.assert_close(avg.average[0], want)
     with avg.swapped() as raw:
         torch.testing.assert_close(model.weight.detach(), want)
-        torch.testing.assert_close(raw["weight"], torch.tensor([[1.0, 2.0]]))
-    torch.testing.assert_close(model.weight.detach(), torch.tensor([[1.0, 2.0]]))
+        torch.testing.assert_close(raw["weight"], three)
+    torch.testing.assert_close(model.weight.detach(), three)
+    late = ParameterAverage(model, decay=0.3, every=1000)  # past step 2: d_t = 0.3 for every step of the span
+    assert late.span_weight(10_000) == pytest.approx(1 - 0.7**1000)
 
 
 def test_average_decay_checkpoint_holds_the_moving_average(data, tmp_path):

@@ -169,8 +169,10 @@ def test_train_resume_and_bad_values(data, tmp_path, monkeypatch, capsys):
     capsys.readouterr()
     bad = tmp_path / "bad"
     bad.mkdir()
-    for value in ("-1", "nan", "inf"):
-        fails(capsys, argv(data, bad, **common, seq_unlikelihood=value), "-seq_unlikelihood is a weight", value)
+    fails(capsys, argv(data, bad, **common, seq_unlikelihood="-1"), "-seq_unlikelihood is a weight", "-1")
+    for value in ("nan", "inf"):  # refused by the parser, as every float option's
+        fails(capsys, argv(data, bad, **common, seq_unlikelihood=value), "-seq_unlikelihood: expected a finite number",
+              value)
     fails(capsys, argv(data, bad, **common, seq_unlikelihood_ngram="3"), "-seq_unlikelihood_ngram",
           "give -seq_unlikelihood WEIGHT")
     fails(capsys, argv(data, bad, **common, seq_unlikelihood="1", seq_unlikelihood_every="0"),

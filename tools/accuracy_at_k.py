@@ -24,8 +24,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from onmt_cont.constants import PAD_ID, UNK_ID
 from onmt_cont.inputters.batching import collate
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
-from onmt_cont.utils.errors import cli_main
+from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import read_lines
+from onmt_cont.utils.threads import apply_threads
 
 
 def gold_ranks(model, batch):
@@ -46,6 +47,8 @@ def accuracy_at_k(model, src_vocab, tgt_vocab, src_lines, tgt_lines, ks=(1, 2, 5
         if s.split():
             examples.append((torch.tensor(src_vocab.encode(s.split())), torch.tensor(tgt_vocab.encode(t.split()),
                                                                                    dtype=torch.long)))
+    if not examples:
+        raise UserError("no non-empty source line to score")
     order = sorted(range(len(examples)), key=lambda i: len(examples[i][0]))
     ranks, golds = [], []
     model.eval()
@@ -75,12 +78,18 @@ def main(argv=None):
     p.add_argument("-tgt", required=True, help="tokenized reference")
     p.add_argument("-k", type=int, nargs="+", default=[1, 2, 5, 10])
     p.add_argument("-batch_size", type=int, default=64)
-    p.add_argument("-threads", type=int, default=2, help="torch threads")
+    p.add_argument("-threads", type=int, default=2, help="torch threads (0: PyTorch's default)")
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    if min(args.k) < 1 or args.batch_size < 1:
+        raise UserError(f"-k and -batch_size must be at least 1, got -k {' '.join(map(str, args.k))} "
+                        f"-batch_size {args.batch_size}")
+    apply_threads(args.threads)
     data = load_checkpoint(args.model)
     model, opt, src_vocab, tgt_vocab = model_from_checkpoint(data)
-    res = accuracy_at_k(model, src_vocab, tgt_vocab, read(args.src), read(args.tgt), args.k, args.batch_size,
+    src, tgt = read(args.src), read(args.tgt)
+    if len(src) != len(tgt):
+        raise UserError(f"{args.src} has {len(src)} lines but {args.tgt} has {len(tgt)}: one reference per source line")
+    res = accuracy_at_k(model, src_vocab, tgt_vocab, src, tgt, args.k, args.batch_size,
                         lower=bool(data["vocab"].get("lower", False)))
     res = {"model": args.model, "loss": opt.loss, "generator": opt.generator, **res}
     print(json.dumps(res))

@@ -6,11 +6,12 @@
     python tools/average_models.py -last 3 -prefix RUN/model -output RUN/model_avg3.pt
 
 Every floating-point tensor of the models' state dicts is averaged in float64 and written in its
-own dtype; the others (integer buffers) must be equal. The checkpoints must come from the same
-model: same model options and vocabularies, or the tool refuses with what differs. Options,
-vocabularies and progress are the last checkpoint's; the optimiser state is dropped (an average
-has no optimiser state of its own: -train_from on it starts a fresh optimiser). Written
-atomically, so a failure leaves no half-written file.
+own dtype; the others (integer buffers) must be equal. The checkpoints must come from one run:
+same model options, vocabularies and frozen target table (every tensor training does not change
+must be equal), or the tool refuses, naming both files and what differs. Options, vocabularies
+and progress are the last checkpoint's; the optimiser state is dropped (an average has no
+optimiser state of its own: -train_from on it starts a fresh optimiser). Written atomically, so
+a failure leaves no half-written file.
 """
 
 import argparse
@@ -23,10 +24,10 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
 
-from onmt_cont.models.checkpoint import load_checkpoint  # noqa: E402
+from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
 from onmt_cont.training import MODEL_OPTS  # noqa: E402
 from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
-from onmt_cont.utils.io import atomic_torch_save  # noqa: E402
+from onmt_cont.utils.io import Prefix, atomic_torch_save, refuse_output_over_inputs  # noqa: E402
 
 
 def last_epochs(prefix, n):
@@ -40,22 +41,58 @@ def last_epochs(prefix, n):
     return [p for _, p in found[-n:]]
 
 
+def frozen_keys(ckpt):
+    """The state-dict entries training never changes (the frozen target table, the decoder's frozen
+    input table under -tie_emb, buffers): checkpoints of one run hold them bit for bit equal."""
+    model, *_ = model_from_checkpoint(ckpt)
+    trained = {name for name, p in model.named_parameters(remove_duplicate=False) if p.requires_grad}
+    return [k for k in ckpt["model"] if k not in trained]
+
+
+def check_same_run(first, ckpt, path, first_path, frozen):
+    """Refuse ``ckpt`` unless it has ``first``'s model options, vocabularies and frozen tensors."""
+    one = "only checkpoints of one run can be averaged"
+    for key in MODEL_OPTS:
+        if first["opt"].get(key) != ckpt["opt"].get(key):
+            raise UserError(f"{path}: -{key} {ckpt['opt'].get(key)} but {first_path} has -{key} "
+                            f"{first['opt'].get(key)}: {one}")
+    for side in ("src", "tgt"):
+        if list(ckpt["vocab"][side]) != list(first["vocab"][side]):
+            raise UserError(f"{path}: another {side} vocabulary than {first_path}: {one}")
+    if bool(ckpt["vocab"].get("lower")) != bool(first["vocab"].get("lower")):
+        lowered = path if ckpt["vocab"].get("lower") else first_path
+        raise UserError(f"{path}, {first_path}: only {lowered} was trained on lowercased text: {one}")
+    if set(ckpt["model"]) != set(first["model"]):
+        raise UserError(f"{path}: other parameters than {first_path}: {one}")
+    for k in frozen:
+        a, b = first["model"][k], ckpt["model"][k]
+        if a.shape != b.shape or not torch.equal(a, b):
+            what = "target table" if "table" in k else "tensor"
+            raise UserError(f"{path}: its frozen {what} {k} differs from {first_path}'s (trained against "
+                            f"another -tgt_emb?): {one}")
+
+
+def refuse_duplicates(paths):
+    """A checkpoint given twice (a shell glob plus a name, a link) would weigh double in the mean."""
+    seen = {}
+    for path in paths:
+        st = os.stat(path)
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            raise UserError(f"{path} is {seen[key]} again: each checkpoint may be averaged once")
+        seen[key] = path
+
+
 def average(paths):
     """-> the averaged checkpoint (a dict like train.py's)."""
+    refuse_duplicates(paths)
     first = load_checkpoint(paths[0])
+    frozen = frozen_keys(first)
     sums = {k: v.double() if v.is_floating_point() else v for k, v in first["model"].items()}
     last = first
     for path in paths[1:]:
         ckpt = load_checkpoint(path)
-        for key in MODEL_OPTS:
-            if first["opt"].get(key) != ckpt["opt"].get(key):
-                raise UserError(f"{path}: -{key} {ckpt['opt'].get(key)} but {paths[0]} has -{key} "
-                                f"{first['opt'].get(key)}: only checkpoints of one model can be averaged")
-        for side in ("src", "tgt"):
-            if list(ckpt["vocab"][side]) != list(first["vocab"][side]):
-                raise UserError(f"{path}: another {side} vocabulary than {paths[0]}")
-        if set(ckpt["model"]) != set(sums):
-            raise UserError(f"{path}: other parameters than {paths[0]}")
+        check_same_run(first, ckpt, path, paths[0], frozen)
         for k, v in ckpt["model"].items():
             if v.is_floating_point():
                 sums[k] += v.double()
@@ -77,6 +114,8 @@ def main(argv=None):
     p.add_argument("-prefix", help="with -last: train.py's -save_model of the run")
     p.add_argument("-output", required=True, help="the averaged checkpoint")
     args = p.parse_args(argv)
+    refuse_output_over_inputs({"-output": args.output}, {"-models": args.models, "-prefix": Prefix(
+        args.prefix, r"_epoch_\d+\.pt") if args.prefix else None})
     if bool(args.models) == (args.last is not None):
         raise UserError("give -models FILE... or -last N -prefix PREFIX")
     if args.last is not None:

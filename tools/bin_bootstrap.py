@@ -26,9 +26,11 @@ sys.path[:0] = [os.path.join(HERE, ".."), HERE]  # run from anywhere
 from paired_bootstrap import read_same_length, read_text  # noqa: E402
 
 from onmt_cont.translate.calibration import FREQ_BINS  # noqa: E402
-from onmt_cont.utils.errors import cli_main  # noqa: E402
+from onmt_cont.utils import numbers  # noqa: E402
+from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
 
 BINS = {name: (lo, hi) for name, lo, hi in FREQ_BINS}
+MAX_RESAMPLES = 1_000_000  # 1000 is the usual count; more only costs time
 
 
 def bin_counts(train_lines, ref_lines, systems, lo, hi):
@@ -82,13 +84,13 @@ def main(argv=None):
     p.add_argument("-b", nargs="+", required=True, help="reference system B's outputs, one file per seed")
     p.add_argument("-bin", default="1", choices=list(BINS), help="training-count bin (default 1: words seen once)")
     p.add_argument("-n", type=int, default=1000, help="resamples (default 1000)")
-    p.add_argument("-seed", type=int, default=1, help="seed of the resampling")
+    p.add_argument("-seed", type=numbers.seed, default=1, help="seed of the resampling: 0 to 2^32 - 1")
     p.add_argument("-tolerance", type=float, default=1.3, help="the calibration check's tolerance, either way from 1 "
                    "(default 1.3, as tools/quality_report.py)")
     opt = p.parse_args(argv)
-    if opt.n < 1:
-        p.error(f"-n must be at least 1, got {opt.n}")
-    if opt.tolerance < 1:
+    if not 1 <= opt.n <= MAX_RESAMPLES:  # 10^11 would ask for 745 GiB, and never end
+        p.error(f"-n must be from 1 to {MAX_RESAMPLES:,}, got {opt.n}")
+    if not 1 <= opt.tolerance < float("inf"):  # nan passed "< 1" and printed "beyond nanx"
         p.error(f"-tolerance must be at least 1, got {opt.tolerance}")
     try:
         train = read_text(opt.train)
@@ -97,7 +99,7 @@ def main(argv=None):
         b = [read_same_length(f, len(ref), "-b") for f in opt.b]
         r = bin_bootstrap(train, ref, a, b, *BINS[opt.bin], n=opt.n, seed=opt.seed, tolerance=opt.tolerance)
     except (OSError, ValueError) as e:
-        sys.exit(f"error: {e}")
+        raise UserError(str(e)) from None
     print(f"bin {opt.bin}: {r['ref']} reference tokens in {len(ref)} sentences")
     print(f"A output/reference: {' '.join(f'{x:.2f}' for x in r['a'])} (mean {np.mean(r['a']):.2f})")
     print(f"B output/reference: {' '.join(f'{x:.2f}' for x in r['b'])} (mean {np.mean(r['b']):.2f})")

@@ -13,7 +13,9 @@ Each round decodes -src greedily (the model's own search, with -decode_prior and
 sources (e.g. a softmax model's), or with -target ratios given by hand (e.g. the "target" that an
 earlier -match fit saved in its offsets file, when those outputs are gone). The round nearest the
 target is written, or with -keep bleu the round whose output scores the highest BLEU against -tgt.
-See onmt_cont/translate/calibration.py. Tune on validation data, never on a test set.
+The file records the model it was fitted on (continuous or softmax, and a hash of the target
+vocabulary), and translate.py refuses it for another model. See onmt_cont/translate/calibration.py.
+Tune on validation data, never on a test set.
 """
 
 import argparse
@@ -33,10 +35,16 @@ from onmt_cont.translate.calibration import (  # noqa: E402
     ratios,
     save_offsets,
 )
+from onmt_cont.translate.options import check_decoding_options  # noqa: E402
 from onmt_cont.translate.translator import Translator  # noqa: E402
+from onmt_cont.utils import numbers  # noqa: E402
 from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
-from onmt_cont.utils.io import check_readable, read_lines  # noqa: E402
+from onmt_cont.utils.io import check_readable, read_lines, refuse_output_over_inputs  # noqa: E402
 from onmt_cont.utils.threads import add_threads_arg, apply_threads, refresh_threads  # noqa: E402
+
+MAX_ROUNDS = 1000
+MAX_STEP = 10.0
+MAX_TARGET = 1000.0
 
 
 def read(path):
@@ -71,28 +79,47 @@ def main(argv=None):
     p.add_argument("-block_ngram_repeat", type=int, default=0, help="as translate.py's")
     p.add_argument("-batch_size", type=int, default=32, help="sentences per batch")
     add_threads_arg(p)
+    for action in p._actions:  # nan, inf and a non-zero value that rounds to 0 are refused (-target: below)
+        if action.dest in ("decode_prior", "step"):
+            action.type = numbers.finite_float
     args = p.parse_args(argv)
-    if args.rounds < 1:
-        raise UserError(f"-rounds must be at least 1, got {args.rounds}")
-    if not args.step > 0:
-        raise UserError(f"-step must be positive, got {args.step}")
+    refuse_output_over_inputs({"-output": args.output},
+                              {"-model": args.model, "-src": args.src, "-tgt": args.tgt, "-match": args.match})
+    if not 1 <= args.rounds <= MAX_ROUNDS:
+        raise UserError(f"-rounds must be at least 1 and at most {MAX_ROUNDS} (each decodes -src once), got "
+                        f"{args.rounds}")
+    if not 0 < args.step <= MAX_STEP:  # NaN fails too
+        raise UserError(f"-step must be positive and at most {MAX_STEP:g} (1 moves a bin by the whole "
+                        f"log(wanted / found)), got {args.step}")
     if args.min_tokens < 1:
         raise UserError(f"-min_tokens must be at least 1, got {args.min_tokens}")
+    if args.batch_size < 1:
+        raise UserError(f"-batch_size must be at least 1, got {args.batch_size}")
     if args.target is not None:
         if args.match:
             raise UserError("-target and -match both set the ratios to fit to: give one of them")
-        if not all(math.isfinite(t) and t > 0 for t in args.target):
-            raise UserError(f"-target must be {len(FREQ_BINS)} positive ratios, got {' '.join(map(str, args.target))}")
-    if args.block_ngram_repeat < 0:
-        raise UserError(f"-block_ngram_repeat must be 0 (off) or a positive n-gram size, got {args.block_ngram_repeat}")
-    src, ref = read(args.src), read(args.tgt)
-    if len(src) != len(ref):
-        raise UserError(f"-tgt {args.tgt} has {len(ref)} lines but -src {args.src} has {len(src)}")
+        if not all(0 < t <= MAX_TARGET for t in args.target):
+            raise UserError(f"-target must be {len(FREQ_BINS)} positive ratios of at most {MAX_TARGET:g}, got "
+                            f"{' '.join(map(str, args.target))}")
+    check_decoding_options(decode_prior=args.decode_prior, block_ngram_repeat=args.block_ngram_repeat)
+    # -output is checked before the decodes, which take most of the time
     out_dir = os.path.dirname(os.path.abspath(args.output))
     if not os.path.isdir(out_dir):
         raise UserError(f"-output {args.output}: directory {out_dir} does not exist")
+    if os.path.isdir(args.output):
+        raise UserError(f"-output {args.output}: is a directory, expected a file name")
+    if not os.access(out_dir, os.W_OK):
+        raise UserError(f"-output {args.output}: cannot write in {out_dir} (permission denied)")
+    src, ref = read(args.src), read(args.tgt)
+    if len(src) != len(ref):
+        raise UserError(f"-tgt {args.tgt} has {len(ref)} lines but -src {args.src} has {len(src)}")
+    for flag, path, lines in (("-src", args.src, src), ("-tgt", args.tgt, ref)):
+        if not any(line.split() for line in lines):
+            raise UserError(f"{flag} {path}: no words ({'empty' if not lines else f'{len(lines)} blank lines'}): "
+                            "expected held-out sentences, one per line")
     apply_threads(args.threads)
-    # the translator checks the model's training counts, and that -decode_prior is for a continuous one
+    # the translator checks -decode_prior, the model's training counts, and that -decode_prior is for a
+    # continuous one
     translator = Translator(args.model, decode_prior=args.decode_prior, block_ngram_repeat=args.block_ngram_repeat,
                             freq_offsets=[0.0] * len(FREQ_BINS))
     vocab = translator.tgt_vocab
@@ -140,7 +167,7 @@ def main(argv=None):
         source += " (matching " + ", ".join(args.match) + ")"
     elif args.target is not None:
         source += " (-target " + " ".join(map(str, args.target)) + ")"
-    save_offsets(args.output, offsets, args.decode_prior, target, source)
+    save_offsets(args.output, offsets, args.decode_prior, target, source, translator.offsets_model)
     print(f"kept offsets {fmt(offsets)} (hyp/ref {fmt(rat)}) -> {args.output}")
 
 

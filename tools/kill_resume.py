@@ -32,6 +32,10 @@ sys.path.insert(0, ROOT)
 import torch  # noqa: E402
 
 from onmt_cont.models.checkpoint import load_checkpoint, newest_checkpoint  # noqa: E402
+from onmt_cont.utils.errors import UserError  # noqa: E402
+from onmt_cont.utils.io import refuse_output_over_inputs  # noqa: E402
+
+WORK_MARKER = ".kill_resume"  # in -out: a folder this tool made, which a new run may empty
 
 
 def prepare_data(workdir, n_train=200, n_valid=40):
@@ -387,7 +391,17 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.kills < 1 or args.steps < args.kills + 7:
         p.error("-kills must be at least 1 and -steps at least -kills + 7")
+    try:  # -out is emptied: never the sample it reads, nor a folder this tool did not make
+        refuse_output_over_inputs({"-out": args.out}, {"the sample data": os.path.join(ROOT, "data")})
+    except UserError as exc:
+        p.error(str(exc))
+    if os.path.lexists(args.out) and not (os.path.isdir(args.out) and not os.path.islink(args.out) and (
+            not os.listdir(args.out) or os.path.isfile(os.path.join(args.out, WORK_MARKER)))):
+        p.error(f"-out {args.out} exists and is not a work folder of this tool (it would be emptied): give a new "
+                "or empty folder")
     shutil.rmtree(args.out, ignore_errors=True)
+    os.makedirs(args.out)
+    open(os.path.join(args.out, WORK_MARKER), "w").close()
     start_time = time.time()
     data_args = prepare_data(os.path.join(args.out, "data"))
     if args.torchrun:

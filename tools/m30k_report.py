@@ -14,6 +14,11 @@ import re
 import statistics
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
+
+from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
+from onmt_cont.utils.io import refuse_output_over_inputs  # noqa: E402
+
 TESTS = ["test_2016_flickr", "test_2017_flickr"]
 BINS = ["0", "1", "2", "3", "4", "5-9", "10-99", "100-999", "1000+"]
 
@@ -21,6 +26,19 @@ BINS = ["0", "1", "2", "3", "4", "5-9", "10-99", "100-999", "1000+"]
 def read(path):
     with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+def read_accuracy(path):
+    """tools/accuracy_at_k.py's JSON line; anything else (not JSON, nested too deep, fields missing)
+    is an error naming the file."""
+    try:
+        a = json.loads(read(path))
+        for k in (1, 2, 5, 10):
+            float(a[f"acc@{k}"]) + float(a[f"known_acc@{k}"])
+        int(a["positions"]) + int(a["unk_positions"])
+    except (ValueError, RecursionError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: not the JSON line of tools/accuracy_at_k.py ({type(exc).__name__})") from None
+    return a
 
 
 def bleu(path):
@@ -141,12 +159,14 @@ def seed_table(runs):
     return out
 
 
+@cli_main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-results", required=True)
     p.add_argument("-png", help="write the convergence plot here")
     p.add_argument("-converge", nargs="+", default=["ce", "nllvmf_reg12_tied", "synmargin_proj"])
     args = p.parse_args(argv)
+    refuse_output_over_inputs({"-png": args.png}, {"-results": args.results})
     runs = sorted(d for d in glob.glob(os.path.join(args.results, "*.s*")) if os.path.isdir(d))
     if not runs:
         p.error(f"-results {args.results}: no run folders (NAME.sSEED/) there; docs/recipes/multi30k.sh writes them")
@@ -205,7 +225,7 @@ def main(argv=None):
             f = os.path.join(d, f"{t}.acc.txt")
             if not os.path.exists(f):
                 continue
-            a = json.loads(read(f))
+            a = read_accuracy(f)
             out.append(f"| {os.path.basename(d)} | {a['positions']} ({a['unk_positions']}) | "
                        + " | ".join(f"{100 * a[f'acc@{k}']:.1f}" for k in (1, 2, 5, 10)) + " | "
                        + " | ".join(f"{100 * a[f'known_acc@{k}']:.1f}" for k in (1, 2, 5, 10)) + " |")

@@ -15,8 +15,14 @@ means something. Vector lines are copied byte for byte.
 import argparse
 import gzip
 import os
+import sys
 
 from mosestokenizer import MosesTokenizer
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
+
+from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
+from onmt_cont.utils.io import refuse_output_over_inputs  # noqa: E402
 
 SPLITS = (("train", "train", 3000), ("valid", "val", 200), ("test", "test_2016_flickr", 200))
 
@@ -26,6 +32,7 @@ def tokenize_lines(lines, lang):
         return [" ".join(tok(line.strip())).lower() if line.strip() else "" for line in lines]
 
 
+@cli_main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-shared", default="../shared/data")
@@ -34,9 +41,13 @@ def main(argv=None):
     args = p.parse_args(argv)
     inputs = [os.path.join(args.shared, "multi30k", f"{split}.{lang}")
               for _, split, _ in SPLITS for lang in ("fr", "en")]
-    for path in [*inputs, os.path.join(args.shared, "embeddings", "en.ft300.vec.gz")]:
+    inputs.append(os.path.join(args.shared, "embeddings", "en.ft300.vec.gz"))
+    outputs = [os.path.join(args.out, *sub, f"{name}.{lang}") for name, _, _ in SPLITS for lang in ("fr", "en")
+               for sub in ((), ("raw",))]
+    refuse_output_over_inputs({"-out": [*outputs, os.path.join(args.out, "en.vec.gz")]}, {"-shared": inputs})
+    for path in inputs:
         if not os.path.isfile(path):
-            p.error(f"{path}: no such file (-shared: the folder of ../shared/data's README)")
+            raise UserError(f"{path}: no such file (-shared: the folder of ../shared/data's README)")
     os.makedirs(os.path.join(args.out, "raw"), exist_ok=True)
     en_words = set()
     for name, split, n in SPLITS:

@@ -21,15 +21,14 @@ from rare_word_f1 import rare_word_f1  # noqa: E402
 
 from onmt_cont.constants import SPECIALS, UNK  # noqa: E402
 from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
-from onmt_cont.utils.io import check_readable  # noqa: E402
+from onmt_cont.utils.io import check_readable, read_lines  # noqa: E402
 
 BUCKETS = [("0", 0, 0), ("1-4", 1, 4), ("5-99", 5, 99), ("100+", 100, float("inf"))]
 
 
 def read(path):
     """Tokens per line; <unk> (and any other special) left out: it is no word of either text."""
-    with open(path, encoding="utf-8") as f:
-        return [[w for w in line.split() if w not in SPECIALS] for line in f]
+    return [[w for w in line.split() if w not in SPECIALS] for _, line in read_lines(path)]
 
 
 def word_f1(hyps, refs, train_lines):
@@ -63,8 +62,9 @@ def main(argv=None):
     for path in (opt.train_tgt, opt.vocab, opt.ref, *opt.hyp):
         check_readable(path)
     train_lines = read(opt.train_tgt)
-    with open(opt.vocab, encoding="utf-8") as f:
-        vocab = {line.split("\t")[0].strip() for line in f}
+    if opt.vocab.endswith(".pt"):  # not UTF-8: a UnicodeDecodeError traceback
+        raise UserError(f"-vocab {opt.vocab}: expected the text file PREFIX.vocab.tgt.txt, not PREFIX.vocab.pt")
+    vocab = {line.split("\t")[0].strip() for _, line in read_lines(opt.vocab)}
     refs = read(opt.ref)
     ref_oov = sum(1 for r in refs for w in r if w not in vocab)
     print(f"reference tokens outside the training target vocabulary: {ref_oov} of {sum(map(len, refs))}")
@@ -72,8 +72,7 @@ def main(argv=None):
         hyps = read(path)
         if len(hyps) != len(refs):
             raise UserError(f"{path}: {len(hyps)} lines, but -ref {opt.ref} has {len(refs)} (one line per sentence)")
-        with open(path, encoding="utf-8") as f:
-            n_unk = sum(line.split().count(UNK) for line in f)
+        n_unk = sum(line.split().count(UNK) for _, line in read_lines(path))
         total, types, correct = new_words(hyps, refs, vocab)
         n = sum(map(len, hyps))
         print(

@@ -19,8 +19,9 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from onmt_cont.translate.translator import Translator  # noqa: E402
-from onmt_cont.utils.errors import cli_main  # noqa: E402
+from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
 from onmt_cont.utils.io import read_lines  # noqa: E402
+from onmt_cont.utils.threads import apply_threads  # noqa: E402
 
 
 def diagnose(model_path, lines, batch_size=32):
@@ -53,10 +54,14 @@ def main(argv=None):
     p.add_argument("-model", nargs="+", required=True)
     p.add_argument("-src", required=True)
     p.add_argument("-lines", type=int, default=100, help="first N lines of -src")
-    p.add_argument("-threads", type=int, default=1)
+    p.add_argument("-threads", type=int, default=1, help="torch threads (0: PyTorch's default)")
     args = p.parse_args(argv)
-    torch.set_num_threads(args.threads)
+    if args.lines < 1:  # [: -5] would silently take all lines but the last 5
+        raise UserError(f"-lines must be at least 1, got {args.lines}")
+    apply_threads(args.threads)
     lines = [line for _, line in read_lines(args.src)][: args.lines]
+    if not any(line.split() for line in lines):
+        raise UserError(f"{args.src}: no non-empty line to translate")
     print(f"{'model':48s} {'|h|>0.99':>8s} {'mean ||e||':>10s} {'distinct outputs':>16s}  first output")
     for path in args.model:
         r = diagnose(path, lines)

@@ -27,8 +27,11 @@ from sacrebleu.metrics.bleu import BLEU
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
 
-from onmt_cont.utils.errors import cli_main  # noqa: E402
+from onmt_cont.utils import numbers  # noqa: E402
+from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
 from onmt_cont.utils.io import read_lines  # noqa: E402
+
+MAX_RESAMPLES = 1_000_000  # 1000 is the usual count; more only costs time
 
 
 # sacreBLEU's statistics methods are underscored, but its own paired test (sacrebleu.significance) is built on
@@ -86,19 +89,19 @@ def main(argv=None):
     p.add_argument("-a", nargs="+", required=True, help="system A's outputs, one file per seed")
     p.add_argument("-b", nargs="+", required=True, help="system B's outputs, one file per seed")
     p.add_argument("-n", type=int, default=1000, help="resamples (default 1000)")
-    p.add_argument("-seed", type=int, default=1, help="seed of the resampling")
+    p.add_argument("-seed", type=numbers.seed, default=1, help="seed of the resampling: 0 to 2^32 - 1")
     p.add_argument("-tokenize", default="none", choices=list(BLEU.TOKENIZERS),
                    help="sacreBLEU tokenizer: none for tokenized files, 13a otherwise")
     opt = p.parse_args(argv)
-    if opt.n < 1:
-        p.error(f"-n must be at least 1, got {opt.n}")
+    if not 1 <= opt.n <= MAX_RESAMPLES:  # 10^11 would ask for 745 GiB, and never end
+        p.error(f"-n must be from 1 to {MAX_RESAMPLES:,}, got {opt.n}")
     try:
         ref = read_text(opt.ref)
         a = [read_same_length(f, len(ref), "-a") for f in opt.a]
         b = [read_same_length(f, len(ref), "-b") for f in opt.b]
         r = paired_bootstrap(ref, a, b, n=opt.n, seed=opt.seed, tokenize=opt.tokenize)
     except (OSError, ValueError) as e:
-        sys.exit(f"error: {e}")
+        raise UserError(str(e)) from None
     print(f"A: {' '.join(f'{x:.2f}' for x in r['a'])} (mean {np.mean(r['a']):.2f})")
     print(f"B: {' '.join(f'{x:.2f}' for x in r['b'])} (mean {np.mean(r['b']):.2f})")
     print(f"A - B: {r['delta']:+.2f}, 95% interval [{r['low']:+.2f}, {r['high']:+.2f}] over {opt.n} resamples "

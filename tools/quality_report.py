@@ -31,8 +31,30 @@ CALIBRATION_TOLERANCE = 1.3
 
 
 def read(path):
-    with open(path, encoding="utf-8") as f:
-        return f.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}: invalid UTF-8 ({exc.reason} at byte {exc.start})") from None
+
+
+def read_calibration(path):
+    """A TEST.calibration.json of tools/rare_word_f1.py -json: {bin: {"ref", "hyp", "match", "ratio"}}.
+    Anything else (not JSON, nested too deep for the parser, other fields) names the file."""
+    try:
+        data = json.loads(read(path))
+    except (ValueError, RecursionError) as exc:
+        raise UserError(f"{path}: not JSON ({type(exc).__name__})") from None
+    fields = ("ref", "hyp", "match", "ratio")  # ratio in every bin; the others, where there, numbers
+
+    def ok(v):
+        return isinstance(v, dict) and isinstance(v.get("ratio"), (int, float)) and all(
+            isinstance(v[k], (int, float)) for k in fields if k in v)
+
+    if not (isinstance(data, dict) and set(CALIBRATION_BINS) <= set(data) and all(ok(v) for v in data.values())):
+        raise UserError(f"{path}: expected tools/rare_word_f1.py -json's table (a ratio, and ref, hyp and match "
+                        f"where given, for the bins {', '.join(CALIBRATION_BINS)})")
+    return data
 
 
 def test_scores(run, test, suffix=""):
@@ -121,7 +143,7 @@ def calibration_files(run, suffix=""):
         path = os.path.join(run, f"{test}{suffix}.calibration.json")
         if not os.path.exists(path):
             return None
-        out[test] = json.loads(read(path))
+        out[test] = read_calibration(path)
     return out
 
 

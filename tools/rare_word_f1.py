@@ -33,7 +33,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from onmt_cont.translate.calibration import FREQ_BINS  # noqa: E402
 from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
-from onmt_cont.utils.io import read_lines  # noqa: E402
+from onmt_cont.utils.io import atomic_write_text, read_lines, refuse_output_over_inputs  # noqa: E402
 
 BINS = [("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4", 4, 4), ("5-9", 5, 9), ("10-99", 10, 99),
         ("100-999", 100, 999), ("1000+", 1000, float("inf"))]
@@ -118,6 +118,7 @@ def main(argv=None):
                    help="also print what replaced the reference's words of this bin (of -bins), one for one")
     p.add_argument("-top", type=int, default=15, help="-substitutions: the most frequent pairs to print")
     args = p.parse_args(argv)
+    refuse_output_over_inputs({"-json": args.json}, {"-train": args.train, "-ref": args.ref, "-hyp": args.hyp})
     bins = BIN_SETS[args.bins]
     if args.substitutions is not None and args.substitutions not in {name for name, _, _ in bins}:
         p.error(f"-substitutions {args.substitutions}: no such bin in -bins {args.bins} "
@@ -131,8 +132,7 @@ def main(argv=None):
         print(f"{name}\t{s['ref']}\t{s['hyp']}\t{s['match']}\t{s['precision']:.4f}\t{s['recall']:.4f}\t{s['f1']:.4f}"
               f"\t{s['ratio']:.2f}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(table, f, indent=1)
+        atomic_write_text(args.json, json.dumps(table, indent=1))  # never a half-written file
     if args.substitutions is not None:
         into, pairs = substitutions(train, ref, hyp, args.substitutions, bins)
         total = sum(into.values())

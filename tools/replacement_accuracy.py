@@ -21,8 +21,6 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
 
-import torch  # noqa: E402
-
 from onmt_cont.constants import UNK  # noqa: E402
 from onmt_cont.translate.translator import Translator  # noqa: E402
 from onmt_cont.translate.unk import (  # noqa: E402
@@ -31,8 +29,9 @@ from onmt_cont.translate.unk import (  # noqa: E402
     replace_unk,
     source_word_at,
 )
-from onmt_cont.utils.errors import cli_main  # noqa: E402
-from onmt_cont.utils.io import read_lines  # noqa: E402
+from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
+from onmt_cont.utils.io import atomic_write_text, read_lines, refuse_output_over_inputs  # noqa: E402
+from onmt_cont.utils.threads import apply_threads  # noqa: E402
 
 
 def restorable(word, src_tokens, lexicon):
@@ -79,10 +78,14 @@ def main(argv=None):
     p.add_argument("-lookup_dict", required=True, help="the lexicon translate.py -replace_unk uses")
     p.add_argument("-alignment_layer", default=None, help="Transformer: comma list of decoder layers to compare")
     p.add_argument("-batch_size", type=int, default=64)
-    p.add_argument("-threads", type=int, default=1)
+    p.add_argument("-threads", type=int, default=1, help="torch threads (0: PyTorch's default)")
     p.add_argument("-json", help="also write the counts here")
     opt = p.parse_args(argv)
-    torch.set_num_threads(opt.threads)
+    refuse_output_over_inputs({"-json": opt.json}, {"-model": opt.model, "-src": opt.src,
+                                                    "-lookup_dict": opt.lookup_dict})
+    if opt.batch_size < 1:
+        raise UserError(f"-batch_size must be at least 1, got {opt.batch_size}")
+    apply_threads(opt.threads)
     lexicon = read_lexicon(opt.lookup_dict)
     lines = [line for _, line in read_lines(opt.src)]
     results = {}
@@ -106,8 +109,7 @@ def main(argv=None):
         print(f"alignment layer {name}: {counts['restored']} of {counts['eligible']} restorable output words "
               f"restored ({counts['accuracy']:.2%}); {counts['words']} non-punctuation output words")
     if opt.json:
-        with open(opt.json, "w", encoding="utf-8") as f:
-            json.dump(results, f, indent=1)
+        atomic_write_text(opt.json, json.dumps(results, indent=1))
 
 
 if __name__ == "__main__":

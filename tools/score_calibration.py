@@ -30,11 +30,12 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from onmt_cont.constants import PAD_ID  # noqa: E402
 from onmt_cont.inputters.batching import collate  # noqa: E402
-from onmt_cont.inputters.corpus import load_shard, shard_paths  # noqa: E402
+from onmt_cont.inputters.corpus import data_files, load_shard, shard_paths  # noqa: E402
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
 from onmt_cont.translate.calibration import FREQ_BINS, word_bins  # noqa: E402
+from onmt_cont.utils import numbers  # noqa: E402
 from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
-from onmt_cont.utils.io import atomic_torch_save  # noqa: E402
+from onmt_cont.utils.io import atomic_torch_save, refuse_output_over_inputs  # noqa: E402
 from onmt_cont.utils.threads import add_threads_arg, apply_threads  # noqa: E402
 
 
@@ -120,11 +121,15 @@ def main(argv=None):
     p.add_argument("-batch_size", type=int, default=64, help="sentences per batch")
     p.add_argument("-refit_epochs", type=int, default=0, help="refit the word bias by full-softmax cross-entropy "
                    "over the training shards for this many epochs (0: off)")
-    p.add_argument("-refit_learning_rate", type=float, default=0.05, help="Adam's learning rate for the refit")
-    p.add_argument("-seed", type=int, default=1, help="the refit's batch order and dropout")
+    p.add_argument("-refit_learning_rate", type=numbers.finite_float, default=0.05,
+                   help="Adam's learning rate for the refit")
+    p.add_argument("-seed", type=numbers.seed, default=1, help="the refit's batch order and dropout: 0 to 2^32 - 1")
     p.add_argument("-output", help="with -refit_epochs: write the checkpoint with the refitted bias here")
     add_threads_arg(p)
     args = p.parse_args(argv)
+    refuse_output_over_inputs({"-output": args.output}, {"-model": args.model, "-data": data_files(args.data)})
+    if not args.refit_learning_rate > 0:  # nan was taken, and a NaN bias refused only when written
+        raise UserError(f"-refit_learning_rate must be above 0, got {args.refit_learning_rate}")
     if args.refit_epochs < 0:
         raise UserError(f"-refit_epochs must be at least 0, got {args.refit_epochs}")
     if args.output and not args.refit_epochs:

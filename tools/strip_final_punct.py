@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 
 from onmt_cont.inputters.batching import FINAL_PUNCT  # noqa: E402
 from onmt_cont.utils.errors import UserError  # noqa: E402
-from onmt_cont.utils.io import atomic_write_text, read_lines  # noqa: E402
+from onmt_cont.utils.io import atomic_write_text, read_lines, refuse_output_over_inputs  # noqa: E402
 
 
 def strip(words):
@@ -50,6 +50,8 @@ def main(argv=None):
     p.add_argument("-out_tgt", required=True)
     args = p.parse_args(argv)
     try:
+        refuse_output_over_inputs({"-out_src": args.out_src, "-out_tgt": args.out_tgt},
+                                  {"-src": args.src, "-tgt": args.tgt})
         src = [line.split() for _, line in read_lines(args.src)]
         tgt = [line.split() for _, line in read_lines(args.tgt)]
         if len(src) != len(tgt):

@@ -34,6 +34,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
 
 from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
+from onmt_cont.utils.io import read_lines, refuse_output_over_inputs  # noqa: E402
 
 STAMP = re.compile(r"^\[(\d\d):(\d\d):(\d\d)\] (.*)$")
 VALID = re.compile(r"validation at step \d+: .*greedy BLEU ([\d.]+)")
@@ -44,21 +45,20 @@ def curve(path):
     if not os.path.isfile(path):
         raise UserError(f"{path}: no such file")
     points, elapsed, last = [], 0, None
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            m = STAMP.match(line.rstrip("\n"))
-            if not m:
-                continue
-            t = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
-            if last is not None:
-                while t < last:  # past midnight
-                    t += 86400
-                if "resumed from step" not in m.group(4):  # train.py's first line after -train_from
-                    elapsed += t - last
-            last = t
-            v = VALID.search(m.group(4))
-            if v:
-                points.append((elapsed, float(v.group(1))))
+    for _, line in read_lines(path):  # not UTF-8: an error naming the line, not a traceback
+        m = STAMP.match(line)
+        if not m:
+            continue
+        t = int(m.group(1)) * 3600 + int(m.group(2)) * 60 + int(m.group(3))
+        if last is not None:
+            while t < last:  # past midnight
+                t += 86400
+            if "resumed from step" not in m.group(4):  # train.py's first line after -train_from
+                elapsed += t - last
+        last = t
+        v = VALID.search(m.group(4))
+        if v:
+            points.append((elapsed, float(v.group(1))))
     if not points:
         raise UserError(f"{path}: no 'greedy BLEU' validation lines (train with -valid_metric bleu)")
     return points
@@ -127,6 +127,8 @@ def main(argv=None):
     p.add_argument("-plot", help="write the curves as a PNG here (one -ref, no -epoch_cost)")
     p.add_argument("-title", default="validation BLEU against wall-clock time")
     args = p.parse_args(argv)
+    refuse_output_over_inputs({"-plot": args.plot}, {
+        "-ref": args.ref, "-runs": args.runs, "-best_from": args.best_from})
     if args.epoch_cost is not None and not (args.epoch_cost > 0 and args.epoch_cost < float("inf")):
         raise UserError(f"-epoch_cost must be a positive number, got {args.epoch_cost}")
     if len(args.ref) > 1 or args.epoch_cost is not None:

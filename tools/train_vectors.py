@@ -17,11 +17,16 @@ import argparse
 import gzip
 import os
 import sys
+from collections import Counter
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from onmt_cont.inputters.embeddings import MAX_DIM  # noqa: E402
+from onmt_cont.utils import numbers  # noqa: E402
 from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
-from onmt_cont.utils.io import atomic_path, read_lines  # noqa: E402
+from onmt_cont.utils.io import atomic_path, read_lines, refuse_output_over_inputs  # noqa: E402
+
+MAX_EPOCHS = 10_000
 
 
 class Sentences:
@@ -49,11 +54,15 @@ def main(argv=None):
     p.add_argument("-min_count", type=int, default=1, help="words seen fewer times get no vector")
     p.add_argument("-window", type=int, default=5, help="context window")
     p.add_argument("-threads", type=int, default=1, help="worker threads")
-    p.add_argument("-seed", type=int, default=1)
+    p.add_argument("-seed", type=numbers.seed, default=1, help="random seed of the training: 0 to 2^32 - 1")
     args = p.parse_args(argv)
+    refuse_output_over_inputs({"-output": args.output}, {"-input": args.input})
     for name in ("dim", "epochs", "min_count", "window", "threads"):
         if getattr(args, name) < 1:
             raise UserError(f"-{name} must be at least 1, got {getattr(args, name)}")
+    for name, most in (("dim", MAX_DIM), ("epochs", MAX_EPOCHS), ("window", MAX_EPOCHS)):
+        if getattr(args, name) > most:  # a table of terabytes, or a run that never ends
+            raise UserError(f"-{name} must be at most {most:,}, got {getattr(args, name)}")
     if not args.output.endswith((".vec", ".vec.gz")):
         raise UserError(f"-output {args.output}: expected a .vec or .vec.gz file name")
     try:
@@ -62,8 +71,12 @@ def main(argv=None):
         raise UserError("tools/train_vectors.py needs gensim: pip install gensim") from None
 
     sentences = Sentences(args.input)
-    if not any(True for _ in sentences):  # also reads every file through: a bad one fails here, before training
+    counts = Counter(w for words in sentences for w in words[:-1])  # reads every file: a bad one fails here
+    if not counts:
         raise UserError(f"-input {' '.join(args.input)}: no words")
+    if max(counts.values()) < args.min_count:  # gensim: "you must first build vocabulary", a traceback
+        raise UserError(f"-min_count {args.min_count}: no word of -input is seen that often (the most frequent: "
+                        f"{max(counts.values())} times)")
     model = FastText(sentences=sentences, vector_size=args.dim, sg=1, window=args.window, min_count=args.min_count,
                      epochs=args.epochs, workers=args.threads, seed=args.seed)
     words = model.wv.index_to_key

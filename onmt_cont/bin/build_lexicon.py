@@ -17,7 +17,7 @@ from collections import Counter
 
 from onmt_cont.align import SYMMETRISERS, AlignConfig, Alignment, align_corpus, format_pharaoh, read_pharaoh
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import atomic_write_text, read_lines
+from onmt_cont.utils.io import atomic_write_text, read_lines, refuse_output_over_inputs
 from onmt_cont.utils.progress import summary, write
 
 # Options that only make sense when we train the aligner ourselves.
@@ -35,6 +35,10 @@ _TRAINING_OPTIONS = (
 # one pair of two 3,000-token lines takes 0.45 GB more and 14-26 s (docs/reliability.md), one of
 # two 100K-token lines would take ~500 GB.
 DEFAULT_MAX_LENGTH = 1000
+# bounds that keep every value finite and every run finite (fast_align's defaults: 5, 4.0, none)
+MAX_ITERATIONS = 1000
+MAX_TENSION = 100.0  # exp(-tension) underflows past ~745: every word prior 0, links lost
+MAX_VB_ALPHA = 1e6
 
 
 def extract_lexicon(
@@ -115,14 +119,15 @@ def _config(opt: argparse.Namespace) -> AlignConfig:
     for name in ("iterations", "p0", "tension", "optimize_tension", "vb_alpha"):
         if getattr(opt, name) is not None:
             setattr(cfg, name, getattr(opt, name))
-    if cfg.iterations < 1:
-        raise UserError(f"-iterations must be at least 1, got {cfg.iterations}")
+    if not 1 <= cfg.iterations <= MAX_ITERATIONS:  # EM has long converged; 10^20 would never end
+        raise UserError(f"-iterations must be from 1 to {MAX_ITERATIONS}, got {cfg.iterations}")
     if not 0.0 <= cfg.p0 < 1.0:
         raise UserError(f"-p0 must be in [0, 1), got {cfg.p0}")
-    if not cfg.tension >= 0.0:
-        raise UserError(f"-tension must be >= 0, got {cfg.tension}")
-    if cfg.vb_alpha is not None and not cfg.vb_alpha > 0.0:
-        raise UserError(f"-vb_alpha must be > 0, got {cfg.vb_alpha}")
+    # inf or 1e308 overflow exp() and digamma(): every link probability NaN, an empty lexicon
+    if not 0.0 <= cfg.tension <= MAX_TENSION:
+        raise UserError(f"-tension must be from 0 to {MAX_TENSION:g}, got {cfg.tension}")
+    if cfg.vb_alpha is not None and not 0.0 < cfg.vb_alpha <= MAX_VB_ALPHA:
+        raise UserError(f"-vb_alpha must be above 0 and at most {MAX_VB_ALPHA:g}, got {cfg.vb_alpha}")
     return cfg
 
 
@@ -137,6 +142,8 @@ def _check_writable(path: str, flag: str) -> None:
 @cli_main
 def main(argv: list[str] | None = None) -> None:
     opt = build_parser().parse_args(argv)
+    refuse_output_over_inputs({"-output": opt.output, "-save_alignments": opt.save_alignments},
+                              {"-src": opt.src, "-tgt": opt.tgt, "-alignments": opt.alignments})
     if opt.alignments is not None:
         given = [f"-{name}" for name in _TRAINING_OPTIONS if getattr(opt, name) is not None]
         if given:
@@ -178,6 +185,9 @@ def main(argv: list[str] | None = None) -> None:
     print(f"links: {sum(map(len, alignments))}")
 
     lexicon = extract_lexicon(src, tgt, alignments, opt.min_count)
+    if not lexicon:  # like an empty corpus: -replace_unk would silently copy every word
+        raise UserError(f"the lexicon is empty: no source word is aligned -min_count {opt.min_count} time(s) "
+                        f"to one target word ({sum(map(len, alignments))} links in all)")
     if opt.save_alignments:
         atomic_write_text(opt.save_alignments, format_pharaoh(alignments))
     atomic_write_text(opt.output, format_lexicon(lexicon))

@@ -26,8 +26,9 @@ from onmt_cont.inputters.tables import (
     transform_target,
 )
 from onmt_cont.inputters.vocab import load_vocabs
+from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import atomic_torch_save, atomic_write_text
+from onmt_cont.utils.io import Prefix, atomic_torch_save, atomic_write_text, refuse_output_over_inputs
 from onmt_cont.utils.progress import summary
 
 ROWS_HELP = """\
@@ -79,9 +80,10 @@ def build_parser():
     )
     parser.add_argument(
         "-seed",
-        type=int,
+        type=numbers.seed,
         default=1,
-        help="seed of the random vectors: rows the file lacks, -init and -unk_vector draws (default 1)",
+        help="seed of the random vectors: rows the file lacks, -init and -unk_vector draws: 0 to 2^32 - 1 "
+        "(default 1)",
     )
     add_table_args(parser)
     parser.add_argument("-chunk_bytes", type=int, default=DEFAULT_CHUNK_BYTES, help=argparse.SUPPRESS)
@@ -179,6 +181,9 @@ def _file_report(emb, file_type):
 @cli_main
 def main(argv=None):
     opt = build_parser().parse_args(argv)
+    refuse_output_over_inputs({"-output_file": Prefix(opt.output_file, r"\.(enc|dec)\.(pt|missing\.txt)")},
+                              {"-emb_file_dec": opt.emb_file_dec, "-emb_file_enc": opt.emb_file_enc,
+                               "-dict_file": opt.dict_file, "-from_model": opt.from_model})
     check_table_args(opt)
     out_dir = os.path.dirname(os.path.abspath(opt.output_file))
     if not os.path.isdir(out_dir):

@@ -14,9 +14,11 @@ from collections import Counter
 import numpy as np
 
 from onmt_cont import opts
-from onmt_cont.inputters.corpus import check_parallel, iter_parallel, save_shard
+from onmt_cont.inputters.corpus import check_parallel, data_files, iter_parallel, save_shard, vocab_fingerprint
 from onmt_cont.inputters.vocab import build_vocab, read_vocab_text, save_vocabs
+from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
+from onmt_cont.utils.io import refuse_output_over_inputs
 from onmt_cont.utils.progress import progress, summary
 
 
@@ -30,7 +32,7 @@ def build_parser():
     g.add_argument("-save_data", help="output prefix: PREFIX.vocab.pt, PREFIX.train.N.pt, PREFIX.valid.0.pt, ...")
     g.add_argument("-shard_size", type=int, default=1_000_000, help="training examples per shard file")
     g.add_argument("-shuffle", action="store_true", help="shuffle the training pairs (a full shuffle across shards)")
-    g.add_argument("-seed", type=int, default=3435, help="random seed for -shuffle")
+    g.add_argument("-seed", type=numbers.seed, default=3435, help="random seed for -shuffle: 0 to 2^32 - 1")
     g.add_argument("-lower", action="store_true", help="lowercase both sides")
     g = p.add_argument_group("Vocabulary")
     g.add_argument("-src_vocab_size", type=int, default=50000, help="most frequent source words kept")
@@ -93,6 +95,7 @@ def write_train_shards(opt, src_vocab, tgt_vocab, n_kept, written, flush_every=1
     of shards do not run into the open-files limit."""
     size = opt.shard_size
     n_shards = max(1, -(-n_kept // size))
+    fingerprint = vocab_fingerprint(src_vocab, tgt_vocab)
     examples = _kept_ids(opt.train_src, opt.train_tgt, opt, src_vocab, tgt_vocab, n_lines)
     if not opt.shuffle:
         shard, index = [], 0
@@ -100,11 +103,11 @@ def write_train_shards(opt, src_vocab, tgt_vocab, n_kept, written, flush_every=1
             shard.append(ex)
             if len(shard) == size:
                 written.append(f"{opt.save_data}.train.{index}.pt")
-                save_shard(written[-1], shard)
+                save_shard(written[-1], shard, fingerprint=fingerprint)
                 shard, index = [], index + 1
         if shard or index == 0:
             written.append(f"{opt.save_data}.train.{index}.pt")
-            save_shard(written[-1], shard)
+            save_shard(written[-1], shard, fingerprint=fingerprint)
         return n_shards
     perm = np.random.default_rng(opt.seed).permutation(n_kept)
     tmpdir = tempfile.mkdtemp(prefix=".preprocess-", dir=os.path.dirname(os.path.abspath(opt.save_data)))
@@ -133,7 +136,7 @@ def write_train_shards(opt, src_vocab, tgt_vocab, n_kept, written, flush_every=1
                 rows = sorted((line.rstrip("\n").split("\t") for line in f), key=lambda r: int(r[0]))
             shard = [([int(x) for x in r[1].split()], [int(x) for x in r[2].split()]) for r in rows]
             written.append(f"{opt.save_data}.train.{i}.pt")
-            save_shard(written[-1], shard)
+            save_shard(written[-1], shard, fingerprint=fingerprint)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     return n_shards
@@ -156,6 +159,10 @@ def _coverage(counts, vocab):
 @cli_main
 def main(argv=None):
     opt = opts.parse(build_parser(), argv, required=("train_src", "train_tgt", "valid_src", "valid_tgt", "save_data"))
+    refuse_output_over_inputs({"-save_data": data_files(opt.save_data)}, {
+        "-train_src": opt.train_src, "-train_tgt": opt.train_tgt, "-valid_src": opt.valid_src,
+        "-valid_tgt": opt.valid_tgt, "-tgt_emb": opt.tgt_emb, "-src_vocab": opt.src_vocab, "-tgt_vocab": opt.tgt_vocab,
+        "-config": opt.config})
     if opt.shard_size < 1:
         raise UserError(f"-shard_size must be at least 1, got {opt.shard_size}")
     for name in ("src_seq_length", "tgt_seq_length"):
@@ -166,8 +173,9 @@ def main(argv=None):
             raise UserError(f"-{name} must be at least 0, got {getattr(opt, name)}")
     if opt.tgt_emb and opt.tgt_vocab:  # the reused vocabulary would silently win
         raise UserError("give -tgt_vocab or -tgt_emb, not both: a reused vocabulary is taken as it is")
-    if opt.shuffle and opt.seed < 0:
-        raise UserError(f"-seed must be at least 0 with -shuffle, got {opt.seed}")
+    if opt.save_data.endswith(("/", os.sep)) or os.path.isdir(opt.save_data):  # would write hidden .train.0.pt
+        raise UserError(f"-save_data {opt.save_data} is a folder: -save_data takes a prefix, such as "
+                        f"{os.path.join(opt.save_data, 'data')} (files PREFIX.vocab.pt, PREFIX.train.0.pt, ...)")
     out_dir = os.path.dirname(os.path.abspath(opt.save_data))
     if not os.path.isdir(out_dir):
         raise UserError(f"-save_data {opt.save_data}: directory {out_dir} does not exist")
@@ -202,6 +210,16 @@ def main(argv=None):
         tgt_vocab = read_vocab_text(opt.tgt_vocab)
     else:
         tgt_vocab = build_vocab(tgt_counts, opt.tgt_vocab_size, opt.tgt_words_min_frequency, allowed)
+    for side, vocab, size, freq in (("src", src_vocab, opt.src_vocab_size, opt.src_words_min_frequency),
+                                    ("tgt", tgt_vocab, opt.tgt_vocab_size, opt.tgt_words_min_frequency)):
+        if len(vocab) <= 4:  # every token would be <unk>
+            if getattr(opt, f"{side}_vocab"):
+                why = f"-{side}_vocab {getattr(opt, f'{side}_vocab')} lists no word"
+            else:
+                why = (f"check -{side}_vocab_size {size}, -{side}_words_min_frequency {freq}"
+                       + ("" if side == "src" or allowed is None else f", -tgt_emb {opt.tgt_emb} (its words)"))
+            raise UserError(f"the {'source' if side == 'src' else 'target'} vocabulary has no word, only the 4 "
+                            f"specials, so every token would be <unk>: {why}")
     src_vocab.total_tokens = sum(src_counts.values())
     tgt_vocab.total_tokens = sum(tgt_counts.values())
     src_vocab.sentences = tgt_vocab.sentences = stats["kept"]
@@ -215,7 +233,7 @@ def main(argv=None):
         written.append(f"{opt.save_data}.valid.0.pt")
         valid_text = []
         valid = list(_kept_ids(opt.valid_src, opt.valid_tgt, opt, src_vocab, tgt_vocab, n_valid, valid_text))
-        save_shard(written[-1], valid, valid_text)
+        save_shard(written[-1], valid, valid_text, vocab_fingerprint(src_vocab, tgt_vocab))
         written += [f"{opt.save_data}.vocab.{x}" for x in ("src.txt", "tgt.txt", "pt")]
         save_vocabs(opt.save_data, src_vocab, tgt_vocab, opt.lower)
     except BaseException:

@@ -3,11 +3,14 @@
 This file only defines and parses the options; the training session is onmt_cont/training.py."""
 
 from onmt_cont import opts
+from onmt_cont.inputters.corpus import data_files
 from onmt_cont.losses import LOSSES
 from onmt_cont.models.transformer import parse_alignment_layer
 from onmt_cont.training import train
+from onmt_cont.utils import numbers
 from onmt_cont.utils.device import gpu_option
 from onmt_cont.utils.errors import cli_main
+from onmt_cont.utils.io import Prefix, refuse_output_over_inputs
 from onmt_cont.utils.threads import add_threads_arg
 
 
@@ -100,10 +103,15 @@ def build_parser():
     g.add_argument("-contrastive_weight", type=float, default=1.0, help="nllvmf_nce: weight of the contrastive "
                    "term (−log of the vMF density renormalised over the gold word and the negatives)")
     g.add_argument("-sampling_correction", action="store_true", help="infonce, nllvmf_nce: subtract from each "
-                   "negative's logit the log of its expected count among the candidates (in-batch: N x its training "
-                   "frequency; random: -num_sampled/V; gold_nn/ann: 1), the sampled softmax's correction for how "
-                   "the candidates were drawn (Bengio & Senecal 2008); needs a vocabulary from this version of "
-                   "preprocess.py (it records the sentence count)")
+                   "negative's logit the log of its expected count among the candidates (in-batch: see "
+                   "-expected_counts; random: -num_sampled/V; gold_nn/ann: 1), the sampled softmax's correction "
+                   "for how the candidates were drawn (Bengio & Senecal 2008)")
+    g.add_argument("-expected_counts", choices=["unigram", "batch"], default="unigram", help="-sampling_correction: "
+                   "an in-batch candidate's expected count. unigram: the batch's tokens x its smoothed training "
+                   "frequency, as if they were independent draws (they are not, so the normaliser's estimate is "
+                   "biased; the results' rows; needs a vocabulary that records the sentence count); batch: its "
+                   "count in the batch, which makes that estimate unbiased on the batches as they are, but trained "
+                   "about 1 validation BLEU lower (docs/results.md)")
     g.add_argument("-word_bias", action="store_true", help="infonce, nllvmf_nce: learn a bias b_w per target word, "
                    "added to the contrastive logits (only the candidates' entries get a gradient) and to every "
                    "word's score when decoding, as a softmax's output bias is")
@@ -161,13 +169,16 @@ def build_parser():
     g.add_argument("-adam_beta2", type=float, default=0.999)
     g.add_argument("-max_grad_norm", type=float, default=5.0, help="clip the gradient norm (0: off)")
     g.add_argument("-average_decay", type=float, default=0.0, help="keep an exponential moving average of the "
-                   "parameters (OpenNMT-py's flag, as in Marian): every -average_every steps avg = (1 - d) avg + d "
-                   "params, d = max(this, 1 - (step + 1) / (step + 10)), so early on the average follows the model "
-                   "and its window grows to about a ninth of the steps so far. Validation, model_best and every "
+                   "parameters (OpenNMT-py's flag, as in Marian), starting from the parameters after the first "
+                   "update: every -average_every steps avg = (1 - w) avg + w params, w = 1 - the product of (1 - d_t) "
+                   "over the steps t since the last update, d_t = max(this, 1 - (t + 1) / (t + 10)), so early on the "
+                   "average follows the model and its window grows to about a ninth of the steps so far, however "
+                   "often it is updated. Validation, model_best and every "
                    "checkpoint's model are the average; training goes on from the raw parameters (kept in the "
                    "checkpoint for -train_from). E.g. 1e-4; 0 (default): off")
     g.add_argument("-average_every", type=int, default=1, help="-average_decay: update the average every N steps")
-    g.add_argument("-seed", type=int, default=3435, help="random seed (init, dropout, batch order)")
+    g.add_argument("-seed", type=numbers.seed, default=3435, help="random seed (init, dropout, batch order): 0 to "
+                   "2^32 - 1")
     g.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative "
                    "(-gpu -1). Under torchrun each process takes the GPU of its LOCAL_RANK")
     add_threads_arg(g)
@@ -206,8 +217,11 @@ def build_parser():
                    "(-seq_unlikelihood); without -average_decay the new checkpoints hold the fine-tuned parameters")
     g.add_argument("-resume", choices=["none", "auto"], default="none",
                    help="auto: if -save_model's prefix already has checkpoints of this run (_step_N, _epoch_N, "
-                   "_last), continue from the newest that loads (as -train_from would); else start at step 0. "
-                   "For torchrun --max-restarts: a restarted group picks up where it was killed")
+                   "_last), continue from the one furthest by the step it records (never by file time; as "
+                   "-train_from would), passing over files that do not load or would not resume exactly (no "
+                   "optimiser or random states, an average); else start at step 0. A PREFIX_best.pt better than "
+                   "what the resumed state reached is kept until a validation beats it. The log says what was "
+                   "found and chosen. For torchrun --max-restarts: a restarted group picks up where it was killed")
     g = p.add_argument_group("Logging")
     g.add_argument("-tensorboard", action="store_true", help="also write the training and validation scalars "
                    "(loss, cosine/nn accuracy or ppl/accuracy, lr, tokens/s, validation BLEU) for TensorBoard")
@@ -218,13 +232,31 @@ def build_parser():
                    "scored against the whole vocabulary")
     g.add_argument("-log_file", help="also write the log here")
     g.add_argument("-save_config", help="write the effective options to this YAML file and exit")
+    for action in p._actions:  # every float option: nan, inf and a non-zero value that rounds to 0 are refused
+        if action.type is float:
+            action.type = numbers.finite_float
     return p
+
+
+# The checkpoints of -save_model PREFIX (PREFIX + these)
+CHECKPOINT_FILES = r"_(step_\d+|epoch_\d+|best|last)\.pt"
+
+
+def refuse_overwriting_inputs(opt):
+    """No file this run writes may be one it reads. -train_from may be one of -save_model's own
+    checkpoints (a resume goes on writing them), but not the log or -save_config's file."""
+    inputs = {"-data": data_files(opt.data) if opt.data else None, "-tgt_emb": opt.tgt_emb, "-config": opt.config}
+    refuse_output_over_inputs({"-save_model": Prefix(opt.save_model, CHECKPOINT_FILES) if opt.save_model else None,
+                               "-log_file": opt.log_file, "-save_config": opt.save_config}, inputs)
+    refuse_output_over_inputs({"-log_file": opt.log_file, "-save_config": opt.save_config},
+                              {"-train_from": opt.train_from})
 
 
 @cli_main
 def main(argv=None):
     parser = build_parser()
     opt = opts.parse(parser, argv)
+    refuse_overwriting_inputs(opt)
     if opt.save_config:
         opts.save_config(opt, opt.save_config)
         print(f"wrote {opt.save_config}")

@@ -9,13 +9,20 @@ beam search over the k nearest); softmax models greedily or with beam search.
 
 The source (and -tgt) are streamed: read, translated and written -chunk_size lines at a time
 into a temporary file beside -output, renamed onto it only at the end, so memory does not grow
-with the file and a failed or interrupted run leaves neither -output nor the temporary file.
+with the file and a failed or interrupted run (Ctrl-C, SIGTERM) leaves neither -output nor the
+temporary file; the next run to the same -output removes one that a SIGKILL left. ``-src -``
+reads standard input; a pipe (``-src <(...)``, /dev/stdin) is read once, as it comes.
+No -output may be one of the files the run reads.
 BLEU keeps sacreBLEU's summed sentence statistics, not the lines (evaluate.CorpusBleu).
 """
 
 import os
+import signal
+import stat
+import sys
+import threading
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from itertools import islice, zip_longest
 
 import torch
@@ -25,11 +32,14 @@ from onmt_cont.inputters.corpus import count_lines
 from onmt_cont.models.transformer import parse_alignment_layer
 from onmt_cont.text import TextPipeline
 from onmt_cont.translate.calibration import load_offsets
+from onmt_cont.translate.options import check_decoding_options
+from onmt_cont.translate.search import MAX_OUTPUT_LENGTH
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon, remove_bpe
+from onmt_cont.utils import numbers
 from onmt_cont.utils.device import gpu_option, resolve_device
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import atomic_path, read_lines
+from onmt_cont.utils.io import atomic_path, read_lines, refuse_output_over_inputs, remove_stale_temps
 from onmt_cont.utils.progress import progress
 from onmt_cont.utils.threads import add_threads_arg, apply_threads, refresh_threads
 
@@ -39,7 +49,7 @@ def build_parser():
     g = p.add_argument_group("Data")
     g.add_argument("-model", help="checkpoint written by train.py")
     g.add_argument("-src", help="source text, one sentence per line: tokenized as the training data, or raw "
-                   "text with -src_lang")
+                   "text with -src_lang; - (or a pipe) is read once, as it comes")
     g.add_argument("-output", help="where to write the translations (one line per input line)")
     g.add_argument("-tgt", help="tokenized reference: report BLEU (sacreBLEU on detokenized text + tokenized BLEU)")
     g.add_argument("-tgt_lang", default="en", help="target language for Moses detokenization (BLEU, -detokenize)")
@@ -61,7 +71,8 @@ def build_parser():
     g.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative")
     add_threads_arg(g)
     g.add_argument("-max_length", type=int, default=None,
-                   help="longest output in words; default -max_length_ratio × source length + 10")
+                   help=f"longest output in words, at most {MAX_OUTPUT_LENGTH}; default -max_length_ratio × source "
+                   f"length + 10, capped at {MAX_OUTPUT_LENGTH}")
     g.add_argument("-max_length_ratio", type=float, default=2.0, help="see -max_length")
     g.add_argument("-beam_size", type=int, default=1, help="1: greedy. For continuous models each hypothesis "
                    "expands to its k nearest neighbours, scored by the generator's criterion")
@@ -122,6 +133,9 @@ def build_parser():
     g.add_argument("-ann_hnsw_m", type=int, default=16, help="hnsw: links per node")
     g.add_argument("-ann_ef_search", type=int, default=64, help="hnsw: candidate list size when searching")
     g.add_argument("-verbose", action="store_true", help="print each source and translation")
+    for action in p._actions:  # every float option: nan, inf and a non-zero value that rounds to 0 are refused
+        if action.type is float:
+            action.type = numbers.finite_float
     return p
 
 
@@ -146,13 +160,70 @@ def read_chunks(src_path, tgt_path, size):
         yield [s for s, _ in chunk], [t for _, t in chunk]
 
 
+STDIN = "/dev/stdin"  # -src - and -tgt -
+
+
+def is_stream(path):
+    """A pipe, a FIFO, standard input or a terminal: read once, in order, never counted ahead."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+@contextmanager
+def stop_on_sigterm():
+    """Within this block a SIGTERM (kill's default, a batch system's stop) raises KeyboardInterrupt
+    as Ctrl-C does, so the temporary output file is removed on the way out (Python's default for
+    SIGTERM is to end at once, leaving it behind)."""
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @cli_main
 def main(argv=None):
     opt = opts.parse(build_parser(), argv, required=("model", "src", "output"))
-    if opt.beam_size < 1 or opt.batch_size < 1 or opt.chunk_size < 1:
-        raise UserError("-beam_size, -batch_size and -chunk_size must be at least 1")
-    if (opt.max_length is not None and opt.max_length < 0) or opt.max_length_ratio < 0:
-        raise UserError("-max_length and -max_length_ratio must be at least 0")
+    done = {"lines": 0, "total": None}
+    try:
+        with stop_on_sigterm():
+            run(opt, done)
+    except KeyboardInterrupt as exc:
+        sigterm = exc.args == ("SIGTERM",)
+        of = f" of {done['total']}" if done["total"] is not None else ""
+        print(f"translate.py: stopped by {'SIGTERM' if sigterm else 'SIGINT (Ctrl-C)'} after {done['lines']}{of} "
+              f"lines: nothing kept, -output {opt.output} was not written (an earlier one, if any, is unchanged)",
+              file=sys.stderr)
+        raise SystemExit(143 if sigterm else 130) from None
+
+
+def run(opt, done):
+    """translate.py's work; ``done["lines"]``: the lines translated so far (for an interrupt's message)."""
+    refuse_output_over_inputs({"-output": opt.output}, {
+        "-model": opt.model, "-src": opt.src, "-tgt": opt.tgt, "-lookup_dict": opt.lookup_dict,
+        "-freq_offsets": opt.freq_offsets, "-tgt_emb_extend": opt.tgt_emb_extend,
+        "-tgt_emb_extend_vocab": opt.tgt_emb_extend_vocab, "-src_bpe_codes": opt.src_bpe_codes, "-config": opt.config})
+    if opt.src == "-" and opt.tgt == "-":
+        raise UserError("-src - and -tgt - would both read standard input: give one of them as a file")
+    src = STDIN if opt.src == "-" else opt.src
+    tgt = STDIN if opt.tgt == "-" else opt.tgt
+    if opt.batch_size < 1 or opt.chunk_size < 1:
+        raise UserError("-batch_size and -chunk_size must be at least 1")
+    ann = None
+    if opt.ann:
+        ann = {"kind": opt.ann_index, "nlist": opt.ann_nlist, "nprobe": opt.ann_nprobe, "hnsw_m": opt.ann_hnsw_m,
+               "ef_search": opt.ann_ef_search}
+    check_decoding_options(opt.beam_size, opt.max_length, opt.max_length_ratio, opt.alpha, opt.decode_prior,
+                           opt.decode_prior_cap, opt.csls, opt.block_ngram_repeat, ann=ann)
     if opt.lookup_dict and not opt.replace_unk:
         raise UserError("-lookup_dict is only used with -replace_unk")
     out_dir = os.path.dirname(os.path.abspath(opt.output))
@@ -160,41 +231,35 @@ def main(argv=None):
         raise UserError(f"-output {opt.output}: directory {out_dir} does not exist")
     if os.path.isdir(opt.output):
         raise UserError(f"-output {opt.output}: is a directory, expected a file name")
+    stale = remove_stale_temps(out_dir, os.path.basename(opt.output), exact=True)
+    if stale:
+        print(f"removed {len(stale)} temporary file(s) that killed runs left beside -output: {', '.join(stale)}")
     lexicon = read_lexicon(opt.lookup_dict) if opt.lookup_dict else None
     # A binary line count (no decoding, no lines kept) finds a -tgt of the wrong length before any decoding.
-    n_src = count_lines(opt.src)
-    if opt.tgt and (n_tgt := count_lines(opt.tgt)) != n_src:
+    # A pipe can be read only once: it is not counted, and a -tgt of another length is found at its end.
+    n_src = None if is_stream(src) else count_lines(src)
+    if opt.tgt and n_src is not None and not is_stream(tgt) and (n_tgt := count_lines(tgt)) != n_src:
         raise UserError(f"-tgt {opt.tgt} has {n_tgt} lines but -src {opt.src} has {n_src}")
+    done["total"] = n_src
     device = resolve_device(opt.gpu)
     apply_threads(opt.threads)
     if opt.tgt_emb_extend_vocab and not opt.tgt_emb_extend:
         raise UserError("-tgt_emb_extend_vocab is only used with -tgt_emb_extend")
-    ann = None
-    if opt.ann:
-        ann = {"kind": opt.ann_index, "nlist": opt.ann_nlist, "nprobe": opt.ann_nprobe, "hnsw_m": opt.ann_hnsw_m,
-               "ef_search": opt.ann_ef_search}
-    if opt.csls < 0:
-        raise UserError(f"-csls must be at least 0 (0: off), got {opt.csls}")
-    if opt.decode_prior_cap and not opt.decode_prior:
-        raise UserError("-decode_prior_cap shapes the prior of -decode_prior BETA: give -decode_prior too")
-    if opt.decode_prior_cap and opt.decode_prior_cap < 2:
-        raise UserError(f"-decode_prior_cap must be at least 2 training occurrences (0: off), got "
-                        f"{opt.decode_prior_cap}")
-    freq_offsets = None
+    freq_offsets = offsets_model = None
     if opt.freq_offsets:
-        freq_offsets, fitted_beta = load_offsets(opt.freq_offsets)
+        freq_offsets, fitted_beta, offsets_model = load_offsets(opt.freq_offsets, with_model=True)
         if opt.decode_prior_cap:
             raise UserError("-freq_offsets: tools/calibrate_offsets.py fits them under the plain -decode_prior, "
                             "not under -decode_prior_cap")
         if fitted_beta != opt.decode_prior:
             raise UserError(f"-freq_offsets {opt.freq_offsets} was fitted under -decode_prior {fitted_beta:g}, but "
                             f"this run has -decode_prior {opt.decode_prior:g}: give -decode_prior {fitted_beta:g}")
-    if opt.block_ngram_repeat < 0:
-        raise UserError(f"-block_ngram_repeat must be 0 (off) or a positive n-gram size, got {opt.block_ngram_repeat}")
     translator = Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
                             opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.tgt_emb_extend,
                             opt.tgt_emb_extend_vocab, ann, opt.ban_unk_token, opt.alignment_layer,
                             opt.decode_prior, opt.csls, opt.block_ngram_repeat, opt.decode_prior_cap, freq_offsets)
+    if opt.freq_offsets:
+        translator.check_offsets_model(opt.freq_offsets, offsets_model)
     if opt.tgt_emb_extend:
         added = len(translator.tgt_vocab) - translator.n_train_words
         print(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
@@ -216,7 +281,8 @@ def main(argv=None):
     text = TextPipeline(opt.src_lang, opt.tgt_lang if opt.detokenize else None, opt.src_bpe_codes)
     with bar, text, bleu_ctx as bleu, raw_ctx as raw_bleu, atomic_path(opt.output) as tmp, \
             open(tmp, "w", encoding="utf-8") as out:
-        for lines, refs in read_chunks(opt.src, opt.tgt, opt.chunk_size):
+        # islice takes at most sys.maxsize: a larger -chunk_size reads everything at once anyway
+        for lines, refs in read_chunks(src, tgt, min(opt.chunk_size, sys.maxsize)):
             if opt.src_lang or opt.src_bpe_codes:
                 lines = [text.encode(line) for line in lines]
             start = time.time()
@@ -234,11 +300,12 @@ def main(argv=None):
             out.writelines(text.decode(o) + "\n" for o in outputs)
             out.flush()
             if opt.verbose:
-                for i, (src, hyp) in enumerate(zip(lines, outputs, strict=True), n_lines + 1):
-                    print(f"SENT {i}: {src}\nPRED {i}: {hyp}")
+                for i, (line, hyp) in enumerate(zip(lines, outputs, strict=True), n_lines + 1):
+                    print(f"SENT {i}: {line}\nPRED {i}: {hyp}")
             if bleu is not None:
                 bleu.add(outputs, refs)
             n_lines += len(lines)
+            done["lines"] = n_lines
     print(f"translated {n_lines} lines in {elapsed:.1f}s ({n_lines / max(elapsed, 1e-9):.1f} sent/s): "
           f"wrote {opt.output}")
     share = translator.unk_out / max(translator.words_out, 1)

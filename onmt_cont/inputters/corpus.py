@@ -5,7 +5,8 @@ A shard (``PREFIX.train.N.pt``, ``PREFIX.valid.0.pt``; ``weights_only=True``) is
     {"format_version": 1,
      "src": IntTensor [total_src_tokens], "src_lengths": IntTensor [n],
      "tgt": IntTensor [total_tgt_tokens], "tgt_lengths": IntTensor [n],
-     "tgt_text": [str, ...]}   # validation shard only: each kept pair's target line (BLEU references)
+     "tgt_text": [str, ...],   # validation shard only: each kept pair's target line (BLEU references)
+     "vocab_fingerprint": str}  # of the vocabularies the ids index (vocab_fingerprint); older shards lack it
 
 Sentences are stored concatenated (no padding) with their lengths; no ``<s>``/``</s>``
 is stored: the batcher adds them.
@@ -13,6 +14,8 @@ is stored: the batcher adds them.
 
 import glob
 import gzip
+import hashlib
+import json
 import os
 import re
 
@@ -20,7 +23,7 @@ import torch
 
 from onmt_cont.constants import FORMAT_VERSION
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import atomic_torch_save, check_readable, load_checkpoint_data, read_lines
+from onmt_cont.utils.io import Prefix, atomic_torch_save, check_readable, load_checkpoint_data, read_lines
 
 
 def count_lines(path):
@@ -55,10 +58,18 @@ def iter_parallel(src_path, tgt_path, lower=False):
         yield lineno, src.split(), tgt.split()
 
 
-def pack_shard(examples, tgt_text=None):
+def vocab_fingerprint(src_vocab, tgt_vocab):
+    """A short hash of both vocabularies' word lists: a shard records the one its ids index, so
+    that train.py can refuse shards of another preprocess.py run (ids in range, other words)."""
+    words = json.dumps([list(src_vocab.itos), list(tgt_vocab.itos)], ensure_ascii=False)
+    return hashlib.sha256(words.encode("utf-8")).hexdigest()[:16]
+
+
+def pack_shard(examples, tgt_text=None, fingerprint=None):
     """``examples``: list of ``(src_ids, tgt_ids)`` int lists -> the shard dict; ``tgt_text``: the
     target lines as text (tokens joined by spaces), kept in the validation shard so that
-    train.py -valid_metric bleu scores against the real words, not against ``<unk>``."""
+    train.py -valid_metric bleu scores against the real words, not against ``<unk>``;
+    ``fingerprint``: :func:`vocab_fingerprint` of the vocabularies the ids come from."""
 
     def cat(seqs):
         flat = [i for s in seqs for i in s]
@@ -71,11 +82,13 @@ def pack_shard(examples, tgt_text=None):
         if len(tgt_text) != len(examples):
             raise ValueError(f"{len(tgt_text)} target lines for {len(examples)} examples")
         shard["tgt_text"] = list(tgt_text)
+    if fingerprint is not None:
+        shard["vocab_fingerprint"] = fingerprint
     return shard
 
 
-def save_shard(path, examples, tgt_text=None):
-    atomic_torch_save(pack_shard(examples, tgt_text), path)
+def save_shard(path, examples, tgt_text=None, fingerprint=None):
+    atomic_torch_save(pack_shard(examples, tgt_text, fingerprint), path)
 
 
 def load_shard_text(path):
@@ -84,14 +97,58 @@ def load_shard_text(path):
     return list(text) if text is not None else None
 
 
-def load_shard(path):
-    """Load a shard -> list of ``(src LongTensor [len], tgt LongTensor [len])``."""
+def read_shard(path):
+    """A shard's dict, as :func:`pack_shard` made it."""
     data = load_checkpoint_data(path, "a data shard written by preprocess.py")
     if not isinstance(data, dict) or "src_lengths" not in data:
         raise UserError(f"{path}: not a data shard written by preprocess.py")
+    return data
+
+
+def shard_examples(data):
+    """A shard's dict -> list of ``(src LongTensor [len], tgt LongTensor [len])``."""
     src = torch.split(data["src"].long(), data["src_lengths"].tolist())
     tgt = torch.split(data["tgt"].long(), data["tgt_lengths"].tolist())
     return list(zip(src, tgt, strict=True))
+
+
+def load_shard(path):
+    """Load a shard -> list of ``(src LongTensor [len], tgt LongTensor [len])``."""
+    return shard_examples(read_shard(path))
+
+
+def check_shard(path, data, src_vocab, tgt_vocab, vocab_path):
+    """Refuse a shard (``data``: :func:`read_shard`'s) whose ids are not of ``src_vocab`` /
+    ``tgt_vocab`` (read from ``vocab_path``): an id beyond a vocabulary, or a recorded
+    :func:`vocab_fingerprint` of other vocabularies. Returns False for a shard of an older
+    preprocess.py, which records none (its ids can only be checked against the sizes)."""
+    fix = "rerun preprocess.py, whose -save_data writes the vocabulary and the shards together"
+    for side, vocab in (("src", src_vocab), ("tgt", tgt_vocab)):
+        ids = data[side]
+        bad = int(ids.max()) if ids.numel() and int(ids.max()) >= len(vocab) else None
+        if ids.numel() and int(ids.min()) < 0:
+            bad = int(ids.min())
+        if bad is not None:
+            name = "source" if side == "src" else "target"
+            raise UserError(f"{path}: {name} word id {bad} is outside the {len(vocab)} words (ids 0 to "
+                            f"{len(vocab) - 1}) of the {name} vocabulary in {vocab_path}: the shard was made with "
+                            f"another vocabulary; {fix}")
+    found = data.get("vocab_fingerprint")
+    if found is None:
+        return False
+    if found != vocab_fingerprint(src_vocab, tgt_vocab):
+        raise UserError(f"{path} was made with other vocabularies than {vocab_path} (vocabulary fingerprint {found}, "
+                        f"not {vocab_fingerprint(src_vocab, tgt_vocab)}): its word ids would mean other words; {fix}")
+    return True
+
+
+# The files of preprocess.py -save_data PREFIX (PREFIX + these), as utils.io.Prefix patterns
+DATA_FILES = r"\.(vocab\.(pt|src\.txt|tgt\.txt)|(train|valid)\.\d+\.pt)"
+
+
+def data_files(prefix):
+    """preprocess.py's files of -save_data ``prefix``, for :func:`~onmt_cont.utils.io.refuse_output_over_inputs`."""
+    return Prefix(prefix, DATA_FILES)
 
 
 def shard_paths(prefix, split):

@@ -43,6 +43,9 @@ DEFAULT_CHUNK_BYTES = 1 << 18  # 256 KiB: fastest here; larger blocks spill the 
 MAX_EXAMPLES = 5
 # Once this many lines are read, a file where most lines have the wrong count stops early.
 EARLY_DIM_CHECK_LINES = 1000
+# the widest vectors read: the table is allocated [vocabulary, dim] from the first line, so a header
+# that says 99999999999 must not ask for terabytes (word vectors have a few hundred to a few thousand)
+MAX_DIM = 1 << 16
 _BOM = b"\xef\xbb\xbf"
 _GZIP_MAGIC = b"\x1f\x8b"
 _TRAILING_SPACE = b" \t\r\v\f"
@@ -256,6 +259,10 @@ class _Reader:
                 raise UserError(
                     f"{self.path}, line 1: expected 'COUNT DIM' or 'word v1 ... vd', got {first_line[:80]!r}"
                 )
+        if dim > MAX_DIM:
+            what = f"header {first_line[:80]!r} gives dimension" if header else "line 1 has"
+            raise UserError(f"{self.path}, line 1: {what} {dim} values per word; more than {MAX_DIM:,} is not a "
+                            "word-vector file")
         self.result = EmbeddingFile(
             path=self.path,
             dim=dim,

@@ -16,6 +16,7 @@ Every function works on a numpy table ``[V, dim]`` whose row ``PAD_ID`` stays ze
 import numpy as np
 
 from onmt_cont.constants import PAD_ID, SPECIALS, UNK_ID
+from onmt_cont.inputters.embeddings import MAX_DIM
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import load_checkpoint_data
 
@@ -115,6 +116,8 @@ def check_table_args(opt):
             raise UserError(f"-init {opt.init} reads the pretrained vectors: give -emb_file_dec FILE")
         if opt.dim is None or opt.dim < 1:
             raise UserError(f"-init {opt.init} without -emb_file_dec: give the dimension with -dim N (N >= 1)")
+    if opt.dim is not None and opt.dim > MAX_DIM:  # the table is allocated [vocabulary, dim]
+        raise UserError(f"-dim {opt.dim}: at most {MAX_DIM:,}")
     if opt.init == "mixed" and not opt.normalize:  # e_pre, <unk>'s average included, is the unit-length table
         raise UserError("-init mixed combines the unit-length pretrained rows: add -normalize")
     if opt.unk_vector is None:

@@ -75,11 +75,18 @@ def unigram_log_prior(vocab):
     return (_log_smoothed_counts(vocab) - math.log(total)).float()
 
 
+def has_word_counts(vocab):
+    """Does the vocabulary carry its words' training counts? A checkpoint saved without them (its
+    "tgt_counts" missing) reads as all zeros: a prior over those would give every word the same
+    count and <unk> all the running tokens, so every output word would be <unk>."""
+    return any(c > 0 for c in vocab.counts[len(SPECIALS):])
+
+
 def _log_smoothed_counts(vocab):
     """log(c(w) + 1) [V] float64, c as :func:`unigram_log_prior` counts; ValueError without counts."""
-    if vocab.sentences <= 0 or vocab.total_tokens <= 0:
-        raise ValueError("the target vocabulary has no training counts (it was written before preprocess.py "
-                         "recorded the number of sentences): rerun preprocess.py")
+    if vocab.sentences <= 0 or vocab.total_tokens <= 0 or not has_word_counts(vocab):
+        raise ValueError("target vocabulary has no training counts (it was written without them, or before "
+                         "preprocess.py recorded the number of sentences): rerun preprocess.py")
     counts = torch.tensor(vocab.counts, dtype=torch.float64)
     counts[: len(SPECIALS)] = 0
     counts[UNK_ID] = max(vocab.total_tokens - float(counts.sum()), 0.0)

@@ -129,29 +129,91 @@ def _describe(data):
     return None
 
 
-def newest_checkpoint(prefix, with_data=False):
-    """The newest of a run's ``PREFIX_step_N.pt``, ``PREFIX_epoch_N.pt`` and ``PREFIX_last.pt``
-    that loads, or None: where to resume a run that was killed (train.py -resume auto). Newest by
-    modification time, then by N (``_best`` is never newer than the state it was saved from).
-    Every file is whole, being written by rename, but one may have been damaged since.
-    ``with_data``: (path, its loaded data), or (None, None), so that it is not read twice."""
-    pattern = re.compile(re.escape(os.path.basename(prefix)) + r"_(?:step|epoch)_(\d+)\.pt$")
-    found = []
+def resume_problem(data):
+    """Why a loaded checkpoint cannot be resumed (-train_from refuses it, -resume auto passes it
+    over), or None: the parts a resume reads are missing or not what train.py writes."""
+    missing = [k for k in ("model", "opt", "progress", "vocab") if not isinstance(data.get(k), dict)]
+    if not missing:
+        missing = [f"progress's {k}" for k in ("step", "epoch", "shard", "batch")
+                   if type(data["progress"].get(k)) is not int]
+        missing += [f"the {side} vocabulary" for side in ("src", "tgt")
+                    if not isinstance(data["vocab"].get(side), list)]
+    if missing:
+        return f"it holds no {', '.join(missing)}, which train.py needs to go on from it"
+    return None
+
+
+def inexact_resume(data):
+    """What a resume from the checkpoint ``data`` would not restore, as phrases (empty: nothing):
+    -resume auto passes such files over, -train_from goes on and says so."""
+    notes = []
+    if data.get("averaged"):
+        notes.append(f"it is an average of {len(data['averaged'])} checkpoints (tools/average_models.py): its "
+                     "parameters are the average, and the raw parameters of any one run are not in it")
+    if not data.get("optim"):
+        notes.append("it holds no optimiser state: the optimiser (Adam's moments) would start afresh")
+    if not isinstance(data.get("rng"), dict) or "torch" not in data["rng"]:
+        notes.append("it holds no random states: dropout and sampled words would not follow the run's")
+    return notes
+
+
+def _run_checkpoints(prefix):
+    """A run's ``PREFIX_step_N.pt``, ``PREFIX_epoch_N.pt`` and ``PREFIX_last.pt`` -> {"step": [(N, path)],
+    "epoch": [(N, path)], "last": [(None, path)]}, the numbered ones by N, highest first."""
+    pattern = re.compile(re.escape(os.path.basename(prefix)) + r"_(step|epoch)_(\d+)\.pt$")
+    found = {"step": [], "epoch": [], "last": []}
     for path in glob.glob(glob.escape(prefix) + "_*.pt"):
         name = os.path.basename(path)
         m = pattern.fullmatch(name)
-        if m or name == os.path.basename(prefix) + "_last.pt":
+        if m:
+            found[m.group(1)].append((int(m.group(2)), path))
+        elif name == os.path.basename(prefix) + "_last.pt":
+            found["last"].append((None, path))
+    for files in found.values():
+        files.sort(key=lambda f: f[0] or 0, reverse=True)
+    return found
+
+
+def find_resumable(prefix):
+    """Where a killed run goes on (train.py -resume auto): of the run's ``PREFIX_step_N.pt``,
+    ``PREFIX_epoch_N.pt`` and ``PREFIX_last.pt``, the one whose progress is furthest, by the step
+    it records (never by file time: a copied or touched file is not newer for it). Of each kind the
+    highest N that can be resumed is read; a file that does not load, lacks a part a resume needs,
+    or would not resume exactly (no optimiser state or random states, an average of checkpoints)
+    is passed over. ``PREFIX_best.pt`` is never resumed from (it is not the latest state).
+    -> (path or None, its data or None, [lines for the log: what was found, passed over, chosen])."""
+    found = _run_checkpoints(prefix)
+    names = [os.path.basename(p) for files in found.values() for _, p in files]
+    passed, chosen = [], []
+    for files in found.values():
+        for _, path in files:
             try:
-                found.append((os.stat(path).st_mtime_ns, int(m.group(1)) if m else math.inf, path))
-            except OSError:  # removed meanwhile
-                continue
-    for _, _, path in sorted(found, reverse=True):
-        try:
-            data = load_checkpoint(path)
-        except UserError:
-            continue
-        return (path, data) if with_data else path
-    return (None, None) if with_data else None
+                data = load_checkpoint(path)
+                why = resume_problem(data) or "; ".join(inexact_resume(data)) or None
+            except UserError as exc:
+                why = str(exc).removeprefix(f"{path}: ")
+            if why is None:
+                chosen.append((data["progress"]["step"], path, data))
+                break  # the highest N of this kind that resumes
+            passed.append(f"{os.path.basename(path)} ({why})")
+    if not names:
+        return None, None, []
+    lines = [f"-resume auto: found {len(names)} checkpoint(s) of {prefix}: {', '.join(sorted(names))}"]
+    if passed:
+        lines.append(f"-resume auto: passed over {'; '.join(passed)}")
+    if not chosen:
+        return None, None, lines
+    step, path, data = max(chosen, key=lambda c: c[0])
+    lines.append(f"-resume auto: continuing from {path}, step {step}, the furthest of them (chosen by the step "
+                 "each one records, not by file time)")
+    return path, data, lines
+
+
+def newest_checkpoint(prefix, with_data=False):
+    """The checkpoint :func:`find_resumable` chooses (its path), or None. ``with_data``: (path,
+    its loaded data), or (None, None), so that it is not read twice."""
+    path, data, _ = find_resumable(prefix)
+    return (path, data) if with_data else path
 
 
 def model_from_checkpoint(data, device="cpu"):

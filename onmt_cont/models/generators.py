@@ -283,8 +283,9 @@ class ReWEHead(nn.Module):
 
     def __init__(self, in_size, hidden_size, out_size, init=0.1, seed=0):
         super().__init__()
-        self.w1 = nn.utils.skip_init(nn.Linear, in_size, hidden_size)
-        self.w2 = nn.utils.skip_init(nn.Linear, hidden_size, out_size)
+        device = torch.empty(0).device  # the default device: the meta device when a size is checked
+        self.w1 = nn.utils.skip_init(nn.Linear, in_size, hidden_size, device=device)
+        self.w2 = nn.utils.skip_init(nn.Linear, hidden_size, out_size, device=device)
         gen = torch.Generator().manual_seed(seed + REWE_SEED_OFFSET)
         with torch.no_grad():
             for layer in (self.w1, self.w2):

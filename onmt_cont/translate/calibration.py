@@ -17,9 +17,13 @@ ratio on the same set (-match: e.g. softmax's). The δ are relative, so the most
 held at 0. The round whose worst bin is nearest its target (in |log(ratio / target)|) is kept.
 
 The fitted offsets are a small JSON file, read by translate.py -freq_offsets together with the
--decode_prior β they were fitted under.
+-decode_prior β they were fitted under. The file also records the model it was fitted on (its kind,
+continuous or softmax, and a hash of its target vocabulary with the counts that define the bins),
+and translate.py refuses it for another model; files written before that record are accepted
+with a warning.
 """
 
+import hashlib
 import json
 import math
 import os
@@ -27,6 +31,8 @@ from collections import Counter
 
 import torch
 
+from onmt_cont.inputters.vocab import has_word_counts
+from onmt_cont.translate.options import MAX_DECODE_PRIOR, MAX_OFFSET
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import atomic_write_text
 
@@ -34,6 +40,7 @@ from onmt_cont.utils.io import atomic_write_text
 FREQ_BINS = (("1", 1, 1), ("2-4", 2, 4), ("5-9", 5, 9), ("10-99", 10, 99), ("100-999", 100, 999),
              ("1000+", 1000, math.inf))
 FORMAT = "onmt_cont freq_offsets 1"
+MAX_FILE_BYTES = 1 << 20  # an offsets file is a few hundred bytes
 
 
 def bin_index(count):
@@ -46,7 +53,7 @@ def bin_index(count):
 
 def word_bins(vocab):
     """[V] long: every target word's bin (-1 for words of count 0: padding, <s>, often <unk>)."""
-    if vocab.sentences <= 0 or vocab.total_tokens <= 0:
+    if vocab.sentences <= 0 or vocab.total_tokens <= 0 or not has_word_counts(vocab):
         raise ValueError("target vocabulary has no training counts (it was written before preprocess.py recorded "
                          "them): rerun preprocess.py")
     return torch.tensor([bin_index(c) for c in vocab.counts], dtype=torch.long)
@@ -108,42 +115,90 @@ def fit_offsets(decode, ref_lines, counts, target, rounds=8, step=0.5, min_token
         for k in fitted:
             offsets[k] += step * math.log((target[k] * ref[k] + 1) / (hyp[k] + 1))
         anchor = offsets[len(FREQ_BINS) - 1]
-        offsets = [o - anchor for o in offsets]
+        offsets = [max(-MAX_OFFSET, min(MAX_OFFSET, o - anchor)) for o in offsets]
     return best[1], best[2], best[3]
 
 
-def save_offsets(path, offsets, beta, target, source):
-    """Write the fitted offsets (atomically) with the β they were fitted under."""
+def model_record(generator, vocab):
+    """What an offsets file is fitted on: the model's kind (its generator: continuous or softmax)
+    and a SHA-256 of its target vocabulary's tokens and training counts (the counts define the
+    bins), with the number of words to show in messages."""
+    digest = hashlib.sha256()
+    for token, count in zip(vocab.itos, vocab.counts, strict=True):
+        digest.update(f"{token}\t{count}\n".encode())
+    return {"kind": "continuous" if getattr(generator, "continuous", False) else "softmax",
+            "tgt_vocab_sha256": digest.hexdigest(), "tgt_words": len(vocab)}
+
+
+def save_offsets(path, offsets, beta, target, source, model=None):
+    """Write the fitted offsets (atomically) with the β they were fitted under and ``model``, the
+    :func:`model_record` of the model they were fitted on."""
     data = {"format": FORMAT, "bins": [[n, lo, None if hi == math.inf else hi] for n, lo, hi in FREQ_BINS],
             "offsets": [round(o, 6) for o in offsets], "decode_prior": beta,
             "target": [None if math.isnan(t) else t for t in target], "fitted_on": source}
+    if model is not None:
+        data["model"] = model
     atomic_write_text(path, json.dumps(data, indent=1) + "\n")
 
 
-def _is_number(x):
-    """A finite JSON number (not true/false, which Python counts as ints)."""
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+def _is_number(x, bound=MAX_OFFSET):
+    """A JSON number (not true/false, which Python counts as ints) within ±``bound``: an integer
+    of 400 digits or a float of 1e308 is no offset, and would overflow once added to a score."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return False
+    if isinstance(x, int):
+        return abs(x) <= bound
+    return math.isfinite(x) and abs(x) <= bound
 
 
-def load_offsets(path):
-    """-> (offsets [bins], β) from a file written by :func:`save_offsets`; UserError otherwise."""
+def load_offsets(path, with_model=False):
+    """-> (offsets [bins], β) from a file written by :func:`save_offsets`, and with ``with_model``
+    its :func:`model_record` as a third item (None in files written before it was recorded);
+    UserError otherwise."""
     if not os.path.isfile(path):
         raise UserError(f"-freq_offsets {path}: no such file (tools/calibrate_offsets.py writes it)")
+    what = "not a JSON file written by tools/calibrate_offsets.py"
+    if os.path.getsize(path) > MAX_FILE_BYTES:
+        raise UserError(f"-freq_offsets {path}: {what} ({os.path.getsize(path):,} bytes; such a file has a few "
+                        "hundred)")
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UserError(f"-freq_offsets {path}: not a JSON file written by tools/calibrate_offsets.py "
-                        f"({exc})") from None
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError; an integer of over 4300 digits
+        raise UserError(f"-freq_offsets {path}: {what} ({exc})") from None
+    except RecursionError:
+        raise UserError(f"-freq_offsets {path}: {what} (its values are nested too deeply)") from None
+    except OSError as exc:
+        raise UserError(f"-freq_offsets {path}: cannot read ({(exc.strerror or str(exc)).lower()})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise UserError(f"-freq_offsets {path}: expected a file with \"format\": \"{FORMAT}\" "
                         "(written by tools/calibrate_offsets.py)")
     bins = [[n, lo, None if hi == math.inf else hi] for n, lo, hi in FREQ_BINS]
     if data.get("bins") != bins:
-        raise UserError(f"-freq_offsets {path}: its bins {data.get('bins')} are not this version's {bins}")
+        raise UserError(f"-freq_offsets {path}: its bins are not this version's {bins}")
     offsets, beta = data.get("offsets"), data.get("decode_prior")
     if not isinstance(offsets, list) or len(offsets) != len(FREQ_BINS) or not all(map(_is_number, offsets)):
-        raise UserError(f"-freq_offsets {path}: \"offsets\" must be {len(FREQ_BINS)} finite numbers, got {offsets!r}")
-    if not _is_number(beta):
-        raise UserError(f"-freq_offsets {path}: \"decode_prior\" must be a number, got {beta!r}")
-    return [float(o) for o in offsets], float(beta)
+        raise UserError(f"-freq_offsets {path}: \"offsets\" must be {len(FREQ_BINS)} finite numbers within "
+                        f"±{MAX_OFFSET:g}, got {_short(offsets)}")
+    if not _is_number(beta, MAX_DECODE_PRIOR):
+        raise UserError(f"-freq_offsets {path}: \"decode_prior\" must be a number within ±{MAX_DECODE_PRIOR:g}, "
+                        f"got {_short(beta)}")
+    result = ([float(o) for o in offsets], float(beta))
+    if not with_model:
+        return result
+    model = data.get("model")
+    if model is not None and not (isinstance(model, dict) and model.get("kind") in ("continuous", "softmax")
+                                  and isinstance(model.get("tgt_vocab_sha256"), str)
+                                  and isinstance(model.get("tgt_words"), int)):
+        raise UserError(f"-freq_offsets {path}: \"model\" must record the kind (continuous or softmax), "
+                        f"tgt_vocab_sha256 and tgt_words of the model it was fitted on, got {_short(model)}")
+    return (*result, model)
+
+
+def _short(value, limit=120):
+    """repr of a value read from a file, cut short: a message must not print a megabyte of digits."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer too long to print
+        return "a number too large"
+    return text if len(text) <= limit else text[:limit] + "..."

@@ -12,14 +12,19 @@ BANNED_WITH_UNK = (PAD_ID, BOS_ID, UNK_ID)
 
 
 MAX_LENGTH_RATIO = 2.0  # translate.py -max_length_ratio's default
+# No output is longer, whatever -max_length_ratio says: ten times the longest training target that
+# preprocess.py keeps by default (-tgt_seq_length 100), and the learned position table's default
+# size (-max_positions). A search runs at most this many steps per sentence.
+MAX_OUTPUT_LENGTH = 1024
 
 
 def length_limits(src_lengths, max_length=None, ratio=MAX_LENGTH_RATIO):
-    """The longest output of each source [B] (translate.py -max_length, else -max_length_ratio ×
-    its length + 10)."""
+    """The longest output of each source [B]: translate.py -max_length, else -max_length_ratio ×
+    its length + 10; never more than MAX_OUTPUT_LENGTH."""
     if max_length is not None:
-        return torch.full_like(src_lengths, max_length)
-    return (src_lengths.float() * ratio).long() + 10
+        return torch.full_like(src_lengths, min(max_length, MAX_OUTPUT_LENGTH))
+    # clamped as floats: a huge ratio would overflow the integer conversion
+    return (src_lengths.double() * ratio + 10).clamp(max=MAX_OUTPUT_LENGTH).long()
 
 
 def blocked_words(seq, n):
@@ -51,6 +56,8 @@ def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False, ba
     gen = model.generator
     score = gen.greedy_scores if greedy and hasattr(gen, "greedy_scores") else gen.scores
     scores = score(gen(dec_out[:, 0]))
+    # a NaN score (a diverged model) is no candidate: search must neither pick it nor rank by it
+    scores = scores.masked_fill(scores.isnan(), float("-inf"))
     scores[:, list(banned) + ([EOS_ID] if ban_eos else [])] = float("-inf")
     return scores, attn[:, 0], state
 
@@ -92,7 +99,8 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
             for b, w in zip(rows_now, last.tolist(), strict=True):
                 prefixes[b].append(w)
         else:
-            last = scores.argmax(-1)
+            best = scores.max(-1)  # a row with no candidate (every score -inf) ends its sentence
+            last = torch.where(best.values == float("-inf"), torch.full_like(best.indices, EOS_ID), best.indices)
         last = torch.where(max_lengths <= t, torch.full_like(last, EOS_ID), last)
         out[rows, t] = last.masked_fill(done, PAD_ID)
         out_attn[rows, t] = attn
@@ -136,7 +144,9 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
     Each sentence keeps the k best of its beams' expansions at every step; an expansion by
     </s> finishes a hypothesis instead of continuing it, and a sentence is done once k of its
     hypotheses have finished (fairseq's rule: the scores of continuous models can be positive, so
-    "no live hypothesis can still win" is no safe test) or none is left. Done sentences leave
+    "no live hypothesis can still win" is no safe test) or none is left, and at its length limit
+    whatever the scores are (NaN or infinite totals included: only </s> is taken there, and the
+    hypotheses end even without one). Done sentences leave
     the batch, and the rows of the others are reordered in one selection of the decoder state.
     ``block_ngram_repeat`` n > 0: no hypothesis is extended by a word that would repeat one of its
     n-grams (:func:`blocked_words`).
@@ -166,16 +176,20 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
                 scores[i] = float("-inf")
                 scores[i, :, EOS_ID] = eos
         cand = (totals.unsqueeze(2) + scores).view(len(live), -1)
+        cand = cand.masked_fill(cand.isnan(), float("-inf"))  # inf + (-inf): no candidate either
         top, idx = cand.topk(min(k, cand.size(1)), dim=1)
         top, idx = top.tolist(), idx.tolist()  # the step's one synchronisation
         attn = attn.view(len(live), width, -1).cpu()
         next_live, index, new_totals, words = [], [], [], []
         for i, b in enumerate(live):
             new_seqs, new_attns, parents, new_scores, new_words = [], [], [], [], []
+            at_limit = t >= max_len[b]
             for score, c in zip(top[i], idx[i], strict=True):
                 if score == float("-inf"):  # a banned word (or only </s> allowed): no hypothesis, no end
                     continue
                 parent, word = divmod(c, vocab)
+                if at_limit and word != EOS_ID:  # NaN scores are not -inf: the limit must not rest on them
+                    continue
                 step_attn = torch.cat([hyp_attn[b][parent], attn[i, parent : parent + 1]], 0)
                 if word == EOS_ID:
                     n = len(seqs[b][parent])
@@ -187,7 +201,7 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
                 parents.append(parent)
                 new_scores.append(score)
                 new_words.append(word)
-            if len(finished[b]) >= k or not new_seqs:
+            if len(finished[b]) >= k or not new_seqs or at_limit:
                 if not finished[b]:  # every hypothesis hit the limit without </s>
                     finished[b] = [(totals[i, j].item(), seqs[b][j], hyp_attn[b][j]) for j in range(len(seqs[b]))]
                 continue

@@ -1,5 +1,7 @@
 """Translate a file with a trained checkpoint: batches by length, output in input order."""
 
+import sys
+
 import torch
 
 from onmt_cont.ann import FaissIndex
@@ -7,8 +9,9 @@ from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.batching import collate
 from onmt_cont.inputters.vocab import capped_log_prior, unigram_log_prior
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
-from onmt_cont.translate.calibration import offset_vector
+from onmt_cont.translate.calibration import model_record, offset_vector
 from onmt_cont.translate.open_vocab import extend_model, read_extension
+from onmt_cont.translate.options import check_decoding_options
 from onmt_cont.translate.search import BANNED, BANNED_WITH_UNK, beam_search, greedy_search, length_limits
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError
@@ -31,6 +34,8 @@ class Translator:
         tools/calibrate_offsets.py; any model; None: off);
         ``csls``: K of CSLS retrieval (continuous models; 0: off);
         ``block_ngram_repeat``: n > 0, no output repeats an n-gram (any model; 0: off)."""
+        check_decoding_options(beam_size, max_length, max_length_ratio, alpha, decode_prior, decode_prior_cap, csls,
+                               block_ngram_repeat, freq_offsets, ann)
         data = load_checkpoint(checkpoint_path)
         model, _, src_vocab, tgt_vocab = model_from_checkpoint(data, device)
         lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
@@ -58,8 +63,15 @@ class Translator:
                length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
                alignment_layer=None, decode_prior=0.0, csls=0, block_ngram_repeat=0, decode_prior_cap=0,
                freq_offsets=None):
+        check_decoding_options(beam_size, max_length, max_length_ratio, alpha, decode_prior, decode_prior_cap, csls,
+                               block_ngram_repeat, freq_offsets, ann)
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.block_ngram_repeat = block_ngram_repeat
+        self.train_vocab = tgt_vocab  # before -tgt_emb_extend adds words
+        words = len(tgt_vocab)
+        if csls > max(words - 2, 0):  # the K nearest other words (padding left out): there are V - 2
+            raise UserError(f"-csls {csls}: this model's target vocabulary has {words} words, so a word has at "
+                            f"most {max(words - 2, 0)} neighbours; give a smaller K (the paper: 10)")
         if alignment_layer is not None:
             if not hasattr(model.decoder, "set_alignment_layer"):
                 raise UserError("-alignment_layer picks a Transformer decoder layer's cross-attention; this model's "
@@ -76,6 +88,11 @@ class Translator:
             words, vectors = read_extension(tgt_emb_extend, tgt_emb_extend_vocab)
             self.tgt_vocab, _ = extend_model(self.model, self.tgt_vocab, words, vectors)
         self.banned = BANNED_WITH_UNK if ban_unk else BANNED
+        if beam_size > len(self.tgt_vocab):  # each step keeps beam_size rows: more than the words is no search
+            raise UserError(f"-beam_size {beam_size} is larger than the target vocabulary ({len(self.tgt_vocab)} "
+                            "words): give at most that")
+        if ann is not None and ann.get("nlist") is not None and ann["nlist"] > len(self.tgt_vocab):
+            raise UserError(f"-ann_nlist {ann['nlist']}: more cells than the table has words ({len(self.tgt_vocab)})")
         if ann is not None:
             gen = self.model.generator
             if not getattr(gen, "continuous", False):
@@ -93,6 +110,28 @@ class Translator:
         self.replace_unk = replace_unk
         self.lexicon = lexicon
         self.words_out = self.unk_out = 0  # words decoded so far, and how many were <unk> (before replacement)
+
+    @property
+    def offsets_model(self):
+        """What a -freq_offsets file must have been fitted on: this model's kind and training vocabulary."""
+        return model_record(self.model.generator, self.train_vocab)
+
+    def check_offsets_model(self, path, record):
+        """Refuse a -freq_offsets file fitted on another model: the :func:`model_record` it holds
+        must match this model's kind and target vocabulary. A file written before the record
+        existed (``record`` None) is accepted with a warning on stderr."""
+        mine = self.offsets_model
+        if record is None:
+            print(f"warning: -freq_offsets {path} does not say which model it was fitted on (written by an older "
+                  "tools/calibrate_offsets.py): make sure it was fitted on this one", file=sys.stderr)
+            return
+        if record["kind"] != mine["kind"]:
+            raise UserError(f"-freq_offsets {path} was fitted on a {record['kind']} model, and this is a "
+                            f"{mine['kind']} model: fit offsets on this model with tools/calibrate_offsets.py")
+        if record["tgt_vocab_sha256"] != mine["tgt_vocab_sha256"]:
+            raise UserError(f"-freq_offsets {path} was fitted on a model with another target vocabulary "
+                            f"({record['tgt_words']} words; this model's has {mine['tgt_words']}, or other counts): "
+                            "fit offsets on this model with tools/calibrate_offsets.py")
 
     def set_freq_offsets(self, offsets):
         """Decode from now on with these frequency-bin offsets [bins] (None: none) and the

@@ -5,6 +5,7 @@ import io
 import os
 import pickle
 import re
+import stat
 import tempfile
 import zipfile
 from contextlib import contextmanager
@@ -46,6 +47,97 @@ def atomic_path(path):
     _fsync_directory(directory)
 
 
+class Prefix:
+    """An output or input prefix (preprocess.py -save_data, train.py -save_model and -data): the
+    files are PREFIX + a suffix that ``pattern`` (a regular expression) matches in full."""
+
+    def __init__(self, path, pattern):
+        self.path, self.pattern = path, re.compile(pattern)
+
+    def matches(self, path):
+        """Is ``path`` one of this prefix's files (by name, after resolving both)?"""
+        directory, base = os.path.split(_resolved(self.path))
+        other_dir, other = os.path.split(_resolved(path))
+        return (other_dir == directory and other.startswith(base)
+                and self.pattern.fullmatch(other[len(base):]) is not None)
+
+    def existing(self):
+        """This prefix's files that exist now."""
+        directory, base = os.path.split(os.path.abspath(self.path))
+        try:
+            names = os.listdir(directory or ".")
+        except OSError:
+            return []
+        return [os.path.join(directory, n) for n in sorted(names)
+                if n.startswith(base) and self.pattern.fullmatch(n[len(base):])]
+
+
+def _resolved(path):
+    return os.path.realpath(os.path.abspath(path))
+
+
+def _identity(path):
+    """(st_dev, st_ino) of an existing regular file or folder, else None (a pipe, /dev/stdin, none)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode) else None
+
+
+def _entries(named):
+    """{flag: path | [paths] | Prefix | None} -> [(flag, path or Prefix)], "-" (standard input) left out."""
+    out = []
+    for flag, value in named.items():
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if v is not None and v != "-" and v != "":
+                out.append((flag, v))
+    return out
+
+
+def refuse_output_over_inputs(outputs, inputs):
+    """Raise a :class:`UserError` when a file a script would write is one of the files it reads,
+    or two of its outputs are one file: a careless argument order must not replace a checkpoint
+    or a corpus with text. Call it before anything is read or written.
+
+    ``outputs`` and ``inputs`` map a flag (``"-output"``) to a path, a list of paths, a
+    :class:`Prefix` or None. Paths are compared resolved (symbolic links followed) and by
+    (st_dev, st_ino), so a hard link is caught too; a prefix clashes with a path that is the
+    prefix itself or one of its files (by name, or an existing one by inode)."""
+    outs = _entries(outputs)
+    ins = [(flag, v, "reads") for flag, v in _entries(inputs)]
+    for i, (oflag, out) in enumerate(outs):
+        for iflag, other, role in ins + [(f, v, "writes too") for f, v in outs[i + 1:]]:
+            if _clash(out, other):
+                if isinstance(out, Prefix):
+                    what = f"{oflag} {out.path}: its files would replace {iflag} {_shown(other)}"
+                elif isinstance(other, Prefix):
+                    what = f"{oflag} {out} is one of the files of {iflag} {other.path}"
+                else:
+                    what = f"{oflag} {out} is {iflag} {other}"
+                raise UserError(f"{what}, which this run {role}: give another {oflag} (nothing was written)")
+
+
+def _shown(x):
+    return x.path if isinstance(x, Prefix) else x
+
+
+def _clash(a, b):
+    """Do output ``a`` and ``b`` (an input, or another output) name one file?"""
+    a_files = [a.path, *a.existing()] if isinstance(a, Prefix) else [a]
+    b_files = [b.path, *b.existing()] if isinstance(b, Prefix) else [b]
+    if any(_same(x, y) for x in a_files for y in b_files):
+        return True
+    return any(p.matches(x) for p, others in ((a, b_files), (b, a_files)) if isinstance(p, Prefix) for x in others)
+
+
+def _same(a, b):
+    if _resolved(a) == _resolved(b):
+        return True
+    ia = _identity(a)
+    return ia is not None and ia == _identity(b)
+
+
 def _write_error(path, exc):
     reason = (exc.strerror or str(exc)).lower()
     return UserError(f"cannot write {path}: {reason} (nothing was written; an earlier {os.path.basename(path)}, "
@@ -72,19 +164,24 @@ def _fsync_directory(directory):
 _TEMP_NAME = re.compile(r"^\.tmp-(\d+)-[^-]+-(.+)$")
 
 
-def remove_stale_temps(directory, name_prefix):
-    """Delete ``.tmp-PID-*-NAME`` files in ``directory`` whose NAME starts with ``name_prefix`` and
-    whose writer (PID) is no longer running: what a killed :func:`atomic_path` leaves behind.
-    Returns the names removed."""
+def remove_stale_temps(directory, name_prefix, exact=False):
+    """Delete ``.tmp-PID-*-NAME`` files in ``directory`` whose NAME starts with ``name_prefix``
+    (``exact``: is ``name_prefix``) and whose writer (PID) is no longer running: what a killed
+    :func:`atomic_path` leaves behind. Returns the names removed."""
     removed = []
     for entry in os.listdir(directory):
         m = _TEMP_NAME.match(entry)
-        if not m or not m.group(2).startswith(name_prefix) or _pid_alive(int(m.group(1))):
+        if not m or not (m.group(2) == name_prefix if exact else m.group(2).startswith(name_prefix)):
             continue
+        if _pid_alive(int(m.group(1))):
+            continue
+        path = os.path.join(directory, entry)
         try:
-            os.remove(os.path.join(directory, entry))
+            if not stat.S_ISREG(os.lstat(path).st_mode):  # only files atomic_path made: no folder, no link
+                continue
+            os.remove(path)
             removed.append(entry)
-        except FileNotFoundError:  # another process cleaned it first
+        except OSError:  # another process cleaned it first, or a read-only folder: left as it is
             pass
     return removed
 
@@ -94,7 +191,7 @@ def _pid_alive(pid):
         return True
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # no such process (a PID past any real one too)
         return False
     except PermissionError:  # alive, another user's
         return True
@@ -142,11 +239,24 @@ def atomic_write_text(path, text):
 
 
 def check_readable(path):
-    """A missing path or a directory is the user's mistake, not a traceback."""
+    """A missing path or a directory is the user's mistake, not a traceback; so is a regular file
+    that is plainly not UTF-8 text: gzip data without the ``.gz`` name, or UTF-16/32 (a
+    byte-order mark; Windows' "Unicode"), which line counts would otherwise misread."""
     if not os.path.exists(path):
         raise UserError(f"{path}: no such file")
     if os.path.isdir(path):
         raise UserError(f"{path}: is a directory, expected a text file")
+    if path.endswith(".gz") or not os.path.isfile(path):  # a pipe is read once, by the reader alone
+        return
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return  # the reader says why
+    if head.startswith(b"\x1f\x8b"):
+        raise UserError(f"{path}: is gzip-compressed: name it {os.path.basename(path)}.gz (or gunzip it)")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise UserError(f"{path}: is UTF-16 or UTF-32 text (it starts with a byte-order mark): save it as UTF-8")
 
 
 def open_text(path, mode="rt"):
@@ -160,7 +270,8 @@ def open_text(path, mode="rt"):
 def read_lines(path):
     """Yield ``(line_number, line_without_newline)``, 1-based; invalid UTF-8 names the file and line.
 
-    A Windows line end (CRLF) is stripped whole, so no token ends in ``\\r``. Lines are split at
+    A Windows line end (CRLF) is stripped whole, so no token ends in ``\\r``; a UTF-8 byte-order mark
+    at the start is dropped; a NUL byte is an error (not text). Lines are split at
     ``\\n`` only: a lone ``\\r`` or a Unicode line separator stays inside the line (``str.split``
     then treats it as a space), so line numbers agree with ``wc -l`` and with the parallel file."""
     check_readable(path)
@@ -175,6 +286,11 @@ def read_lines(path):
                     raise UserError(
                         f"{path}, line {lineno}: invalid UTF-8 ({exc.reason} at byte {exc.start})"
                     ) from None
+                if "\x00" in line:  # UTF-16 without a byte-order mark, or a binary file
+                    raise UserError(f"{path}, line {lineno}: a NUL byte (at byte {raw.index(0)}): not UTF-8 text "
+                                    "(UTF-16? save it as UTF-8)")
+                if lineno == 1 and line.startswith("\ufeff"):  # a UTF-8 byte-order mark (Notepad): not a word
+                    line = line[1:]
                 yield lineno, line.rstrip("\r\n")
     except (OSError, EOFError) as exc:  # no permission, a corrupt or truncated .gz
         where = f", line {lineno + 1}" if lineno else ""

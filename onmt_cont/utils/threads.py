@@ -17,11 +17,21 @@ threads that live jobs have claimed as busy even while they sleep, the choice is
 file lock so that starters take turns, and a training or translation run re-reads the claims
 every few seconds and lowers its threads to its share (raising them again, up to its start-up
 choice, when the others finish).
+
+The default folder is a predictable name in the shared temp folder, so it is used only while it is
+safe: made with mode 0700, and before each use checked with ``lstat`` to be a real folder (not a
+link) owned by this user that no group or other user can write into; otherwise claims are off,
+said in one warning line. Inside it, a claim is written to a new ``PID.tmp`` (``O_EXCL``,
+``O_NOFOLLOW``) renamed into place, other entries are read only when ``lstat`` shows a regular
+file (a FIFO or a link is never opened), and every number read is bounded.
 """
 
 import atexit
 import contextlib
+import errno
 import os
+import stat
+import sys
 import tempfile
 import time
 
@@ -46,6 +56,12 @@ HELP = ("torch intra-op threads. Default: OMP_NUM_THREADS when it is set (torchr
 CLAIMS_ENV = "ONMT_CONT_THREAD_CLAIMS"
 # how often a training or translation run re-reads the claims (seconds)
 REFRESH_S = 5.0
+# a claim file's name: a pid (Linux's pid_max is at most 2**22), its text: "threads start-time parent-pid"
+MAX_PID = 1 << 22
+MAX_THREADS = 1 << 16
+MAX_REQUEST = 1024  # -threads: more would only start threads the machine cannot run (and 10^5 fail to start)
+CLAIM_BYTES = 64  # a claim is one short line; a longer file is not one
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def add_threads_arg(parser, help_text=HELP):
@@ -118,6 +134,92 @@ def alive(pid, started):
     return not started or start_time(pid) in ("", started)
 
 
+class UnsafeClaims(OSError):
+    """The claims folder (or its lock file) cannot be trusted: claims are off."""
+
+
+def unsafe_reason(directory):
+    """Why ``directory`` must not hold claims (None: it may). It must be a folder, not a symbolic
+    link, owned by this user, that no group or other user can write into: anyone can create a
+    predictable name in a shared /tmp first and plant links or FIFOs in it."""
+    try:
+        st = os.lstat(directory)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return "is a symbolic link"
+    if not stat.S_ISDIR(st.st_mode):
+        return "is not a folder"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"is owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
+
+
+def make_claims_dir(directory):
+    """Create the claims folder with mode 0700 (its parents as needed) unless it exists; then check
+    it (:func:`unsafe_reason`). Raises UnsafeClaims with the reason."""
+    parent = os.path.dirname(os.path.abspath(directory))
+    try:
+        os.makedirs(parent, exist_ok=True)
+        os.mkdir(directory, 0o700)
+    except FileExistsError:
+        pass  # made earlier (or a file, a link: checked below)
+    except OSError as exc:
+        raise UnsafeClaims(f"cannot be created ({exc.strerror})") from None
+    reason = unsafe_reason(directory)
+    if reason:
+        raise UnsafeClaims(reason)
+
+
+def bounded_int(text, low, high):
+    """``text`` as an int in [low, high] (ASCII digits only), else None."""
+    if not text.isascii() or not text.isdigit() or len(text) > len(str(high)):
+        return None
+    value = int(text)
+    return value if low <= value <= high else None
+
+
+def open_regular(path, flags, mode=0o600):
+    """os.open that never follows a symbolic link, never blocks on a FIFO, and refuses what is not
+    a regular file (OSError)."""
+    name = os.path.basename(path)
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0), mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeClaims(f"holds {name}, a symbolic link") from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise UnsafeClaims(f"holds {name}, which is not a regular file")
+    return fd
+
+
+def read_claim(path):
+    """A claim file -> (threads, start-time, parent pid), or None when it is not a claim: not a
+    regular file (never opened then), too long, or numbers out of range."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        fd = open_regular(path, os.O_RDONLY)
+        try:
+            text = os.read(fd, CLAIM_BYTES + 1)
+        finally:
+            os.close(fd)
+    except OSError:
+        return None  # being written or removed right now, or not a file
+    fields = text.decode("ascii", "replace").split() if len(text) <= CLAIM_BYTES else []
+    if len(fields) != 3:
+        return None
+    n, ppid = bounded_int(fields[0], 1, MAX_THREADS), bounded_int(fields[2], 0, MAX_PID)
+    started = fields[1] if fields[1] == "-" or bounded_int(fields[1], 0, 10**30) is not None else None
+    if n is None or ppid is None or started is None:
+        return None
+    return n, started.strip("-"), ppid
+
+
 class ThreadShare:
     """This process's claim on threads, in ``directory`` (:func:`claims_dir`): a file named by its
     pid holding "threads start-time parent-pid". ``processes`` > 1 (torchrun's local processes,
@@ -133,28 +235,30 @@ class ThreadShare:
 
     @contextlib.contextmanager
     def locked(self):
-        os.makedirs(self.dir, exist_ok=True)
-        with open(os.path.join(self.dir, ".lock"), "a", encoding="utf-8") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
+        make_claims_dir(self.dir)
+        fd = open_regular(os.path.join(self.dir, ".lock"), os.O_RDWR | os.O_CREAT)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 yield
             finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
     def others(self):
         """Threads claimed by other live processes (claims of dead ones are removed)."""
         total = 0
         for name in os.listdir(self.dir):
-            if not name.isdigit() or int(name) == self.pid:
+            pid = bounded_int(name, 1, MAX_PID)
+            if pid is None or pid == self.pid:
                 continue
             path = os.path.join(self.dir, name)
-            try:
-                with open(path, encoding="utf-8") as f:
-                    n, started, ppid = f.read().split()
-                n, ppid = int(n), int(ppid)
-            except (OSError, ValueError):
-                continue  # being written or removed right now, or not ours
-            if not alive(int(name), started):
+            claim = read_claim(path)
+            if claim is None:
+                continue
+            n, started, ppid = claim
+            if not alive(pid, started):
                 with contextlib.suppress(OSError):
                     os.remove(path)
             elif not (self.processes > 1 and ppid == self.ppid):
@@ -162,9 +266,19 @@ class ThreadShare:
         return total
 
     def write(self, n):
+        """Write the claim to a new PID.tmp (never through a link or into an existing file), then
+        rename it over PID (a rename replaces a link, it does not follow it)."""
         tmp = f"{self.path}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(f"{n} {start_time(self.pid) or '-'} {self.ppid}\n")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW
+        try:
+            fd = os.open(tmp, flags, 0o600)
+        except FileExistsError:  # left by a killed process that had this pid, or planted: not opened
+            os.unlink(tmp)
+            fd = os.open(tmp, flags, 0o600)
+        try:
+            os.write(fd, f"{n} {start_time(self.pid) or '-'} {self.ppid}\n".encode("ascii"))
+        finally:
+            os.close(fd)
         os.replace(tmp, self.path)
 
     def start(self, fixed=None):
@@ -194,8 +308,10 @@ class ThreadShare:
                 n = max(1, min(self.cap, (cores - self.others()) // self.processes))
                 if n != self.threads:
                     self.write(n)
-        except OSError:  # the folder went away or became unwritable mid-run: keep the count, stop following
+        except OSError as exc:  # the folder went away or became unusable mid-run: keep the count, stop following
             self.fixed = True
+            warn_claims_off(self.dir, exc if isinstance(exc, UnsafeClaims) else
+                            f"cannot be used ({exc.strerror or exc})")
             return None
         if n == self.threads:
             return None
@@ -209,6 +325,14 @@ class ThreadShare:
 
 
 _share = None  # this process's ThreadShare, while its claim holds
+_warned = set()  # claims folders this process has warned about (once each)
+
+
+def warn_claims_off(directory, reason):
+    if directory not in _warned:
+        _warned.add(directory)
+        print(f"warning: thread claims off: {directory} {reason}; -threads' default is the start-up guess alone "
+              f"(remove it, or set {CLAIMS_ENV} to a folder of your own)", file=sys.stderr)
 
 
 def claim_threads(processes, fixed=None):
@@ -224,8 +348,10 @@ def claim_threads(processes, fixed=None):
         share = ThreadShare(directory, processes)
         try:
             n = share.start(fixed)
-        except OSError:
-            pass  # the temp folder cannot be written: no claims
+        except UnsafeClaims as exc:
+            warn_claims_off(directory, exc)
+        except OSError as exc:  # the temp folder cannot be written: no claims
+            warn_claims_off(directory, f"cannot be used ({exc.strerror or exc})")
         else:
             _share = share
             return n
@@ -251,8 +377,8 @@ def set_threads(n):
 def apply_threads(requested, flag="-threads"):
     """Apply ``-threads``: None -> :func:`auto_threads` (among torchrun's local processes), 0 -> leave
     PyTorch's default, N -> N. Returns the thread count torch now uses."""
-    if requested is not None and requested < 0:
-        raise UserError(f"{flag} must be at least 0 (0: PyTorch's default), got {requested}")
+    if requested is not None and not 0 <= requested <= MAX_REQUEST:
+        raise UserError(f"{flag} must be from 0 (PyTorch's default) to {MAX_REQUEST}, got {requested}")
     if requested == 0:
         claim_threads(1, fixed=torch.get_num_threads())
         return torch.get_num_threads()
