@@ -62,7 +62,7 @@ def main(argv=None):
     table[0] = 0
     prior = torch.log_softmax(torch.randn(args.vocab, generator=gen) * 3, 0)
     neg = Negatives(("inbatch", "random", "gold_nn"), table, num_sampled=args.num_sampled,
-                    ann_candidates=args.ann_candidates, log_prior=prior)
+                    ann_candidates=args.ann_candidates, log_prior=prior, counts="unigram")  # the former's rule
     target = torch.multinomial(prior.exp(), args.tokens, replacement=True, generator=gen).clamp_min(4)
     torch.manual_seed(0)
     shared, per_token = neg(None, target)

@@ -13,7 +13,8 @@ from onmt_cont.bin import translate
 from onmt_cont.constants import EOS_ID, UNK_ID
 from onmt_cont.inputters.vocab import Vocab, capped_log_prior, load_vocabs, unigram_log_prior
 from onmt_cont.losses import build_loss
-from onmt_cont.losses.negatives import Negatives
+from onmt_cont.losses.contrastive import unique_shared
+from onmt_cont.losses.negatives import Negatives, candidate_dots, invalid
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.models.generators import ContinuousGenerator, table_hubness
 from onmt_cont.outputs import BiasedVector
@@ -67,7 +68,7 @@ def test_log_expected_counts_by_hand():
     """Two tokens with targets 4 and 5; shared candidates: in-batch [4, 5] and 'random' (2 draws
     over V-1 = 5 words, 0.4 each); per token: the gold word's 2 nearest rows (gold_nn, itself first)."""
     neg = Negatives(("inbatch", "random", "gold_nn"), TABLE, num_sampled=2, ann_candidates=1,
-                    log_prior=PRIOR)
+                    log_prior=PRIOR, counts="unigram")
     target = torch.tensor([4, 5])
     shared, per_token = neg(None, target)
     assert shared[:2].tolist() == [4, 5] and shared.numel() == 4
@@ -80,21 +81,23 @@ def test_log_expected_counts_by_hand():
             assert got[i, c].item() == pytest.approx(want.item(), rel=1e-6), (i, c, j)
 
 
+@pytest.mark.parametrize("counts", ["batch", "unigram"])
 @pytest.mark.parametrize("sources", [("inbatch", "random", "gold_nn"), ("inbatch", "gold_nn", "ann"),
                                      ("random", "ann"), ("inbatch", "random")])
-def test_log_expected_counts_brute_force(sources):
+def test_log_expected_counts_brute_force(sources, counts):
     """Against comparing every candidate with every per-token list entry, on a batch whose targets
     repeat (in-batch duplicates) and with two per-token sources (a word in both lists counts 2)."""
     table, prior = F.normalize(torch.randn(50, 6, generator=torch.Generator().manual_seed(2)), dim=-1), None
     table[0] = 0
     prior = torch.log_softmax(torch.randn(50, generator=torch.Generator().manual_seed(3)), 0)
-    neg = Negatives(sources, table, num_sampled=7, ann_candidates=5, log_prior=prior)
+    neg = Negatives(sources, table, num_sampled=7, ann_candidates=5, log_prior=prior, counts=counts)
     target = torch.tensor([3, 3, 3, 9, 17, 9, 44, 3])
     torch.manual_seed(0)
     shared, per_token = neg(F.normalize(torch.randn(8, 6), dim=-1), target)
     got = neg.log_expected_counts(target, shared, per_token)
     base = torch.zeros(50, dtype=torch.float64)
-    base += 8 * prior.double().exp() if "inbatch" in sources else 0
+    if "inbatch" in sources:  # batch: each word's count in the batch; unigram: 8 tokens x p_train
+        base += torch.bincount(target, minlength=50).double() if counts == "batch" else 8 * prior.double().exp()
     base[1:] += 7 / 49 if "random" in sources else 0
     parts = []
     if shared is not None:
@@ -108,6 +111,55 @@ def test_log_expected_counts_brute_force(sources):
     torch.testing.assert_close(got[valid], want[valid])
     if "gold_nn" in sources and "ann" in sources:
         assert (got[:, shared.numel():] > torch.log(base[per_token.clamp_min(0)] + 1.5).float()).any()
+
+
+def zipf_batch(vocab, sentences, gen):
+    """A batch as train.py builds it: whole target sentences (1-6 words from a Zipf unigram over the
+    word ids 4.., each ending with </s>), sorted by length, flattened -> target [N]; and the unigram
+    p_train [V] those words were drawn from (</s> once per sentence, as the vocabulary counts it)."""
+    words = torch.arange(4, vocab)
+    p_word = 1.0 / torch.arange(1, words.numel() + 1, dtype=torch.float64)
+    p_word /= p_word.sum()
+    lengths = torch.randint(1, 7, (sentences,), generator=gen).sort().values
+    target = []
+    for n in lengths.tolist():
+        target += words[torch.multinomial(p_word, n, replacement=True, generator=gen)].tolist() + [EOS_ID]
+    mean_len = 3.5
+    prior = torch.zeros(vocab, dtype=torch.float64)
+    prior[4:] = p_word * mean_len / (mean_len + 1)
+    prior[EOS_ID] = 1 / (mean_len + 1)
+    return torch.tensor(target), prior
+
+
+@pytest.mark.parametrize("counts", ["batch", "unigram"])
+def test_corrected_normaliser_is_unbiased_on_the_batch_as_it_is(counts):
+    """-sampling_correction's claim: over the random draws, the mean of exp(gold logit) + the sum over
+    the candidates of exp(logit_j - log E_i(j)) is the full softmax's normaliser, for every token of a
+    batch built like train.py's (own sentence in the batch, one </s> per sentence, sorted by length,
+    rare words). True of counts="batch" within Monte Carlo error; the unigram rule misses it by far."""
+    vocab, gen = 24, torch.Generator().manual_seed(5)
+    target, prior = zipf_batch(vocab, 6, gen)
+    table = F.normalize(torch.randn(vocab, 8, generator=gen), dim=-1)
+    table[0] = 0
+    pred = 2.0 * torch.randn(target.numel(), 8, generator=gen)
+    neg = Negatives(("inbatch", "random", "gold_nn"), table, num_sampled=4, ann_candidates=3,
+                    log_prior=prior.clamp_min(1e-12).log().float(), counts=counts)
+    logits = pred @ table.t()  # [N, V]
+    full = logits[:, 1:].exp().sum(1)  # every word but padding, the gold word included
+    torch.manual_seed(0)
+    draws, total = 4000, torch.zeros(target.numel(), dtype=torch.float64)
+    for _ in range(draws):
+        shared, per_token = neg(None, target)
+        shared, repeats = unique_shared(shared, per_token.size(1))
+        dots = candidate_dots(pred, table, shared, per_token) - neg.log_expected_counts(target, shared, per_token)
+        dots = (dots + repeats).masked_fill(invalid(target, shared, per_token), float("-inf"))
+        gold = logits.gather(1, target.unsqueeze(1)).squeeze(1)
+        total += (gold.exp() + dots.exp().sum(1)).double()
+    ratio = total / draws / full.double()
+    if counts == "batch":
+        assert (ratio - 1).abs().max() < 0.05, ratio
+    else:
+        assert (ratio - 1).abs().max() > 0.3, ratio
 
 
 def opt_of(loss, **kw):
@@ -283,19 +335,29 @@ def test_train_learns_with_both(data, tmp_path, loss, extra, decrease):
     assert "generator.bias" in ckpt["model"] and ckpt["opt"]["word_bias"] and ckpt["opt"]["sampling_correction"]
 
 
-def test_flags_survive_train_from(data, tmp_path, monkeypatch):
+def test_flags_survive_train_from(data, tmp_path, monkeypatch, capsys):
     """Resumed without repeating the flags, the run keeps them and takes the same steps."""
     from tests.test_train import record_steps
 
     seen = record_steps(monkeypatch)
     common = {**WC, "loss": "nllvmf_nce", "train_steps": "8", "epochs": "5"}
-    full = run_train(data, tmp_path / "full", word_bias=True, sampling_correction=True, **common)
+    full = run_train(data, tmp_path / "full", word_bias=True, sampling_correction=True, expected_counts="batch",
+                     **common)
     reference = dict(seen)
     seen.clear()
     resumed = run_train(data, tmp_path / "res", train_from=str(tmp_path / "full" / "m_step_4.pt"), **common)
-    assert resumed.opt.word_bias and resumed.opt.sampling_correction
+    assert resumed.opt.word_bias and resumed.opt.sampling_correction and resumed.opt.expected_counts == "batch"
     assert [v for _, v in seen] == [reference[s] for s, _ in seen] and len(seen) == 4
     torch.testing.assert_close(resumed.model.generator.bias, full.model.generator.bias, rtol=0, atol=0)
+    # a checkpoint from before -expected_counts was trained with the unigram rule, and goes on with it
+    old = torch.load(tmp_path / "full" / "m_step_4.pt", weights_only=True)
+    del old["opt"]["expected_counts"]
+    torch.save(old, tmp_path / "old_step_4.pt")
+    from tests.test_train import argv
+
+    (tmp_path / "old").mkdir()
+    fails(capsys, argv(data, tmp_path / "old", train_from=str(tmp_path / "old_step_4.pt"), expected_counts="batch",
+                       **common), "-expected_counts batch conflicts", "trained with -expected_counts unigram")
 
 
 @pytest.mark.parametrize("extra,needles", [
@@ -325,8 +387,12 @@ def test_correction_needs_sentence_counts(data, tmp_path, capsys):
     out.mkdir()
     ds = {**data, "prefix": str(d / "d")}
     fails(capsys, argv(ds, out, **{**WC, "loss": "infonce", "sampling_correction": True}),
-          "-sampling_correction", "rerun preprocess.py")
+          "-sampling_correction -expected_counts unigram", "rerun preprocess.py")
     assert not list(out.iterdir())
+    # the batch counts need no training counts
+    run_train(ds, out, **{**WC, "loss": "infonce", "sampling_correction": True, "expected_counts": "batch",
+                          "train_steps": "2"})
+    assert (out / "m_last.pt").exists()
 
 
 def translate_args(model, data, out, *extra):

@@ -111,6 +111,9 @@ config() {
     t_nce_both_avg_dfp_d01_lr1)        echo "-config $TC $DFP -dropout 0.1|emb" ;;
     t_srcbpe_nce_both_avg_d01_lr1)     echo "-config $TC -dropout 0.1|srcbpe" ;;
     t_srcbpe_nce_both_avg_dfp_d01_lr1) echo "-config $TC $DFP -dropout 0.1|srcbpe" ;;
+    # the recommended rows with the sampling correction's unbiased expected counts (-expected_counts batch)
+    t_nce_both_avg_d00_lr1_bc)            echo "-config $TC -expected_counts batch|emb" ;;
+    t_srcbpe_nce_both_avg_dfp_d00_lr1_bc) echo "-config $TC $DFP -expected_counts batch|srcbpe" ;;
     # LSTM
     lstm_ce)               echo "-config $LS|emb" ;;
     lstm_ce_dfp)           echo "-config $LS $DFP|emb" ;;

@@ -143,7 +143,9 @@ DEFAULT_NEGATIVES = {"maxmargin": "exact", "infonce": "inbatch,random,gold_nn", 
 def build_negatives(opt, table, log_prior=None):
     sources = parse_sources(opt.negatives or DEFAULT_NEGATIVES[opt.loss])
     window = getattr(opt, "prefix_window", None) or PREFIX_WINDOW
-    return Negatives(sources, table, opt.num_sampled, opt.ann_candidates, log_prior=log_prior, prefix_window=window)
+    counts = getattr(opt, "expected_counts", None) or "unigram"  # options saved before it: the unigram rule
+    return Negatives(sources, table, opt.num_sampled, opt.ann_candidates, log_prior=log_prior, prefix_window=window,
+                     counts=counts)
 
 
 def build_maxmargin(opt, table):

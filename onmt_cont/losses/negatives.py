@@ -40,6 +40,8 @@ from onmt_cont.utils.amp import outside_autocast
 SOURCES = ("exact", "inbatch", "random", "gold_nn", "ann", "prefix")
 PREFIX_WINDOW = 16  # -prefix_window's default: Multi30k's target sentences have 13 words on average
 SHARED = ("exact", "inbatch", "random")
+# -expected_counts: the in-batch source's expected counts (Negatives.log_expected_counts)
+EXPECTED_COUNTS = ("unigram", "batch")
 
 
 def parse_sources(text):
@@ -129,10 +131,12 @@ class Negatives:
     ``__call__(unit [N, m], target [N])`` -> (shared ids [S] or None, per-token ids [N, C] or None)."""
 
     def __init__(self, sources, table, num_sampled=64, ann_candidates=32, threads=None, log_prior=None,
-                 prefix_window=PREFIX_WINDOW):
-        self.sources, self.table = tuple(sources), table
+                 prefix_window=PREFIX_WINDOW, counts="unigram"):
+        if counts not in EXPECTED_COUNTS:
+            raise ValueError(f"expected counts {counts!r}: expected one of {', '.join(EXPECTED_COUNTS)}")
+        self.sources, self.table, self.counts = tuple(sources), table, counts
         self.num_sampled, self.k, self.prefix_window = num_sampled, ann_candidates, prefix_window
-        # p_train(w) [V]: how often in-batch draws give each word, for log_expected_counts
+        # p_train(w) [V]: how often in-batch draws give each word under counts="unigram"
         self.unigram = None if log_prior is None else log_prior.double().exp().to(table.device)
         self.neighbours = table_neighbours(table, ann_candidates, threads) if "gold_nn" in sources else None
         self.index = PredictionIndex(table, threads) if "ann" in sources else None
@@ -158,21 +162,34 @@ class Negatives:
 
 
     def log_expected_counts(self, target, shared, per_token):
-        """log E_i(j) [N, S + C]: for each candidate j of token i, the expected number of times the
-        sources put j among token i's candidates (-sampling_correction). A contrastive logit minus
-        log E is the correction of a sampled softmax for its proposal (Bengio & Senécal 2008; Yi et
-        al. 2019): Σ over candidates of exp(logit_j) / E_i(j) is an unbiased estimate of the sum
-        over every word (the balance heuristic over the mixture of sources). Per source:
-        ``inbatch`` N · p_train(j) (the batch's targets are draws from the training unigram
-        distribution, </s> included), ``random`` -num_sampled / (V − 1), ``exact`` 1, and the
-        per-token ``gold_nn``/``ann`` lists 1 for each time j is in token i's list. Padding and −1
-        ids get log 0 = −inf (they are masked)."""
+        """log E_i(j) [N, S + C]: for each candidate j of token i, how many times the sources put j among
+        token i's candidates, in expectation given the batch (-sampling_correction). A contrastive logit
+        minus log E is the correction of a sampled softmax for its proposal (Bengio & Senécal 2008; Yi et
+        al. 2019, the balance heuristic over the mixture of sources).
+
+        ``counts="unigram"`` (the default, the rule of the results' continuous rows): ``inbatch`` puts j
+        among the candidates N · p_train(j) times, p_train the add-one smoothed training unigram, as if
+        the batch's targets were independent draws from it; ``random`` -num_sampled / (V − 1); ``exact``
+        1; the per-token ``gold_nn``/``ann`` lists 1 for each time j is in token i's list. The batch's
+        targets are no independent draws (the token's own sentence is always in its batch, a batch of B
+        sentences holds exactly B </s>, smoothing lifts the rare words), so this estimate of the
+        normaliser is biased.
+        ``counts="batch"``: ``inbatch`` puts j among token i's candidates exactly as often as j stands
+        in the batch outside token i's own position, c(j) (that position holds the gold word, which is
+        masked). With E_i(j) = c(j) + the other terms, the expected value over the random draws of
+        Σ over the candidates of exp(logit_j) / E_i(j) is Σ_{j ≠ gold} exp(logit_j) exactly: the
+        normaliser's estimate is unbiased on the batch as it is. The loss divides by that estimate, so
+        the gradient is still not the full softmax's (bench/correction_push.py measures both rules).
+        Padding and −1 ids get log 0 = −inf (they are masked)."""
         vocab, n = self.table.size(0), target.numel()
         base = torch.zeros(vocab, dtype=torch.float64, device=target.device)
         if "inbatch" in self.sources:
-            if self.unigram is None:
+            if self.counts == "batch":
+                base += torch.bincount(target, minlength=vocab).to(base.dtype)
+            elif self.unigram is None:
                 raise ValueError("in-batch negatives need the training unigram distribution (log_prior)")
-            base += n * self.unigram
+            else:
+                base += n * self.unigram
         if "random" in self.sources:
             base[1:] += self.num_sampled / (vocab - 1)
         if "exact" in self.sources:
