@@ -53,7 +53,7 @@ def test_generator_rescores_the_candidates_exactly(table, criterion):
     gen = ContinuousGenerator(4, table, criterion=criterion)
     out = 3 * synthetic_queries(table, 20)
     exact = gen.scores(out)
-    gen.set_index(FaissIndex(table, "ivf", nlist=16, nprobe=16), 5)
+    gen.set_index(lambda rows: FaissIndex(rows, "ivf", nlist=16, nprobe=16), 5)
     approx = gen.scores(out)
     assert approx.shape == exact.shape
     finite = approx.isfinite()
@@ -121,3 +121,32 @@ def test_gaussian_table_like_a_vector_file(tmp_path):
     torch.testing.assert_close(table[1:].norm(dim=-1), torch.ones(400))
     # the draws share the file's direction: mean cosine to the file's mean direction is high
     assert (table[1:] @ torch.nn.functional.normalize(base, dim=0)).mean() > 0.8
+
+
+@pytest.mark.parametrize("criterion", ContinuousGenerator.CRITERIA)
+@pytest.mark.parametrize("terms", ["bias", "prior", "csls", "all"])
+def test_an_exact_index_finds_the_best_word_by_the_full_score(table, criterion, terms):
+    """With a word bias, a decoding prior or CSLS, the index searches the full score, not the dot
+    product alone: with every cell probed (exact) its best word is the exact search's, where a shortlist
+    by dot product would miss the biased argmax."""
+    gen = ContinuousGenerator(4, table, criterion=criterion, word_bias=terms in ("bias", "all"))
+    gen_ = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        if gen.bias is not None:
+            gen.bias.copy_(3 * torch.randn(table.size(0), generator=gen_))
+    if terms in ("prior", "all"):
+        gen.set_prior(torch.log_softmax(4 * torch.randn(table.size(0), generator=gen_), 0), 0.5)
+    if terms in ("csls", "all"):
+        gen.set_csls(3)
+    out = 3 * synthetic_queries(table, 200)
+    exact = gen.scores(out).argmax(-1)
+    # a shortlist by dot product alone (the former rule) misses some of these
+    by_dot = (out @ table.t()).topk(3, dim=-1).indices
+    assert not (by_dot == exact.unsqueeze(1)).any(-1).all()
+    gen.set_index(lambda rows: FaissIndex(rows, "ivf", nlist=16, nprobe=16), 3)
+    torch.testing.assert_close(gen.scores(out).argmax(-1), exact, rtol=0, atol=0)
+    if terms in ("prior", "all"):  # new offsets rebuild the index
+        gen.set_prior(None, 0, torch.linspace(-2, 2, table.size(0)))
+        indexed = gen.scores(out).argmax(-1)
+        gen.set_index(None, 0)
+        torch.testing.assert_close(indexed, gen.scores(out).argmax(-1), rtol=0, atol=0)

@@ -109,7 +109,7 @@ class ContinuousGenerator(nn.Module):
             self.register_buffer("table", table)
         self.bias = nn.Parameter(torch.zeros(table.size(0))) if word_bias else None
         self.criterion = criterion
-        self.index, self.index_k = None, 0  # approximate search (decoding only): see set_index
+        self.make_index, self.index, self.index_k = None, None, 0  # approximate search (decoding only): set_index
         self.prior = None  # [vocab]: β · log p_train(w) (decoding only): see set_prior
         self.hubness = None  # [vocab]: CSLS's r(w) (decoding only): see set_csls
 
@@ -192,11 +192,13 @@ class ContinuousGenerator(nn.Module):
             offsets = offsets.float().to(self.table.device)
             prior = offsets if prior is None else prior + offsets
         self.prior = prior
+        self._build_index()
 
     def set_csls(self, k):
         """Decode by CSLS with the mean cosine of each table word to its ``k`` nearest table words
         (0: off). The predictions' side of CSLS, r(ê), is the same for every word and drops out."""
         self.hubness = None if k == 0 else table_hubness(self.table, k)
+        self._build_index()
 
     def _criterion(self, out, dots, m, row_sq=None, greedy=False):
         """The decode criterion from ê [..., m] and the dot products êᵀe(w) [..., n] (row_sq:
@@ -217,16 +219,56 @@ class ContinuousGenerator(nn.Module):
                              "for the added words: it does not combine with -word_bias, -decode_prior, -csls or "
                              "-train_table")
         self.table = table
-        self.index = None
+        self.make_index, self.index = None, None
 
-    def set_index(self, index, k):
-        """Approximate nearest-neighbour search: ``index.search(queries [n, m], k)`` returns the ids
-        [n, k] of the rows of ``self.table`` with the largest inner products (-1 when fewer)."""
-        self.index, self.index_k = index, k
+    def set_index(self, make_index, k):
+        """Approximate nearest-neighbour search (None: exact): ``make_index(rows [vocab, d])`` builds an
+        index whose ``search(queries [n, d], k)`` returns the ids [n, k] of the rows 1.. with the
+        largest inner products (-1 when fewer), e.g. ``lambda rows: FaissIndex(rows, "hnsw")``.
+
+        The index searches the criterion itself, word terms included: its rows are the table's with
+        the per-word terms (bias, decoding prior and offsets, and the CSLS penalty) as extra columns,
+        and its queries ê with matching extra entries (:meth:`_search_rows`), so the best word by
+        the full score is among the ``k`` it returns (exactly so for an exact index). It is built
+        again whenever those terms change."""
+        self.make_index, self.index_k = make_index, k
+        self._build_index()
+
+    def _build_index(self):
+        self.index = None if self.make_index is None else self.make_index(self._search_rows())
+
+    def _word_term(self):
+        """The per-word term of the ranking [vocab] (bias + prior + offsets; under l2 −‖e(w)‖²), or None."""
+        terms = [t for t in (None if self.bias is None else self.bias.detach().float(), self.prior) if t is not None]
+        if self.criterion == "l2":
+            terms.append(-(self.table.detach().float() ** 2).sum(-1))
+        return sum(terms) if terms else None
+
+    def _search_rows(self):
+        """[vocab, m (+1) (+1)]: e(w), its word term, −r(w) (CSLS). With :meth:`_search_queries`'
+        [a·ê, 1, c], the inner product is a·êᵀe(w) + term(w) − c·r(w): the criterion's ranking (vmf:
+        a 1, c ‖ê‖/2; cosine: a 1/‖ê‖, c 1/2; l2: a 2, c ‖ê‖; see :meth:`_word_scores`)."""
+        cols = [self.table.detach().float()]
+        term = self._word_term()
+        if term is not None:
+            cols.append(term.unsqueeze(1))
+        if self.hubness is not None:
+            cols.append(-self.hubness.float().unsqueeze(1))
+        return torch.cat(cols, 1)
+
+    def _search_queries(self, flat):
+        norm = flat.norm(dim=-1, keepdim=True)
+        scale = {"vmf": 1.0, "cosine": 1.0 / norm.clamp_min(1e-12), "l2": 2.0}[self.criterion]
+        parts = [flat * scale]
+        if self._word_term() is not None:
+            parts.append(torch.ones_like(norm))
+        if self.hubness is not None:
+            parts.append({"vmf": norm / 2, "cosine": torch.full_like(norm, 0.5), "l2": norm}[self.criterion])
+        return torch.cat(parts, 1)
 
     def _index_scores(self, out, greedy=False):
         flat = out.reshape(-1, out.size(-1))
-        ids = self.index.search(flat, self.index_k).to(flat.device)  # [n, k]
+        ids = self.index.search(self._search_queries(flat), self.index_k).to(flat.device)  # [n, k]
         # The specials are always scored: </s> must be able to end a sentence.
         ids = torch.cat([torch.arange(1, len(SPECIALS), device=flat.device).expand(flat.size(0), -1), ids], 1)
         valid = ids > PAD_ID  # -1: fewer than k found; 0: padding

@@ -98,7 +98,7 @@ class Translator:
             if not getattr(gen, "continuous", False):
                 raise UserError("-ann searches the table of a continuous-output model; this model has a softmax")
             # The beam's k plus the specials that search bans (padding, <s>, maybe <unk>), so k words survive.
-            gen.set_index(FaissIndex(gen.table, **ann), beam_size + len(self.banned))
+            gen.set_index(lambda rows: FaissIndex(rows, **ann), beam_size + len(self.banned))
         self.lower = lower
         self.model.eval()
         self.device = device
@@ -113,8 +113,9 @@ class Translator:
 
     @property
     def offsets_model(self):
-        """What a -freq_offsets file must have been fitted on: this model's kind and training vocabulary."""
-        return model_record(self.model.generator, self.train_vocab)
+        """What a -freq_offsets file must have been fitted on: this model's kind and training vocabulary,
+        and this translator's search."""
+        return model_record(self.model.generator, self.train_vocab, self.beam_size)
 
     def check_offsets_model(self, path, record):
         """Refuse a -freq_offsets file fitted on another model: the :func:`model_record` it holds
@@ -132,6 +133,14 @@ class Translator:
             raise UserError(f"-freq_offsets {path} was fitted on a model with another target vocabulary "
                             f"({record['tgt_words']} words; this model's has {mine['tgt_words']}, or other counts): "
                             "fit offsets on this model with tools/calibrate_offsets.py")
+        fitted = record.get("beam_size", 1)
+        if fitted != mine["beam_size"]:
+            def search(k):
+                return "greedy search" if k == 1 else f"beam search (-beam_size {k})"
+
+            raise UserError(f"-freq_offsets {path} was fitted under {search(fitted)}, and this run decodes with "
+                            f"{search(mine['beam_size'])}: the offsets calibrate one search's output, not another's; "
+                            f"fit them under this one (tools/calibrate_offsets.py -beam_size {mine['beam_size']})")
 
     def set_freq_offsets(self, offsets):
         """Decode from now on with these frequency-bin offsets [bins] (None: none) and the
