@@ -790,6 +790,14 @@ def test_time_to_quality(tmp_path, capsys):
     write_log(tmp_path / "slow" / "train.log", ["[10:00:00] start", f"[10:00:30] {v.format(1, 5.0)}",
                                                 "[11:00:00] resumed from step 1 (epoch 2)",  # the pause: left out
                                                 f"[11:00:10] {v.format(2, 6.0)}"])
+    # -resume auto, in the order train.py writes it: its notes first, then "resumed from step" and the model
+    write_log(tmp_path / "auto" / "train.log", [
+        "[10:00:00] model: -encoder_type rnn -decoder_type rnn -loss ce", f"[10:00:30] {v.format(1, 5.0)}",
+        "[11:00:00] -resume auto: found 1 checkpoint(s) of m: m_step_1.pt",  # the pause: left out
+        "[11:00:01] -resume auto: continuing from m_step_1.pt, step 1, the furthest of them",
+        "[11:00:02] resumed from step 1 (epoch 2)", "[11:00:03] model: -encoder_type rnn -decoder_type rnn",
+        f"[11:00:10] {v.format(2, 6.0)}"])
+    assert ttq.curve(str(tmp_path / "auto" / "train.log")) == [(30, 5.0), (37, 6.0)]  # start-up lines: no training
     ttq.main(["-ref", str(tmp_path / "ce" / "train.log"), "-runs", str(tmp_path / "cont" / "train.log"),
               str(tmp_path / "slow" / "train.log"), "-plot", str(tmp_path / "p.png")])
     out = capsys.readouterr().out

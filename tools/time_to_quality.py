@@ -6,8 +6,8 @@
 
 For every log: the greedy validation BLEU of each validation (-valid_metric bleu) against the
 seconds since the log's first line (its [HH:MM:SS] stamps; validation time included, as it is
-part of training). A run continued with -train_from into the same log counts its training time
-only: the pause before a "resumed from step" line is left out. The target is the reference
+part of training). A run continued into the same log (-train_from, -resume auto) counts its
+training time only: the pause before the lines a starting train.py writes is left out. The target is the reference
 run's best validation BLEU minus -margin (1 by default); the table gives the seconds each run
 needed to reach it and the ratio to the reference's. Only runs trained one after the other on a
 quiet machine, or side by side with one thread each, compare. A timed pair can stop once both have
@@ -38,6 +38,10 @@ from onmt_cont.utils.io import read_lines, refuse_output_over_inputs  # noqa: E4
 
 STAMP = re.compile(r"^\[(\d\d):(\d\d):(\d\d)\] (.*)$")
 VALID = re.compile(r"validation at step \d+: .*greedy BLEU ([\d.]+)")
+# the lines a starting train.py writes before any training (-resume auto's and -train_from's notes first,
+# then "resumed from step", the model line, TensorBoard's): the gap before them is a pause, not training
+PROCESS_START = ("-resume auto:", "warning: -train_from", "resumed from step", "model: -encoder_type",
+                 "-tensorboard: event files")
 
 
 def curve(path):
@@ -53,7 +57,7 @@ def curve(path):
         if last is not None:
             while t < last:  # past midnight
                 t += 86400
-            if "resumed from step" not in m.group(4):  # train.py's first line after -train_from
+            if not m.group(4).startswith(PROCESS_START):  # a restarted run's pause is no training
                 elapsed += t - last
         last = t
         v = VALID.search(m.group(4))
