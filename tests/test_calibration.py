@@ -323,3 +323,50 @@ def test_fit_can_keep_the_round_that_scores_best():
     assert offsets == pick[0] and outputs == pick[1]
     nearest, _, _ = fit_offsets(decode, ref, counts, [1.0] * 6, rounds=6)
     assert nearest != pick[0]
+
+
+def test_offsets_are_tied_to_their_search(data, wc_infonce, tmp_path, capsys):  # noqa: F811
+    """Offsets fitted under greedy search are refused under beam search (and the other way); fitted
+    with -beam_size, the file records it and translate.py takes it under that beam."""
+    src, ref = data["dir"] / "valid.fr", data["dir"] / "valid.en"
+    fit = ["-model", str(wc_infonce), "-src", str(src), "-tgt", str(ref), "-rounds", "1", "-min_tokens", "1"]
+    calibrate.main([*fit, "-output", str(tmp_path / "greedy.json")])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exc:
+        translate.main(translate_args(wc_infonce, data, tmp_path / "b.txt", "-beam_size", "2", "-freq_offsets",
+                                      str(tmp_path / "greedy.json")))
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "was fitted under greedy search" in err and "-beam_size 2" in err
+    assert not (tmp_path / "b.txt").exists()
+    calibrate.main([*fit, "-beam_size", "2", "-output", str(tmp_path / "beam.json")])
+    assert json.loads((tmp_path / "beam.json").read_text())["model"]["beam_size"] == 2
+    translate.main(translate_args(wc_infonce, data, tmp_path / "b.txt", "-beam_size", "2", "-freq_offsets",
+                                  str(tmp_path / "beam.json")))
+    assert len((tmp_path / "b.txt").read_text().splitlines()) == 8
+    with pytest.raises(SystemExit):  # and beam offsets under greedy search
+        translate.main(translate_args(wc_infonce, data, tmp_path / "g.txt", "-freq_offsets",
+                                      str(tmp_path / "beam.json")))
+    assert "was fitted under beam search (-beam_size 2)" in capsys.readouterr().err
+
+
+def test_calibrate_lowercases_the_source_as_translate_does(data, wc_infonce, tmp_path, monkeypatch):  # noqa: F811
+    """A model trained on lowercased text (its vocabulary says so) reads lowercased sources: the tool's
+    decodes pass the model's lowercasing as translate.py's do."""
+    seen = []
+
+    class Lowered(calibrate.Translator):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.lower = True
+
+        def translate_lines(self, lines, *args, **kwargs):
+            seen.append(kwargs.get("lower"))
+            return super().translate_lines(lines, *args, **kwargs)
+
+    monkeypatch.setattr(calibrate, "Translator", Lowered)
+    src, ref = data["dir"] / "valid.fr", data["dir"] / "valid.en"
+    upper = tmp_path / "valid.upper.fr"
+    upper.write_text(src.read_text(encoding="utf-8").upper(), encoding="utf-8")
+    calibrate.main(["-model", str(wc_infonce), "-src", str(upper), "-tgt", str(ref), "-rounds", "1",
+                    "-min_tokens", "1", "-output", str(tmp_path / "o.json")])
+    assert seen == [True]  # -rounds 1: one decode

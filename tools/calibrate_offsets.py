@@ -77,6 +77,8 @@ def main(argv=None):
                    "the one nearest the target (default), or the one of the highest -tgt BLEU (tokenized): the "
                    "number of rounds then acts as a shrinkage that validation chooses")
     p.add_argument("-block_ngram_repeat", type=int, default=0, help="as translate.py's")
+    p.add_argument("-beam_size", type=int, default=1, help="the search to fit under, as translate.py's (1: greedy); "
+                   "the file records it, and translate.py takes it only under the same -beam_size")
     p.add_argument("-batch_size", type=int, default=32, help="sentences per batch")
     add_threads_arg(p)
     for action in p._actions:  # nan, inf and a non-zero value that rounds to 0 are refused (-target: below)
@@ -120,8 +122,10 @@ def main(argv=None):
     apply_threads(args.threads)
     # the translator checks -decode_prior, the model's training counts, and that -decode_prior is for a
     # continuous one
+    if args.beam_size < 1:
+        raise UserError(f"-beam_size must be at least 1 (1: greedy), got {args.beam_size}")
     translator = Translator(args.model, decode_prior=args.decode_prior, block_ngram_repeat=args.block_ngram_repeat,
-                            freq_offsets=[0.0] * len(FREQ_BINS))
+                            freq_offsets=[0.0] * len(FREQ_BINS), beam_size=args.beam_size)
     vocab = translator.tgt_vocab
     counts = dict(zip(vocab.itos, vocab.counts, strict=True))
     ref_bins = bin_tokens(ref, counts)
@@ -141,7 +145,9 @@ def main(argv=None):
         translator.set_freq_offsets(offsets)
         with torch.no_grad():
             # a dozen decodes: follow other jobs' thread claims, as translate.py does
-            return translator.translate_lines(src, batch_size=args.batch_size, on_batch=lambda _: refresh_threads())
+            # lower: as translate.py, the source is lowercased for a model trained on lowercased text
+            return translator.translate_lines(src, batch_size=args.batch_size, lower=translator.lower,
+                                              on_batch=lambda _: refresh_threads())
 
     names = [n for n, _, _ in FREQ_BINS]
     print(f"bins {' '.join(f'{n:>5}' for n in names)}")

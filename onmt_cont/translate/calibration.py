@@ -119,15 +119,16 @@ def fit_offsets(decode, ref_lines, counts, target, rounds=8, step=0.5, min_token
     return best[1], best[2], best[3]
 
 
-def model_record(generator, vocab):
-    """What an offsets file is fitted on: the model's kind (its generator: continuous or softmax)
-    and a SHA-256 of its target vocabulary's tokens and training counts (the counts define the
-    bins), with the number of words to show in messages."""
+def model_record(generator, vocab, beam_size=1):
+    """What an offsets file is fitted on: the model's kind (its generator: continuous or softmax),
+    a SHA-256 of its target vocabulary's tokens and training counts (the counts define the bins),
+    with the number of words to show in messages, and the search the decodes used (``beam_size``;
+    1: greedy): offsets that calibrate one search's output do not calibrate another's."""
     digest = hashlib.sha256()
     for token, count in zip(vocab.itos, vocab.counts, strict=True):
         digest.update(f"{token}\t{count}\n".encode())
     return {"kind": "continuous" if getattr(generator, "continuous", False) else "softmax",
-            "tgt_vocab_sha256": digest.hexdigest(), "tgt_words": len(vocab)}
+            "tgt_vocab_sha256": digest.hexdigest(), "tgt_words": len(vocab), "beam_size": beam_size}
 
 
 def save_offsets(path, offsets, beta, target, source, model=None):
@@ -189,10 +190,16 @@ def load_offsets(path, with_model=False):
     model = data.get("model")
     if model is not None and not (isinstance(model, dict) and model.get("kind") in ("continuous", "softmax")
                                   and isinstance(model.get("tgt_vocab_sha256"), str)
-                                  and isinstance(model.get("tgt_words"), int)):
+                                  and isinstance(model.get("tgt_words"), int)
+                                  and _is_beam(model.get("beam_size", 1))):
         raise UserError(f"-freq_offsets {path}: \"model\" must record the kind (continuous or softmax), "
-                        f"tgt_vocab_sha256 and tgt_words of the model it was fitted on, got {_short(model)}")
+                        f"tgt_vocab_sha256, tgt_words and beam_size of the model and search it was fitted on, got "
+                        f"{_short(model)}")
     return (*result, model)
+
+
+def _is_beam(x):
+    return isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 10_000
 
 
 def _short(value, limit=120):
