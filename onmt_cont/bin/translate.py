@@ -81,6 +81,10 @@ def build_parser():
                    "Continuous models: per-step scores (cosines, vMF log-densities) are mostly positive, so "
                    "'none' favours long outputs; 'avg' ranks by the mean per-step score")
     g.add_argument("-alpha", type=float, default=0.0, help="exponent of -length_penalty wu")
+    g.add_argument("-beam_temperature", type=float, default=1.0, help="continuous models, -beam_size > 1: beam "
+                   "search scores each word by the log of a softmax of the word scores over the vocabulary, at the "
+                   "model's own temperature (nllvmf_nce 1: its contrastive distribution; infonce its -temperature) "
+                   "times this")
     g.add_argument("-ban_unk_token", action="store_true", help="never produce <unk> (OpenNMT-py's flag). For "
                    "continuous models whose training targets had no <unk> (preprocess.py -tgt_emb), its row, the "
                    "mean of the out-of-vocabulary vectors, is a hub that uncertain predictions fall on")
@@ -257,7 +261,8 @@ def run(opt, done):
     translator = Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
                             opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.tgt_emb_extend,
                             opt.tgt_emb_extend_vocab, ann, opt.ban_unk_token, opt.alignment_layer,
-                            opt.decode_prior, opt.csls, opt.block_ngram_repeat, opt.decode_prior_cap, freq_offsets)
+                            opt.decode_prior, opt.csls, opt.block_ngram_repeat, opt.decode_prior_cap, freq_offsets,
+                            opt.beam_temperature)
     if opt.freq_offsets:
         translator.check_offsets_model(opt.freq_offsets, offsets_model)
     if opt.tgt_emb_extend:

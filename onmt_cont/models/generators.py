@@ -112,6 +112,7 @@ class ContinuousGenerator(nn.Module):
         self.make_index, self.index, self.index_k = None, None, 0  # approximate search (decoding only): set_index
         self.prior = None  # [vocab]: β · log p_train(w) (decoding only): see set_prior
         self.hubness = None  # [vocab]: CSLS's r(w) (decoding only): see set_csls
+        self.beam_scale = None  # beam search over a distribution of the words (decoding only): see set_beam_scale
 
     @property
     def trains_table(self):
@@ -143,14 +144,29 @@ class ContinuousGenerator(nn.Module):
         and the specials get their (exact) score; every other word scores −inf. ``greedy``: see
         :meth:`greedy_scores`."""
         out = prediction(output).float()
+        distribution = not greedy and self.beam_scale is not None
         if self.index is not None:
-            return self._index_scores(out, greedy)
-        scores = self._criterion(out, out @ self.table.t(), self.table.size(1), greedy=greedy)
-        scores = self._word_scores(out, scores)
-        # The zero padding row is no word, yet it would beat every word under cosine and vMF
-        # when all êᵀe(w) < 0, and under l2 when all êᵀe(w) < 1/2.
-        scores[..., PAD_ID] = float("-inf")
-        return scores
+            scores = self._index_scores(out, greedy or distribution)
+        else:
+            scores = self._criterion(out, out @ self.table.t(), self.table.size(1), greedy=greedy or distribution)
+            scores = self._word_scores(out, scores)
+            # The zero padding row is no word, yet it would beat every word under cosine and vMF
+            # when all êᵀe(w) < 0, and under l2 when all êᵀe(w) < 1/2.
+            scores[..., PAD_ID] = float("-inf")
+        # beam search: log-probabilities of a distribution over the words (with an index: over its candidates)
+        return torch.log_softmax(scores / self.beam_scale, dim=-1) if distribution else scores
+
+    def set_beam_scale(self, scale):
+        """Beam search scores words by log softmax(score(w) / ``scale``) [vocab], a distribution over the
+        words, instead of the criterion itself (None), whose sums over steps are no log-probabilities:
+        the vMF log-density's scale moves with ‖ê‖, and short outputs win. The score is the greedy
+        ranking with its word terms (bias, prior, offsets, CSLS): under vmf êᵀe(w) + b(w), so ``scale`` 1
+        gives nllvmf_nce's contrastive distribution (NLLvMF's density renormalised over the table);
+        under cosine (cos + b(w)), so infonce's temperature gives its training softmax; l2:
+        −‖ê − e(w)‖². Greedy search is unchanged (the argmax is the same)."""
+        if scale is not None and not scale > 0:
+            raise ValueError(f"the beam's scale must be positive, got {scale}")
+        self.beam_scale = scale
 
     def greedy_scores(self, output):
         """What greedy search takes the argmax of: :meth:`scores` less, under ``vmf``, the term

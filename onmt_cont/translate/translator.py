@@ -21,7 +21,7 @@ class Translator:
     def __init__(self, checkpoint_path, device="cpu", beam_size=1, max_length=None, max_length_ratio=2.0,
                  length_penalty="avg", alpha=0.0, replace_unk=False, lexicon=None, tgt_emb_extend=None,
                  tgt_emb_extend_vocab=None, ann=None, ban_unk=False, alignment_layer=None, decode_prior=0.0,
-                 csls=0, block_ngram_repeat=0, decode_prior_cap=0, freq_offsets=None):
+                 csls=0, block_ngram_repeat=0, decode_prior_cap=0, freq_offsets=None, beam_temperature=1.0):
         """``tgt_emb_extend``: open-vocabulary decoding over that table (see open_vocab.py);
         ``ban_unk``: never produce <unk> (translate.py -ban_unk_token);
         ``alignment_layer``: a Transformer decoder's layer whose cross-attention -replace_unk reads
@@ -33,7 +33,9 @@ class Translator:
         ``freq_offsets``: the offset of each frequency bin (translate.py -freq_offsets, fitted by
         tools/calibrate_offsets.py; any model; None: off);
         ``csls``: K of CSLS retrieval (continuous models; 0: off);
-        ``block_ngram_repeat``: n > 0, no output repeats an n-gram (any model; 0: off)."""
+        ``block_ngram_repeat``: n > 0, no output repeats an n-gram (any model; 0: off);
+        ``beam_temperature``: continuous models under beam search score words by a softmax of their
+        scores over the model's own temperature times this (:meth:`set_beam_distribution`)."""
         check_decoding_options(beam_size, max_length, max_length_ratio, alpha, decode_prior, decode_prior_cap, csls,
                                block_ngram_repeat, freq_offsets, ann)
         data = load_checkpoint(checkpoint_path)
@@ -42,6 +44,25 @@ class Translator:
         self._setup(model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
                     length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
                     alignment_layer, decode_prior, csls, block_ngram_repeat, decode_prior_cap, freq_offsets)
+        self.set_beam_distribution(data["opt"], beam_temperature)
+
+    def set_beam_distribution(self, opt, temperature=1.0):
+        """Beam search over a continuous model scores each word by log softmax(score(w) / τ), τ =
+        ``temperature`` × the model's own scale: 1 for the vMF and l2 criteria (nllvmf_nce: its
+        contrastive distribution exactly), infonce's -temperature for the cosine criterion (its training
+        softmax), 0.1 (infonce's default) for the other cosine-criterion losses (cosine, maxmargin,
+        syn-margin, margin_random), which train no distribution. ``opt``: the checkpoint's options
+        (None: those defaults). Softmax models need none: their scores are log-probabilities."""
+        gen = self.model.generator
+        if not getattr(gen, "continuous", False):
+            return
+        if not (0 < temperature <= 100):  # NaN fails too
+            raise UserError(f"-beam_temperature must be positive and at most 100, got {temperature}")
+        opt = opt or {}
+        base = 1.0
+        if gen.criterion == "cosine":
+            base = float(opt.get("temperature") or 0.1) if opt.get("loss") == "infonce" else 0.1
+        gen.set_beam_scale(base * temperature)
 
     @classmethod
     def from_model(cls, model, src_vocab, tgt_vocab, lower=False, device="cpu", **options):
@@ -53,10 +74,12 @@ class Translator:
                     "tgt_emb_extend_vocab": None, "ann": None, "ban_unk": False, "alignment_layer": None,
                     "decode_prior": 0.0, "csls": 0, "block_ngram_repeat": 0, "decode_prior_cap": 0,
                     "freq_offsets": None}
+        temperature = options.pop("beam_temperature", 1.0)
         unknown = set(options) - set(defaults)
         if unknown:
             raise TypeError(f"unknown translator options: {sorted(unknown)}")
         self._setup(model, src_vocab, tgt_vocab, lower, device, **{**defaults, **options})
+        self.set_beam_distribution(getattr(model, "train_opt", None), temperature)
         return self
 
     def _setup(self, model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
