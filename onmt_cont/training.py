@@ -641,13 +641,14 @@ class Run:
         if not self.ctx.is_main:
             distributed.barrier(self.ctx)
             return path
-        with self.averaged() as raw:
-            save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab, self.progress,
-                            lower=self.lower, scaler=self.trainer.scaler, rng=rng, train_params=raw)
-        if name == "best":
-            self.best_saved = (path, self.progress["step"])
-        else:
-            self.last_saved = (path, self.progress["step"])
+        with signals_deferred():  # a stop waits for the file, and for the record of it
+            with self.averaged() as raw:
+                save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab,
+                                self.progress, lower=self.lower, scaler=self.trainer.scaler, rng=rng, train_params=raw)
+            if name == "best":
+                self.best_saved = (path, self.progress["step"])
+            else:
+                self.last_saved = (path, self.progress["step"])
         distributed.barrier(self.ctx)
         return path
 
@@ -904,6 +905,30 @@ class Stopped(KeyboardInterrupt):
     def __init__(self, signum):
         super().__init__(signum)
         self.signum = signum
+
+
+@contextmanager
+def signals_deferred():
+    """Ctrl-C and SIGTERM wait until the block has run: a checkpoint being written is finished, then
+    the signal is delivered again to the handlers that were in place (the run stops as it would
+    have). An exception raised inside torch.save's writer was masked by the error of its half-written
+    zip file: a traceback, where one line was due. The main thread only (signals go there)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending = []
+
+    def hold(signum, frame):
+        pending.append(signum)
+
+    previous = {s: signal.signal(s, hold) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    for s in dict.fromkeys(pending):
+        signal.raise_signal(s)
 
 
 @contextmanager

@@ -609,3 +609,32 @@ def test_every_numeric_flag_with_hostile_values(data, tmp_path, capsys, flag, va
     else:
         assert code == 2
         assert [line.startswith("error: ") for line in err.splitlines()].count(True) == 1, err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_a_checkpoint_is_written_waits_for_it(data, tmp_path, monkeypatch, signum):
+    """A signal that arrives inside torch.save (a real train.py took one there: the half-written zip's
+    own error masked the stop, and a traceback came out) waits until the checkpoint is written; then
+    the run stops with its one line, and that checkpoint is whole and named as the last one kept."""
+    from onmt_cont.models import checkpoint as checkpoint_mod
+
+    real = checkpoint_mod.atomic_torch_save
+    calls = []
+
+    def signalled_mid_write(obj, path):
+        calls.append(path)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signum)  # delivered while the file is being written
+        return real(obj, path)
+
+    monkeypatch.setattr(checkpoint_mod, "atomic_torch_save", signalled_mid_write)
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with pytest.raises(SystemExit) as exc:
+            train.main(args(data, tmp_path, "-save_checkpoint_steps", "2", steps=10))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert exc.value.code == 128 + signum
+    second = calls[1]
+    assert torch.load(second, weights_only=True)["progress"]["step"] == 4  # written whole
+    assert f"the last checkpoint is {second}" in log(tmp_path)
