@@ -48,7 +48,7 @@ def word_bins(vocab):
     return out
 
 
-def logits_of(loss, pred, table):
+def logits_of(loss, pred):
     """The contrastive logits' inputs: nllvmf_nce scores ê itself, infonce its direction."""
     return pred if loss == "nllvmf_nce" else torch.nn.functional.normalize(pred, dim=-1, eps=1e-8)
 
@@ -84,7 +84,7 @@ def main(argv=None):
                 break
             out, gold = forward(batch["src"], batch["src_lengths"], batch["tgt"])
             pred, bias = _split(out)
-            vec = logits_of(opt.loss, pred, table)
+            vec = logits_of(opt.loss, pred)
             bias = torch.zeros(len(tgt_vocab)) if bias is None else bias
             scores = (vec @ table.t() + bias) / tau
             scores[:, PAD_ID] = float("-inf")

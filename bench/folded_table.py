@@ -12,6 +12,7 @@ run) and counts the states whose argmax differs (float rounding can flip near-ti
 """
 
 import argparse
+import itertools
 import os
 import sys
 import time
@@ -42,7 +43,7 @@ def main(argv=None):
     hook = gen.proj.register_forward_pre_hook(
         lambda _m, inp: states.append(inp[0].detach().reshape(-1, inp[0].size(-1))))
     with open(args.src, encoding="utf-8") as f:
-        lines = [next(f) for _ in range(args.lines)]
+        lines = list(itertools.islice(f, args.lines))
     with torch.no_grad():
         tr.translate_lines([x.strip() for x in lines], batch_size=args.batch)
     hook.remove()

@@ -41,7 +41,6 @@ class Model:
         if freq_offsets is not None:
             self.translator.check_offsets_model(freq_offsets, offsets_model)
         self.text = TextPipeline(src_lang, tgt_lang, bpe_codes)
-        self.src_lang, self.bpe_codes = src_lang, bpe_codes
         self.remove_target_bpe, self.batch_size = remove_target_bpe, batch_size
 
     def translate(self, sentences):
@@ -49,7 +48,7 @@ class Model:
         sentence gives an empty string."""
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences; wrap a single one in a list")
-        lines = [self.text.encode(s) for s in sentences] if self.src_lang or self.bpe_codes else list(sentences)
+        lines = [self.text.encode(s) for s in sentences]  # without src_lang or bpe_codes: the line, stripped
         with torch.no_grad():
             outputs = self.translator.translate_lines(lines, self.batch_size, lower=self.translator.lower)
         if self.remove_target_bpe:

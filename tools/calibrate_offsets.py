@@ -41,6 +41,7 @@ from onmt_cont.utils import numbers  # noqa: E402
 from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
 from onmt_cont.utils.io import check_readable, read_lines, refuse_output_over_inputs  # noqa: E402
 from onmt_cont.utils.threads import add_threads_arg, apply_threads, refresh_threads  # noqa: E402
+from onmt_cont.utils.writable import check_writable_folder  # noqa: E402
 
 MAX_ROUNDS = 1000
 MAX_STEP = 10.0
@@ -110,8 +111,7 @@ def main(argv=None):
         raise UserError(f"-output {args.output}: directory {out_dir} does not exist")
     if os.path.isdir(args.output):
         raise UserError(f"-output {args.output}: is a directory, expected a file name")
-    if not os.access(out_dir, os.W_OK):
-        raise UserError(f"-output {args.output}: cannot write in {out_dir} (permission denied)")
+    check_writable_folder(out_dir, f"-output {args.output}")  # a probe file: read-only mounts too, and as root
     src, ref = read(args.src), read(args.tgt)
     if len(src) != len(ref):
         raise UserError(f"-tgt {args.tgt} has {len(ref)} lines but -src {args.src} has {len(src)}")

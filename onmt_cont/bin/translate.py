@@ -288,8 +288,7 @@ def run(opt, done):
             open(tmp, "w", encoding="utf-8") as out:
         # islice takes at most sys.maxsize: a larger -chunk_size reads everything at once anyway
         for lines, refs in read_chunks(src, tgt, min(opt.chunk_size, sys.maxsize)):
-            if opt.src_lang or opt.src_bpe_codes:
-                lines = [text.encode(line) for line in lines]
+            lines = [text.encode(line) for line in lines]  # tokenized input: only stripped
             start = time.time()
             raw = [] if raw_bleu is not None else None
             with torch.no_grad():

@@ -266,6 +266,7 @@ class ContinuousGenerator(nn.Module):
         a 1, c ‖ê‖/2; cosine: a 1/‖ê‖, c 1/2; l2: a 2, c ‖ê‖; see :meth:`_word_scores`)."""
         cols = [self.table.detach().float()]
         term = self._word_term()
+        self._term_column = term is not None  # the queries' matching entry (built once, not per step)
         if term is not None:
             cols.append(term.unsqueeze(1))
         if self.hubness is not None:
@@ -276,7 +277,7 @@ class ContinuousGenerator(nn.Module):
         norm = flat.norm(dim=-1, keepdim=True)
         scale = {"vmf": 1.0, "cosine": 1.0 / norm.clamp_min(1e-12), "l2": 2.0}[self.criterion]
         parts = [flat * scale]
-        if self._word_term() is not None:
+        if self._term_column:
             parts.append(torch.ones_like(norm))
         if self.hubness is not None:
             parts.append({"vmf": norm / 2, "cosine": torch.full_like(norm, 0.5), "l2": norm}[self.criterion])
