@@ -52,7 +52,7 @@ from onmt_cont.utils.device import resolve_device
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import load_checkpoint_data, remove_stale_temps
 from onmt_cont.utils.numbers import SEED_MAX
-from onmt_cont.utils.threads import apply_threads, refresh_threads
+from onmt_cont.utils.threads import MAX_REQUEST, apply_threads, refresh_threads
 from onmt_cont.utils.writable import check_log_file, check_writable_folder
 
 # Options that define the network; -train_from takes them from the checkpoint. alignment_layer
@@ -114,7 +114,6 @@ def setup_logging(log_file, main=True):
 # or per token; a step's memory grows with them ([tokens, K] scores), and no vocabulary needs more
 MAX_CANDIDATES = 1 << 16
 MAX_LAYERS = 1000  # the deepest Transformers trained (DeepNet, 2022) have 1,000 layers
-MAX_THREADS = 1024
 
 
 def _check_numbers(opt):
@@ -136,8 +135,8 @@ def _check_numbers(opt):
     for name in ("enc_layers", "dec_layers"):  # building the model loops over them: bounded before
         if getattr(opt, name) is not None and getattr(opt, name) > MAX_LAYERS:
             raise UserError(f"-{name} must be at most {MAX_LAYERS}, got {getattr(opt, name)}")
-    if opt.threads is not None and opt.threads > MAX_THREADS:
-        raise UserError(f"-threads must be at most {MAX_THREADS}, got {opt.threads}")
+    if opt.threads is not None and opt.threads > MAX_REQUEST:  # apply_threads' bound, checked before anything
+        raise UserError(f"-threads must be at most {MAX_REQUEST}, got {opt.threads}")
     if not opt.dist_timeout > 0:
         raise UserError(f"-dist_timeout must be a positive number of seconds, got {opt.dist_timeout}")
     for name in ("num_sampled", "ann_candidates", "num_negatives", "prefix_window"):
