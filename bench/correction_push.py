@@ -10,6 +10,11 @@ weight on j's negative entries. Their quotient per bin of training counts (1, 2-
 100-999, 1000+, and </s>) is 1.00 where the correction makes the sampled push unbiased. Each rule of
 -expected_counts is measured on the same batches and the same random draws.
 
+With -normaliser full each entry's weight is exp(corrected logit) over the full softmax's normaliser
+instead of the candidates': the quotient then measures the expected counts alone (1.00: E is the
+mean count), apart from the bias of dividing by a sampled normaliser (a candidate drawn with a large
+weight 1/E also enlarges the normaliser it is divided by, so high-variance words are pushed less).
+
     python bench/correction_push.py -model RUN/model_best.pt -data RUN/data -batches 30
 
 Prints one row per rule; -json writes them too.
@@ -27,7 +32,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from onmt_cont.constants import EOS_ID, PAD_ID  # noqa: E402
 from onmt_cont.inputters.batching import ShardedIterator  # noqa: E402
 from onmt_cont.inputters.corpus import shard_paths  # noqa: E402
-from onmt_cont.inputters.vocab import unigram_log_prior  # noqa: E402
+from onmt_cont.inputters.vocab import unigram_log_prior, word_log_frequency  # noqa: E402
 from onmt_cont.losses.contrastive import _split, _with_bias, build_negatives, unique_shared  # noqa: E402
 from onmt_cont.losses.negatives import EXPECTED_COUNTS, candidate_dots, candidate_ids, invalid  # noqa: E402
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
@@ -60,6 +65,9 @@ def main(argv=None):
     p.add_argument("-batches", type=int, default=30, help="training batches to measure")
     p.add_argument("-seed", type=int, default=1, help="the random negatives' draws")
     p.add_argument("-threads", type=int, default=1)
+    p.add_argument("-normaliser", choices=["sampled", "full"], default="sampled",
+                   help="divide each candidate's weight by the candidates' normaliser (the loss's) or the full "
+                   "softmax's (the expected counts alone)")
     p.add_argument("-json", default=None, help="also write the rows here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -71,8 +79,8 @@ def main(argv=None):
     table = model.generator.table
     tau = 1.0 if opt.loss == "nllvmf_nce" else opt.temperature
     bins = word_bins(tgt_vocab)
-    log_prior = unigram_log_prior(tgt_vocab)
-    rules = {r: build_negatives(argparse.Namespace(**{**vars(opt), "expected_counts": r}), table, log_prior)
+    priors = {"unigram": unigram_log_prior(tgt_vocab), "sentence": word_log_frequency(tgt_vocab), "batch": None}
+    rules = {r: build_negatives(argparse.Namespace(**{**vars(opt), "expected_counts": r}), table, priors[r])
              for r in EXPECTED_COUNTS}
     full = torch.zeros(len(tgt_vocab), dtype=torch.float64)
     sampled = {r: torch.zeros(len(tgt_vocab), dtype=torch.float64) for r in rules}
@@ -101,7 +109,11 @@ def main(argv=None):
                 if repeats is not None:
                     dots = dots + repeats
                 dots = dots.masked_fill(invalid(gold, shared, per_token), float("-inf"))
-                weight = torch.cat([pos.unsqueeze(1), dots], 1).double().softmax(1)[:, 1:]
+                logits = torch.cat([pos.unsqueeze(1), dots], 1).double()
+                if args.normaliser == "full":
+                    weight = (logits - torch.logsumexp(scores.double(), 1, keepdim=True)).exp()[:, 1:]
+                else:
+                    weight = logits.softmax(1)[:, 1:]
                 columns = torch.arange(dots.size(1)).expand_as(dots)
                 ids = candidate_ids(columns, shared, per_token).clamp_min(0)
                 sampled[rule].index_add_(0, ids.flatten(), weight.flatten())
@@ -112,13 +124,14 @@ def main(argv=None):
             words = bins == b
             ratios.append(round((sampled[rule][words].sum() / full[words].sum()).item(), 3))
         rows[rule] = dict(zip(BIN_NAMES, ratios, strict=True))
-    print(f"{args.model}: the negatives' push on each bin's word biases over the full softmax's, {n} batches")
+    print(f"{args.model}: the negatives' push on each bin's word biases over the full softmax's, {n} batches, "
+          f"{args.normaliser} normaliser")
     print(f"{'rule':10} " + " ".join(f"{b:>8}" for b in BIN_NAMES))
     for rule, row in rows.items():
         print(f"{rule:10} " + " ".join(f"{v:8.3f}" for v in row.values()))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
-            json.dump({"model": args.model, "batches": n, "push": rows}, f, indent=1)
+            json.dump({"model": args.model, "batches": n, "normaliser": args.normaliser, "push": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

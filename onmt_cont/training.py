@@ -23,7 +23,7 @@ from onmt_cont.constants import UNK
 from onmt_cont.evaluate import tokenized_bleu
 from onmt_cont.inputters.batching import FINAL_PUNCT, ShardedIterator, collate, make_batches
 from onmt_cont.inputters.corpus import check_shard, read_shard, shard_examples, shard_paths
-from onmt_cont.inputters.vocab import load_vocabs, unigram_log_prior
+from onmt_cont.inputters.vocab import load_vocabs, unigram_log_prior, word_log_frequency
 from onmt_cont.losses import CONTINUOUS_LOSSES, build_loss
 from onmt_cont.losses.contrastive import DEFAULT_NEGATIVES
 from onmt_cont.losses.negatives import parse_sources
@@ -520,8 +520,9 @@ class Run:
         self.optimizer = make_optimizer(opt, self.model)
         gen_table = getattr(self.model.generator, "table", None)
         forward = TrainingForward(self.model)
-        unigram = opt.sampling_correction and opt.expected_counts == "unigram"  # batch counts need no prior
-        loss_fn = build_loss(opt, gen_table, self._log_prior(device) if unigram else None)
+        # the unigram and sentence rules read the training counts; batch counts need none
+        counted = opt.sampling_correction and opt.expected_counts in ("unigram", "sentence")
+        loss_fn = build_loss(opt, gen_table, self._log_prior(device) if counted else None)
         amp = {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if opt.amp else None
         if amp is not None:  # before DDP wraps the model and before any log or checkpoint is written
             require_autocast(forward, loss_fn, device, amp)
@@ -579,10 +580,12 @@ class Run:
         return src, tgt
 
     def _log_prior(self, device):
+        rule = self.opt.expected_counts
         try:
-            return unigram_log_prior(self.tgt_vocab).to(device)
+            prior = word_log_frequency if rule == "sentence" else unigram_log_prior
+            return prior(self.tgt_vocab).to(device)
         except ValueError as exc:
-            raise UserError(f"-sampling_correction -expected_counts unigram: {self.opt.data}.vocab.pt: {exc}") from None
+            raise UserError(f"-sampling_correction -expected_counts {rule}: {self.opt.data}.vocab.pt: {exc}") from None
 
     def resume(self, ckpt):
         self.model.load_state_dict(ckpt["model"])  # the average, where the checkpoint kept one

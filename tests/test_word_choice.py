@@ -11,10 +11,10 @@ import torch.nn.functional as F
 
 from onmt_cont.bin import translate
 from onmt_cont.constants import EOS_ID, UNK_ID
-from onmt_cont.inputters.vocab import Vocab, capped_log_prior, load_vocabs, unigram_log_prior
+from onmt_cont.inputters.vocab import Vocab, capped_log_prior, load_vocabs, unigram_log_prior, word_log_frequency
 from onmt_cont.losses import build_loss
 from onmt_cont.losses.contrastive import unique_shared
-from onmt_cont.losses.negatives import Negatives, candidate_dots, invalid
+from onmt_cont.losses.negatives import Negatives, candidate_dots, invalid, own_sentence_words
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.models.generators import ContinuousGenerator, table_hubness
 from onmt_cont.outputs import BiasedVector
@@ -32,6 +32,13 @@ def test_unigram_log_prior_by_hand():
     torch.testing.assert_close(got, want)
     with pytest.raises(ValueError, match="rerun preprocess.py"):
         unigram_log_prior(Vocab(vocab.itos, vocab.counts, total_tokens=10))  # an old file: no sentence count
+
+
+def test_word_log_frequency_by_hand():
+    """-expected_counts sentence's q: each word's share of the 10 training words (</s> not counted;
+    <unk>: the 3 no word covers); padding, <s> and </s>: 0."""
+    vocab = Vocab(["<blank>", "<unk>", "<s>", "</s>", "a", "b"], [0, 0, 0, 0, 5, 2], total_tokens=10, sentences=4)
+    torch.testing.assert_close(word_log_frequency(vocab).exp(), torch.tensor([0, 0.3, 0, 0, 0.5, 0.2]))
 
 
 def test_capped_log_prior_by_hand():
@@ -111,6 +118,87 @@ def test_log_expected_counts_brute_force(sources, counts):
     torch.testing.assert_close(got[valid], want[valid])
     if "gold_nn" in sources and "ann" in sources:
         assert (got[:, shared.numel():] > torch.log(base[per_token.clamp_min(0)] + 1.5).float()).any()
+
+
+def test_own_sentence_words_by_hand():
+    """Each token's own sentence, −1 at its own position and past the end; a last sentence without </s>
+    is one too."""
+    e = EOS_ID
+    own, length, ends = own_sentence_words(torch.tensor([5, 6, e, 7, e, 8]))
+    assert own.tolist() == [[-1, 6, e], [5, -1, e], [5, 6, -1], [-1, e, -1], [7, -1, -1], [-1, -1, -1]]
+    assert length.tolist() == [3, 3, 3, 2, 2, 1] and ends.tolist() == [1, 1, 1, 1, 1, 0]
+
+
+@pytest.mark.parametrize("sources", [("inbatch", "random", "gold_nn"), ("inbatch", "gold_nn", "prefix"),
+                                     ("inbatch",)])
+def test_sentence_counts_brute_force(sources):
+    """counts="sentence", entry by entry: K_i q(j) + (</s>: the other sentences' B - 1) + j's count in
+    token i's own sentence outside position i + the random term + j's count in i's own lists."""
+    vocab, e = 30, EOS_ID
+    table = F.normalize(torch.randn(vocab, 6, generator=torch.Generator().manual_seed(2)), dim=-1)
+    table[0] = 0
+    q = torch.softmax(torch.randn(vocab, generator=torch.Generator().manual_seed(3)).double(), 0)
+    q[:4] = 0
+    q /= q.sum()
+    neg = Negatives(sources, table, num_sampled=5, ann_candidates=4, log_prior=q.log().float(), counts="sentence")
+    target = torch.tensor([9, 9, 4, e, 9, 12, e, 12, 20, 21, 9, e])
+    torch.manual_seed(0)
+    shared, per_token = neg(None, target)
+    got = neg.log_expected_counts(target, shared, per_token).exp().double()
+    sentences = [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9, 10, 11]]
+    for i in range(target.numel()):
+        own = next(s for s in sentences if i in s)
+        own_words = [target[k].item() for k in own if k != i]
+        others = [target[k].item() for s in sentences if s is not own for k in s]
+        k_words = sum(w != e for w in others)
+        lists = per_token[i].tolist() if per_token is not None else []
+        for c, j in enumerate((shared.tolist() if shared is not None else []) + lists):
+            if j <= 0:
+                continue
+            want = k_words * q[j].item() + (len(sentences) - 1 if j == e else 0) + own_words.count(j)
+            want += 5 / (vocab - 1) if "random" in sources else 0
+            want += lists.count(j)
+            assert got[i, c].item() == pytest.approx(want, rel=1e-5), (i, c, j)
+
+
+def test_sentence_counts_unbiased_over_batches():
+    """counts="sentence"'s claim: token i's sentence plus B - 1 sentences drawn from the corpus, the
+    mean over batches and draws of exp(gold) + Σ exp(logit_j - log E_i(j)) is the full normaliser.
+    The batch rule is unbiased too (given any batch); the unigram rule is not (own sentence)."""
+    vocab, gen = 20, torch.Generator().manual_seed(7)
+    words = torch.arange(4, vocab)
+    p_word = 1.0 / torch.arange(1, words.numel() + 1, dtype=torch.float64)
+    p_word /= p_word.sum()
+    q = torch.zeros(vocab, dtype=torch.float64)
+    q[4:] = p_word
+    table = F.normalize(torch.randn(vocab, 8, generator=gen), dim=-1)
+    table[0] = 0
+    own = torch.tensor([19, 19, 4, 17, EOS_ID])  # a sentence of rare words, one repeated
+    pred = 2.0 * torch.randn(own.numel(), 8, generator=gen)
+    full = (pred @ table[1:].t()).exp().sum(1).double()
+    prior = {"sentence": q.clamp_min(1e-30).log().float(), "batch": None,
+             "unigram": (q * 0.8 + 0.2 * (torch.arange(vocab) == EOS_ID)).clamp_min(1e-30).log().float()}
+    ratios = {}
+    for counts in ("sentence", "batch", "unigram"):
+        neg = Negatives(("inbatch", "random", "gold_nn"), table, num_sampled=3, ann_candidates=2,
+                        log_prior=prior[counts], counts=counts)
+        torch.manual_seed(1)
+        draws, total = 3000, torch.zeros(own.numel(), dtype=torch.float64)
+        for _ in range(draws):
+            others = [torch.cat([words[torch.multinomial(p_word, int(n), replacement=True)], torch.tensor([EOS_ID])])
+                      for n in torch.randint(1, 6, (3,))]
+            target = torch.cat([own] + others)
+            vec = torch.cat([pred, torch.zeros(target.numel() - own.numel(), 8)])
+            shared, per_token = neg(None, target)
+            shared, repeats = unique_shared(shared, per_token.size(1))
+            dots = candidate_dots(vec, table, shared, per_token) - neg.log_expected_counts(target, shared, per_token)
+            dots = (dots + repeats).masked_fill(invalid(target, shared, per_token), float("-inf"))[: own.numel()]
+            gold = (pred * table[own]).sum(1)
+            total += (gold.exp() + dots.exp().sum(1)).double()
+        ratios[counts] = total / draws / full
+    assert (ratios["sentence"] - 1).abs().max() < 0.05, ratios
+    assert (ratios["batch"] - 1).abs().max() < 0.05, ratios
+    assert (ratios["unigram"] - 1).abs().max() > 0.2, ratios
 
 
 def zipf_batch(vocab, sentences, gen):
@@ -320,7 +408,9 @@ WC = {"rnn_size": "32", "word_vec_size": "16", "dropout": "0", "batch_size": "5"
 
 
 @pytest.mark.parametrize("loss,extra,decrease", [("infonce", {}, 0.3),
-                                                  ("nllvmf_nce", {"lambda1": "0", "lambda2": "1"}, 1.0)])
+                                                  ("nllvmf_nce", {"lambda1": "0", "lambda2": "1"}, 1.0),
+                                                  ("nllvmf_nce", {"lambda1": "0", "lambda2": "1",
+                                                                  "expected_counts": "sentence"}, 1.0)])
 def test_train_learns_with_both(data, tmp_path, loss, extra, decrease):
     """As test_train's matrix: 8 epochs of 4 batches, each report the mean over one epoch; NLLvMF
     unregularised so that its fall is visible (see test_matrix_learns)."""

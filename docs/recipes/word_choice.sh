@@ -114,6 +114,9 @@ config() {
     # the recommended rows with the sampling correction's unbiased expected counts (-expected_counts batch)
     t_nce_both_avg_d00_lr1_bc)            echo "-config $TC -expected_counts batch|emb" ;;
     t_srcbpe_nce_both_avg_dfp_d00_lr1_bc) echo "-config $TC $DFP -expected_counts batch|srcbpe" ;;
+    # ... and with counts unbiased over how batches are drawn, given the token (-expected_counts sentence)
+    t_nce_both_avg_d00_lr1_sc)            echo "-config $TC -expected_counts sentence|emb" ;;
+    t_srcbpe_nce_both_avg_dfp_d00_lr1_sc) echo "-config $TC $DFP -expected_counts sentence|srcbpe" ;;
     # LSTM
     lstm_ce)               echo "-config $LS|emb" ;;
     lstm_ce_dfp)           echo "-config $LS $DFP|emb" ;;

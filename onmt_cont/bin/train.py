@@ -106,12 +106,14 @@ def build_parser():
                    "negative's logit the log of its expected count among the candidates (in-batch: see "
                    "-expected_counts; random: -num_sampled/V; gold_nn/ann: 1), the sampled softmax's correction "
                    "for how the candidates were drawn (Bengio & Senecal 2008)")
-    g.add_argument("-expected_counts", choices=["unigram", "batch"], default="unigram", help="-sampling_correction: "
+    g.add_argument("-expected_counts", choices=["unigram", "batch", "sentence"], default="unigram", help="-sampling_correction: "
                    "an in-batch candidate's expected count. unigram: the batch's tokens x its smoothed training "
                    "frequency, as if they were independent draws (they are not, so the normaliser's estimate is "
                    "biased; the results' rows; needs a vocabulary that records the sentence count); batch: its "
                    "count in the batch, which makes that estimate unbiased on the batches as they are, but trained "
-                   "about 1 validation BLEU lower (docs/results.md)")
+                   "about 1 validation BLEU lower (docs/results.md); sentence: its count in the token's own sentence "
+                   "plus, for </s>, one per other sentence and, for a word, the other sentences' words x its "
+                   "training frequency (unbiased over how batches are drawn, given the token)")
     g.add_argument("-word_bias", action="store_true", help="infonce, nllvmf_nce: learn a bias b_w per target word, "
                    "added to the contrastive logits (only the candidates' entries get a gradient) and to every "
                    "word's score when decoding, as a softmax's output bias is")

@@ -75,6 +75,15 @@ def unigram_log_prior(vocab):
     return (_log_smoothed_counts(vocab) - math.log(total)).float()
 
 
+def word_log_frequency(vocab):
+    """log q(w) [V] float32: each word's share of the training words, </s> not counted (-expected_counts
+    sentence): q(w) = c(w) / T, c(<unk>) the running tokens no vocabulary word covers; padding, <s> and
+    </s> get log 0 = -inf. Raises ValueError as :func:`unigram_log_prior` does."""
+    counts = _log_smoothed_counts(vocab).exp() - 1
+    counts[EOS_ID] = 0.0
+    return (torch.log(counts) - math.log(float(counts.sum()))).float()
+
+
 def has_word_counts(vocab):
     """Does the vocabulary carry its words' training counts? A checkpoint saved without them (its
     "tgt_counts" missing) reads as all zeros: a prior over those would give every word the same

@@ -41,7 +41,7 @@ SOURCES = ("exact", "inbatch", "random", "gold_nn", "ann", "prefix")
 PREFIX_WINDOW = 16  # -prefix_window's default: Multi30k's target sentences have 13 words on average
 SHARED = ("exact", "inbatch", "random")
 # -expected_counts: the in-batch source's expected counts (Negatives.log_expected_counts)
-EXPECTED_COUNTS = ("unigram", "batch")
+EXPECTED_COUNTS = ("unigram", "batch", "sentence")
 
 
 def parse_sources(text):
@@ -179,10 +179,15 @@ class Negatives:
         masked). With E_i(j) = c(j) + the other terms, the expected value over the random draws of
         Σ over the candidates of exp(logit_j) / E_i(j) is Σ_{j ≠ gold} exp(logit_j) exactly: the
         normaliser's estimate is unbiased on the batch as it is. The loss divides by that estimate, so
-        the gradient is still not the full softmax's (bench/correction_push.py measures both rules).
+        the gradient is still not the full softmax's (bench/correction_push.py measures the rules).
+        ``counts="sentence"``: unbiased over how batches are formed, given the token: its own sentence is
+        always in the batch and counted exactly, the batch's </s> exactly, the other sentences' words as
+        draws from the training word frequencies (:meth:`_sentence_expected`).
         Padding and −1 ids get log 0 = −inf (they are masked)."""
         vocab, n = self.table.size(0), target.numel()
         base = torch.zeros(vocab, dtype=torch.float64, device=target.device)
+        if "inbatch" in self.sources and self.counts == "sentence":
+            return self._sentence_expected(target, shared, per_token, base)
         if "inbatch" in self.sources:
             if self.counts == "batch":
                 base += torch.bincount(target, minlength=vocab).to(base.dtype)
@@ -202,6 +207,76 @@ class Negatives:
         if per_token is not None:
             parts.append(torch.log(base[per_token.clamp_min(0)] + _own_counts(per_token) * (per_token > 0)).float())
         return torch.cat(parts, 1)
+
+
+    def _sentence_expected(self, target, shared, per_token, base):
+        """log E_i(j) under counts="sentence": the batch is token i's own sentence plus other sentences
+        drawn from the corpus. In-batch, j is among token i's candidates as often as it stands in the own
+        sentence outside position i, s_i(j), plus, in the other sentences, exactly once per sentence for
+        </s> (a batch holds one per sentence) and K_i · q(j) times for a word, K_i the other sentences'
+        words (not </s>) and q(j) its frequency among the training words (``log_prior`` holds log q);
+        then the random, exact and per-token terms as the other rules count them."""
+        if self.unigram is None:
+            raise ValueError("-expected_counts sentence needs the training word frequencies (log_prior)")
+        n = target.numel()
+        own, length, own_eos = own_sentence_words(target)
+        eos_total = int((target == EOS_ID).sum())
+        other_eos = (eos_total - own_eos).double()  # [N]: </s> of the other sentences
+        other_words = (n - length - other_eos).clamp_min(0)  # [N]: K_i
+        if "random" in self.sources:
+            base[1:] += self.num_sampled / (self.table.size(0) - 1)
+        freq = self.unigram.clone()
+        freq[0] = 0.0
+        freq[EOS_ID] = 0.0
+        lists = own if per_token is None else torch.cat([per_token, own], 1)  # each entry adds 1 to its word
+
+        parts = []
+        if shared is not None:  # E [N, U] of the distinct shared words: a broadcast sum, then the hits
+            words, inverse = torch.unique(shared, return_inverse=True)
+            got = (other_words.unsqueeze(1) * freq[words] + base[words]).float()
+            got += (words == EOS_ID).float() * other_eos.float().unsqueeze(1)
+            got = torch.log(got + _hits(words, lists, base.size(0)))
+            same = words.numel() == shared.numel() and torch.equal(words, shared)
+            parts.append(got if same else got[:, inverse])
+        if per_token is not None:
+            ids = per_token.clamp_min(0)
+            got = other_words.unsqueeze(1) * freq[ids] + base[ids]
+            got += (ids == EOS_ID) * other_eos.unsqueeze(1)
+            got += _own_counts(lists)[:, : per_token.size(1)]  # in its own lists (itself included) and sentence
+            parts.append(torch.log(torch.where(per_token > 0, got, torch.zeros_like(got))).float())
+        return torch.cat(parts, 1)
+
+
+def own_sentence_words(target):
+    """target [N]: sentences one after the other, each ending with </s> (the last may lack it) ->
+    (own [N, L]: the words of each token's own sentence, −1 at its own position and past the end; the
+    sentence's length [N] and whether it ends with </s> [N], float64)."""
+    n = target.numel()
+    eos = (target == EOS_ID).long()
+    sentence = torch.cumsum(eos, 0) - eos
+    lengths = torch.bincount(sentence)
+    starts = torch.cumsum(lengths, 0) - lengths
+    longest = int(lengths.max()) if n else 0
+    offset = torch.arange(longest, device=target.device).unsqueeze(0)
+    pos = starts[sentence].unsqueeze(1) + offset
+    ok = (offset < lengths[sentence].unsqueeze(1)) & (pos != torch.arange(n, device=target.device).unsqueeze(1))
+    own = torch.where(ok, target[pos.clamp_max(max(n - 1, 0))], torch.full_like(pos, -1))
+    ends = target[(starts + lengths - 1).clamp_min(0)] == EOS_ID
+    return own, lengths[sentence].double(), ends[sentence].double()
+
+
+def _hits(words, lists, vocab):
+    """words [U] distinct, lists [N, C] (−1 padded) -> [N, U] float32: how many times each word is in
+    each row's list."""
+    n = lists.size(0)
+    column = torch.full((vocab,), -1, dtype=torch.long, device=words.device)
+    column[words] = torch.arange(words.numel(), device=words.device)
+    found = column[lists.clamp_min(0)]
+    hit = (found >= 0) & (lists > 0)
+    rows = torch.arange(n, device=found.device).unsqueeze(1).expand_as(found)[hit]
+    out = torch.zeros(n * words.numel(), device=words.device)
+    out.index_add_(0, rows * words.numel() + found[hit], torch.ones_like(rows, dtype=out.dtype))
+    return out.view(n, words.numel())
 
 
 def _shared_expected(log_base, base, shared, per_token, n):
