@@ -8,7 +8,11 @@ each step is a [n, d] × [d, V] product instead of [n, m] × [m, V]. This script
 a real greedy decode of -src, times both products on them (one thread, alternating repeats, as ratios in one
 run) and counts the states whose argmax differs (float rounding can flip near-ties).
 
-    python bench/folded_table.py -model RUN/model_best.pt -src VAL.src -threads 1
+translate.py decodes with the fold (ContinuousGenerator.step_scores). With -whole this script also times whole
+decodes of the -lines sentences (Translator.translate_lines, greedy and -beam_size), with and without the fold,
+alternating, and counts the sentences whose translation differs.
+
+    python bench/folded_table.py -model RUN/model_best.pt -src VAL.src -threads 1 [-whole -beam_size 5]
 """
 
 import argparse
@@ -33,6 +37,8 @@ def main(argv=None):
     p.add_argument("-batch", type=int, default=64, help="states per timed product (a decoding batch's rows)")
     p.add_argument("-repeats", type=int, default=5)
     p.add_argument("-threads", type=int, default=1)
+    p.add_argument("-whole", action="store_true", help="also time whole decodes with and without the fold")
+    p.add_argument("-beam_size", type=int, default=5, help="-whole: the beam decode's size (greedy is timed too)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     tr = Translator(args.model)
@@ -78,6 +84,35 @@ def main(argv=None):
     print(f"plain  [n, {table.size(1)}] x [{table.size(1)}, V]: {best['plain']:.3f} s")
     print(f"folded [n, {h.size(1)}] x [{h.size(1)}, V]: {best['folded']:.3f} s ({best['folded'] / best['plain']:.2f}x)")
     print(f"same greedy word: {same:,} of {h.size(0):,} states ({100 * same / h.size(0):.3f}%)")
+    if args.whole:
+        for beam in (1, args.beam_size):
+            whole(args.model, [x.strip() for x in lines], beam, args.batch, args.repeats)
+
+
+def unfolded(gen, dec_out, greedy=False):
+    """ContinuousGenerator.step_scores without the fold: the scores of ê = proj(dec_out)."""
+    out = gen(dec_out)
+    return gen.greedy_scores(out) if greedy else gen.scores(out)
+
+
+def whole(model, lines, beam, batch, repeats):
+    """Whole decodes with and without the fold, alternating; the best of ``repeats`` each."""
+    tr = Translator(model, beam_size=beam)
+    gen = tr.model.generator
+    times, outputs = {"unfolded": [], "folded": []}, {}
+    for rep in range(repeats):
+        for name in ("unfolded", "folded") if rep % 2 == 0 else ("folded", "unfolded"):
+            if name == "unfolded":  # an instance attribute hides the method
+                gen.step_scores = lambda dec_out, greedy=False: unfolded(gen, dec_out, greedy)
+            else:
+                gen.__dict__.pop("step_scores", None)
+            start = time.perf_counter()
+            outputs[name] = tr.translate_lines(lines, batch_size=batch)
+            times[name].append(time.perf_counter() - start)
+    best = {k: min(v) for k, v in times.items()}
+    same = sum(a == b for a, b in zip(outputs["unfolded"], outputs["folded"], strict=True))
+    print(f"whole decode, beam {beam}, {len(lines)} sentences: unfolded {best['unfolded']:.2f} s, folded "
+          f"{best['folded']:.2f} s ({best['folded'] / best['unfolded']:.2f}x); same translation: {same} of {len(lines)}")
 
 
 if __name__ == "__main__":

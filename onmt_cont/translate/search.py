@@ -54,8 +54,11 @@ def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False, ba
     generator may give its logits (``greedy_scores``) instead of log-probabilities."""
     dec_out, attn, state = model.decoder(last_ids.unsqueeze(1), memory_bank, src_mask, state)
     gen = model.generator
-    score = gen.greedy_scores if greedy and hasattr(gen, "greedy_scores") else gen.scores
-    scores = score(gen(dec_out[:, 0]))
+    if hasattr(gen, "step_scores"):  # continuous: the table folded into the last layer
+        scores = gen.step_scores(dec_out[:, 0], greedy)
+    else:
+        score = gen.greedy_scores if greedy and hasattr(gen, "greedy_scores") else gen.scores
+        scores = score(gen(dec_out[:, 0]))
     # a NaN score (a diverged model) is no candidate: search must neither pick it nor rank by it
     scores = scores.masked_fill(scores.isnan(), float("-inf"))
     scores[:, list(banned) + ([EOS_ID] if ban_eos else [])] = float("-inf")
