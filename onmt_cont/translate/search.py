@@ -60,7 +60,8 @@ def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False, ba
         score = gen.greedy_scores if greedy and hasattr(gen, "greedy_scores") else gen.scores
         scores = score(gen(dec_out[:, 0]))
     # a NaN score (a diverged model) is no candidate: search must neither pick it nor rank by it
-    scores = scores.masked_fill(scores.isnan(), float("-inf"))
+    # (in place, one pass: a tenth of the time of masked_fill(isnan) on a [64, 10K] step)
+    torch.nan_to_num_(scores, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
     scores[:, list(banned) + ([EOS_ID] if ban_eos else [])] = float("-inf")
     return scores, attn[:, 0], state
 
@@ -160,7 +161,9 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
     max_len = [int(x) for x in torch.as_tensor(max_lengths).tolist()]
     live = list(range(batch))  # the sentences still in the batch, in row order
     seqs = {b: [[]] for b in live}  # each sentence's live hypotheses (at most k)
-    hyp_attn = {b: [torch.zeros(0, src.size(1))] for b in live}
+    # each live hypothesis's attention rows, a list of [src_len] views of the steps' CPU tensors (stacked
+    # once a hypothesis ends: concatenating at every step copied the whole history of every hypothesis)
+    hyp_attn = {b: [[]] for b in live}
     totals = torch.zeros(batch, 1, device=device)
     finished = {b: [] for b in live}  # (normalised score, ids, attn)
     last = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
@@ -179,7 +182,8 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
                 scores[i] = float("-inf")
                 scores[i, :, EOS_ID] = eos
         cand = (totals.unsqueeze(2) + scores).view(len(live), -1)
-        cand = cand.masked_fill(cand.isnan(), float("-inf"))  # inf + (-inf): no candidate either
+        # inf + (-inf): no candidate either (in place, one pass)
+        torch.nan_to_num_(cand, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
         top, idx = cand.topk(min(k, cand.size(1)), dim=1)
         top, idx = top.tolist(), idx.tolist()  # the step's one synchronisation
         attn = attn.view(len(live), width, -1).cpu()
@@ -193,11 +197,11 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
                 parent, word = divmod(c, vocab)
                 if at_limit and word != EOS_ID:  # NaN scores are not -inf: the limit must not rest on them
                     continue
-                step_attn = torch.cat([hyp_attn[b][parent], attn[i, parent : parent + 1]], 0)
+                step_attn = hyp_attn[b][parent] + [attn[i, parent]]
                 if word == EOS_ID:
                     n = len(seqs[b][parent])
                     finished[b].append((score / length_penalty(max(n, 1), penalty, alpha), seqs[b][parent],
-                                        step_attn[:n]))
+                                        _stack_rows(step_attn[:n], src.size(1))))
                     continue
                 new_seqs.append(seqs[b][parent] + [word])
                 new_attns.append(step_attn)
@@ -206,7 +210,8 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
                 new_words.append(word)
             if len(finished[b]) >= k or not new_seqs or at_limit:
                 if not finished[b]:  # every hypothesis hit the limit without </s>
-                    finished[b] = [(totals[i, j].item(), seqs[b][j], hyp_attn[b][j]) for j in range(len(seqs[b]))]
+                    finished[b] = [(totals[i, j].item(), seqs[b][j], _stack_rows(hyp_attn[b][j], src.size(1)))
+                                   for j in range(len(seqs[b]))]
                 continue
             seqs[b], hyp_attn[b] = new_seqs, new_attns
             pad = k - len(parents)  # fewer than k live: the spare rows copy beam 0 at score -inf
@@ -228,3 +233,8 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
         out_ids.append(ids)
         out_attn.append(attn)
     return out_ids, out_attn
+
+
+def _stack_rows(rows, src_len):
+    """A hypothesis's attention rows (a list of [src_len] tensors) -> [len, src_len]."""
+    return torch.stack(rows) if rows else torch.zeros(0, src_len)
