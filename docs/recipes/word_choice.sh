@@ -54,6 +54,12 @@
 #   CAL_KEEP        target: the round nearest the target; bleu: the round of the best validation BLEU, round 0 (no
 #                   offsets) included [target]
 #   PREPARE_ONLY    1: step 1 for CONFIGS, then exit [0]
+#
+# The script is one { ... } block that ends in exit, so bash parses all of it before running any of it. Bash reads a
+# script file as it runs it: an edit of this file (a commit, an editor) while the main loop waited on its jobs made
+# it read on at the old byte offset of the new text, which fell inside the loop, and the loop started every row
+# again, a second training of a row that was still training into the same folder.
+{
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -241,8 +247,15 @@ calibrate_step() {  # 6. frequency-bin offsets fitted on validation under every 
 }
 
 train_and_score() {  # ROW SEED: steps 2-6 (prepare ROW first)
-  cfg=$1; seed=$2; run=$OUT/$cfg.s$seed
+  # local: the steps' functions see them, the main loop's cfg and seed stay its own
+  local cfg=$1 seed=$2 run=$OUT/$1.s$2 ckpt beta prior lock=
   mkdir -p "$run"
+  # one script at a time per run folder: the lock stays held while any process started here (train.py) lives
+  if command -v flock > /dev/null; then
+    exec {lock}> "$run/.lock"
+    flock -n "$lock" || { echo "error: $run is in use (a training or decode of another word_choice.sh holds" \
+      "$run/.lock)" >&2; exit 2; }
+  fi
   # 2. train
   if [ ! -s "$run/model_last.pt" ]; then
     log "train $cfg seed $seed"
@@ -283,6 +296,7 @@ train_and_score() {  # ROW SEED: steps 2-6 (prepare ROW first)
   block_step
   # 6. (CALIBRATE=1) frequency-bin offsets
   calibrate_step
+  [ -z "$lock" ] || exec {lock}>&-
 }
 
 # 1. the data, the unit table and the lexicon
@@ -302,3 +316,5 @@ for cfg in $CONFIGS; do
 done
 while [ "$running" -gt 0 ]; do wait -n; running=$((running - 1)); done  # a failed run stops the script (set -e)
 log "done"
+exit
+}

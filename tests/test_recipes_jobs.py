@@ -1,0 +1,75 @@
+"""docs/recipes/word_choice.sh's JOBS: each row and seed trained once, with a stub python (a bash script that only
+writes the files the recipe checks), even when the recipe file is edited while its main loop waits on its jobs."""
+
+import os
+import pathlib
+import re
+import shutil
+import stat
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+RECIPES = ROOT / "docs" / "recipes"
+
+# train.py: the continuous row inserts a 304-byte line near the top of the recipe, in place (same inode, as an editor or
+# a commit of the same checkout does), and ends; the ce row ends 3 s later, so the main loop is still waiting
+STUB = r"""#!/usr/bin/env bash
+script=$1; shift
+get() { local k=$1; shift; while [ $# -gt 0 ]; do [ "$1" = "$k" ] && { echo "$2"; return; }; shift; done; }
+case $script in
+  train.py)
+    m=$(get -save_model "$@")
+    case $m in
+      *_ce_*) sleep 3 ;;
+      *) if [ -n "${STUB_EDIT:-}" ] && mkdir "$STUB_EDIT.done" 2> /dev/null; then
+           text=$(cat "$STUB_EDIT")
+           { head -n 3 <<< "$text"; printf '# %0301d\n' 0; tail -n +4 <<< "$text"; } > "$STUB_EDIT"
+         fi ;;
+    esac
+    for f in last best epoch_1 epoch_2; do echo x > "${m}_$f.pt"; done ;;
+  tools/average_models.py) echo x > "$(get -output "$@")" ;;
+  translate.py)
+    echo hyp > "$(get -output "$@")"
+    echo "sacreBLEU (detokenized): 30.00  nrefs:1"
+    echo "without -replace_unk (the model's own words, 1.0% <unk>): sacreBLEU 29.00, tokenized BLEU 30.00" ;;
+  tools/rare_word_f1.py) echo '{}' > "$(get -json "$@")" ;;
+  *) echo "stub python: unexpected $script" >&2; exit 3 ;;
+esac
+"""
+
+
+def run_recipe(tmp_path, seeds, recipe=RECIPES / "word_choice.sh"):
+    repo = tmp_path / "repo"
+    (repo / "docs" / "recipes").mkdir(parents=True)
+    shutil.copy(recipe, repo / "docs" / "recipes" / "word_choice.sh")
+    shutil.copy(RECIPES / "prepare_m30k.sh", repo / "docs" / "recipes")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python").write_text(STUB)
+    (bin_dir / "python").chmod(stat.S_IRWXU)
+    out = tmp_path / "out"
+    (out / "tok").mkdir(parents=True)
+    for split in ("train", "val", "test_2016_flickr", "test_2017_flickr"):  # step 1's outputs: skipped
+        for lang in ("en", "de"):
+            (out / "tok" / f"{split}.{lang}").write_text("x\n")
+    for name in ("data.vocab.pt", "emb.dec.pt", "lexicon.txt"):
+        (out / name).write_text("x\n")
+    script = repo / "docs" / "recipes" / "word_choice.sh"
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "OUT": str(out), "SRC": "en",
+           "TGT": "de", "CONFIGS": "t_ce_d01_avg t_nce_both_avg_d00_lr1", "SEEDS": seeds, "JOBS": "2",
+           "STUB_EDIT": str(script)}
+    res = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert (tmp_path / "repo" / "docs" / "recipes" / "word_choice.sh.done").is_dir()  # the edit happened
+    return res
+
+
+@pytest.mark.parametrize("seeds", ["2", "1 2"])
+def test_jobs_train_each_run_once_when_the_recipe_is_edited(tmp_path, seeds):
+    res = run_recipe(tmp_path, seeds)
+    assert res.returncode == 0, res.stdout + res.stderr
+    trains = re.findall(r"\] (train \S+ seed \d+)$", res.stdout, re.M)
+    assert sorted(trains) == sorted(f"train {row} seed {s}" for row in ("t_ce_d01_avg", "t_nce_both_avg_d00_lr1")
+                                    for s in seeds.split()), res.stdout
+    assert res.stdout.rstrip().endswith("done"), res.stdout
