@@ -11,6 +11,14 @@ says so and exits 0. It installs beside torch 2.13 with
     pip install configargparse pyonmttok fasttext-wheel spacy pyahocorasick rapidfuzz
 
     python bench/peer_decode.py -data runs/word_choice_fr-en/tok -out /tmp/peer
+
+With -theirs and -ours the models are given instead of trained (converged checkpoints: an OpenNMT-py one from
+bench/peer_time_to_quality.py, any number of ours, each NAME=CHECKPOINT), and every row is also given net of
+start-up (the seconds of the 1-sentence run taken off):
+
+    python bench/peer_decode.py -data runs/word_choice_en-de/tok -src en -tgt de -out /tmp/peer_dec \
+        -theirs runs/peer_en-de/peer_step_3178.pt -ours ce=runs/word_choice_en-de/t_ce_d01_avg.s1/model_best.pt \
+        -ours continuous=runs/word_choice_en-de/t_nce_both_avg_d00_lr1.s1/model_best.pt
 """
 
 import argparse
@@ -110,13 +118,24 @@ def main(argv=None):
                    "(-max_length N; OpenNMT-py also -min_length N), so that both do the same number of steps "
                    "whatever their models' </s> habits (models of 300 steps differ in how soon they end)")
     p.add_argument("-rows", default="startup,greedy,beam", help="which rows to time")
+    p.add_argument("-theirs", default=None, help="an OpenNMT-py checkpoint to time instead of training one")
+    p.add_argument("-ours", action="append", default=[], metavar="NAME=CHECKPOINT",
+                   help="with -theirs: one of our checkpoints to time (repeatable)")
     args = p.parse_args(argv)
+    if bool(args.theirs) != bool(args.ours):
+        p.error("-theirs and -ours go together")
+    try:
+        given = dict(x.split("=", 1) for x in args.ours)
+    except ValueError:
+        p.error(f"-ours takes NAME=CHECKPOINT, got {args.ours}")
     if importlib.util.find_spec("onmt") is None:
         print("OpenNMT-py is not installed: nothing to compare (see this script's docstring to install it)")
         return 0
     os.makedirs(args.out, exist_ok=True)
     log = os.path.join(args.out, "peer.log")
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    if args.theirs:
+        return compare_given(args, env, log, given)
     ours, theirs = train_both(args, env, log)
     test = os.path.join(args.data, f"{args.test}.{args.src}")
     with open(test, encoding="utf-8") as f:
@@ -165,6 +184,54 @@ def main(argv=None):
                   f"{rate['onmt_cont']:.1f} sent/s, {wps['onmt_cont']:.0f} words/s | "
                   f"{rate['onmt_cont'] / rate['OpenNMT-py']:.2f}x |")
         sys.stdout.flush()
+    return 0
+
+
+def compare_given(args, env, log, ours):
+    """Time -theirs against each of -ours: whole process and net of start-up, alternating, the best of -reps."""
+    with open(os.path.join(args.data, f"{args.test}.{args.src}"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    inputs = {}
+    for name, n in (("all", len(lines)), ("beam", args.beam_sentences), ("one", 1)):
+        inputs[name] = os.path.join(args.out, f"input_{name}.txt")
+        with open(inputs[name], "w", encoding="utf-8") as f:
+            f.write("\n".join(lines[:n]) + "\n")
+    tools = {"OpenNMT-py": args.theirs, **ours}
+
+    def cmd(tool, src, beam, output):
+        if tool == "OpenNMT-py":
+            return ["onmt_translate", "-model", args.theirs, "-src", src, "-output", output, "-beam_size", str(beam),
+                    "-batch_size", str(args.batch_size), "-batch_type", "sents"]
+        return [sys.executable, "translate.py", "-model", tools[tool], "-src", src, "-output", output, "-beam_size",
+                str(beam), "-batch_size", str(args.batch_size), "-threads", "1"]
+
+    best, words = {}, {}
+    runs = [("one", 1), ("all", 1), ("beam", 5)]
+    for _ in range(args.reps):
+        for which, beam in runs:
+            for tool in tools:
+                output = os.path.join(args.out, f"out_{tool}_{which}_{beam}.txt")
+                seconds = run(cmd(tool, inputs[which], beam, output), env, log)
+                key = (tool, which)
+                best[key] = min(best.get(key, seconds), seconds)
+                with open(output, encoding="utf-8") as f:
+                    words[key] = sum(len(x.split()) for x in f)
+    print(f"{args.test}.{args.src}: {len(lines)} sentences greedy, {args.beam_sentences} beam 5; 1 thread, batches of "
+          f"{args.batch_size}; the fastest of {args.reps} whole-process runs, alternating; net: minus the 1-sentence run")
+    print("| toolkit, model | start-up (1 sentence) | greedy: sent/s (net) | words/sent | beam 5: sent/s (net) | "
+          "words/sent | net sent/s over OpenNMT-py's, greedy / beam 5 |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    net = {}
+    for tool in tools:
+        start = best[(tool, "one")]
+        cells = [f"{start:.2f} s"]
+        for which, n in (("all", len(lines)), ("beam", args.beam_sentences)):
+            whole, rest = n / best[(tool, which)], best[(tool, which)] - start
+            net[(tool, which)] = n / rest if rest > 0 else float("inf")
+            cells += [f"{whole:.1f} ({net[(tool, which)]:.1f})", f"{words[(tool, which)] / n:.1f}"]
+        ratio = " / ".join(f"{net[(tool, w)] / net[('OpenNMT-py', w)]:.2f}x" for w in ("all", "beam"))
+        name = tool if tool == "OpenNMT-py" else f"onmt_cont, {tool}"
+        print(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
     return 0
 
 
