@@ -16,7 +16,9 @@
 #      TEST.block.*: the decode the results tables report;
 #   6. (CALIBRATE=1, word targets only) frequency-bin offsets (translate.py -freq_offsets) fitted on validation by
 #      tools/calibrate_offsets.py under each beta of CAL_BETAS with step 5's blocking, the beta picked on
-#      validation (CAL_NAME.txt), the tests again into TEST.CAL_NAME.*.
+#      validation (CAL_NAME.txt), the tests again into TEST.CAL_NAME.*;
+#   7. (BEAM=K) the tests again with -beam_size K, step 3's checkpoint and beta and step 5's blocking, into
+#      TEST.beamK.* (the greedy decode they compare with: TEST.block.*).
 # Every step is skipped when its output exists, so a rerun resumes; a killed training goes on from its newest
 # checkpoint (-resume auto). tools/quality_report.py tabulates the run folders.
 #
@@ -54,6 +56,7 @@
 #   CAL_KEEP        target: the round nearest the target; bleu: the round of the best validation BLEU, round 0 (no
 #                   offsets) included [target]
 #   PREPARE_ONLY    1: step 1 for CONFIGS, then exit [0]
+#   BEAM            step 7's beam size [empty: step 7 skipped]
 #
 # The script is one { ... } block that ends in exit, so bash parses all of it before running any of it. Bash reads a
 # script file as it runs it: an edit of this file (a commit, an editor) while the main loop waited on its jobs made
@@ -84,6 +87,7 @@ CAL_MATCH_RUNS=${CAL_MATCH_RUNS:-}
 CAL_TARGET=${CAL_TARGET:-}
 CAL_NAME=${CAL_NAME:-calib}
 CAL_KEEP=${CAL_KEEP:-target}
+BEAM=${BEAM:-}
 PREPARE_ONLY=${PREPARE_ONLY:-0}
 EMB=$SHARED/embeddings/$TGT.ft300.vec.gz
 TOK=$OUT/tok
@@ -182,12 +186,13 @@ valid_bleu() {  # CHECKPOINT BETA [BLOCK [OFFSETS NAME]] -> sacreBLEU of the val
     "${BPE_DECODE[@]}" | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p'
 }
 
-test_decode() {  # SUFFIX BLOCK: both tests with step 3's checkpoint and prior into $run/TEST$SUFFIX.*
-  local t
+test_decode() {  # SUFFIX BLOCK [FLAGS...]: both tests with step 3's checkpoint and prior into $run/TEST$SUFFIX.*
+  local t extra=("${@:3}")
   for t in test_2016_flickr test_2017_flickr; do
     [ -s "$run/$t$1.bleu.txt" ] || python translate.py -model "$run/$ckpt" -src "$SRC_TXT/$t.$SRC" \
       -output "$run/$t$1.$TGT" -tgt "$TOK/$t.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" \
-      -block_ngram_repeat "$2" "${BPE_DECODE[@]}" -replace_unk -lookup_dict "$OUT/lexicon.txt" > "$run/$t$1.bleu.txt"
+      -block_ngram_repeat "$2" "${BPE_DECODE[@]}" "${extra[@]}" -replace_unk -lookup_dict "$OUT/lexicon.txt" \
+      > "$run/$t$1.bleu.txt"
     [ -s "$run/$t$1.calibration.json" ] || python tools/rare_word_f1.py -train "$TOK/train.$TGT" -ref "$TOK/$t.$TGT" \
       -hyp "$run/$t$1.$TGT" -bins calibration -json "$run/$t$1.calibration.json" > /dev/null
     log "$cfg seed $seed $t$1: $(grep -h '^sacreBLEU' "$run/$t$1.bleu.txt" | cut -c1-30) |" \
@@ -246,7 +251,14 @@ calibrate_step() {  # 6. frequency-bin offsets fitted on validation under every 
   test_decode ".$CAL_NAME" "$block"
 }
 
-train_and_score() {  # ROW SEED: steps 2-6 (prepare ROW first)
+beam_step() {  # 7. (BEAM) the tests with -beam_size BEAM, step 3's checkpoint and beta, step 5's blocking
+  [ -n "$BEAM" ] || return 0
+  local block=0
+  [ -s "$run/block.txt" ] && read -r _ block _ < "$run/block.txt"
+  test_decode ".beam$BEAM" "$block" -beam_size "$BEAM"
+}
+
+train_and_score() {  # ROW SEED: steps 2-7 (prepare ROW first)
   # local: the steps' functions see them, the main loop's cfg and seed stay its own
   local cfg=$1 seed=$2 run=$OUT/$1.s$2 ckpt beta prior lock=
   mkdir -p "$run"
@@ -296,6 +308,8 @@ train_and_score() {  # ROW SEED: steps 2-6 (prepare ROW first)
   block_step
   # 6. (CALIBRATE=1) frequency-bin offsets
   calibrate_step
+  # 7. (BEAM) beam search
+  beam_step
   [ -z "$lock" ] || exec {lock}>&-
 }
 
