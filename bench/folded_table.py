@@ -112,7 +112,8 @@ def whole(model, lines, beam, batch, repeats):
     best = {k: min(v) for k, v in times.items()}
     same = sum(a == b for a, b in zip(outputs["unfolded"], outputs["folded"], strict=True))
     print(f"whole decode, beam {beam}, {len(lines)} sentences: unfolded {best['unfolded']:.2f} s, folded "
-          f"{best['folded']:.2f} s ({best['folded'] / best['unfolded']:.2f}x); same translation: {same} of {len(lines)}")
+          f"{best['folded']:.2f} s ({best['folded'] / best['unfolded']:.2f}x); same translation: {same} of "
+          f"{len(lines)}")
 
 
 if __name__ == "__main__":

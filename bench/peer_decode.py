@@ -216,8 +216,9 @@ def compare_given(args, env, log, ours):
                 best[key] = min(best.get(key, seconds), seconds)
                 with open(output, encoding="utf-8") as f:
                     words[key] = sum(len(x.split()) for x in f)
-    print(f"{args.test}.{args.src}: {len(lines)} sentences greedy, {args.beam_sentences} beam 5; 1 thread, batches of "
-          f"{args.batch_size}; the fastest of {args.reps} whole-process runs, alternating; net: minus the 1-sentence run")
+    print(f"{args.test}.{args.src}: {len(lines)} sentences greedy, {args.beam_sentences} beam 5; 1 thread, batches "
+          f"of {args.batch_size}; the fastest of {args.reps} whole-process runs, alternating; net: minus the "
+          "1-sentence run")
     print("| toolkit, model | start-up (1 sentence) | greedy: sent/s (net) | words/sent | beam 5: sent/s (net) | "
           "words/sent | net sent/s over OpenNMT-py's, greedy / beam 5 |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")

@@ -7,9 +7,9 @@ factor 0.5 and 1,000 warm-up steps, batches of 64 sentences, Adam beta2 0.998, g
 average 1e-4; -learning_rate and -dropout override two of them, for a sweep of its own best settings) on one
 thread, with a checkpoint at the end of every epoch (train lines / 64 steps). Each checkpoint is then decoded
 greedily on the validation set and scored with train.py's tokenized BLEU (onmt_cont.evaluate.tokenized_bleu),
-so both toolkits' curves are measured the same way. Seconds count from the first line of OpenNMT-py's output (train.out) to
-each "Saving checkpoint" line (model building and data loading included, as tools/time_to_quality.py counts
-ours from the first line of train.log). With -ours, our run's train.log (trained side by side, one thread each)
+so both toolkits' curves are measured the same way. Seconds count from the first line of OpenNMT-py's output
+(train.out) to each "Saving checkpoint" line (model building and data loading included, as
+tools/time_to_quality.py counts ours from the first line of train.log). With -ours, our run's train.log (trained side by side, one thread each)
 gives our curve, and the table ends with the seconds each needed to reach the peer's best - 1 and their ratio.
 
 OpenNMT-py is a benchmark-only dependency (see bench/peer_decode.py for how it installs beside torch 2.13);

@@ -169,6 +169,37 @@ class SequenceUnlikelihood:
         return own, unlikelihood(logits, gold[rows]).sum(), rows.numel()
 
 
+class LazyEntries:
+    """A parameter updated lazily (TensorFlow's LazyAdam): the entries whose gradient is exactly zero this step
+    (a word bias's words that were no candidate) keep their value and their optimiser state, instead of moving
+    on their momentum and decaying it for many steps after their last gradient. :meth:`keep` before the
+    optimiser's step, :meth:`restore` after it; the copies are of those entries only."""
+
+    STATE = ("exp_avg", "exp_avg_sq", "momentum_buffer")
+
+    def __init__(self, optimizer, param):
+        self.optimizer, self.param = optimizer, param
+
+    @torch.no_grad()
+    def keep(self):
+        grad = self.param.grad
+        if grad is None:
+            return None
+        idle = grad == 0
+        state = self.optimizer.state.get(self.param, {})
+        return idle, self.param[idle].clone(), {k: state[k][idle].clone() for k in self.STATE if k in state}
+
+    @torch.no_grad()
+    def restore(self, kept):
+        if kept is None:
+            return
+        idle, value, saved = kept
+        self.param[idle] = value
+        state = self.optimizer.state.get(self.param, {})
+        for k, v in saved.items():
+            state[k][idle] = v
+
+
 class Trainer:
     """``forward``: a :class:`TrainingForward`, possibly wrapped in DistributedDataParallel;
     ``ctx``: the distributed context (one process by default); ``amp``: an autocast dtype or None.
@@ -176,7 +207,7 @@ class Trainer:
     training log's accuracy (train.py: -report_every); 0 never scores (the cosine is always kept)."""
 
     def __init__(self, model, loss_fn, optimizer, max_grad_norm=0.0, forward=None, ctx=None, amp=None,
-                 measure_every=0, seq_unlikelihood=None):
+                 measure_every=0, seq_unlikelihood=None, lazy=None):
         self.model = model
         self.loss_fn = loss_fn
         self.optimizer = optimizer
@@ -187,6 +218,8 @@ class Trainer:
         self.measure_every = measure_every
         self.seq_ul = seq_unlikelihood  # a SequenceUnlikelihood or None
         self.last_stats = None  # batch_stats of the last step's global batch
+        # parameters updated lazily (-word_bias_update lazy): entries without a gradient keep value and Adam state
+        self.lazy = [LazyEntries(optimizer, p) for p in (lazy or ())]
         device_type = next(model.parameters()).device.type
         self.device_type = device_type
         # fp16 needs loss scaling to keep small gradients from flushing to zero; bf16 does not
@@ -238,14 +271,17 @@ class Trainer:
             norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
         else:
             norm = torch.norm(torch.stack([p.grad.norm() for p in params if p.grad is not None]))
+        kept = [lazy.keep() for lazy in self.lazy]
         if self.scaler is not None:  # fp16: an overflowing step is skipped and the scale lowered
             self.scaler.step(self.optimizer)
             self.scaler.update()
-            self._after_update()
-            return value, n
-        if not torch.isfinite(norm):
-            raise NonFiniteLoss(f"step {step}: the gradient norm is {norm.item()}; stopping (no checkpoint written)")
-        self.optimizer.step()
+        else:
+            if not torch.isfinite(norm):
+                raise NonFiniteLoss(f"step {step}: the gradient norm is {norm.item()}; stopping (no checkpoint "
+                                    "written)")
+            self.optimizer.step()
+        for lazy, k in zip(self.lazy, kept, strict=True):
+            lazy.restore(k)
         self._after_update()
         return value, n
 

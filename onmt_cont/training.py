@@ -61,7 +61,7 @@ from onmt_cont.utils.writable import check_log_file, check_writable_folder
 MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
               "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden", "encoder_type",
               "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions", "alignment_layer",
-              "word_bias", "sampling_correction", "expected_counts", "train_table")
+              "word_bias", "sampling_correction", "expected_counts", "train_table", "word_bias_update")
 # The learning-rate schedule: -train_from keeps the checkpoint's unless the option is given again
 # (a resumed noam run must not fall back to a constant rate; a new -learning_rate is allowed).
 SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps", "table_lr_scale")
@@ -350,6 +350,8 @@ def _check_negatives(opt):
                                        "apart) of")):
         if getattr(opt, name) and opt.loss not in ("infonce", "nllvmf_nce"):
             raise UserError(f"-{name} {what} -loss infonce and nllvmf_nce, not -loss {opt.loss}")
+    if getattr(opt, "word_bias_update", "dense") == "lazy" and not opt.word_bias:
+        raise UserError("-word_bias_update lazy updates the word bias: it needs -word_bias")
     if opt.table_lr_scale != 1 and not opt.train_table:
         raise UserError(f"-table_lr_scale {opt.table_lr_scale} scales the learning rate of a trained target "
                         "table: it needs -train_table")
@@ -534,8 +536,10 @@ class Run:
             forward = distributed.wrap(forward, device, find_unused_parameters=unused)
         seq_ul = SequenceUnlikelihood(opt.seq_unlikelihood, opt.seq_unlikelihood_ngram, opt.seq_unlikelihood_every,
                                       opt.loss, opt.temperature) if opt.seq_unlikelihood else None
+        lazy = [self.model.generator.bias] if getattr(opt, "word_bias_update", "dense") == "lazy" else None
         self.trainer = Trainer(self.model, loss_fn, self.optimizer, opt.max_grad_norm,
-                               forward, self.ctx, amp, measure_every=opt.report_every, seq_unlikelihood=seq_ul)
+                               forward, self.ctx, amp, measure_every=opt.report_every, seq_unlikelihood=seq_ul,
+                               lazy=lazy)
         # -average_decay: validation and checkpoints see the average, training the raw parameters
         self.average = ParameterAverage(self.model, opt.average_decay, opt.average_every) if opt.average_decay else None
         # fresh_stopping(): the best score, -early_stopping's count, -early_stopping_window's last N scores

@@ -1123,3 +1123,47 @@ def test_quality_report_unfinished_decode_is_a_clear_error(tmp_path, capsys):
         report.main([str(run)])
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "test_2016_flickr.bleu.txt: expected translate.py's" in err, err
+
+
+# --- -word_bias_update lazy -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_lazy_entries_keep_value_and_state(fused):
+    """After a step in which only entry 0 has a gradient, the other entries have the value and the Adam state
+    they had (dense Adam moves them on their momentum and decays it); entry 0 moves as dense Adam moves it."""
+    from onmt_cont.trainer import LazyEntries
+
+    def run(lazy):
+        p = torch.nn.Parameter(torch.zeros(4))
+        opt = torch.optim.Adam([p], lr=0.1, fused=fused) if fused else torch.optim.Adam([p], lr=0.1, foreach=False)
+        keeper = LazyEntries(opt, p)
+        for grad in ([1.0, -2.0, 0.5, 3.0], [0.7, 0.0, 0.0, 0.0]):
+            p.grad = torch.tensor(grad)
+            kept = keeper.keep() if lazy else None
+            if lazy and grad[1] == 0.0:
+                before = p.detach().clone(), {k: v.clone() for k, v in opt.state[p].items()}
+            opt.step()
+            if lazy:
+                keeper.restore(kept)
+        return p.detach(), opt.state[p], (before if lazy else None)
+
+    p_dense, _, _ = run(False)
+    p_lazy, state, (p_before, state_before) = run(True)
+    torch.testing.assert_close(p_lazy[1:], p_before[1:], rtol=0, atol=0)
+    for k in ("exp_avg", "exp_avg_sq"):
+        torch.testing.assert_close(state[k][1:], state_before[k][1:], rtol=0, atol=0)
+    assert (p_dense[1:] != p_before[1:]).all()  # dense Adam moved them with no gradient
+    torch.testing.assert_close(p_lazy[0], p_dense[0])
+
+
+def test_train_lazy_bias(data, tmp_path, capsys):
+    """-word_bias_update lazy trains, is kept by -train_from, and needs -word_bias."""
+    from tests.test_train import argv
+
+    run = run_train(data, tmp_path, loss="nllvmf_nce", word_bias=True, sampling_correction=True,
+                    word_bias_update="lazy", **{**WC, "epochs": "2"})
+    assert run.opt.word_bias_update == "lazy" and run.model.generator.bias.abs().sum() > 0
+    assert load_checkpoint(str(tmp_path / "m_last.pt"))["opt"]["word_bias_update"] == "lazy"
+    fails(capsys, argv(data, tmp_path / "no_bias", loss="nllvmf_nce", word_bias_update="lazy", **WC),
+          "needs -word_bias")

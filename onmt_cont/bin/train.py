@@ -106,7 +106,8 @@ def build_parser():
                    "negative's logit the log of its expected count among the candidates (in-batch: see "
                    "-expected_counts; random: -num_sampled/V; gold_nn/ann: 1), the sampled softmax's correction "
                    "for how the candidates were drawn (Bengio & Senecal 2008)")
-    g.add_argument("-expected_counts", choices=["unigram", "batch", "sentence"], default="unigram", help="-sampling_correction: "
+    g.add_argument("-expected_counts", choices=["unigram", "batch", "sentence"], default="unigram",
+                   help="-sampling_correction: "
                    "an in-batch candidate's expected count. unigram: the batch's tokens x its smoothed training "
                    "frequency, as if they were independent draws (they are not, so the normaliser's estimate is "
                    "biased; the results' rows; needs a vocabulary that records the sentence count); batch: its "
@@ -117,6 +118,10 @@ def build_parser():
     g.add_argument("-word_bias", action="store_true", help="infonce, nllvmf_nce: learn a bias b_w per target word, "
                    "added to the contrastive logits (only the candidates' entries get a gradient) and to every "
                    "word's score when decoding, as a softmax's output bias is")
+    g.add_argument("-word_bias_update", choices=["dense", "lazy"], default="dense", help="-word_bias: dense: "
+                   "Adam updates every bias at every step, so a bias goes on moving on its momentum long after its "
+                   "word was last a candidate (the results' rows); lazy: only the biases of this step's candidates "
+                   "move, the others keep their value and Adam state (LazyAdam)")
     g.add_argument("-train_table", action="store_true", help="infonce, nllvmf_nce: train the target table the "
                    "outputs are scored against, starting from -tgt_emb (each step the rows of the gold words and of "
                    "the candidates get a gradient; rows are put back to unit length after every update). The "
