@@ -9,8 +9,9 @@ thread, with a checkpoint at the end of every epoch (train lines / 64 steps). Ea
 greedily on the validation set and scored with train.py's tokenized BLEU (onmt_cont.evaluate.tokenized_bleu),
 so both toolkits' curves are measured the same way. Seconds count from the first line of OpenNMT-py's output
 (train.out) to each "Saving checkpoint" line (model building and data loading included, as
-tools/time_to_quality.py counts ours from the first line of train.log). With -ours, our run's train.log (trained side by side, one thread each)
-gives our curve, and the table ends with the seconds each needed to reach the peer's best - 1 and their ratio.
+tools/time_to_quality.py counts ours from the first line of train.log). With -ours, our run's train.log (trained
+side by side, one thread each) gives our curve, and the table ends with the seconds each needed to reach the
+peer's best - 1 and their ratio.
 
 OpenNMT-py is a benchmark-only dependency (see bench/peer_decode.py for how it installs beside torch 2.13);
 without it this script says so and exits 0. A rerun skips the training and the decodes already done.
