@@ -31,6 +31,8 @@
 # Environment (defaults in brackets):
 #   SRC, TGT        direction [fr, en]; the target needs $SHARED/embeddings/$TGT.ft300.vec.gz
 #   SHARED          the shared data folder [../shared/data]
+#   EMB             the target vectors (.vec or .vec.gz; e.g. from tools/train_vectors.py, which gives every training
+#                   word one; use another OUT per vector file) [$SHARED/embeddings/$TGT.ft300.vec.gz]
 #   OUT             run folder [runs/word_choice_$SRC-$TGT]
 #   CONFIGS         rows, names from config() below [t_ce_d01_avg t_nce_both_avg_d00_lr1]
 #   SEEDS           training seeds [1]
@@ -89,7 +91,7 @@ CAL_NAME=${CAL_NAME:-calib}
 CAL_KEEP=${CAL_KEEP:-target}
 BEAM=${BEAM:-}
 PREPARE_ONLY=${PREPARE_ONLY:-0}
-EMB=$SHARED/embeddings/$TGT.ft300.vec.gz
+EMB=${EMB:-$SHARED/embeddings/$TGT.ft300.vec.gz}
 TOK=$OUT/tok
 mkdir -p "$TOK"
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
