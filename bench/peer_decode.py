@@ -137,14 +137,7 @@ def main(argv=None):
     if args.theirs:
         return compare_given(args, env, log, given)
     ours, theirs = train_both(args, env, log)
-    test = os.path.join(args.data, f"{args.test}.{args.src}")
-    with open(test, encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    inputs = {}
-    for name, n in (("all", len(lines)), ("beam", args.beam_sentences), ("one", 1)):
-        inputs[name] = os.path.join(args.out, f"input_{name}.txt")
-        with open(inputs[name], "w", encoding="utf-8") as f:
-            f.write("\n".join(lines[:n]) + "\n")
+    lines, inputs = write_inputs(args)
 
     fixed = ["-max_length", str(args.fixed_length)] if args.fixed_length else []
 
@@ -187,8 +180,8 @@ def main(argv=None):
     return 0
 
 
-def compare_given(args, env, log, ours):
-    """Time -theirs against each of -ours: whole process and net of start-up, alternating, the best of -reps."""
+def write_inputs(args):
+    """The test sentences, and the inputs of the rows: all of them, -beam_sentences, one -> (lines, {name: path})."""
     with open(os.path.join(args.data, f"{args.test}.{args.src}"), encoding="utf-8") as f:
         lines = f.read().splitlines()
     inputs = {}
@@ -196,6 +189,12 @@ def compare_given(args, env, log, ours):
         inputs[name] = os.path.join(args.out, f"input_{name}.txt")
         with open(inputs[name], "w", encoding="utf-8") as f:
             f.write("\n".join(lines[:n]) + "\n")
+    return lines, inputs
+
+
+def compare_given(args, env, log, ours):
+    """Time -theirs against each of -ours: whole process and net of start-up, alternating, the best of -reps."""
+    lines, inputs = write_inputs(args)
     tools = {"OpenNMT-py": args.theirs, **ours}
 
     def cmd(tool, src, beam, output):
