@@ -227,9 +227,12 @@ def compare_given(args, env, log, ours):
         cells = [f"{start:.2f} s"]
         for which, n in (("all", len(lines)), ("beam", args.beam_sentences)):
             whole, rest = n / best[(tool, which)], best[(tool, which)] - start
-            net[(tool, which)] = n / rest if rest > 0 else float("inf")
-            cells += [f"{whole:.1f} ({net[(tool, which)]:.1f})", f"{words[(tool, which)] / n:.1f}"]
-        ratio = " / ".join(f"{net[(tool, w)] / net[('OpenNMT-py', w)]:.2f}x" for w in ("all", "beam"))
+            # None: the run took no longer than the 1-sentence one (too few sentences to tell)
+            net[(tool, which)] = n / rest if rest > 0 else None
+            shown = "n/a" if net[(tool, which)] is None else f"{net[(tool, which)]:.1f}"
+            cells += [f"{whole:.1f} ({shown})", f"{words[(tool, which)] / n:.1f}"]
+        ratio = " / ".join("n/a" if None in (net[(tool, w)], net[("OpenNMT-py", w)])
+                           else f"{net[(tool, w)] / net[('OpenNMT-py', w)]:.2f}x" for w in ("all", "beam"))
         name = tool if tool == "OpenNMT-py" else f"onmt_cont, {tool}"
         print(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
     return 0
