@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import signal
 import tempfile
 
 import pytest
@@ -58,3 +59,12 @@ def wc_ce(wc_data, tmp_path_factory):
     out = tmp_path_factory.mktemp("wc_ce")
     run_train(wc_data, out, loss="ce", **{**WC, "tie_emb": False})
     return out / "m_last.pt"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def sigint_default():
+    """The Ctrl-C tests need Python's KeyboardInterrupt handler. A shell that starts pytest in the background
+    (`cmd &`, nohup) makes it ignore SIGINT, and its children inherit that; give them the default."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
