@@ -186,6 +186,10 @@ class Negatives:
         Padding and −1 ids get log 0 = −inf (they are masked)."""
         vocab, n = self.table.size(0), target.numel()
         base = torch.zeros(vocab, dtype=torch.float64, device=target.device)
+        if "random" in self.sources:
+            base[1:] += self.num_sampled / (vocab - 1)
+        if "exact" in self.sources:
+            base[1:] += 1.0
         if "inbatch" in self.sources and self.counts == "sentence":
             return self._sentence_expected(target, shared, per_token, base)
         if "inbatch" in self.sources:
@@ -195,10 +199,6 @@ class Negatives:
                 raise ValueError("in-batch negatives need the training unigram distribution (log_prior)")
             else:
                 base += n * self.unigram
-        if "random" in self.sources:
-            base[1:] += self.num_sampled / (vocab - 1)
-        if "exact" in self.sources:
-            base[1:] += 1.0
         base[0] = 0.0
         log_base = torch.log(base)
         parts = []
@@ -215,7 +215,7 @@ class Negatives:
         sentence outside position i, s_i(j), plus, in the other sentences, exactly once per sentence for
         </s> (a batch holds one per sentence) and K_i · q(j) times for a word, K_i the other sentences'
         words (not </s>) and q(j) its frequency among the training words (``log_prior`` holds log q);
-        then the random, exact and per-token terms as the other rules count them."""
+        ``base`` [V] holds the random term already; the per-token terms are counted as the other rules do."""
         if self.unigram is None:
             raise ValueError("-expected_counts sentence needs the training word frequencies (log_prior)")
         n = target.numel()
@@ -223,8 +223,6 @@ class Negatives:
         eos_total = int((target == EOS_ID).sum())
         other_eos = (eos_total - own_eos).double()  # [N]: </s> of the other sentences
         other_words = (n - length - other_eos).clamp_min(0)  # [N]: K_i
-        if "random" in self.sources:
-            base[1:] += self.num_sampled / (self.table.size(0) - 1)
         freq = self.unigram.clone()
         freq[0] = 0.0
         freq[EOS_ID] = 0.0
@@ -235,7 +233,9 @@ class Negatives:
             words, inverse = torch.unique(shared, return_inverse=True)
             got = (other_words.unsqueeze(1) * freq[words] + base[words]).float()
             got += (words == EOS_ID).float() * other_eos.float().unsqueeze(1)
-            got = torch.log(got + _hits(words, lists, base.size(0)))
+            where, times = _hits(words, lists, base.size(0))
+            got.view(-1).index_add_(0, where, times.to(got.dtype))
+            got = torch.log(got)
             same = words.numel() == shared.numel() and torch.equal(words, shared)
             parts.append(got if same else got[:, inverse])
         if per_token is not None:
@@ -266,33 +266,26 @@ def own_sentence_words(target):
 
 
 def _hits(words, lists, vocab):
-    """words [U] distinct, lists [N, C] (−1 padded) -> [N, U] float32: how many times each word is in
-    each row's list."""
+    """words [U] distinct, lists [N, C] (−1 padded) -> (where, times): the entries of an [N, U] matrix,
+    flattened, whose row's list holds that column's word, and how many times. Each list entry is looked
+    up in a [V] map of the words' columns: O(V + N·C)."""
     n = lists.size(0)
     column = torch.full((vocab,), -1, dtype=torch.long, device=words.device)
     column[words] = torch.arange(words.numel(), device=words.device)
     found = column[lists.clamp_min(0)]
     hit = (found >= 0) & (lists > 0)
     rows = torch.arange(n, device=found.device).unsqueeze(1).expand_as(found)[hit]
-    out = torch.zeros(n * words.numel(), device=words.device)
-    out.index_add_(0, rows * words.numel() + found[hit], torch.ones_like(rows, dtype=out.dtype))
-    return out.view(n, words.numel())
+    return torch.unique(rows * words.numel() + found[hit], return_counts=True)
 
 
 def _shared_expected(log_base, base, shared, per_token, n):
     """log E [N, S] of the shared candidates: log base(j), or log(base(j) + k) where token i's own
     list holds j k times; float32. Scored on the distinct shared words (the losses pass them
-    distinct and sorted already), each list entry looked up in a [V] map of their columns:
-    O(V + N·C + N·S); ``n``: the tokens."""
+    distinct and sorted already): O(V + N·C + N·S) (:func:`_hits`); ``n``: the tokens."""
     words, inverse = torch.unique(shared, return_inverse=True)
     expected = log_base[words].float().expand(n, -1).clone()
     if per_token is not None:
-        column = torch.full_like(base, -1, dtype=torch.long)
-        column[words] = torch.arange(words.numel(), device=words.device)
-        found = column[per_token.clamp_min(0)]
-        hit = (found >= 0) & (per_token > 0)
-        rows = torch.arange(n, device=found.device).unsqueeze(1).expand_as(found)[hit]
-        where, times = torch.unique(rows * words.numel() + found[hit], return_counts=True)
+        where, times = _hits(words, per_token, base.size(0))
         expected.view(-1)[where] = torch.log(base[words[where % words.numel()]] + times).float()
     if words.numel() == shared.numel() and torch.equal(words, shared):
         return expected
