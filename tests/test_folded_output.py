@@ -24,16 +24,18 @@ def plain(gen, dec_out, greedy):
     return gen.greedy_scores(out) if greedy else gen.scores(out)
 
 
+@pytest.mark.parametrize("csls", [0, 3])
 @pytest.mark.parametrize("greedy", [True, False])
 @pytest.mark.parametrize("nonlinear", [False, True])
 @pytest.mark.parametrize("criterion", ContinuousGenerator.CRITERIA)
-def test_folded_scores_are_the_plain_ones(criterion, nonlinear, greedy):
+def test_folded_scores_are_the_plain_ones(criterion, nonlinear, greedy, csls):
+    """Without CSLS the vmf scores fold the word terms and the beam's scale in as well."""
     torch.manual_seed(0)
     gen = ContinuousGenerator(6, unit_table(), nonlinear=nonlinear, criterion=criterion, word_bias=True).eval()
     with torch.no_grad():
         gen.bias.copy_(torch.linspace(-1, 1, 40))
     gen.set_prior(torch.log_softmax(torch.randn(40), 0), 0.3)
-    gen.set_csls(3)
+    gen.set_csls(csls)
     gen.set_beam_scale(None if greedy else 0.7)
     dec_out = 2 * torch.randn(7, 6)
     with torch.no_grad():
@@ -41,6 +43,23 @@ def test_folded_scores_are_the_plain_ones(criterion, nonlinear, greedy):
     assert gen._folded is not None and gen._folded[0].shape == (40, 6)  # the fold was used
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
     assert torch.equal(got.argmax(-1), want.argmax(-1)) and got[:, 0].eq(float("-inf")).all()
+    assert (gen._folded_words is not None) == (criterion == "vmf" and csls == 0)
+
+
+def test_word_fold_follows_the_bias_the_prior_and_the_scale():
+    gen = ContinuousGenerator(6, unit_table(), criterion="vmf", word_bias=True).eval()
+    dec_out = torch.randn(5, 6)
+    with torch.no_grad():
+        for step in range(4):
+            if step == 1:
+                gen.bias.add_(torch.linspace(-2, 2, 40))  # trained (or loaded) in place
+            elif step == 2:
+                gen.set_prior(torch.log_softmax(torch.randn(40), 0), -0.5)
+            elif step == 3:
+                gen.set_beam_scale(0.5)
+            for greedy in (True, False):
+                got = gen.step_scores(dec_out, greedy)
+                torch.testing.assert_close(got, plain(gen, dec_out, greedy), rtol=1e-5, atol=1e-5)
 
 
 def test_fold_follows_the_table_and_the_layer():

@@ -114,6 +114,7 @@ class ContinuousGenerator(nn.Module):
         self.hubness = None  # [vocab]: CSLS's r(w) (decoding only): see set_csls
         self.beam_scale = None  # beam search over a distribution of the words (decoding only): see set_beam_scale
         self._folded = None  # (table · W [vocab, d], table · b [vocab]) of the last layer (decoding only): step_scores
+        self._folded_words = None  # the same with the vmf scores' word terms and the beam's scale folded in
 
     @property
     def trains_table(self):
@@ -178,10 +179,36 @@ class ContinuousGenerator(nn.Module):
             out = self(dec_out)
             return self.greedy_scores(out) if greedy else self.scores(out)
         x = self.proj[:-1](dec_out) if isinstance(self.proj, nn.Sequential) else dec_out
+        distribution = not greedy and self.beam_scale is not None
+        if self.criterion == "vmf" and self.hubness is None and (greedy or distribution):
+            # the scores are êᵀe(w) + the word terms (over the beam's scale): one product, the word
+            # terms and the scale folded in too, then (beam) the log-softmax
+            weight, offset, _ = self._fold_words(last, self.beam_scale if distribution else None)
+            scores = torch.addmm(offset, x.float(), weight.t())
+            return torch.log_softmax(scores, dim=-1) if distribution else scores
         folded = self._fold(last)
         out = last(x).float()
         dots = torch.addmm(folded[1], x.float(), folded[0].t())
         return self._scores_from_dots(out, dots, greedy)
+
+    @torch.no_grad()
+    def _fold_words(self, last, scale):
+        """The vmf scores' fold (Wᵀ-folded table [vocab, d], offsets [vocab]) with the word terms (bias,
+        prior and offsets) added to the offsets, padding at −inf (its folded row zeroed), both divided
+        by ``scale`` (None: 1); rebuilt whenever the fold, the bias, the prior (:meth:`set_prior`) or the scale changes."""
+        folded = self._fold(last)
+        bias = None if self.bias is None else (self.bias.data_ptr(), self.bias._version, self.bias.device)
+        key = (folded[2], bias, scale)  # set_prior drops the fold
+        if self._folded_words is None or self._folded_words[2] != key:
+            term = self._word_term()
+            weight, offset = folded[0].clone(), folded[1].clone()
+            if term is not None:
+                offset += term
+            weight[PAD_ID], offset[PAD_ID] = 0.0, float("-inf")
+            if scale is not None and scale != 1:
+                weight, offset = weight / scale, offset / scale
+            self._folded_words = (weight, offset, key)
+        return self._folded_words
 
     @torch.no_grad()
     def _fold(self, last):
@@ -245,7 +272,7 @@ class ContinuousGenerator(nn.Module):
         if offsets is not None:
             offsets = offsets.float().to(self.table.device)
             prior = offsets if prior is None else prior + offsets
-        self.prior = prior
+        self.prior, self._folded_words = prior, None
         self._build_index()
 
     def set_csls(self, k):
@@ -273,7 +300,7 @@ class ContinuousGenerator(nn.Module):
                              "for the added words: it does not combine with -word_bias, -decode_prior, -csls or "
                              "-train_table")
         self.table = table
-        self.make_index, self.index, self._folded = None, None, None
+        self.make_index, self.index, self._folded, self._folded_words = None, None, None, None
 
     def set_index(self, make_index, k):
         """Approximate nearest-neighbour search (None: exact): ``make_index(rows [vocab, d])`` builds an

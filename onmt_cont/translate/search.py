@@ -181,7 +181,7 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
                 eos = scores[i, :, EOS_ID].clone()
                 scores[i] = float("-inf")
                 scores[i, :, EOS_ID] = eos
-        cand = (totals.unsqueeze(2) + scores).view(len(live), -1)
+        cand = scores.add_(totals.unsqueeze(2)).view(len(live), -1)  # in place: the step's scores are its own
         # inf + (-inf): no candidate either (in place, one pass)
         torch.nan_to_num_(cand, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
         top, idx = cand.topk(min(k, cand.size(1)), dim=1)
