@@ -8,8 +8,8 @@ over the vocabulary, Σ_i p_i(j) for j ≠ gold_i (the part of the gradient of t
 pulls it down); under the sampled softmax with -sampling_correction, Σ_i of the candidate softmax's
 weight on j's negative entries. Their quotient per bin of training counts (1, 2-4, 5-9, 10-99,
 100-999, 1000+, and </s>) is 1.00 where the correction makes the sampled push unbiased. Each rule of
--expected_counts is measured on the same batches and the same random draws, under each
--normaliser_estimate (the weights are the loss's own gradient on each negative's logit).
+-expected_counts is measured on the same batches and the same random draws (the sampled weights are the
+loss's own gradient on each negative's logit).
 
 With -normaliser full each entry's weight is exp(corrected logit) over the full softmax's normaliser
 instead of the candidates': the quotient then measures the expected counts alone (1.00: E is the
@@ -35,7 +35,6 @@ from onmt_cont.inputters.batching import ShardedIterator  # noqa: E402
 from onmt_cont.inputters.corpus import shard_paths  # noqa: E402
 from onmt_cont.inputters.vocab import unigram_log_prior, word_log_frequency  # noqa: E402
 from onmt_cont.losses.contrastive import (  # noqa: E402
-    NORMALISER_ESTIMATES,
     _corrected_cross_entropy,
     _split,
     _with_bias,
@@ -90,9 +89,8 @@ def main(argv=None):
     tau = 1.0 if opt.loss == "nllvmf_nce" else opt.temperature
     bins = word_bins(tgt_vocab)
     priors = {"unigram": unigram_log_prior(tgt_vocab), "sentence": word_log_frequency(tgt_vocab), "batch": None}
-    estimates = ("shared",) if args.normaliser == "full" else NORMALISER_ESTIMATES
-    rules = {(r, e): build_negatives(argparse.Namespace(**{**vars(opt), "expected_counts": r}), table, priors[r])
-             for r in args.rules for e in estimates}
+    rules = {r: build_negatives(argparse.Namespace(**{**vars(opt), "expected_counts": r}), table, priors[r])
+             for r in args.rules}
     full = torch.zeros(len(tgt_vocab), dtype=torch.float64)
     sampled = {r: torch.zeros(len(tgt_vocab), dtype=torch.float64) for r in rules}
     forward = TrainingForward(model)
@@ -110,7 +108,7 @@ def main(argv=None):
             prob = scores.double().softmax(1)
             prob[torch.arange(gold.numel()), gold] = 0  # the gold word's own entry is no negative's push
             full += prob.sum(0)
-            for (rule, estimate), negatives in rules.items():
+            for rule, negatives in rules.items():
                 torch.manual_seed(args.seed * 1000003 + n)  # the same draws for every rule
                 shared, per_token = negatives(torch.nn.functional.normalize(pred, dim=-1), gold)
                 shared, repeats = unique_shared(shared, 0 if per_token is None else per_token.size(1))
@@ -127,23 +125,23 @@ def main(argv=None):
                     with torch.enable_grad():
                         dots = dots.double().requires_grad_()
                         loss = _corrected_cross_entropy(pos.double(), dots, gold, negatives, shared, per_token,
-                                                        repeats, True, estimate)
+                                                        repeats, True)
                         weight, = torch.autograd.grad(loss.sum(), dots)
                 columns = torch.arange(dots.size(1)).expand_as(dots)
                 ids = candidate_ids(columns, shared, per_token).clamp_min(0)
-                sampled[rule, estimate].index_add_(0, ids.flatten(), weight.detach().flatten())
+                sampled[rule].index_add_(0, ids.flatten(), weight.detach().flatten())
     rows = {}
     for rule in sampled:
         ratios = []
         for b in range(len(BIN_NAMES)):
             words = bins == b
             ratios.append(round((sampled[rule][words].sum() / full[words].sum()).item(), 3))
-        rows[" ".join(rule)] = dict(zip(BIN_NAMES, ratios, strict=True))
+        rows[rule] = dict(zip(BIN_NAMES, ratios, strict=True))
     print(f"{args.model}: the negatives' push on each bin's word biases over the full softmax's, {n} batches, "
           f"{args.normaliser} normaliser")
-    print(f"{'rule, estimate':24} " + " ".join(f"{b:>8}" for b in BIN_NAMES))
+    print(f"{'rule':10} " + " ".join(f"{b:>8}" for b in BIN_NAMES))
     for rule, row in rows.items():
-        print(f"{rule:24} " + " ".join(f"{v:8.3f}" for v in row.values()))
+        print(f"{rule:10} " + " ".join(f"{v:8.3f}" for v in row.values()))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump({"model": args.model, "batches": n, "normaliser": args.normaliser, "push": rows}, f, indent=1)

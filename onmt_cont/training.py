@@ -61,8 +61,7 @@ from onmt_cont.utils.writable import check_log_file, check_writable_folder
 MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
               "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden", "encoder_type",
               "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions", "alignment_layer",
-              "word_bias", "sampling_correction", "expected_counts", "train_table", "word_bias_update",
-              "normaliser_estimate")
+              "word_bias", "sampling_correction", "expected_counts", "train_table", "word_bias_update")
 # The learning-rate schedule: -train_from keeps the checkpoint's unless the option is given again
 # (a resumed noam run must not fall back to a constant rate; a new -learning_rate is allowed).
 SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps", "table_lr_scale")
@@ -351,9 +350,6 @@ def _check_negatives(opt):
                                        "apart) of")):
         if getattr(opt, name) and opt.loss not in ("infonce", "nllvmf_nce"):
             raise UserError(f"-{name} {what} -loss infonce and nllvmf_nce, not -loss {opt.loss}")
-    if getattr(opt, "normaliser_estimate", "shared") == "leave_one_out" and not opt.sampling_correction:
-        raise UserError("-normaliser_estimate leave_one_out replaces the sampled terms of the correction's "
-                        "normaliser by their expected counts: it needs -sampling_correction")
     if getattr(opt, "word_bias_update", "dense") == "lazy" and not opt.word_bias:
         raise UserError("-word_bias_update lazy updates the word bias: it needs -word_bias")
     if opt.table_lr_scale != 1 and not opt.train_table:

@@ -115,12 +115,6 @@ def build_parser():
                    "about 1 validation BLEU lower (docs/results.md); sentence: its count in the token's own sentence "
                    "plus, for </s>, one per other sentence and, for a word, the other sentences' words x its "
                    "training frequency (unbiased over how batches are drawn, given the token)")
-    g.add_argument("-normaliser_estimate", choices=["shared", "leave_one_out"], default="shared",
-                   help="-sampling_correction: the gradient's normaliser. shared: the loss's own, every candidate's "
-                   "weight divided by the candidates' sampled normaliser, in which a word drawn with a large weight "
-                   "1/E is itself (rare words are pushed down too little); leave_one_out: the same loss value, each "
-                   "negative's weight divided by that normaliser with the word's own sampled terms replaced by "
-                   "their expected value")
     g.add_argument("-word_bias", action="store_true", help="infonce, nllvmf_nce: learn a bias b_w per target word, "
                    "added to the contrastive logits (only the candidates' entries get a gradient) and to every "
                    "word's score when decoding, as a softmax's output bias is")

@@ -15,10 +15,7 @@ All return per-token losses [N] in float32. infonce and nllvmf_nce also take
 - the correction for how the candidates were drawn (-sampling_correction): each negative's logit
   minus log E(j), its expected count among the candidates
   (:meth:`~onmt_cont.losses.negatives.Negatives.log_expected_counts`). The gold word is always
-  there and keeps its logit;
-- (-normaliser_estimate leave_one_out, with the correction) the same loss value, but a gradient in
-  which each negative's weight is divided by the normaliser with that word's own sampled terms
-  replaced by their expected value (:func:`leave_one_out_cross_entropy`).
+  there and keeps its logit.
 """
 
 import torch
@@ -84,66 +81,14 @@ def candidate_cross_entropy(pos, dots, mask):
     return torch.logsumexp(logits, 1) - pos
 
 
-NORMALISER_ESTIMATES = ("shared", "leave_one_out")
-
-
-def _word_sums(values, ids):
-    """values [N, K], ids [N, K] -> [N, K]: for each entry the sum of its row's values whose id is the
-    same (a word can be among a token's candidates from several sources)."""
-    ids, order = ids.sort(1)
-    first = torch.ones_like(ids, dtype=torch.bool)
-    first[:, 1:] = ids[:, 1:] != ids[:, :-1]
-    segment = first.cumsum(1) - 1
-    sums = torch.zeros_like(values).scatter_add_(1, segment, values.gather(1, order))
-    return torch.empty_like(values).scatter_(1, order, sums.gather(1, segment))
-
-
-def leave_one_out_cross_entropy(pos, raw, log_counts, mask, ids):
-    """candidate_cross_entropy of the corrected logits ``raw − log_counts`` (log_counts: log E minus
-    the log of how many copies a column stands for), with another gradient.
-
-    The sampled softmax's gradient gives negative j the weight t_j / Ẑ, t_j = n_j · exp(s_j) / E_j (n_j
-    its copies among the token's candidates, E_j their expected number) and Ẑ = exp(s_gold) + Σ_k t_k.
-    E[t_j] = exp(s_j), but t_j is also in Ẑ: a word drawn with a large weight 1/E_j enlarges the
-    normaliser it is divided by, so rare words are pushed down less than the full softmax pushes them
-    (bench/correction_push.py). Here j's weight is t_j / (Ẑ − t_j + exp(s_j)): its own sampled terms,
-    all its columns together, give way to their expected value, and what is left of the normaliser
-    does not move with n_j. The gold logit gets −Σ_j of those weights (the full softmax's gradient
-    sums to zero too). pos [N]; raw [N, K] the negatives' logits, bias included; mask [N, K] True where
-    a candidate is no negative; ids [N, K] its word."""
-    corrected = raw - log_counts
-    value = candidate_cross_entropy(pos, corrected, mask)
-    with torch.no_grad():
-        logits = torch.cat([pos.unsqueeze(1), corrected.masked_fill(mask, float("-inf"))], 1).double()
-        shift = logits.max(1, keepdim=True).values
-        terms = (logits - shift).exp()
-        sampled = terms[:, 1:]
-        expected = (raw.double() - shift).exp().masked_fill(mask, 0.0)
-        rest = (terms.sum(1, keepdim=True) - _word_sums(sampled, ids)).clamp_min(0)
-        weight = (sampled / (rest + expected)).masked_fill(mask, 0.0)
-        weight = weight.to(pos.dtype)
-    surrogate = (weight * corrected.masked_fill(mask, 0.0)).sum(1) - weight.sum(1) * pos
-    return value.detach() + surrogate - surrogate.detach()
-
-
-def _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct, normaliser):
+def _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct):
     """The contrastive term from the gold logits pos [N] and the negatives' dots [N, S + C] (bias
-    included): −log E subtracted with ``correct``, the shared words' copies added, and the loss's own
-    gradient or the leave-one-out one (``normaliser``)."""
-    mask = invalid(target, shared, per_token)
-    if normaliser == "leave_one_out":
-        if not correct:
-            raise ValueError("-normaliser_estimate leave_one_out needs -sampling_correction")
-        counts = negatives.log_expected_counts(target, shared, per_token)
-        if repeats is not None:
-            counts = counts - repeats
-        columns = torch.arange(dots.size(1), device=dots.device).expand_as(dots)
-        return leave_one_out_cross_entropy(pos, dots, counts, mask, candidate_ids(columns, shared, per_token))
+    included): −log E subtracted with ``correct``, the shared words' copies added."""
     if correct:
         dots = dots - negatives.log_expected_counts(target, shared, per_token)
     if repeats is not None:
         dots = dots + repeats
-    return candidate_cross_entropy(pos, dots, mask)
+    return candidate_cross_entropy(pos, dots, invalid(target, shared, per_token))
 
 
 def _with_bias(pos, dots, target, shared, per_token, bias):
@@ -163,7 +108,7 @@ def _split(output):
     return output.float(), None
 
 
-def info_nce(pred, target, table, negatives, temperature, bias=None, correct=False, normaliser="shared"):
+def info_nce(pred, target, table, negatives, temperature, bias=None, correct=False):
     """InfoNCE / sampled softmax: −log exp(s(w)) / Σ_{j ∈ {w} ∪ negatives} exp(s(j)), with
     s(j) = (cos(ê, e_j) + b_j)/τ (− log E(j) for the negatives with ``correct``)."""
     unit = F.normalize(pred, dim=-1, eps=1e-8)
@@ -173,11 +118,10 @@ def info_nce(pred, target, table, negatives, temperature, bias=None, correct=Fal
     if bias is not None:  # in cosine units: the temperature scales it with the cosine
         pos, dots = _with_bias(pos, dots, target, shared, per_token, bias)
     pos, dots = pos / temperature, dots / temperature
-    return _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct, normaliser)
+    return _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct)
 
 
-def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx, bias=None, correct=False,
-                normaliser="shared"):
+def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx, bias=None, correct=False):
     """NLLvMF(ê, e(w)) + weight · (−log of the vMF density of w renormalised over {w} ∪ negatives).
 
     log C_m(‖ê‖) is the same for every word, so that renormalised density is a softmax of êᵀe_j:
@@ -190,7 +134,7 @@ def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx
     pos, dots = (pred * gold).sum(-1), candidate_dots(pred, table, shared, per_token)
     if bias is not None:
         pos, dots = _with_bias(pos, dots, target, shared, per_token, bias)
-    contrast = _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct, normaliser)
+    contrast = _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct)
     return nll_vmf(pred, gold, lambda1, lambda2, approx) + weight * contrast
 
 
@@ -214,11 +158,10 @@ def build_maxmargin(opt, table):
 def build_infonce(opt, table, log_prior=None):
     negatives, tau = build_negatives(opt, table, log_prior), opt.temperature
     correct = getattr(opt, "sampling_correction", False)
-    normaliser = getattr(opt, "normaliser_estimate", None) or "shared"
 
     def loss(output, target):
         pred, bias = _split(output)
-        return info_nce(pred, target, table, negatives, tau, bias, correct, normaliser)
+        return info_nce(pred, target, table, negatives, tau, bias, correct)
 
     return loss
 
@@ -227,10 +170,9 @@ def build_nllvmf_nce(opt, table, log_prior=None):
     negatives = build_negatives(opt, table, log_prior)
     w, l1, l2_, approx = opt.contrastive_weight, opt.lambda1, opt.lambda2, opt.vmf_approx
     correct = getattr(opt, "sampling_correction", False)
-    normaliser = getattr(opt, "normaliser_estimate", None) or "shared"
 
     def loss(output, target):
         pred, bias = _split(output)
-        return nll_vmf_nce(pred, target, table, negatives, w, l1, l2_, approx, bias, correct, normaliser)
+        return nll_vmf_nce(pred, target, table, negatives, w, l1, l2_, approx, bias, correct)
 
     return loss
