@@ -5,6 +5,9 @@
 #   bash docs/gpu_check.sh            # logs and models in runs/gpu_check/
 #   OUT=/tmp/gc bash docs/gpu_check.sh
 #   SKIP="train_speed" bash docs/gpu_check.sh   # leave out the named checks (a space list; each prints SKIP)
+# One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
+# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+{
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/gpu_check}
@@ -94,3 +97,5 @@ check train_speed python bench/train_speed.py -gpu 0 -sizes small,paper -vocabs 
   -paper_rows "$ROWS" -sweep "" -reps 3 -paper_reps 3 -json "$OUT/train_speed.json"
 [ "$failed" = 0 ] && echo "gpu_check: all checks passed (logs in $OUT)" || echo "gpu_check: $failed check(s) failed (logs in $OUT)"
 exit $(( failed > 0 ))
+exit
+}

@@ -12,6 +12,9 @@
 # Environment: OUT [runs/quickstart], ARCH [transformer | lstm], PRESET [transformer_continuous, or lstm_continuous
 # with ARCH=lstm], EPOCHS [12], SRC_MERGES [0: whole words; N: the encoder reads N subword-nmt merges of the French
 # side, as the results recommend for a German source].
+# One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
+# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+{
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/quickstart}
@@ -64,3 +67,5 @@ python tools/calibrate_offsets.py -model "$OUT/model_best.pt" -src "$SRC_TXT/val
 tail -n 1 "$OUT/offsets.log"
 python translate.py -model "$OUT/model_best.pt" -src "$SRC_TXT/test.fr" -output "$OUT/test.calib.en" \
   -tgt data/test.en -replace_unk -lookup_dict "$OUT/lexicon.txt" -freq_offsets "$OUT/offsets.json"
+exit
+}

@@ -73,3 +73,17 @@ def test_jobs_train_each_run_once_when_the_recipe_is_edited(tmp_path, seeds):
     assert sorted(trains) == sorted(f"train {row} seed {s}" for row in ("t_ce_d01_avg", "t_nce_both_avg_d00_lr1")
                                     for s in seeds.split()), res.stdout
     assert res.stdout.rstrip().endswith("done"), res.stdout
+
+
+SOURCED = {"prepare_m30k.sh"}  # read with "." by other recipes: an exit there would end its caller
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in RECIPES.glob("*.sh") if p.name not in SOURCED)
+                         + ["../quickstart.sh", "../gpu_check.sh"])
+def test_every_script_is_parsed_whole_before_it_runs(script):
+    """Bash reads a script as it runs it, so a script that waits on long jobs (training, decoding) and is edited
+    meanwhile goes on at its old byte offset in the new text. Each script is one { ... } block ending in exit."""
+    lines = [line for line in (RECIPES / script).read_text().splitlines() if line.strip()]
+    code = [line for line in lines if not line.startswith("#")]
+    assert code[0] == "{" and code[-2:] == ["exit", "}"], script
+    assert subprocess.run(["bash", "-n", str(RECIPES / script)]).returncode == 0

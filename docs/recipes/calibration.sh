@@ -13,6 +13,9 @@
 #
 # Environment: SRC [fr; or de], SHARED [../shared/data], OUT [runs/word_choice_$SRC-en], JOBS [2: runs trained at
 # once, one thread each]. The output is written to $OUT/calibration.txt.
+# One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
+# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+{
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}
@@ -45,3 +48,5 @@ for t in test_2016_flickr test_2017_flickr; do
     done
   done
 done | tee "$OUT/calibration.txt"
+exit
+}

@@ -12,6 +12,9 @@
 # Environment (defaults in brackets): SRC/TGT [fr/en], SHARED [../shared/data], OUT
 # [runs/quality_$SRC-$TGT], CONFIGS, SEEDS [1], EPOCHS [10], THREADS per process [1]; MODEL [the
 # papers' table's LSTM, so the rows compare with multi30k.sh's rows there].
+# One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
+# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+{
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -74,3 +77,5 @@ for cfg in $CONFIGS; do
   done
 done
 log "done"
+exit
+}

@@ -10,6 +10,9 @@
 #
 # Environment: SRC [fr; or de], SHARED [../shared/data], OUT [runs/word_choice_$SRC-en], JOBS [2: runs trained at
 # once, one thread each]. The table is written to $OUT/lstm_rows.md.
+# One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
+# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+{
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}
@@ -31,3 +34,5 @@ CONFIGS=$CONT SEEDS="1 2" JOBS=$JOBS CALIBRATE=1 CAL_NAME=match CAL_MATCH_RUNS="
   echo "## the continuous LSTM with the offsets (TEST.match.*)"
   python tools/quality_report.py -suffix .match "$OUT/$CONT".s{1,2}
 } | tee "$OUT/lstm_rows.md"
+exit
+}

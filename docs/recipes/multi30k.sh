@@ -24,6 +24,9 @@
 #   RESULTS         where the small metric files and logs are copied [docs/results/m30k_$SRC-$TGT]
 #   THREADS         torch/OMP threads per process [2]
 #   BPE_MERGES      subword-nmt merge operations per language for the *bpe* rows [10000]
+# One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
+# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+{
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -178,3 +181,5 @@ for cfg in $CONFIGS; do
   done
 done
 log "done"
+exit
+}

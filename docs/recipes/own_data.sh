@@ -22,6 +22,9 @@
 #   PRESET       a preset in configs/ [transformer_continuous]
 #   TRAIN_FLAGS  more train.py flags, which override the preset's (e.g. "-epochs 2" for a first try, "-gpu 0")
 #   THREADS      CPU threads for training and translation [train.py's default]
+# One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
+# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+{
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${SRC_LANG:?set SRC_LANG, e.g. de}" "${TGT_LANG:?set TGT_LANG, e.g. en}"
@@ -109,3 +112,5 @@ if [ -f "$TEST.$TGT_LANG" ]; then
 fi
 log "done: the model is $model; translate more raw text with
   python translate.py -model $model -src FILE -src_lang $SRC_LANG ${codes[*]} -detokenize -tgt_lang $TGT_LANG -output OUT"
+exit
+}

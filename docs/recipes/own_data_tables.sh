@@ -7,6 +7,9 @@
 #   bash docs/recipes/own_data_tables.sh
 #
 # Environment: OUT [runs/own_data_tables], SHARED [../shared/data], THREADS [1], JOBS [2: runs side by side].
+# One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
+# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+{
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-runs/own_data_tables}
@@ -31,3 +34,5 @@ row softmax VECTORS=random PRESET=transformer_softmax
 for name in pretrained trained trained_more random softmax; do
   printf '%-14s %s\n' "$name" "$(grep -h '^tokenized BLEU' "$OUT/$name.log" | tail -n 1)"
 done
+exit
+}

@@ -12,6 +12,9 @@
 # Environment: SHARED [../shared/data]; RUNS [runs: the run folders go to RUNS/m30k_{fr,de}-en,
 # RUNS/m30k_long_fr-en, RUNS/quality_fr-en and RUNS/quality256_fr-en]; RESULTS [RUNS/papers: the small metric files
 # and logs multi30k.sh copies, and the tables, RESULTS/*/tables.md and RESULTS/quality*.md]; THREADS [1].
+# One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
+# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+{
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export SHARED=${SHARED:-../shared/data} THREADS=${THREADS:-1}
@@ -61,3 +64,5 @@ for d in m30k_fr-en m30k_de-en m30k_long_fr-en; do
 done
 python tools/quality_report.py "$RUNS"/quality_fr-en/*.s[0-9] | tee "$RESULTS/quality_fr-en.md"
 python tools/quality_report.py "$RUNS"/quality256_fr-en/*.s[0-9] | tee "$RESULTS/quality256_fr-en.md"
+exit
+}

@@ -17,6 +17,9 @@
 # scripts, which reuse finished runs], JOBS [2: runs trained at once after the timed pair, one thread each],
 # EPOCH_COST [seconds per epoch of the continuous row over ce's, measured side by side: 0.53 fr, 0.58 de]. The
 # table is written to $OUT/results_at_a_glance.md.
+# One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
+# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+{
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}
@@ -58,3 +61,5 @@ runs() {  # ROW SEEDS...: the run folders
   python tools/time_to_quality.py -ref $(runs $CE $CE_SEEDS | sed 's|$|/train.log|') \
     -runs $(runs $CONT $CONT_SEEDS | sed 's|$|/train.log|') -epoch_cost "$EPOCH_COST"
 } | tee "$OUT/results_at_a_glance.md"
+exit
+}

@@ -10,6 +10,9 @@
 #
 # Environment: SRC, TGT [fr, en]; SHARED [../shared/data]; OUT [runs/m30k_$SRC-$TGT];
 # SEED [1]; ALPHA (for -init mixed) [0.5]; PCS (for -center_pcs) [3]; THREADS [1].
+# One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
+# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+{
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -51,3 +54,5 @@ $PY tools/table_stats.py -vocab "$OUT/data.vocab.pt" -threads "${THREADS:-1}" \
   "$TAB"/random_sphere.dec.pt \
   "$TAB"/random_cube.dec.pt "$TAB"/mixed$ALPHA.dec.pt "$TAB"/mixed${ALPHA}_center.dec.pt \
   | tee "docs/results/table_stats_$SRC-$TGT.txt"
+exit
+}

@@ -13,6 +13,9 @@
 #
 # Environment: SRC [fr; or de], SHARED [../shared/data], OUT [runs/word_choice_$SRC-en], JOBS [2: runs trained at
 # once, one thread each]. The table is written to $OUT/transformer_rows.md.
+# One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
+# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+{
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}
@@ -73,3 +76,5 @@ IFS='|' read -r ref ref_seeds <<< "${SOFTMAX[0]}"
       -epoch_cost "$cost" | tail -1
   done
 } | tee "$OUT/transformer_rows.md"
+exit
+}

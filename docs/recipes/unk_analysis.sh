@@ -8,6 +8,9 @@
 #
 #   bash docs/recipes/unk_analysis.sh                      # fr->en, every finished row of runs/m30k_fr-en
 #   SRC=de bash docs/recipes/unk_analysis.sh
+# One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
+# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+{
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -39,3 +42,5 @@ for run in "$OUT"/*.s[0-9]*; do
   done
 done
 echo "[$(date -u +%H:%M:%S)] done"
+exit
+}
