@@ -129,6 +129,8 @@ config() {
     # ... and with counts unbiased over how batches are drawn, given the token (-expected_counts sentence)
     t_nce_both_avg_d00_lr1_sc)            echo "-config $TC -expected_counts sentence|emb" ;;
     t_srcbpe_nce_both_avg_dfp_d00_lr1_sc) echo "-config $TC $DFP -expected_counts sentence|srcbpe" ;;
+    # ... and with the word bias updated lazily (-word_bias_update lazy: only the entries a step's candidates reach)
+    t_nce_both_avg_d00_lr1_lazy)          echo "-config $TC -word_bias_update lazy|emb" ;;
     # LSTM
     lstm_ce)               echo "-config $LS|emb" ;;
     lstm_ce_dfp)           echo "-config $LS $DFP|emb" ;;
