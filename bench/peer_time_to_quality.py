@@ -14,7 +14,8 @@ side by side, one thread each) gives our curve, and the table ends with the seco
 peer's best - 1 and their ratio.
 
 OpenNMT-py is a benchmark-only dependency (see bench/peer_decode.py for how it installs beside torch 2.13);
-without it this script says so and exits 0. A rerun skips the training and the decodes already done.
+without it this script says so and exits 0. A rerun skips the training and the decodes already done;
+-score_only scores the checkpoints of a run stopped early.
 
     python bench/peer_time_to_quality.py -data runs/word_choice_fr-en/tok -src fr -tgt en -out runs/peer_fr-en \\
         -epochs 30 -ours runs/word_choice_fr-en/t_nce_both_avg_d00_lr1.s1/train.log
@@ -118,6 +119,8 @@ def main(argv=None):
     p.add_argument("-dropout", type=float, default=0.1, help="dropout and attention dropout (ours: 0.1)")
     p.add_argument("-seed", type=int, default=1)
     p.add_argument("-ours", default=None, help="our side-by-side run's train.log: its curve and time ratio")
+    p.add_argument("-score_only", action="store_true", help="score the checkpoints -out holds, without training "
+                   "(a run stopped before -epochs: its curve so far; the peer's best is then the best so far)")
     args = p.parse_args(argv)
     if importlib.util.find_spec("onmt") is None:
         print("OpenNMT-py is not installed: nothing to compare (see bench/peer_decode.py to install it)")
@@ -129,7 +132,7 @@ def main(argv=None):
     config = os.path.join(args.out, "peer.yaml")
     log = os.path.join(args.out, "commands.log")
     last = os.path.join(args.out, f"peer_step_{steps_per_epoch * args.epochs}.pt")
-    if not os.path.exists(last):
+    if not os.path.exists(last) and not args.score_only:
         with open(config, "w", encoding="utf-8") as f:
             f.write(config_text(args, steps_per_epoch))
         run(["onmt_build_vocab", "-config", config, "-n_sample", "-1"], env, log)
@@ -137,6 +140,8 @@ def main(argv=None):
         with open(os.path.join(args.out, "train.out"), "w", encoding="utf-8"):
             pass
         run(["onmt_train", "-config", config], env, os.path.join(args.out, "train.out"))
+    if not glob.glob(os.path.join(args.out, "peer_step_*.pt")):
+        sys.exit(f"error: -out {args.out}: no peer_step_*.pt checkpoint to score")
     seconds = checkpoint_seconds(os.path.join(args.out, "train.out"))
     with open(os.path.join(args.data, f"val.{args.tgt}"), encoding="utf-8") as f:
         refs = f.read().splitlines()
