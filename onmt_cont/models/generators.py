@@ -195,7 +195,8 @@ class ContinuousGenerator(nn.Module):
     def _fold_words(self, last, scale):
         """The vmf scores' fold (Wᵀ-folded table [vocab, d], offsets [vocab]) with the word terms (bias,
         prior and offsets) added to the offsets, padding at −inf (its folded row zeroed), both divided
-        by ``scale`` (None: 1); rebuilt whenever the fold, the bias, the prior (:meth:`set_prior`) or the scale changes."""
+        by ``scale`` (None: 1); rebuilt whenever the fold, the bias, the prior (:meth:`set_prior`) or
+        the scale changes."""
         folded = self._fold(last)
         bias = None if self.bias is None else (self.bias.data_ptr(), self.bias._version, self.bias.device)
         key = (folded[2], bias, scale)  # set_prior drops the fold
