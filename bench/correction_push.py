@@ -77,6 +77,8 @@ def main(argv=None):
                    "softmax's (the expected counts alone)")
     p.add_argument("-rules", nargs="+", choices=EXPECTED_COUNTS, default=list(EXPECTED_COUNTS),
                    help="the -expected_counts rules to measure")
+    p.add_argument("-negatives", default=None, help="measure with these candidate sources instead of the "
+                   "checkpoint's (e.g. inbatch: which source the bias comes from)")
     p.add_argument("-json", default=None, help="also write the rows here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -89,7 +91,8 @@ def main(argv=None):
     tau = 1.0 if opt.loss == "nllvmf_nce" else opt.temperature
     bins = word_bins(tgt_vocab)
     priors = {"unigram": unigram_log_prior(tgt_vocab), "sentence": word_log_frequency(tgt_vocab), "batch": None}
-    rules = {r: build_negatives(argparse.Namespace(**{**vars(opt), "expected_counts": r}), table, priors[r])
+    sources = {"negatives": args.negatives} if args.negatives else {}
+    rules = {r: build_negatives(argparse.Namespace(**{**vars(opt), "expected_counts": r, **sources}), table, priors[r])
              for r in args.rules}
     full = torch.zeros(len(tgt_vocab), dtype=torch.float64)
     sampled = {r: torch.zeros(len(tgt_vocab), dtype=torch.float64) for r in rules}
@@ -138,7 +141,7 @@ def main(argv=None):
             ratios.append(round((sampled[rule][words].sum() / full[words].sum()).item(), 3))
         rows[rule] = dict(zip(BIN_NAMES, ratios, strict=True))
     print(f"{args.model}: the negatives' push on each bin's word biases over the full softmax's, {n} batches, "
-          f"{args.normaliser} normaliser")
+          f"{args.normaliser} normaliser, negatives {args.negatives or opt.negatives}")
     print(f"{'rule':10} " + " ".join(f"{b:>8}" for b in BIN_NAMES))
     for rule, row in rows.items():
         print(f"{rule:10} " + " ".join(f"{v:8.3f}" for v in row.values()))
