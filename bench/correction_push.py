@@ -79,6 +79,8 @@ def main(argv=None):
                    help="the -expected_counts rules to measure")
     p.add_argument("-negatives", default=None, help="measure with these candidate sources instead of the "
                    "checkpoint's (e.g. inbatch: which source the bias comes from)")
+    p.add_argument("-ann_candidates", type=int, default=None, help="measure with this many gold neighbours per "
+                   "token instead of the checkpoint's")
     p.add_argument("-json", default=None, help="also write the rows here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -92,6 +94,8 @@ def main(argv=None):
     bins = word_bins(tgt_vocab)
     priors = {"unigram": unigram_log_prior(tgt_vocab), "sentence": word_log_frequency(tgt_vocab), "batch": None}
     sources = {"negatives": args.negatives} if args.negatives else {}
+    if args.ann_candidates:
+        sources["ann_candidates"] = args.ann_candidates
     rules = {r: build_negatives(argparse.Namespace(**{**vars(opt), "expected_counts": r, **sources}), table, priors[r])
              for r in args.rules}
     full = torch.zeros(len(tgt_vocab), dtype=torch.float64)
