@@ -96,8 +96,10 @@ def init_uniform(model, scale):
 
 
 def init_glorot(model):
-    """-param_init_glorot: Xavier-uniform for every matrix of :func:`_initialised_here` (biases and
-    LayerNorm gains keep PyTorch's zeros and ones)."""
+    """-param_init_glorot: Xavier-uniform for every matrix of :func:`_initialised_here`. Vectors keep
+    PyTorch's initial values: LayerNorm's ones and zeros, and nn.Linear's biases uniform in ±1/√fan_in
+    (OpenNMT-py's -param_init_glorot sets those biases to zero: one of the ways its early steps differ
+    from ours)."""
     for p in _initialised_here(model):
         if p.dim() > 1:
             torch.nn.init.xavier_uniform_(p)
