@@ -36,6 +36,7 @@ from onmt_cont.inputters.corpus import shard_paths  # noqa: E402
 from onmt_cont.inputters.vocab import unigram_log_prior, word_log_frequency  # noqa: E402
 from onmt_cont.losses.contrastive import (  # noqa: E402
     _corrected_cross_entropy,
+    _corrected_logits,
     _split,
     _with_bias,
     build_negatives,
@@ -123,9 +124,7 @@ def main(argv=None):
                 pos, dots = _with_bias(pos, dots, gold, shared, per_token, bias)
                 pos, dots = pos / tau, dots / tau
                 if args.normaliser == "full":
-                    dots = dots - negatives.log_expected_counts(gold, shared, per_token)
-                    if repeats is not None:
-                        dots = dots + repeats
+                    dots = _corrected_logits(dots, gold, negatives, shared, per_token, repeats, True)
                     dots = dots.masked_fill(invalid(gold, shared, per_token), float("-inf")).double()
                     weight = (dots - torch.logsumexp(scores.double(), 1, keepdim=True)).exp()
                 else:  # the loss's own gradient on each negative's logit

@@ -81,13 +81,17 @@ def candidate_cross_entropy(pos, dots, mask):
     return torch.logsumexp(logits, 1) - pos
 
 
-def _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct):
-    """The contrastive term from the gold logits pos [N] and the negatives' dots [N, S + C] (bias
-    included): −log E subtracted with ``correct``, the shared words' copies added."""
+def _corrected_logits(dots, target, negatives, shared, per_token, repeats, correct):
+    """The negatives' logits from their dots [N, S + C] (bias included): −log E subtracted with
+    ``correct``, the log of the shared words' copies added."""
     if correct:
         dots = dots - negatives.log_expected_counts(target, shared, per_token)
-    if repeats is not None:
-        dots = dots + repeats
+    return dots if repeats is None else dots + repeats
+
+
+def _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct):
+    """The contrastive term from the gold logits pos [N] and the negatives' dots [N, S + C]."""
+    dots = _corrected_logits(dots, target, negatives, shared, per_token, repeats, correct)
     return candidate_cross_entropy(pos, dots, invalid(target, shared, per_token))
 
 
