@@ -14,7 +14,10 @@ says so and exits 0. It installs beside torch 2.13 with
 
 With -theirs and -ours the models are given instead of trained (converged checkpoints: an OpenNMT-py one from
 bench/peer_time_to_quality.py, any number of ours, each NAME=CHECKPOINT), and every row is also given net of
-start-up (the seconds of the 1-sentence run taken off):
+start-up: the seconds of the 1-sentence run taken off, and the translation loop alone, timed inside each process
+(bench/decode_timer.py; wall clock and CPU seconds). The loop is the steadier measure: the difference of two
+whole-process runs carries both runs' start-up noise (OpenNMT-py's start-up alone varied 5.8-10.5 s on a
+loaded machine):
 
     python bench/peer_decode.py -data runs/word_choice_en-de/tok -src en -tgt de -out /tmp/peer_dec \
         -theirs runs/peer_en-de/peer_step_3178.pt -ours ce=runs/word_choice_en-de/t_ce_d01_avg.s1/model_best.pt \
@@ -23,6 +26,7 @@ start-up (the seconds of the 1-sentence run taken off):
 
 import argparse
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -193,50 +197,56 @@ def write_inputs(args):
 
 
 def compare_given(args, env, log, ours):
-    """Time -theirs against each of -ours: whole process and net of start-up, alternating, the best of -reps."""
+    """Time -theirs against each of -ours: whole process, net of start-up, and the translation loop alone (timed
+    inside the process by bench/decode_timer.py, wall clock and CPU), alternating, the best of -reps."""
     lines, inputs = write_inputs(args)
     tools = {"OpenNMT-py": args.theirs, **ours}
+    timer = os.path.join(ROOT, "bench", "decode_timer.py")
 
-    def cmd(tool, src, beam, output):
+    def cmd(tool, src, beam, output, times):
         if tool == "OpenNMT-py":
-            return ["onmt_translate", "-model", args.theirs, "-src", src, "-output", output, "-beam_size", str(beam),
-                    "-batch_size", str(args.batch_size), "-batch_type", "sents"]
-        return [sys.executable, "translate.py", "-model", tools[tool], "-src", src, "-output", output, "-beam_size",
-                str(beam), "-batch_size", str(args.batch_size), "-threads", "1"]
+            return [sys.executable, timer, times, "opennmt-py", "-model", args.theirs, "-src", src, "-output", output,
+                    "-beam_size", str(beam), "-batch_size", str(args.batch_size), "-batch_type", "sents"]
+        return [sys.executable, timer, times, "onmt_cont", "translate.py", "-model", tools[tool], "-src", src,
+                "-output", output, "-beam_size", str(beam), "-batch_size", str(args.batch_size), "-threads", "1"]
 
-    best, words = {}, {}
+    best, words, loop = {}, {}, {}
     runs = [("one", 1), ("all", 1), ("beam", 5)]
     for _ in range(args.reps):
         for which, beam in runs:
             for tool in tools:
                 output = os.path.join(args.out, f"out_{tool}_{which}_{beam}.txt")
-                seconds = run(cmd(tool, inputs[which], beam, output), env, log)
+                times = os.path.join(args.out, f"times_{tool}_{which}_{beam}.json")
+                seconds = run(cmd(tool, inputs[which], beam, output, times), env, log)
                 key = (tool, which)
                 best[key] = min(best.get(key, seconds), seconds)
+                with open(times, encoding="utf-8") as f:
+                    timed = json.load(f)
+                old = loop.get(key, (float("inf"), float("inf")))
+                loop[key] = (min(old[0], timed["wall"]), min(old[1], timed["cpu"]))
                 with open(output, encoding="utf-8") as f:
                     words[key] = sum(len(x.split()) for x in f)
     print(f"{args.test}.{args.src}: {len(lines)} sentences greedy, {args.beam_sentences} beam 5; 1 thread, batches "
-          f"of {args.batch_size}; the fastest of {args.reps} whole-process runs, alternating; net: minus the "
-          "1-sentence run")
-    print("| toolkit, model | start-up (1 sentence) | greedy: sent/s (net) | words/sent | beam 5: sent/s (net) | "
-          "words/sent | net sent/s over OpenNMT-py's, greedy / beam 5 |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    net = {}
-    for tool in tools:
-        start = best[(tool, "one")]
-        cells = [f"{start:.2f} s"]
-        for which, n in (("all", len(lines)), ("beam", args.beam_sentences)):
-            whole, rest = n / best[(tool, which)], best[(tool, which)] - start
-            # None: the run took no longer than the 1-sentence one (too few sentences to tell)
-            net[(tool, which)] = n / rest if rest > 0 else None
-            shown = "n/a" if net[(tool, which)] is None else f"{net[(tool, which)]:.1f}"
-            cells += [f"{whole:.1f} ({shown})", f"{words[(tool, which)] / n:.1f}"]
-        ratio = " / ".join("n/a" if None in (net[(tool, w)], net[("OpenNMT-py", w)])
-                           else f"{net[(tool, w)] / net[('OpenNMT-py', w)]:.2f}x" for w in ("all", "beam"))
-        name = tool if tool == "OpenNMT-py" else f"onmt_cont, {tool}"
-        print(f"| {name} | " + " | ".join(cells) + f" | {ratio} |")
+          f"of {args.batch_size}; the fastest of {args.reps} runs, alternating. whole: the process; net: minus the "
+          "1-sentence run; loop: the translation loop timed inside the process (wall clock / CPU seconds)")
+    for which, n, label in (("all", len(lines), "greedy"), ("beam", args.beam_sentences, "beam 5")):
+        print(f"\n{label}, {n} sentences:\n")
+        print("| toolkit, model | start-up (1 sentence) | sent/s, whole | sent/s, net | sent/s, loop (wall) | "
+              "sent/s, loop (CPU) | words/sent | over OpenNMT-py: net / loop wall / loop CPU |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        rates = {}
+        for tool in tools:
+            start, whole = best[(tool, "one")], best[(tool, which)]
+            rest = whole - start  # not positive: too few sentences to tell
+            rates[tool] = (n / rest if rest > 0 else None, n / loop[(tool, which)][0], n / loop[(tool, which)][1])
+        for tool in tools:
+            ratio = " / ".join("n/a" if None in (mine, theirs) else f"{mine / theirs:.2f}x"
+                               for mine, theirs in zip(rates[tool], rates["OpenNMT-py"], strict=True))
+            net = "n/a" if rates[tool][0] is None else f"{rates[tool][0]:.1f}"
+            name = tool if tool == "OpenNMT-py" else f"onmt_cont, {tool}"
+            print(f"| {name} | {best[(tool, 'one')]:.2f} s | {n / best[(tool, which)]:.1f} | {net} | "
+                  f"{rates[tool][1]:.1f} | {rates[tool][2]:.1f} | {words[(tool, which)] / n:.1f} | {ratio} |")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

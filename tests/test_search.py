@@ -94,7 +94,7 @@ class StubDecoder:
         self.table = table
         self.calls = []  # the ids fed at each step, [batch] each
 
-    def __call__(self, tgt_in, memory_bank, src_mask, state):
+    def __call__(self, tgt_in, memory_bank, src_mask, state, need_attn=True):
         assert tgt_in.dim() == 2 and tgt_in.size(1) == 1
         self.calls.append(tgt_in[:, 0].tolist())
         prefix = torch.cat([state["prefix"], tgt_in], 1)
@@ -109,7 +109,7 @@ class StubDecoder:
         new_state = dict(state, prefix=prefix, h=state["h"] + 1)
         return dec_out, attn, new_state
 
-    def reorder_state(self, state, index):
+    def reorder_state(self, state, index, memory=True):
         """The stub's state is laid out like the LSTM decoder's: h and c have the batch in dim 1."""
         return {key: v.index_select(1 if key in ("h", "c") else 0, index) for key, v in state.items()}
 

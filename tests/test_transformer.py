@@ -275,10 +275,10 @@ class UncachedDecoder(nn.Module):
         batch = enc_final[0].size(1)
         return {"prefix": torch.zeros(batch, 0, dtype=torch.long)}
 
-    def reorder_state(self, state, index):
+    def reorder_state(self, state, index, memory=True):
         return {"prefix": state["prefix"].index_select(0, index)}
 
-    def forward(self, tgt_in, memory_bank, src_mask, state):
+    def forward(self, tgt_in, memory_bank, src_mask, state, need_attn=True):
         prefix = torch.cat([state["prefix"], tgt_in], 1)
         out, attn, _ = self.inner(prefix, memory_bank, src_mask, self.inner.init_state(None))
         n = tgt_in.size(1)
@@ -302,6 +302,46 @@ def test_search_with_the_cache_equals_the_uncached_reference(data, loss):
     assert ids == ref_ids, (ids, ref_ids)
     for a, b in zip(attn, ref_attn, strict=True):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("decoder", ["transformer", "lstm"])
+@pytest.mark.parametrize("loss", ["nllvmf", "ce"])
+def test_searches_without_attention_write_the_same_words(data, decoder, loss):
+    """need_attn False (translate.py without -replace_unk): the same words, greedy and beam, no
+    attention kept; the Transformer's step then computes no attention weights at all."""
+    if decoder == "transformer":
+        model, n_src, _ = tiny_model(data, loss=loss, seed=6)
+    else:
+        model, n_src = _lstm_model(data, loss, seed=6)
+    src, lengths = padded_batch(n_src, [6, 3, 5, 2, 4], seed=7)
+    max_lengths = torch.full((5,), 7)
+    for search, extra in ((greedy_search, ()), (beam_search, (3,))):
+        ids, attn = search(model, src, lengths, max_lengths, *extra)
+        bare, none = search(model, src, lengths, max_lengths, *extra, need_attn=False)
+        assert bare == ids and sum(map(len, ids)) > 8, (bare, ids)
+        assert none == [None] * 5 and all(a.size(0) == len(i) for a, i in zip(attn, ids, strict=True))
+    if decoder == "transformer":
+        memory, mask, state = model.encode(src, lengths)
+        last = torch.full((5,), BOS_ID, dtype=torch.long)
+        assert model.decoder(last.unsqueeze(1), memory, mask, state, need_attn=False)[1] is None
+
+
+def test_a_beam_step_within_the_sentences_keeps_the_source_keys(data):
+    """reorder_state(memory=False), for a beam step no sentence left: the self-attention cache
+    follows the index, the cross-attention's keys and values (the same for every row of a
+    sentence) are the very tensors they were."""
+    model, n_src, _ = tiny_model(data, seed=8)
+    src, lengths = padded_batch(n_src, [4, 3], seed=9)
+    memory, mask, state = model.encode(src, lengths)
+    _, _, state = model.decoder(torch.full((2, 1), BOS_ID, dtype=torch.long), memory, mask, state)
+    index = torch.tensor([1, 0])
+    kept = model.decoder.reorder_state(state, index, memory=False)
+    full = model.decoder.reorder_state(state, index)
+    for key, value in kept.items():
+        if key.startswith("m"):
+            assert value is state[key] and not torch.equal(full[key], value)
+        else:
+            assert torch.equal(value, full[key]) and torch.equal(value, state[key].index_select(0, index))
 
 
 def _lstm_model(data, loss, seed):
@@ -511,7 +551,7 @@ def test_translate_alignment_layer_overrides_the_checkpoint(data, tmp_path, caps
     words, attns = {}, {}
     for layer in (None, "mean", 0, 1, -1):
         tr = Translator(ckpt, alignment_layer=layer)
-        words[layer], attns[layer] = tr.translate_batch(toks)
+        words[layer], attns[layer] = tr.translate_batch(toks, attention=True)
         assert tr.model.decoder.alignment_layer == (None if layer in (None, "mean") else layer % 2)
     assert words[0] == words[1] == words[None] == words["mean"] == words[-1]
     for a, b, c, d in zip(attns[None], attns["mean"], attns[0], attns[1], strict=True):  # the default: the mean

@@ -96,7 +96,7 @@ def main(argv=None):
         todo = [t for t in todo if t]
         for i in range(0, len(todo), opt.batch_size):
             chunk = todo[i : i + opt.batch_size]
-            out, att = translator.translate_batch(chunk)
+            out, att = translator.translate_batch(chunk, attention=True)
             sources += chunk
             outputs += out
             attns += att

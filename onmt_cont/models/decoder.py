@@ -105,15 +105,17 @@ class InputFeedRNNDecoder(nn.Module):
             "input_feed": h.new_zeros(batch, self.hidden_size),
         }
 
-    def reorder_state(self, state, index):
+    def reorder_state(self, state, index, memory=True):
         """Beam search: the state of the hypotheses ``index`` [n] picks (by batch row) -> new state.
-        h and c are [num_layers, batch, hidden], input_feed [batch, hidden]."""
+        h and c are [num_layers, batch, hidden], input_feed [batch, hidden]; all of it follows the
+        hypotheses, so ``memory`` (False: ``index`` keeps each row within its sentence) changes nothing."""
         return {key: v.index_select(1 if key in ("h", "c") else 0, index) for key, v in state.items()}
 
-    def forward(self, tgt_in, memory_bank, src_mask, state):
+    def forward(self, tgt_in, memory_bank, src_mask, state, need_attn=True):
         """tgt_in: [batch, tgt_len] ids; memory_bank: [batch, src_len, hidden]; src_mask:
         [batch, src_len]. Returns dec_out [batch, tgt_len, hidden], attn [batch, tgt_len, src_len]
-        and the new state (for step-by-step decoding)."""
+        and the new state (for step-by-step decoding). The attention is part of the step, so it is
+        returned whatever ``need_attn`` says."""
         emb = self.dropout(self.embeddings(tgt_in))
         h = list(state["h"].unbind(0))
         c = list(state["c"].unbind(0))

@@ -256,14 +256,18 @@ class TransformerDecoder(nn.Module):
         """The Transformer decoder starts from nothing but the memory bank: an empty cache."""
         return {}
 
-    def reorder_state(self, state, index):
-        return {key: v.index_select(0, index) for key, v in state.items()}
+    def reorder_state(self, state, index, memory=True):
+        """The cache of the rows ``index`` picks. ``memory`` False: ``index`` maps every row to a row of
+        the same sentence (a beam step that no sentence left), so the cross-attention's keys and values,
+        which depend on the source alone, stay as they are and only the self-attention's are selected."""
+        return {key: v if not memory and key.startswith("m") else v.index_select(0, index) for key, v in state.items()}
 
-    def forward(self, tgt_in, memory_bank, src_mask, state):
+    def forward(self, tgt_in, memory_bank, src_mask, state, need_attn=True):
         """tgt_in: [batch, tgt_len] ids following the cached steps (all of them in training, one
         per step in decoding). Returns dec_out [batch, tgt_len, dim], the alignment layer's
         cross-attention [batch, tgt_len, src_len] (mean over heads, and over layers unless
-        ``alignment_layer`` picks one; None in training mode: nothing reads it there)
+        ``alignment_layer`` picks one; None in training mode or without ``need_attn``: its
+        weights are a computation of their own, which a search skips when nothing reads them)
         and the state with the new positions' keys and values appended."""
         past_len = state["k0"].size(2) if "k0" in state else 0
         length = tgt_in.size(1)
@@ -281,7 +285,7 @@ class TransformerDecoder(nn.Module):
             else:
                 memory = layer.ctx_attn.keys_values(memory_bank)
             past = (state[f"k{i}"], state[f"v{i}"]) if past_len else None
-            need = not self.training and self.alignment_layer in (None, i)
+            need = need_attn and not self.training and self.alignment_layer in (None, i)
             x, (k, v), weights = layer(x, past, memory, causal, ctx_mask, need)
             new_state.update({f"k{i}": k, f"v{i}": v, f"mk{i}": memory[0], f"mv{i}": memory[1]})
             if need:

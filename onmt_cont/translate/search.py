@@ -46,28 +46,34 @@ def block_repeats(scores, prefixes, n):
     return scores
 
 
-def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False, banned=BANNED, greedy=False):
-    """One decoder step. last_ids: [batch] -> scores [batch, vocab], attn [batch, src_len], state.
+def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False, banned=BANNED, greedy=False,
+                need_attn=True, clean=True):
+    """One decoder step. last_ids: [batch] -> scores [batch, vocab], attn [batch, src_len] (None
+    without ``need_attn``: a Transformer then skips its attention weights), state.
 
     ``banned``: ids never produced. ``ban_eos`` at the first step: a non-empty source never gets
     an empty translation. ``greedy``: only the argmax of the scores is used, so a softmax
-    generator may give its logits (``greedy_scores``) instead of log-probabilities."""
-    dec_out, attn, state = model.decoder(last_ids.unsqueeze(1), memory_bank, src_mask, state)
+    generator may give its logits (``greedy_scores``) instead of log-probabilities. ``clean``
+    False: NaN scores are left for the caller to map to -inf (beam search does it once, after
+    adding the hypotheses' totals)."""
+    dec_out, attn, state = model.decoder(last_ids.unsqueeze(1), memory_bank, src_mask, state, need_attn=need_attn)
     gen = model.generator
     if hasattr(gen, "step_scores"):  # continuous: the table folded into the last layer
         scores = gen.step_scores(dec_out[:, 0], greedy)
     else:
         score = gen.greedy_scores if greedy and hasattr(gen, "greedy_scores") else gen.scores
         scores = score(gen(dec_out[:, 0]))
-    # a NaN score (a diverged model) is no candidate: search must neither pick it nor rank by it
-    # (in place, one pass: a tenth of the time of masked_fill(isnan) on a [64, 10K] step)
-    torch.nan_to_num_(scores, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
+    if clean:
+        # a NaN score (a diverged model) is no candidate: search must neither pick it nor rank by it
+        # (in place, one pass: a tenth of the time of masked_fill(isnan) on a [64, 10K] step)
+        torch.nan_to_num_(scores, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
     scores[:, list(banned) + ([EOS_ID] if ban_eos else [])] = float("-inf")
-    return scores, attn[:, 0], state
+    return scores, (attn[:, 0] if need_attn and attn is not None else None), state
 
 
 @torch.no_grad()
-def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_every=None, block_ngram_repeat=0):
+def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_every=None, block_ngram_repeat=0,
+                  need_attn=True):
     """Batched greedy decoding; the chosen word's embedding feeds the next step.
 
     src: [batch, src_len]; max_lengths: [batch] longest output (without </s>); banned: ids never
@@ -78,7 +84,8 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
     it happens every 8 steps (default), on the CPU, where it costs nothing, at every step.
     ``block_ngram_repeat`` n > 0: a word that would repeat an n-gram of its sentence's output is
     not chosen (:func:`blocked_words`; it reads the outputs on the host at every step); a sentence
-    whose every word is blocked ends.
+    whose every word is blocked ends. ``need_attn`` False: no attention is kept (translate.py
+    without -replace_unk reads none), and each sentence's attention is None.
     Returns (list of id lists without </s>, list of attention tensors [len, src_len] on the CPU)."""
     memory_bank, src_mask, state = model.encode(src, src_lengths)
     batch, device = src.size(0), src.device
@@ -86,7 +93,7 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
     max_lengths = torch.as_tensor(max_lengths, device=device)
     limit = int(max_lengths.max()) if batch else 0
     out = torch.full((batch, max(limit, 1)), PAD_ID, dtype=torch.long, device=device)
-    out_attn = torch.zeros(batch, max(limit, 1), src.size(1), device=device)
+    out_attn = torch.zeros(batch, max(limit, 1), src.size(1), device=device) if need_attn else None
     rows = torch.arange(batch, device=device)  # the batch row of each live row
     last = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     done = torch.zeros(batch, dtype=torch.bool, device=device)
@@ -94,7 +101,7 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
     prefixes = [[] for _ in range(batch)] if block_ngram_repeat else None  # each sentence's words so far
     for t in range(limit):  # a sentence still going at the limit ends there
         scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=t == 0, banned=banned,
-                                          greedy=True)
+                                          greedy=True, need_attn=need_attn)
         if prefixes is not None:
             rows_now = rows.tolist()
             scores = block_repeats(scores, [prefixes[b] for b in rows_now], block_ngram_repeat)
@@ -107,7 +114,8 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
             last = torch.where(best.values == float("-inf"), torch.full_like(best.indices, EOS_ID), best.indices)
         last = torch.where(max_lengths <= t, torch.full_like(last, EOS_ID), last)
         out[rows, t] = last.masked_fill(done, PAD_ID)
-        out_attn[rows, t] = attn
+        if need_attn:
+            out_attn[rows, t] = attn
         done |= last == EOS_ID
         steps = t + 1
         if steps % check_every == 0 and t + 1 < limit:
@@ -119,13 +127,14 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
                 memory_bank, src_mask = memory_bank.index_select(0, live), src_mask.index_select(0, live)
                 state = model.decoder.reorder_state(state, live)
     ids = out[:, :steps].tolist()
-    out_attn = out_attn.cpu()  # -replace_unk reads it word by word: one copy, not one per <unk>
+    if need_attn:
+        out_attn = out_attn.cpu()  # -replace_unk reads it word by word: one copy, not one per <unk>
     out_ids, attns = [], []
     for b in range(batch):
         seq = ids[b]
         n = seq.index(EOS_ID) if EOS_ID in seq else len([x for x in seq if x != PAD_ID])
         out_ids.append(seq[:n])
-        attns.append(out_attn[b, :n])
+        attns.append(out_attn[b, :n] if need_attn else None)
     return out_ids, attns
 
 
@@ -140,7 +149,7 @@ def length_penalty(length, kind, alpha):
 
 @torch.no_grad()
 def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", alpha=0.0, banned=BANNED,
-                block_ngram_repeat=0):
+                block_ngram_repeat=0, need_attn=True):
     """Beam search over a batch of sentences, each with its own beam of ``beam_size`` rows.
 
     A hypothesis's score is the sum of its per-step scores (log-probabilities, or the
@@ -151,7 +160,9 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
     "no live hypothesis can still win" is no safe test) or none is left, and at its length limit
     whatever the scores are (NaN or infinite totals included: only </s> is taken there, and the
     hypotheses end even without one). Done sentences leave
-    the batch, and the rows of the others are reordered in one selection of the decoder state.
+    the batch, and the rows of the others are reordered in one selection of the decoder state (of the
+    state that follows the hypotheses alone while no sentence leaves: the source's part is the same
+    for every row of a sentence). ``need_attn`` False: no attention is kept (each sentence's is None).
     ``block_ngram_repeat`` n > 0: no hypothesis is extended by a word that would repeat one of its
     n-grams (:func:`blocked_words`).
     Returns the same structure as :func:`greedy_search` (attention on the CPU)."""
@@ -169,7 +180,8 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
     last = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     t = 0
     while live:
-        scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, banned=banned)
+        scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, banned=banned,
+                                          need_attn=need_attn, clean=False)
         vocab = scores.size(1)
         scores = scores.view(len(live), width, vocab)
         for i, b in enumerate(live):
@@ -182,11 +194,12 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
                 scores[i] = float("-inf")
                 scores[i, :, EOS_ID] = eos
         cand = scores.add_(totals.unsqueeze(2)).view(len(live), -1)  # in place: the step's scores are its own
-        # inf + (-inf): no candidate either (in place, one pass)
+        # NaN scores and inf + (-inf): no candidate (in place, one pass; decode_step left NaN here)
         torch.nan_to_num_(cand, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
         top, idx = cand.topk(min(k, cand.size(1)), dim=1)
         top, idx = top.tolist(), idx.tolist()  # the step's one synchronisation
-        attn = attn.view(len(live), width, -1).cpu()
+        if need_attn:
+            attn = attn.view(len(live), width, -1).cpu()
         next_live, index, new_totals, words = [], [], [], []
         for i, b in enumerate(live):
             new_seqs, new_attns, parents, new_scores, new_words = [], [], [], [], []
@@ -197,11 +210,11 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
                 parent, word = divmod(c, vocab)
                 if at_limit and word != EOS_ID:  # NaN scores are not -inf: the limit must not rest on them
                     continue
-                step_attn = hyp_attn[b][parent] + [attn[i, parent]]
+                step_attn = hyp_attn[b][parent] + [attn[i, parent]] if need_attn else None
                 if word == EOS_ID:
                     n = len(seqs[b][parent])
                     finished[b].append((score / length_penalty(max(n, 1), penalty, alpha), seqs[b][parent],
-                                        _stack_rows(step_attn[:n], src.size(1))))
+                                        _stack_rows(step_attn[:n], src.size(1)) if need_attn else None))
                     continue
                 new_seqs.append(seqs[b][parent] + [word])
                 new_attns.append(step_attn)
@@ -210,7 +223,8 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
                 new_words.append(word)
             if len(finished[b]) >= k or not new_seqs or at_limit:
                 if not finished[b]:  # every hypothesis hit the limit without </s>
-                    finished[b] = [(totals[i, j].item(), seqs[b][j], _stack_rows(hyp_attn[b][j], src.size(1)))
+                    finished[b] = [(totals[i, j].item(), seqs[b][j],
+                                    _stack_rows(hyp_attn[b][j], src.size(1)) if need_attn else None)
                                    for j in range(len(seqs[b]))]
                 continue
             seqs[b], hyp_attn[b] = new_seqs, new_attns
@@ -219,12 +233,15 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
             new_totals.append(new_scores + [float("-inf")] * pad)
             words += new_words + [PAD_ID] * pad
             next_live.append(b)
+        # the same sentences in the same rows: the source's part of every row stays as it is
+        same = next_live == live and width == k
         live, t, width = next_live, t + 1, k
         if not live:
             break
         index = torch.tensor(index, device=device)
-        state = model.decoder.reorder_state(state, index)
-        memory_bank, src_mask = memory_bank.index_select(0, index), src_mask.index_select(0, index)
+        state = model.decoder.reorder_state(state, index, memory=not same)
+        if not same:
+            memory_bank, src_mask = memory_bank.index_select(0, index), src_mask.index_select(0, index)
         totals = torch.tensor(new_totals, device=device)
         last = torch.tensor(words, device=device)
     out_ids, out_attn = [], []

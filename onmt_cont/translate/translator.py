@@ -205,17 +205,22 @@ class Translator:
     def _max_lengths(self, src_lengths):
         return length_limits(src_lengths, self.max_length, self.max_length_ratio)
 
-    def translate_batch(self, token_lists):
-        """token_lists: non-empty source sentences (lists of tokens) -> (outputs, attentions)."""
+    def translate_batch(self, token_lists, attention=None):
+        """token_lists: non-empty source sentences (lists of tokens) -> (outputs, attentions).
+        ``attention``: whether to keep each output word's attention over the source (None: only
+        where -replace_unk reads it); without it the attentions are None and a Transformer's step
+        skips the weights."""
+        attention = self.replace_unk if attention is None else attention
         examples = [(torch.tensor(self.src_vocab.encode(toks)), torch.tensor([UNK_ID])) for toks in token_lists]
         batch = collate(examples, list(range(len(examples))), self.device)
         max_lengths = self._max_lengths(batch["src_lengths"])
         if self.beam_size > 1:
             ids, attns = beam_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
-                                     self.length_penalty, self.alpha, self.banned, self.block_ngram_repeat)
+                                     self.length_penalty, self.alpha, self.banned, self.block_ngram_repeat,
+                                     need_attn=attention)
         else:
             ids, attns = greedy_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.banned,
-                                       block_ngram_repeat=self.block_ngram_repeat)
+                                       block_ngram_repeat=self.block_ngram_repeat, need_attn=attention)
         outputs, self.last_raw = [], []
         for toks, seq, attn in zip(token_lists, ids, attns, strict=True):
             words = self.tgt_vocab.decode(seq)
