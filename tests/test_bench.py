@@ -296,3 +296,19 @@ def test_thread_claims_bench_runs(tmp_path, monkeypatch, capsys):
             assert "->" not in threads, (name, threads)
     assert starts["together", "on"] == [1, 2] and starts["together", "off"] == [2, 2], starts
     assert starts["late", "off"] == [2, 2], starts
+
+
+def test_peer_early_steps_counts_loops_and_writes_the_variant_into_the_peer_config():
+    import types
+
+    import peer_early_steps
+
+    assert peer_early_steps.loops(["a man in a man in a", "a man in a red shirt .", "two dogs"]) == 1 / 3
+    args = types.SimpleNamespace(data="d", src="fr", tgt="en", out="o", steps=300, learning_rate=2.0,
+                                 warmup_steps=100)
+    config = peer_early_steps.peer_config(args, 7, "normalization: tokens; max_grad_norm: 0", "o/p")
+    lines = config.splitlines()
+    assert "seed: 7" in lines and "normalization: tokens" in lines and "max_grad_norm: 0" in lines
+    assert "learning_rate: 2.0" in lines and "valid_steps: 300" in lines
+    cmd = peer_early_steps.ours_command(args, 7, "-max_grad_norm 0", "o/x")
+    assert cmd[-2:] == ["-max_grad_norm", "0"] and cmd[cmd.index("-seed") + 1] == "7"
