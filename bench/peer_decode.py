@@ -25,12 +25,13 @@ loaded machine):
 """
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import time
+
+import peerlib  # bench/, the script's own folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the compared setting: d_model 256, 2+2 layers, 4 heads, FF 1024, 300 steps of 64 sentences, noam
@@ -109,10 +110,8 @@ param_init_glorot: true
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-data", required=True, help="folder of tokenized train/val/test_2016_flickr files")
-    p.add_argument("-src", default="fr")
-    p.add_argument("-tgt", default="en")
-    p.add_argument("-out", required=True, help="work folder (models, outputs, log)")
+    peerlib.add_data_args(p, "folder of tokenized train/val/test_2016_flickr files",
+                          "work folder (models, outputs, log)")
     p.add_argument("-steps", type=int, default=300)
     p.add_argument("-test", default="test_2016_flickr")
     p.add_argument("-beam_sentences", type=int, default=300, help="sentences of the beam-5 rows")
@@ -132,12 +131,11 @@ def main(argv=None):
         given = dict(x.split("=", 1) for x in args.ours)
     except ValueError:
         p.error(f"-ours takes NAME=CHECKPOINT, got {args.ours}")
-    if importlib.util.find_spec("onmt") is None:
-        print("OpenNMT-py is not installed: nothing to compare (see this script's docstring to install it)")
+    if not peerlib.installed():
         return 0
     os.makedirs(args.out, exist_ok=True)
     log = os.path.join(args.out, "peer.log")
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    env = peerlib.ENV
     if args.theirs:
         return compare_given(args, env, log, given)
     ours, theirs = train_both(args, env, log)

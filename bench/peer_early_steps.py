@@ -18,11 +18,12 @@ this script says so and exits 0.
 """
 
 import argparse
-import importlib.util
 import os
 import re
 import subprocess
 import sys
+
+import peerlib  # bench/, the script's own folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -72,10 +73,8 @@ def loops(lines):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-data", required=True, help="folder of tokenized train/val files")
-    p.add_argument("-src", default="fr")
-    p.add_argument("-tgt", default="en")
-    p.add_argument("-out", required=True, help="work folder")
+    peerlib.add_data_args(p, "folder of tokenized train/val files",
+                          "work folder")
     p.add_argument("-steps", type=int, default=300)
     p.add_argument("-learning_rate", type=float, default=2.0, help="noam factor (both toolkits)")
     p.add_argument("-warmup_steps", type=int, default=100)
@@ -83,11 +82,10 @@ def main(argv=None):
     p.add_argument("-variant", action="append", default=[], metavar='NAME="FLAGS"')
     p.add_argument("-peer_variant", action="append", default=[], metavar='NAME="KEY: VALUE; ..."')
     args = p.parse_args(argv)
-    if importlib.util.find_spec("onmt") is None:
-        print("OpenNMT-py is not installed: nothing to compare (see bench/peer_decode.py to install it)")
+    if not peerlib.installed():
         return 0
     os.makedirs(args.out, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    env = peerlib.ENV
     val_src, val_tgt = (os.path.join(args.data, f"val.{x}") for x in (args.src, args.tgt))
     with open(val_tgt, encoding="utf-8") as f:
         refs = [x.rstrip("\n") for x in f]

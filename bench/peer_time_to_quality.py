@@ -24,12 +24,13 @@ without it this script says so and exits 0. A rerun skips the training and the d
 import argparse
 import datetime
 import glob
-import importlib.util
 import math
 import os
 import re
 import subprocess
 import sys
+
+import peerlib  # bench/, the script's own folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -110,10 +111,8 @@ def checkpoint_seconds(log_path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-data", required=True, help="folder of tokenized train.SRC/TGT and val.SRC/TGT")
-    p.add_argument("-src", default="fr")
-    p.add_argument("-tgt", default="en")
-    p.add_argument("-out", required=True, help="work folder (config, vocabularies, checkpoints, logs, decodes)")
+    peerlib.add_data_args(p, "folder of tokenized train.SRC/TGT and val.SRC/TGT",
+                          "work folder (config, vocabularies, checkpoints, logs, decodes)")
     p.add_argument("-epochs", type=int, default=30)
     p.add_argument("-learning_rate", type=float, default=0.5, help="noam factor (ours: 0.5)")
     p.add_argument("-dropout", type=float, default=0.1, help="dropout and attention dropout (ours: 0.1)")
@@ -122,11 +121,10 @@ def main(argv=None):
     p.add_argument("-score_only", action="store_true", help="score the checkpoints -out holds, without training "
                    "(a run stopped before -epochs: its curve so far; the peer's best is then the best so far)")
     args = p.parse_args(argv)
-    if importlib.util.find_spec("onmt") is None:
-        print("OpenNMT-py is not installed: nothing to compare (see bench/peer_decode.py to install it)")
+    if not peerlib.installed():
         return 0
     os.makedirs(args.out, exist_ok=True)
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
+    env = peerlib.ENV
     with open(os.path.join(args.data, f"train.{args.src}"), encoding="utf-8") as f:
         steps_per_epoch = math.ceil(sum(1 for _ in f) / 64)
     config = os.path.join(args.out, "peer.yaml")
