@@ -34,8 +34,7 @@ import time
 import peerlib  # bench/, the script's own folder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# the compared setting: d_model 256, 2+2 layers, 4 heads, FF 1024, 300 steps of 64 sentences, noam
-SIZE = {"layers": 2, "d": 256, "heads": 4, "ff": 1024}
+SIZE = peerlib.SIZE
 
 
 def run(cmd, env, log):

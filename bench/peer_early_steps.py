@@ -30,7 +30,7 @@ sys.path.insert(0, ROOT)
 
 from onmt_cont.evaluate import tokenized_bleu  # noqa: E402
 
-SIZE = {"layers": 2, "d": 256, "heads": 4, "ff": 1024}
+SIZE = peerlib.SIZE
 OURS_PPL = re.compile(r"validation .*?ppl ([0-9.]+)")
 PEER_PPL = re.compile(r"Validation perplexity: ([0-9.]+)")
 

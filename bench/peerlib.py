@@ -4,6 +4,9 @@
 import importlib.util
 import os
 
+# the Transformer both toolkits train in peer_decode.py and peer_early_steps.py (d_model 256, 2+2 layers)
+SIZE = {"layers": 2, "d": 256, "heads": 4, "ff": 1024}
+
 # one thread each; OpenNMT-py 3.5.1's checkpoints hold objects that torch 2.13's default weights-only load refuses
 ENV = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
 
