@@ -40,6 +40,7 @@ from onmt_cont.utils import numbers
 from onmt_cont.utils.device import gpu_option, resolve_device
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import atomic_path, read_lines, refuse_output_over_inputs, remove_stale_temps
+from onmt_cont.utils.memory import keep_freed_memory
 from onmt_cont.utils.progress import progress
 from onmt_cont.utils.threads import add_threads_arg, apply_threads, refresh_threads
 
@@ -247,6 +248,7 @@ def run(opt, done):
     done["total"] = n_src
     device = resolve_device(opt.gpu)
     apply_threads(opt.threads)
+    keep_freed_memory()  # a beam step reuses the pages of the last one's scores (onmt_cont.utils.memory)
     if opt.tgt_emb_extend_vocab and not opt.tgt_emb_extend:
         raise UserError("-tgt_emb_extend_vocab is only used with -tgt_emb_extend")
     freq_offsets = offsets_model = None
