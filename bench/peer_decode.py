@@ -33,6 +33,9 @@ import time
 
 import peerlib  # bench/, the script's own folder
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from onmt_cont.utils import memory  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZE = peerlib.SIZE
 
@@ -123,6 +126,9 @@ def main(argv=None):
     p.add_argument("-theirs", default=None, help="an OpenNMT-py checkpoint to time instead of training one")
     p.add_argument("-ours", action="append", default=[], metavar="NAME=CHECKPOINT",
                    help="with -theirs: one of our checkpoints to time (repeatable)")
+    p.add_argument("-peer_kept_memory", action="store_true", help="with -theirs: also time OpenNMT-py with glibc's "
+                   "malloc thresholds raised as translate.py raises its own (onmt_cont/utils/memory.py; through "
+                   "MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_), a row of its own")
     args = p.parse_args(argv)
     if bool(args.theirs) != bool(args.ours):
         p.error("-theirs and -ours go together")
@@ -197,11 +203,14 @@ def compare_given(args, env, log, ours):
     """Time -theirs against each of -ours: whole process, net of start-up, and the translation loop alone (timed
     inside the process by bench/decode_timer.py, wall clock and CPU), alternating, the best of -reps."""
     lines, inputs = write_inputs(args)
-    tools = {"OpenNMT-py": args.theirs, **ours}
+    kept = "OpenNMT-py_kept"  # its file names' part; its row: "OpenNMT-py, freed memory kept"
+    tools = {"OpenNMT-py": args.theirs, **({kept: args.theirs} if args.peer_kept_memory else {}), **ours}
     timer = os.path.join(ROOT, "bench", "decode_timer.py")
+    envs = {kept: dict(env, MALLOC_MMAP_THRESHOLD_=str(memory.MMAP_THRESHOLD),
+                       MALLOC_TRIM_THRESHOLD_=str(memory.TRIM_THRESHOLD))}
 
     def cmd(tool, src, beam, output, times):
-        if tool == "OpenNMT-py":
+        if tool.startswith("OpenNMT-py"):
             return [sys.executable, timer, times, "opennmt-py", "-model", args.theirs, "-src", src, "-output", output,
                     "-beam_size", str(beam), "-batch_size", str(args.batch_size), "-batch_type", "sents"]
         return [sys.executable, timer, times, "onmt_cont", "translate.py", "-model", tools[tool], "-src", src,
@@ -214,7 +223,7 @@ def compare_given(args, env, log, ours):
             for tool in tools:
                 output = os.path.join(args.out, f"out_{tool}_{which}_{beam}.txt")
                 times = os.path.join(args.out, f"times_{tool}_{which}_{beam}.json")
-                seconds = run(cmd(tool, inputs[which], beam, output, times), env, log)
+                seconds = run(cmd(tool, inputs[which], beam, output, times), envs.get(tool, env), log)
                 key = (tool, which)
                 best[key] = min(best.get(key, seconds), seconds)
                 with open(times, encoding="utf-8") as f:
@@ -240,7 +249,7 @@ def compare_given(args, env, log, ours):
             ratio = " / ".join("n/a" if None in (mine, theirs) else f"{mine / theirs:.2f}x"
                                for mine, theirs in zip(rates[tool], rates["OpenNMT-py"], strict=True))
             net = "n/a" if rates[tool][0] is None else f"{rates[tool][0]:.1f}"
-            name = tool if tool == "OpenNMT-py" else f"onmt_cont, {tool}"
+            name = {"OpenNMT-py": tool, kept: "OpenNMT-py, freed memory kept"}.get(tool, f"onmt_cont, {tool}")
             print(f"| {name} | {best[(tool, 'one')]:.2f} s | {n / best[(tool, which)]:.1f} | {net} | "
                   f"{rates[tool][1]:.1f} | {rates[tool][2]:.1f} | {words[(tool, which)] / n:.1f} | {ratio} |")
     return 0
