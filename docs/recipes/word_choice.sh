@@ -129,6 +129,10 @@ config() {
     # ... and with counts unbiased over how batches are drawn, given the token (-expected_counts sentence)
     t_nce_both_avg_d00_lr1_sc)            echo "-config $TC -expected_counts sentence|emb" ;;
     t_srcbpe_nce_both_avg_dfp_d00_lr1_sc) echo "-config $TC $DFP -expected_counts sentence|srcbpe" ;;
+    # ... and with 2,048 uniform random negatives a batch instead of 64 (their push on each frequency bin's biases
+    # is within 1.05 of the full softmax's: docs/results.md, "The sampling correction's push")
+    t_nce_both_avg_d00_lr1_ns2048)            echo "-config $TC -num_sampled 2048|emb" ;;
+    t_srcbpe_nce_both_avg_dfp_d00_lr1_ns2048) echo "-config $TC $DFP -num_sampled 2048|srcbpe" ;;
     # ... and with the word bias updated lazily (-word_bias_update lazy: only the entries a step's candidates reach)
     t_nce_both_avg_d00_lr1_lazy)          echo "-config $TC -word_bias_update lazy|emb" ;;
     # LSTM
