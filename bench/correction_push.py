@@ -82,6 +82,8 @@ def main(argv=None):
                    "checkpoint's (e.g. inbatch: which source the bias comes from)")
     p.add_argument("-ann_candidates", type=int, default=None, help="measure with this many gold neighbours per "
                    "token instead of the checkpoint's")
+    p.add_argument("-num_sampled", type=int, default=None, help="measure with this many uniform random negatives "
+                   "per batch instead of the checkpoint's")
     p.add_argument("-json", default=None, help="also write the rows here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -97,6 +99,8 @@ def main(argv=None):
     sources = {"negatives": args.negatives} if args.negatives else {}
     if args.ann_candidates:
         sources["ann_candidates"] = args.ann_candidates
+    if args.num_sampled:
+        sources["num_sampled"] = args.num_sampled
     rules = {r: build_negatives(argparse.Namespace(**{**vars(opt), "expected_counts": r, **sources}), table, priors[r])
              for r in args.rules}
     full = torch.zeros(len(tgt_vocab), dtype=torch.float64)
