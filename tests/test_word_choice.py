@@ -13,8 +13,8 @@ from onmt_cont.bin import translate
 from onmt_cont.constants import EOS_ID, UNK_ID
 from onmt_cont.inputters.vocab import Vocab, capped_log_prior, load_vocabs, unigram_log_prior, word_log_frequency
 from onmt_cont.losses import build_loss
-from onmt_cont.losses.contrastive import unique_shared
-from onmt_cont.losses.negatives import Negatives, candidate_dots, invalid, own_sentence_words
+from onmt_cont.losses.contrastive import _corrected_cross_entropy, unique_shared
+from onmt_cont.losses.negatives import Negatives, candidate_dots, candidate_ids, invalid, own_sentence_words
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.models.generators import ContinuousGenerator, table_hubness
 from onmt_cont.outputs import BiasedVector
@@ -248,6 +248,51 @@ def test_corrected_normaliser_is_unbiased_on_the_batch_as_it_is(counts):
         assert (ratio - 1).abs().max() < 0.05, ratio
     else:
         assert (ratio - 1).abs().max() > 0.3, ratio
+
+
+def bin_push(num_sampled, vocab=300, batches=400):
+    """How hard the sampled negatives (in-batch, -num_sampled uniform, 3 gold neighbours; the unigram rule on the
+    true unigram) push the word biases of the 10 most frequent words, the next 40, the rest, and </s>, over the full
+    softmax's push (bench/correction_push.py's measure): summed over ``batches`` batches of 8 Zipf sentences, each
+    token's prediction near its gold word's own vector, the loss's own gradient on each negative's logit."""
+    gen = torch.Generator().manual_seed(7)
+    table = F.normalize(torch.randn(vocab, 8, generator=gen), dim=-1)
+    table[0] = 0
+    near = torch.randn(vocab, 8, generator=gen)  # where a token of each gold word points
+    _, prior = zipf_batch(vocab, 1, gen)
+    neg = Negatives(("inbatch", "random", "gold_nn"), table, num_sampled=num_sampled, ann_candidates=3,
+                    log_prior=prior.clamp_min(1e-12).log().float(), counts="unigram")
+    full, push = torch.zeros(vocab, dtype=torch.float64), torch.zeros(vocab, dtype=torch.float64)
+    torch.manual_seed(0)
+    for _ in range(batches):
+        target, _ = zipf_batch(vocab, 8, gen)
+        pred = 4 * F.normalize(near[target] + 0.7 * torch.randn(target.numel(), 8, generator=gen), dim=-1)
+        logits = (pred @ table.t()).double()
+        logits[:, 0] = float("-inf")
+        p = logits.softmax(1)
+        p[torch.arange(target.numel()), target] = 0  # the gold word's own entry is no negative's push
+        full += p.sum(0)
+        shared, per_token = neg(None, target)
+        shared, repeats = unique_shared(shared, per_token.size(1))
+        dots = candidate_dots(pred, table, shared, per_token).double().requires_grad_()
+        loss = _corrected_cross_entropy((pred * table[target]).sum(1).double(), dots, target, neg, shared, per_token,
+                                        repeats, True)
+        weight, = torch.autograd.grad(loss.sum(), dots)
+        ids = candidate_ids(torch.arange(dots.size(1)).expand_as(dots), shared, per_token).clamp_min(0)
+        push.index_add_(0, ids.flatten(), weight.flatten())
+    order = prior[4:].argsort(descending=True) + 4
+    bins = [order[:10], order[10:50], order[50:], torch.tensor([EOS_ID])]
+    return torch.stack([push[b].sum() / full[b].sum() for b in bins])
+
+
+def test_enough_random_negatives_push_every_bin_as_the_full_softmax():
+    """The sampled softmax divides by a sampled normaliser, and a random draw of weight 1/E = (V - 1)/num_sampled
+    swings it: with 4 random negatives over 300 words some bin is pushed 15% off the full softmax's push (here 1.24 /
+    1.16 / 0.97 / 1.32), with 128 every bin within 1.05 (0.99 / 1.00 / 1.00 / 1.03). On real batches 2,048 draws over
+    9.8K words do the same (docs/results.md, "The sampling correction's expected counts")."""
+    few, many = bin_push(4), bin_push(128)
+    assert (few - 1).abs().max() > 0.15, few
+    assert (many - 1).abs().max() < 0.05, many
 
 
 def opt_of(loss, **kw):
