@@ -24,9 +24,9 @@ LMODEL = ("-brnn -enc_layers 1 -dec_layers 1 -rnn_size 128 -word_vec_size 128 -d
 NCE = "-loss nllvmf_nce -lambda1 0.02 -lambda2 0.1 -tie_emb"
 STOP = "-epochs 40 -valid_steps 0 -valid_metric bleu -early_stopping 3 -early_stopping_window 2"
 ROWS = {
-    # t_nce_both_avg_d00_lr1: README's recommended row
-    "transformer_continuous": f"{TMODEL} -dropout 0 -learning_rate 1 {NCE} -sampling_correction -word_bias "
-                              f"-average_decay 1e-4 {STOP}",
+    # t_nce_both_avg_d00_lr1_ns2048: README's recommended row
+    "transformer_continuous": f"{TMODEL} -dropout 0 -learning_rate 1 {NCE} -sampling_correction -num_sampled 2048 "
+                              f"-word_bias -average_decay 1e-4 {STOP}",
     # t_ce_d01_avg: its softmax twin with the same moving average
     "transformer_softmax": f"{TMODEL} -dropout 0.1 -learning_rate 0.5 -loss ce -label_smoothing 0.1 "
                            f"-average_decay 1e-4 {STOP}",

@@ -116,25 +116,26 @@ config() {
     t_ce_dfp_d01)        echo "-config $TS $DFP -average_decay 0|emb" ;;
     t_bpe_ce_avg_d01)    echo "-config $TS|bpe" ;;
     t_srcbpe_ce_avg_d01) echo "-config $TS|srcbpe" ;;
-    # Transformer, continuous: the preset is the recommended row (dropout 0, noam factor 1)
-    t_nce_both_avg_d00_lr1)            echo "-config $TC|emb" ;;
-    t_srcbpe_nce_both_avg_dfp_d00_lr1) echo "-config $TC $DFP|srcbpe" ;;
-    t_nce_both_avg_d01_lr1)            echo "-config $TC -dropout 0.1|emb" ;;
-    t_nce_both_avg_dfp_d01_lr1)        echo "-config $TC $DFP -dropout 0.1|emb" ;;
-    t_srcbpe_nce_both_avg_d01_lr1)     echo "-config $TC -dropout 0.1|srcbpe" ;;
-    t_srcbpe_nce_both_avg_dfp_d01_lr1) echo "-config $TC $DFP -dropout 0.1|srcbpe" ;;
+    # Transformer, continuous: the recommended row (dropout 0, noam factor 1) as the preset was before it drew 2,048
+    # random negatives a batch (the results' rows up to the *_ns2048 rows)
+    t_nce_both_avg_d00_lr1)            echo "-config $TC -num_sampled 64|emb" ;;
+    t_srcbpe_nce_both_avg_dfp_d00_lr1) echo "-config $TC -num_sampled 64 $DFP|srcbpe" ;;
+    t_nce_both_avg_d01_lr1)            echo "-config $TC -num_sampled 64 -dropout 0.1|emb" ;;
+    t_nce_both_avg_dfp_d01_lr1)        echo "-config $TC -num_sampled 64 $DFP -dropout 0.1|emb" ;;
+    t_srcbpe_nce_both_avg_d01_lr1)     echo "-config $TC -num_sampled 64 -dropout 0.1|srcbpe" ;;
+    t_srcbpe_nce_both_avg_dfp_d01_lr1) echo "-config $TC -num_sampled 64 $DFP -dropout 0.1|srcbpe" ;;
     # the recommended rows with the sampling correction's unbiased expected counts (-expected_counts batch)
-    t_nce_both_avg_d00_lr1_bc)            echo "-config $TC -expected_counts batch|emb" ;;
-    t_srcbpe_nce_both_avg_dfp_d00_lr1_bc) echo "-config $TC $DFP -expected_counts batch|srcbpe" ;;
+    t_nce_both_avg_d00_lr1_bc)            echo "-config $TC -num_sampled 64 -expected_counts batch|emb" ;;
+    t_srcbpe_nce_both_avg_dfp_d00_lr1_bc) echo "-config $TC -num_sampled 64 $DFP -expected_counts batch|srcbpe" ;;
     # ... and with counts unbiased over how batches are drawn, given the token (-expected_counts sentence)
-    t_nce_both_avg_d00_lr1_sc)            echo "-config $TC -expected_counts sentence|emb" ;;
-    t_srcbpe_nce_both_avg_dfp_d00_lr1_sc) echo "-config $TC $DFP -expected_counts sentence|srcbpe" ;;
-    # ... and with 2,048 uniform random negatives a batch instead of 64 (their push on each frequency bin's biases
-    # is within 1.05 of the full softmax's: docs/results.md, "The sampling correction's push")
+    t_nce_both_avg_d00_lr1_sc)            echo "-config $TC -num_sampled 64 -expected_counts sentence|emb" ;;
+    t_srcbpe_nce_both_avg_dfp_d00_lr1_sc) echo "-config $TC -num_sampled 64 $DFP -expected_counts sentence|srcbpe" ;;
+    # ... and with the word bias updated lazily (-word_bias_update lazy: only the entries a step's candidates reach)
+    t_nce_both_avg_d00_lr1_lazy)          echo "-config $TC -num_sampled 64 -word_bias_update lazy|emb" ;;
+    # the preset as it is: 2,048 uniform random negatives a batch instead of 64 (their push on each frequency bin's
+    # biases is within 1.05 of the full softmax's: docs/results.md, "The sampling correction's expected counts")
     t_nce_both_avg_d00_lr1_ns2048)            echo "-config $TC -num_sampled 2048|emb" ;;
     t_srcbpe_nce_both_avg_dfp_d00_lr1_ns2048) echo "-config $TC $DFP -num_sampled 2048|srcbpe" ;;
-    # ... and with the word bias updated lazily (-word_bias_update lazy: only the entries a step's candidates reach)
-    t_nce_both_avg_d00_lr1_lazy)          echo "-config $TC -word_bias_update lazy|emb" ;;
     # LSTM
     lstm_ce)               echo "-config $LS|emb" ;;
     lstm_ce_dfp)           echo "-config $LS $DFP|emb" ;;
