@@ -30,7 +30,7 @@ case $SRC in
   fr) CE=t_ce_d01_avg; CE_SEEDS="5 1 2 3 4"; CONT=t_nce_both_avg_d00_lr1; CONT_SEEDS="5 1 2"; COST=0.53
       NOW=t_nce_both_avg_d00_lr1_ns2048; NOW_SEEDS="1 2"; NOW_COST=0.72 ;;
   de) CE=t_bpe_ce_avg_d01; CE_SEEDS="6 1 2 3 4 5"; CONT=t_srcbpe_nce_both_avg_dfp_d00_lr1; CONT_SEEDS="6 1 2 3"
-      COST=0.58; NOW=t_srcbpe_nce_both_avg_dfp_d00_lr1_ns2048; NOW_SEEDS="1 2"; NOW_COST=0.72 ;;
+      COST=0.58; NOW=t_srcbpe_nce_both_avg_dfp_d00_lr1_ns2048; NOW_SEEDS="1 2 3"; NOW_COST=0.72 ;;
   *) echo "SRC must be fr or de, got $SRC" >&2; exit 2 ;;
 esac
 export SRC TGT=en SHARED=${SHARED:-../shared/data} OUT=${OUT:-runs/word_choice_$SRC-en} THREADS=1
