@@ -51,6 +51,7 @@ from onmt_cont.utils.board import Board
 from onmt_cont.utils.device import resolve_device
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import load_checkpoint_data, remove_stale_temps
+from onmt_cont.utils.memory import keep_freed_memory
 from onmt_cont.utils.numbers import SEED_MAX
 from onmt_cont.utils.threads import MAX_REQUEST, apply_threads, refresh_threads
 from onmt_cont.utils.writable import check_log_file, check_writable_folder
@@ -902,6 +903,7 @@ def _prepare(opt, default, start):
         raise UserError("-amp -amp_dtype fp16 needs a GPU (-gpu); on CPU use -amp_dtype bf16")
     start.ckpt, start.save_dir = ckpt, save_dir
     threads = apply_threads(opt.threads)
+    keep_freed_memory()  # a step's big tensors reuse the pages the last step freed (onmt_cont.utils.memory)
     return distributed.init(use_gpu=opt.gpu is not None, timeout_s=opt.dist_timeout), threads
 
 

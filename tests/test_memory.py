@@ -59,6 +59,28 @@ def test_a_threshold_the_environment_sets_is_left_as_it_is(monkeypatch):
     assert memory.keep_freed_memory() is False
 
 
+def test_the_switch_leaves_glibc_as_it_is(monkeypatch):
+    """ONMT_CONT_KEEP_FREED_MEMORY=0: no mallopt call at all."""
+    calls = []
+
+    class Mallopt:  # takes argtypes and restype as ctypes' function does
+        def __call__(self, *args):
+            calls.append(args)
+            return 1
+
+    class Libc:
+        mallopt = Mallopt()
+
+    monkeypatch.setattr(memory.ctypes, "CDLL", lambda name: Libc())
+    monkeypatch.delenv("MALLOC_TRIM_THRESHOLD_", raising=False)
+    monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
+    monkeypatch.setenv("ONMT_CONT_KEEP_FREED_MEMORY", "0")
+    assert memory.keep_freed_memory() is False and calls == []
+    monkeypatch.setenv("ONMT_CONT_KEEP_FREED_MEMORY", "1")
+    assert memory.keep_freed_memory() is True
+    assert calls == [(memory.M_MMAP_THRESHOLD, memory.MMAP_THRESHOLD), (memory.M_TRIM_THRESHOLD, memory.TRIM_THRESHOLD)]
+
+
 def test_translate_keeps_freed_memory(monkeypatch, tmp_path):
     """translate.py raises the thresholds before it loads the model (here it stops at the missing model)."""
     from onmt_cont.bin import translate
@@ -69,4 +91,15 @@ def test_translate_keeps_freed_memory(monkeypatch, tmp_path):
     src.write_text("un chat .\n", encoding="utf-8")
     with pytest.raises(SystemExit):
         translate.main(["-model", str(tmp_path / "missing.pt"), "-src", str(src), "-output", str(tmp_path / "o.txt")])
+    assert called == [True]
+
+
+def test_train_keeps_freed_memory(monkeypatch, tmp_path):
+    """train.py raises the thresholds once its options are checked, before the model is built."""
+    from onmt_cont import training
+    from tests.test_train import EMB_DIM, memorisation_data, run_train
+
+    called = []
+    monkeypatch.setattr(training, "keep_freed_memory", lambda: called.append(True))
+    run_train(memorisation_data(tmp_path, EMB_DIM), tmp_path / "run", train_steps=1)
     assert called == [True]
