@@ -33,10 +33,10 @@ import time
 
 import peerlib  # bench/, the script's own folder
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 from onmt_cont.utils import memory  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SIZE = peerlib.SIZE
 
 
