@@ -6,25 +6,27 @@
 #
 #   bash docs/recipes/epoch_cost.sh                      # fr->en: word ce against the preset
 #   SRC=de bash docs/recipes/epoch_cost.sh               # de->en: BPE ce against the preset on source pieces
+#   SRC=en TGT=de bash docs/recipes/epoch_cost.sh        # en->de: word ce against the preset
 #
-# Environment: SRC [fr; or de], OUT [runs/word_choice_$SRC-en, word_choice.sh's], FLAGS [extra flags of the
-# continuous run, e.g. "-num_sampled 64" for the preset as it was], WORK [runs/epoch_cost_$SRC].
+# Environment: SRC, TGT [fr, en; or de, en; or en, de], OUT [runs/word_choice_$SRC-$TGT, word_choice.sh's; e.g.
+# runs/word_choice_en-de_m30kvec for German vectors of every training word], FLAGS [extra flags of the continuous
+# run, e.g. "-num_sampled 64" for the preset as it was], WORK [runs/epoch_cost_$SRC, or runs/epoch_cost_$SRC-$TGT].
 # One { ... } block that ends in exit (docs/recipes/word_choice.sh says why).
 {
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-SRC=${SRC:-fr}
-OUT=${OUT:-runs/word_choice_$SRC-en}
-WORK=${WORK:-runs/epoch_cost_$SRC}
+SRC=${SRC:-fr}; TGT=${TGT:-en}
+OUT=${OUT:-runs/word_choice_$SRC-$TGT}
+if [ "$TGT" = en ]; then WORK=${WORK:-runs/epoch_cost_$SRC}; else WORK=${WORK:-runs/epoch_cost_$SRC-$TGT}; fi
 FLAGS=${FLAGS:-}
 mkdir -p "$WORK"
 common=(-epochs 3 -seed 11 -threads 1 -save_checkpoint_steps 1000000 -valid_metric bleu)
-case $SRC in
-  fr) ce=(-data "$OUT/data" -tgt_emb "$OUT/emb.dec.pt")
+case $SRC-$TGT in
+  fr-en|en-de) ce=(-data "$OUT/data" -tgt_emb "$OUT/emb.dec.pt")
       cont=(-data "$OUT/data" -tgt_emb "$OUT/emb.dec.pt") ;;
-  de) ce=(-data "$OUT/bpe/data" -valid_remove_bpe)
+  de-en) ce=(-data "$OUT/bpe/data" -valid_remove_bpe)
       cont=(-data "$OUT/srcbpe/data" -tgt_emb "$OUT/srcbpe/emb.dec.pt" -drop_final_punct 0.05) ;;
-  *) echo "SRC must be fr or de, got $SRC" >&2; exit 2 ;;
+  *) echo "SRC-TGT must be fr-en, de-en or en-de, got $SRC-$TGT" >&2; exit 2 ;;
 esac
 python train.py "${ce[@]}" -config configs/transformer_softmax.yaml -save_model "$WORK/ce" "${common[@]}" \
   -log_file "$WORK/ce.log" > "$WORK/ce.out" 2>&1 &
