@@ -105,8 +105,8 @@ LS=configs/lstm_softmax.yaml
 DFP="-drop_final_punct 0.05"
 
 # ROW -> "train.py flags|data": emb (words on both sides, the normalised pretrained table), bpe (subword-nmt
-# pieces on both sides, a softmax row: no table) or srcbpe (pieces on the source only; words and the table on the
-# target). The names are those of the run folders in docs/results/word_choice_*.
+# pieces on both sides, a softmax row: no table), bpe_sphere (the same pieces, a continuous row over a random unit
+# table) or srcbpe (pieces on the source only; words and the table on the target). The names are those of the run folders in docs/results/word_choice_*.
 config() {
   case $1 in
     # Transformer, softmax: the preset is word ce with the moving average at dropout 0.1
@@ -136,6 +136,8 @@ config() {
     # biases is within 1.05 of the full softmax's: docs/results.md, "The sampling correction's expected counts")
     t_nce_both_avg_d00_lr1_ns2048)            echo "-config $TC -num_sampled 2048|emb" ;;
     t_srcbpe_nce_both_avg_dfp_d00_lr1_ns2048) echo "-config $TC $DFP -num_sampled 2048|srcbpe" ;;
+    # ... over subword target pieces, which have no pretrained vectors: a random unit table (Tokarchuk & Niculae 2024)
+    t_bpe_nce_sphere_ns2048)                  echo "-config $TC -num_sampled 2048|bpe_sphere" ;;
     # LSTM
     lstm_ce)               echo "-config $LS|emb" ;;
     lstm_ce_dfp)           echo "-config $LS $DFP|emb" ;;
@@ -166,13 +168,18 @@ prepare() {  # ROW
   softmax=0; [[ $flags == *_softmax.yaml* ]] && softmax=1
   DATA=$OUT/data; SRC_TXT=$TOK; WORD_TGT=1; TGT_EMB=(-tgt_emb "$OUT/emb.dec.pt"); BPE_TRAIN=(); BPE_DECODE=()
   case $mode in
-    bpe)
+    bpe|bpe_sphere)
       segment_bpe "$SRC" "$TGT"
       [ -s "$OUT/bpe/data.vocab.pt" ] || python preprocess.py -train_src "$OUT/bpe/train.$SRC" -train_tgt \
         "$OUT/bpe/train.$TGT" -valid_src "$OUT/bpe/val.$SRC" -valid_tgt "$OUT/bpe/val.$TGT" -save_data "$OUT/bpe/data" \
         -shuffle > /dev/null
       DATA=$OUT/bpe/data; SRC_TXT=$OUT/bpe; WORD_TGT=0; TGT_EMB=(); BPE_TRAIN=(-valid_remove_bpe)
-      BPE_DECODE=(-remove_bpe) ;;
+      BPE_DECODE=(-remove_bpe)
+      if [ "$mode" = bpe_sphere ]; then  # a random unit table over the target pieces
+        [ -s "$OUT/bpe/sphere.dec.pt" ] || python embeddings_to_torch.py -init random_sphere -dim 300 \
+          -dict_file "$OUT/bpe/data.vocab.pt" -output_file "$OUT/bpe/sphere" > /dev/null
+        TGT_EMB=(-tgt_emb "$OUT/bpe/sphere.dec.pt")
+      fi ;;
     srcbpe)  # -replace_unk keeps the word lexicon (it joins the attended source pieces into their word first)
       segment_bpe "$SRC"
       mkdir -p "$OUT/srcbpe"
