@@ -62,7 +62,8 @@ from onmt_cont.utils.writable import check_log_file, check_writable_folder
 MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
               "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden", "encoder_type",
               "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions", "alignment_layer",
-              "word_bias", "sampling_correction", "expected_counts", "train_table", "word_bias_update")
+              "word_bias", "sampling_correction", "expected_counts", "train_table", "word_bias_update",
+              "layer_norm", "ff_dropout", "share_embeddings", "share_decoder_embeddings")
 # The learning-rate schedule: -train_from keeps the checkpoint's unless the option is given again
 # (a resumed noam run must not fall back to a constant rate; a new -learning_rate is allowed).
 SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps", "table_lr_scale")
@@ -217,9 +218,9 @@ def check_options(opt):
     _check_negatives(opt)
     _check_seq_unlikelihood(opt)
     _check_architecture(opt)
-    if opt.valid_remove_bpe and opt.valid_metric != "bleu":
-        raise UserError(f"-valid_remove_bpe joins BPE pieces before validation BLEU: it needs -valid_metric bleu, "
-                        f"not -valid_metric {opt.valid_metric}")
+    if opt.valid_remove_bpe and opt.valid_metric != "bleu" and not opt.valid_bleu:
+        raise UserError(f"-valid_remove_bpe joins BPE pieces before validation BLEU: it needs -valid_metric bleu "
+                        f"or -valid_bleu, not -valid_metric {opt.valid_metric} alone")
     for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "src_word_vec_size",
                  "tgt_word_vec_size", "epochs", "report_every",
                  "save_checkpoint_steps", "save_checkpoint_epochs", "train_steps", "joint_dim",
@@ -244,7 +245,11 @@ def check_options(opt):
         raise UserError(f"-drop_final_punct is a probability in [0, 1] (0: off; e.g. 0.05), got {opt.drop_final_punct}")
     if opt.average_every < 1:
         raise UserError(f"-average_every must be at least 1, got {opt.average_every}")
+    if opt.ff_dropout is not None and not 0.0 <= opt.ff_dropout < 1.0:
+        raise UserError(f"-ff_dropout must be in [0, 1), got {opt.ff_dropout}")
     if opt.learning_rate is None:
+        if opt.decay_method == "inverse_sqrt":
+            raise UserError("-decay_method inverse_sqrt needs -learning_rate, its peak (e.g. 0.005)")
         if opt.decay_method == "noam":
             opt.learning_rate = 2.0  # OpenNMT's Transformer factor
         else:
@@ -294,10 +299,17 @@ def _check_architecture(opt):
         raise UserError(str(exc)) from None
 
 
+def _bleu_validated(opt):
+    """Whether validation decodes: -valid_metric bleu, or -valid_bleu beside another metric."""
+    return opt.valid_metric == "bleu" or getattr(opt, "valid_bleu", False)
+
+
 def learning_rate(opt, step):
-    """The learning rate of update ``step`` (1-based): constant, or the noam schedule."""
+    """The learning rate of update ``step`` (1-based): constant, the noam or the inverse_sqrt schedule."""
     if opt.decay_method == "noam":
         return opt.learning_rate * opt.rnn_size ** -0.5 * min(step ** -0.5, step * opt.warmup_steps ** -1.5)
+    if opt.decay_method == "inverse_sqrt":
+        return opt.learning_rate * min(step / opt.warmup_steps, (opt.warmup_steps / step) ** 0.5)
     return opt.learning_rate
 
 
@@ -511,7 +523,11 @@ class Run:
                       for b in make_batches(valid_examples, opt.valid_batch_size, "sents")]
         valid_text = list(valid_data["tgt_text"]) if valid_data.get("tgt_text") is not None else None
         self.valid_bleu = ValidBleu(valid_examples, valid_text, self.src_vocab, self.tgt_vocab,
-                                    opt.valid_batch_size, opt.valid_remove_bpe) if opt.valid_metric == "bleu" else None
+                                    opt.valid_batch_size, opt.valid_remove_bpe) if _bleu_validated(opt) else None
+        if getattr(opt, "share_embeddings", False) and list(self.src_vocab.itos) != list(self.tgt_vocab.itos):
+            raise UserError(f"-share_embeddings needs one vocabulary for both sides, but -data {opt.data} has a "
+                            f"source vocabulary of {len(self.src_vocab)} and a target vocabulary of "
+                            f"{len(self.tgt_vocab)} words that differ: preprocess with -share_vocab")
         table = load_table(opt.tgt_emb, self.tgt_vocab) if opt.tgt_emb else None
         check_model_size(opt, len(self.src_vocab), len(self.tgt_vocab), table, device)
         torch.manual_seed(opt.seed)

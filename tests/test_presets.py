@@ -23,6 +23,12 @@ LMODEL = ("-brnn -enc_layers 1 -dec_layers 1 -rnn_size 128 -word_vec_size 128 -d
           "-learning_rate 1e-3")
 NCE = "-loss nllvmf_nce -lambda1 0.02 -lambda2 0.1 -tie_emb"
 STOP = "-epochs 40 -valid_steps 0 -valid_metric bleu -early_stopping 3 -early_stopping_window 2"
+TINY = ("-encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 4 -heads 4 "
+        "-transformer_ff 256 -layer_norm post -attention_dropout 0 -ff_dropout 0 -emb_init normal -param_init 0 "
+        "-param_init_glorot -batch_type tokens -batch_size 8192 -decay_method inverse_sqrt -learning_rate 0.005 "
+        "-warmup_steps 2000 -adam_beta2 0.98 -max_grad_norm 25")
+TINY_STOP = ("-train_steps 8000 -epochs 1000 -valid_steps 0 -valid_metric loss -valid_bleu -early_stopping 10 "
+             "-save_checkpoint_epochs 1")
 ROWS = {
     # t_nce_both_avg_d00_lr1_ns2048: README's recommended row
     "transformer_continuous": f"{TMODEL} -dropout 0 -learning_rate 1 {NCE} -sampling_correction -num_sampled 2048 "
@@ -34,6 +40,11 @@ ROWS = {
     "lstm_continuous": f"{LMODEL} {NCE} -word_bias -average_decay 1e-4 {STOP}",
     # lstm_ce
     "lstm_softmax": f"{LMODEL} -loss ce {STOP}",
+    # docs/recipes/transformer_tiny.sh's rows: Transformer-Tiny (Wu et al. 2021) and the continuous model at its size
+    "transformer_tiny_softmax": f"{TINY} -dropout 0.3 -share_embeddings -share_decoder_embeddings -loss ce "
+                                f"-label_smoothing 0.1 {TINY_STOP}",
+    "transformer_tiny_continuous": f"{TINY} -dropout 0.1 {NCE} -sampling_correction -num_sampled 2048 -word_bias "
+                                   f"-average_decay 1e-4 {TINY_STOP}",
     # nllvmf_reg12_tied of docs/recipes/papers.sh (multi30k.sh with its small MODEL), 10 epochs
     "lstm_nllvmf_paper": f"{LMODEL} -loss nllvmf -lambda1 0.02 -lambda2 0.1 -tie_emb -epochs 10 -valid_steps 0",
 }
@@ -88,12 +99,24 @@ def sample(tmp_path_factory):
     return out
 
 
+@pytest.fixture(scope="module")
+def sample_joint(tmp_path_factory):
+    """The shipped sample with one vocabulary for both sides (preprocess.py -share_vocab)."""
+    out = tmp_path_factory.mktemp("sample_joint")
+    preprocess.main(["-train_src", str(DATA / "train.fr"), "-train_tgt", str(DATA / "train.en"),
+                     "-valid_src", str(DATA / "valid.fr"), "-valid_tgt", str(DATA / "valid.en"),
+                     "-save_data", str(out / "data"), "-share_vocab"])
+    return out
+
+
 @pytest.mark.parametrize("name", PRESETS)
-def test_preset_trains_and_decodes(name, sample, tmp_path):
+def test_preset_trains_and_decodes(name, sample, sample_joint, tmp_path):
     """A few updates of the preset as it is, then greedy decoding of a few test sentences."""
     prefix = tmp_path / "m"
-    train.main(["-config", name, "-data", str(sample / "data"), "-tgt_emb", str(sample / "emb.dec.pt"),
-                "-save_model", str(prefix), "-train_steps", "2", "-threads", "1"])
+    data = ["-data", str(sample / "data"), "-tgt_emb", str(sample / "emb.dec.pt")]
+    if "-share_embeddings" in ROWS[name]:
+        data = ["-data", str(sample_joint / "data")]
+    train.main(["-config", name, *data, "-save_model", str(prefix), "-train_steps", "2", "-threads", "1"])
     ckpt = torch.load(f"{prefix}_last.pt", weights_only=True)
     saved = ckpt["opt"]
     expected = parsed(shlex.split(ROWS[name]))

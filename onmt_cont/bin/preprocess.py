@@ -15,7 +15,7 @@ import numpy as np
 
 from onmt_cont import opts
 from onmt_cont.inputters.corpus import check_parallel, data_files, iter_parallel, save_shard, vocab_fingerprint
-from onmt_cont.inputters.vocab import build_vocab, read_vocab_text, save_vocabs
+from onmt_cont.inputters.vocab import Vocab, build_vocab, read_vocab_text, save_vocabs
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import refuse_output_over_inputs
@@ -41,6 +41,9 @@ def build_parser():
     g.add_argument("-tgt_words_min_frequency", type=int, default=1, help="drop target words seen fewer times")
     g.add_argument("-src_vocab", help="reuse this source vocabulary (text: token[TAB count] per line)")
     g.add_argument("-tgt_vocab", help="reuse this target vocabulary (text: token[TAB count] per line)")
+    g.add_argument("-share_vocab", action="store_true", help="one vocabulary for both sides, from their counts "
+                   "together (-tgt_vocab_size words at most), as train.py -share_embeddings needs (fairseq's "
+                   "--joined-dictionary)")
     g.add_argument(
         "-tgt_emb",
         help="pretrained target vectors (.vec/.txt, optionally .gz): build the target vocabulary only from "
@@ -197,19 +200,26 @@ def main(argv=None):
                 f"empty side, {st['too_long']} longer than -src_seq_length {opt.src_seq_length} / "
                 f"-tgt_seq_length {opt.tgt_seq_length})"
             )
-    if opt.src_vocab:
-        src_vocab = read_vocab_text(opt.src_vocab)
-    else:
-        src_vocab = build_vocab(src_counts, opt.src_vocab_size, opt.src_words_min_frequency)
     allowed = None
-    if opt.tgt_emb:
-        from onmt_cont.inputters.embeddings import read_embedding_words
-
-        allowed = read_embedding_words(opt.tgt_emb)
-    if opt.tgt_vocab:
-        tgt_vocab = read_vocab_text(opt.tgt_vocab)
+    if opt.share_vocab:
+        if opt.src_vocab or opt.tgt_vocab or opt.tgt_emb:
+            raise UserError("-share_vocab builds one vocabulary from both sides' counts: it does not go with "
+                            "-src_vocab, -tgt_vocab or -tgt_emb")
+        joint = build_vocab(src_counts + tgt_counts, opt.tgt_vocab_size, opt.tgt_words_min_frequency)
+        src_vocab, tgt_vocab = Vocab(joint.itos), Vocab(joint.itos)  # each side's counts are set below
     else:
-        tgt_vocab = build_vocab(tgt_counts, opt.tgt_vocab_size, opt.tgt_words_min_frequency, allowed)
+        if opt.src_vocab:
+            src_vocab = read_vocab_text(opt.src_vocab)
+        else:
+            src_vocab = build_vocab(src_counts, opt.src_vocab_size, opt.src_words_min_frequency)
+        if opt.tgt_emb:
+            from onmt_cont.inputters.embeddings import read_embedding_words
+
+            allowed = read_embedding_words(opt.tgt_emb)
+        if opt.tgt_vocab:
+            tgt_vocab = read_vocab_text(opt.tgt_vocab)
+        else:
+            tgt_vocab = build_vocab(tgt_counts, opt.tgt_vocab_size, opt.tgt_words_min_frequency, allowed)
     for side, vocab, size, freq in (("src", src_vocab, opt.src_vocab_size, opt.src_words_min_frequency),
                                     ("tgt", tgt_vocab, opt.tgt_vocab_size, opt.tgt_words_min_frequency)):
         if len(vocab) <= 4:  # every token would be <unk>

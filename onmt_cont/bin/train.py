@@ -47,6 +47,19 @@ def build_parser():
                    "positions with a vector of their own (longer sentences reuse the last one)")
     g.add_argument("-attention_dropout", type=float, default=0.1, help="transformer: dropout on the attention "
                    "probabilities")
+    g.add_argument("-ff_dropout", type=float, default=None, help="transformer: dropout between the two layers of "
+                   "each feed-forward block (fairseq's --activation-dropout; default: -dropout)")
+    g.add_argument("-layer_norm", choices=["pre", "post"], default="pre", help="transformer: pre (a LayerNorm "
+                   "before every sublayer and after the last layer) or post (after every residual sum, none at the "
+                   "end: the original Transformer's and fairseq's layout)")
+    g.add_argument("-share_embeddings", action="store_true", help="one word table for the encoder and the "
+                   "decoder's input; needs one vocabulary for both sides (preprocess.py -share_vocab)")
+    g.add_argument("-share_decoder_embeddings", action="store_true", help="-loss ce: the softmax's output "
+                   "matrix is the decoder's input table (with -share_embeddings: fairseq's "
+                   "--share-all-embeddings); the softmax keeps its own bias")
+    g.add_argument("-emb_init", choices=["default", "normal"], default="default", help="trained word tables: "
+                   "default: as -param_init / -param_init_glorot; normal: N(0, 1/d), d their width (fairseq's "
+                   "Transformer)")
     g.add_argument("-alignment_layer", type=parse_alignment_layer, default=None, help="Transformer decoder: "
                    "the attention -replace_unk reads: mean (default: the cross-attention of every layer and head, "
                    "averaged) or one layer's, averaged over its heads (0-based, -1 the last); translate.py can "
@@ -168,10 +181,12 @@ def build_parser():
     g.add_argument("-optim", choices=["adam", "sgd"], default="adam")
     g.add_argument("-learning_rate", type=float, default=None,
                    help="default: 5e-4 for continuous losses, 2e-4 for ce (the paper's)")
-    g.add_argument("-decay_method", choices=["none", "noam"], default="none",
+    g.add_argument("-decay_method", choices=["none", "noam", "inverse_sqrt"], default="none",
                    help="noam: lr = -learning_rate x rnn_size^-0.5 x min(step^-0.5, step x warmup^-1.5) "
-                   "(Vaswani et al.; -learning_rate is then a factor, OpenNMT's Transformer uses 2)")
-    g.add_argument("-warmup_steps", type=int, default=4000, help="noam: steps of linear warm-up")
+                   "(Vaswani et al.; -learning_rate is then a factor, OpenNMT's Transformer uses 2); inverse_sqrt: "
+                   "lr = -learning_rate x min(step / warmup, (warmup / step)^0.5), the same curve with -learning_rate "
+                   "its peak (fairseq's inverse_sqrt from 0; noam with factor peak x (rnn_size x warmup)^0.5)")
+    g.add_argument("-warmup_steps", type=int, default=4000, help="noam, inverse_sqrt: steps of linear warm-up")
     g.add_argument("-adam_beta1", type=float, default=0.9)
     g.add_argument("-adam_beta2", type=float, default=0.999)
     g.add_argument("-max_grad_norm", type=float, default=5.0, help="clip the gradient norm (0: off)")
@@ -211,8 +226,11 @@ def build_parser():
                    "the teacher-forced accuracy (softmax argmax / nearest neighbour), or BLEU of greedy decoding "
                    "of the validation set (translate.py's decoder, no -replace_unk, tokenized BLEU against the "
                    "validation target text). Loss and accuracy need not track BLEU for continuous models")
-    g.add_argument("-valid_remove_bpe", action="store_true", help="with -valid_metric bleu and a subword-nmt BPE "
-                   "target side: join the pieces ('@@ ') of the output and of the references before BLEU, so "
+    g.add_argument("-valid_bleu", action="store_true", help="also decode the validation set greedily and log its "
+                   "BLEU when -valid_metric is loss or accuracy (the log then shows the BLEU curve that "
+                   "tools/time_to_quality.py reads; PREFIX_best.pt and -early_stopping still follow -valid_metric)")
+    g.add_argument("-valid_remove_bpe", action="store_true", help="with -valid_metric bleu (or -valid_bleu) and "
+                   "a subword-nmt BPE target side: join the pieces ('@@ ') of the output and of the references before BLEU, so "
                    "model selection sees word BLEU, as translate.py -remove_bpe scores a test set")
     g.add_argument("-save_checkpoint_steps", type=int, default=5000, help="write PREFIX_step_N.pt every N steps")
     g.add_argument("-save_checkpoint_epochs", type=int, default=None,

@@ -120,6 +120,31 @@ def build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table):
     return SoftmaxGenerator(opt.rnn_size, tgt_vocab_size)
 
 
+def check_sharing(opt, kind, src_vocab_size, tgt_vocab_size):
+    """-share_embeddings / -share_decoder_embeddings: what they need of the model. Raises ValueError."""
+    emb = opt.tgt_word_vec_size or opt.word_vec_size
+    if getattr(opt, "share_embeddings", False):
+        src_emb = opt.src_word_vec_size or opt.word_vec_size
+        if opt.tie_emb:
+            raise ValueError("-share_embeddings makes the source embeddings the decoder's trained input table: "
+                             "it does not go with -tie_emb's frozen pretrained table")
+        if src_vocab_size != tgt_vocab_size or src_emb != emb:
+            raise ValueError(f"-share_embeddings needs one vocabulary for both sides (preprocess.py -share_vocab) "
+                             f"and one embedding size: the source has {src_vocab_size} words x {src_emb}, the target "
+                             f"{tgt_vocab_size} x {emb}")
+    if getattr(opt, "share_decoder_embeddings", False):
+        if kind != "softmax":
+            raise ValueError("-share_decoder_embeddings makes the softmax's output matrix the decoder's input table: "
+                             f"it needs -loss ce -generator linear (got -loss {opt.loss} -generator {opt.generator}"
+                             f"{' -rewe_lambda' if kind == 'rewe' else ''})")
+        if opt.tie_emb:
+            raise ValueError("-share_decoder_embeddings shares the decoder's trained input table: it does not go "
+                             "with -tie_emb")
+        if emb != opt.rnn_size:
+            raise ValueError(f"-share_decoder_embeddings needs target embeddings as wide as the decoder's output: "
+                             f"-tgt_word_vec_size {emb} against -rnn_size {opt.rnn_size}")
+
+
 def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
     """Build the model from options (a Namespace or anything with the same attributes).
 
@@ -131,17 +156,26 @@ def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
     if (kind in ("continuous", "rewe") or opt.tie_emb) and tgt_table is None:
         needs = "-rewe_lambda" if kind == "rewe" else f"-loss {opt.loss}{' -tie_emb' if opt.tie_emb else ''}"
         raise ValueError(f"{needs} needs -tgt_emb")
+    check_sharing(opt, kind, src_vocab_size, tgt_vocab_size)
     enc_name, dec_name = architecture(opt)
     tgt_emb = opt.tgt_word_vec_size or opt.word_vec_size
     encoder = str2enc[enc_name].from_opt(opt, src_vocab_size, PAD_ID)
     embeddings = TargetEmbeddings(tgt_vocab_size, tgt_emb, tgt_table if opt.tie_emb else None, PAD_ID)
     decoder = str2dec[dec_name].from_opt(opt, embeddings)
     generator = build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table)
+    if getattr(opt, "share_embeddings", False):
+        encoder.embeddings.weight = embeddings.table.weight
+    if getattr(opt, "share_decoder_embeddings", False):
+        generator.proj.weight = embeddings.table.weight
     model = NMTModel(encoder, decoder, generator)
     if getattr(opt, "param_init_glorot", False):
         init_glorot(model)
     elif opt.param_init:
         init_uniform(model, opt.param_init)
+    if getattr(opt, "emb_init", "default") == "normal":  # fairseq's: N(0, 1/d) for every trained word table
+        for table in (encoder.embeddings, None if opt.tie_emb else embeddings.table):
+            if table is not None:
+                torch.nn.init.normal_(table.weight, 0.0, table.weight.size(1) ** -0.5)
     with torch.no_grad():
         encoder.embeddings.weight[PAD_ID].zero_()
         if not opt.tie_emb:

@@ -1,5 +1,7 @@
-"""The Transformer encoder and decoder (Vaswani et al., 2017), pre-norm (a LayerNorm before every
-sublayer and one after the last layer), with ``scaled_dot_product_attention``.
+"""The Transformer encoder and decoder (Vaswani et al., 2017) with ``scaled_dot_product_attention``:
+pre-norm (a LayerNorm before every sublayer and one after the last layer, the default) or post-norm
+(``-layer_norm post``: a LayerNorm after every residual sum and none at the end, the original
+Transformer's and fairseq's default layout).
 
 The decoder keeps a key/value cache in its state: a step of greedy, beam or k-NN search feeds
 one word and attends to the cached keys and values of the words before it, so decoding a
@@ -114,7 +116,12 @@ class MultiHeadAttention(nn.Module):
         return torch.matmul(dropout(probs, self.dropout), values)
 
 
+NORMS = ("pre", "post")
+
+
 class FeedForward(nn.Module):
+    """Linear-ReLU-dropout-Linear; ``dropout`` is the one between the two layers (-ff_dropout)."""
+
     def __init__(self, dim, ff, dropout):
         super().__init__()
         self.w1, self.w2 = nn.Linear(dim, ff), nn.Linear(ff, dim)
@@ -124,15 +131,26 @@ class FeedForward(nn.Module):
         return self.w2(self.dropout(torch.relu(self.w1(x))))
 
 
+def _check_norm(norm):
+    if norm not in NORMS:
+        raise ValueError(f"-layer_norm must be pre or post, got {norm}")
+
+
 class EncoderLayer(nn.Module):
-    def __init__(self, dim, heads, ff, dropout, attn_dropout):
+    def __init__(self, dim, heads, ff, dropout, attn_dropout, norm="pre", ff_dropout=None):
         super().__init__()
+        _check_norm(norm)
+        self.post = norm == "post"
         self.norm_attn, self.norm_ff = nn.LayerNorm(dim), nn.LayerNorm(dim)
         self.attn = MultiHeadAttention(dim, heads, attn_dropout)
-        self.ff = FeedForward(dim, ff, dropout)
+        self.ff = FeedForward(dim, ff, dropout if ff_dropout is None else ff_dropout)
         self.dropout = Dropout(dropout)
 
     def forward(self, x, mask):
+        if self.post:
+            k, v = self.attn.keys_values(x)
+            x = self.norm_attn(x + self.dropout(self.attn.attend(x, k, v, mask)[0]))
+            return self.norm_ff(x + self.dropout(self.ff(x)))
         h = self.norm_attn(x)
         k, v = self.attn.keys_values(h)
         x = x + self.dropout(self.attn.attend(h, k, v, mask)[0])
@@ -140,18 +158,28 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, dim, heads, ff, dropout, attn_dropout):
+    def __init__(self, dim, heads, ff, dropout, attn_dropout, norm="pre", ff_dropout=None):
         super().__init__()
+        _check_norm(norm)
+        self.post = norm == "post"
         self.norm_self, self.norm_ctx, self.norm_ff = nn.LayerNorm(dim), nn.LayerNorm(dim), nn.LayerNorm(dim)
         self.self_attn = MultiHeadAttention(dim, heads, attn_dropout)
         self.ctx_attn = MultiHeadAttention(dim, heads, attn_dropout)
-        self.ff = FeedForward(dim, ff, dropout)
+        self.ff = FeedForward(dim, ff, dropout if ff_dropout is None else ff_dropout)
         self.dropout = Dropout(dropout)
 
     def forward(self, x, past, memory, causal, src_mask, need_weights):
         """past: (keys, values) of the earlier positions or None; memory: the cross-attention's
         (keys, values). Returns x, this layer's (keys, values) through x's positions, and the
         cross-attention weights (or None)."""
+        if self.post:
+            k, v = self.self_attn.keys_values(x)
+            if past is not None:
+                k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
+            x = self.norm_self(x + self.dropout(self.self_attn.attend(x, k, v, causal)[0]))
+            ctx, weights = self.ctx_attn.attend(x, memory[0], memory[1], src_mask, need_weights)
+            x = self.norm_ctx(x + self.dropout(ctx))
+            return self.norm_ff(x + self.dropout(self.ff(x))), (k, v), weights
         h = self.norm_self(x)
         k, v = self.self_attn.keys_values(h)
         if past is not None:
@@ -175,6 +203,12 @@ def check_sizes(dim, heads, emb_sizes=()):
                              f"be -rnn_size {dim} wide, not {size}: give -{key} {dim} (or -word_vec_size {dim})")
 
 
+def _norm_opts(opt):
+    """(-layer_norm, -ff_dropout) of the options; checkpoints written before them are pre-norm, with
+    -dropout inside the feed-forward blocks."""
+    return getattr(opt, "layer_norm", "pre"), getattr(opt, "ff_dropout", None)
+
+
 def check_alignment_layer(layer, num_layers):
     """-alignment_layer: "mean", None, or a layer of a ``num_layers``-layer decoder. Raises ValueError."""
     if layer not in (None, "mean") and not -num_layers <= layer < num_layers:
@@ -183,18 +217,19 @@ def check_alignment_layer(layer, num_layers):
 
 
 class TransformerEncoder(nn.Module):
-    """Word embeddings · √d + positions, ``num_layers`` pre-norm self-attention layers, a final
-    LayerNorm. Its "final state" (for an RNN decoder's bridge) is the mean of the memory bank over
+    """Word embeddings · √d + positions, ``num_layers`` self-attention layers, a final LayerNorm
+    (pre-norm; post-norm layers end in their own). Its "final state" (for an RNN decoder's bridge) is the mean of the memory bank over
     the real source tokens, as one layer: ([1, batch, dim], same)."""
 
     def __init__(self, vocab_size, dim, heads, ff, num_layers, dropout=0.1, attn_dropout=0.1,
-                 position_encoding="sinusoidal", max_positions=1024, pad_id=0):
+                 position_encoding="sinusoidal", max_positions=1024, pad_id=0, norm="pre", ff_dropout=None):
         super().__init__()
         check_sizes(dim, heads)
         self.embeddings = nn.Embedding(vocab_size, dim, padding_idx=pad_id)
         self.positions = PositionalEncoding(dim, position_encoding, max_positions)
-        self.layers = nn.ModuleList(EncoderLayer(dim, heads, ff, dropout, attn_dropout) for _ in range(num_layers))
-        self.norm = nn.LayerNorm(dim)
+        self.layers = nn.ModuleList(EncoderLayer(dim, heads, ff, dropout, attn_dropout, norm, ff_dropout)
+                                    for _ in range(num_layers))
+        self.norm = nn.LayerNorm(dim) if norm == "pre" else nn.Identity()
         self.dropout = Dropout(dropout)
         self.scale = math.sqrt(dim)
         self.pad_id = pad_id
@@ -204,7 +239,7 @@ class TransformerEncoder(nn.Module):
         emb_size = opt.src_word_vec_size or opt.word_vec_size
         check_sizes(opt.rnn_size, opt.heads, [("encoder", "src_word_vec_size", emb_size)])
         return cls(vocab_size, opt.rnn_size, opt.heads, opt.transformer_ff, opt.enc_layers, opt.dropout,
-                   opt.attention_dropout, opt.position_encoding, opt.max_positions, pad_id)
+                   opt.attention_dropout, opt.position_encoding, opt.max_positions, pad_id, *_norm_opts(opt))
 
     def forward(self, src, lengths):
         """src: [batch, src_len]; lengths: unused (the padding mask comes from the ids).
@@ -222,19 +257,21 @@ class TransformerEncoder(nn.Module):
 
 class TransformerDecoder(nn.Module):
     """Target embeddings (a TargetEmbeddings: trained, or -tie_emb's frozen table) · √d +
-    positions, ``num_layers`` pre-norm layers of causal self-attention, cross-attention and a
-    feed-forward block, a final LayerNorm. The state is the key/value cache: ``k{i}``/``v{i}``
+    positions, ``num_layers`` layers of causal self-attention, cross-attention and a feed-forward
+    block, a final LayerNorm (pre-norm; post-norm layers end in their own). The state is the key/value cache: ``k{i}``/``v{i}``
     [batch, heads, steps, head_dim] of layer i's self-attention and ``mk{i}``/``mv{i}`` of its
     cross-attention over the memory bank; the initial state is empty."""
 
     def __init__(self, embeddings, dim, heads, ff, num_layers, dropout=0.1, attn_dropout=0.1,
-                 position_encoding="sinusoidal", max_positions=1024, alignment_layer=None):
+                 position_encoding="sinusoidal", max_positions=1024, alignment_layer=None, norm="pre",
+                 ff_dropout=None):
         super().__init__()
         check_sizes(dim, heads, [("decoder", "tgt_word_vec_size", embeddings.out_size)])
         self.embeddings = embeddings
         self.positions = PositionalEncoding(dim, position_encoding, max_positions)
-        self.layers = nn.ModuleList(DecoderLayer(dim, heads, ff, dropout, attn_dropout) for _ in range(num_layers))
-        self.norm = nn.LayerNorm(dim)
+        self.layers = nn.ModuleList(DecoderLayer(dim, heads, ff, dropout, attn_dropout, norm, ff_dropout)
+                                    for _ in range(num_layers))
+        self.norm = nn.LayerNorm(dim) if norm == "pre" else nn.Identity()
         self.dropout = Dropout(dropout)
         self.scale = math.sqrt(dim)
         self.hidden_size = dim
@@ -244,7 +281,7 @@ class TransformerDecoder(nn.Module):
     def from_opt(cls, opt, embeddings):
         return cls(embeddings, opt.rnn_size, opt.heads, opt.transformer_ff, opt.dec_layers, opt.dropout,
                    opt.attention_dropout, opt.position_encoding, opt.max_positions,
-                   getattr(opt, "alignment_layer", None))
+                   getattr(opt, "alignment_layer", None), *_norm_opts(opt))
 
     def set_alignment_layer(self, layer):
         """The layer whose cross-attention (mean over heads) is returned; None or "mean": the mean
