@@ -63,7 +63,7 @@ MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_si
               "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden", "encoder_type",
               "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions", "alignment_layer",
               "word_bias", "sampling_correction", "expected_counts", "train_table", "word_bias_update",
-              "layer_norm", "ff_dropout", "share_embeddings", "share_decoder_embeddings")
+              "layer_norm", "ff_dropout", "share_embeddings", "share_decoder_embeddings", "vmf_form")
 # The learning-rate schedule: -train_from keeps the checkpoint's unless the option is given again
 # (a resumed noam run must not fall back to a constant rate; a new -learning_rate is allowed).
 SCHEDULE_OPTS = ("learning_rate", "decay_method", "warmup_steps", "table_lr_scale")
@@ -128,7 +128,7 @@ def _check_numbers(opt):
     if not 0 <= opt.seed <= SEED_MAX:
         raise UserError(f"-seed must be an integer from 0 to {SEED_MAX}, got {opt.seed}")
     for name, why in (("param_init", "0: PyTorch's init"), ("max_grad_norm", "0: no clipping"), ("margin", ""),
-                      ("lambda1", ""), ("lambda2", "")):
+                      ("lambda1", ""), ("lambda2", ""), ("vmf_lambda", "")):
         if getattr(opt, name) < 0:
             raise UserError(f"-{name} must be at least 0{f' ({why})' if why else ''}, got {getattr(opt, name)}")
     for name in ("adam_beta1", "adam_beta2"):
@@ -245,6 +245,9 @@ def check_options(opt):
         raise UserError(f"-drop_final_punct is a probability in [0, 1] (0: off; e.g. 0.05), got {opt.drop_final_punct}")
     if opt.average_every < 1:
         raise UserError(f"-average_every must be at least 1, got {opt.average_every}")
+    if opt.vmf_form != "paper" and opt.loss not in ("nllvmf", "nllvmf_nce"):
+        raise UserError(f"-vmf_form {opt.vmf_form} picks the form of the NLLvMF loss: it needs -loss nllvmf or "
+                        f"nllvmf_nce, not -loss {opt.loss}")
     if opt.ff_dropout is not None and not 0.0 <= opt.ff_dropout < 1.0:
         raise UserError(f"-ff_dropout must be in [0, 1), got {opt.ff_dropout}")
     if opt.learning_rate is None:

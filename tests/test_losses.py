@@ -349,3 +349,79 @@ def test_softmax_generator_scores():
     scores = gen.scores(LOGITS)
     torch.testing.assert_close(scores, torch.log(torch.tensor([1 / 8, 2 / 8, 1 / 8, 4 / 8])).expand(2, 4))
     assert scores.argmax(-1).tolist() == [3, 3]
+
+
+# --- nllvmf, -vmf_form code -----------------------------------------------------------------------
+
+
+def code_form_ref(x, e, m, lam):
+    """The authors' code form -log C_m(k) + log(1 + k) (lam - cos) and its gradient in e_hat, at 40 digits."""
+    with mpmath.workdps(40):
+        x = [mpmath.mpf(v) for v in x]
+        e = [mpmath.mpf(v) for v in e]
+        k = mpmath.sqrt(sum(v * v for v in x))
+        nu = mpmath.mpf(m) / 2 - 1
+        neg_log_c = -nu * mpmath.log(k) + mpmath.mpf(m) / 2 * mpmath.log(2 * mpmath.pi) + mpmath.log(
+            mpmath.besseli(nu, k))
+        dot = sum(a * b for a, b in zip(x, e, strict=True))
+        cos = dot / k
+        value = neg_log_c + mpmath.log(1 + k) * (lam - cos)
+        # d(-log C_m)/dk = I_{m/2}/I_{m/2-1}(k); dk/dx = x/k; dcos/dx = e/k - dot x/k^3
+        a = mpmath.besseli(nu + 1, k) / mpmath.besseli(nu, k) + (lam - cos) / (1 + k)
+        grad = [a * xi / k - mpmath.log(1 + k) * (ei / k - dot * xi / k ** 3) for xi, ei in zip(x, e, strict=True)]
+        dkappa = mpmath.besseli(nu + 1, k) / mpmath.besseli(nu, k) + (lam - cos) / (1 + k)
+        return float(value), [float(g) for g in grad], float(dkappa)
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.2, 1.0])
+@pytest.mark.parametrize("m", [3, 4, 300])
+def test_nllvmf_code_form_value_and_gradient(m, lam):
+    """Over kappa from 0.05 to 3,000 (what a 300-d model reaches, and past it), each cosine sign."""
+    gen = torch.Generator().manual_seed(m)
+    table = F.normalize(torch.randn(6, m, generator=gen, dtype=torch.float64), dim=-1)
+    table[0] = 0
+    dirs = F.normalize(torch.randn(8, m, generator=gen, dtype=torch.float64), dim=-1)
+    kappas = torch.tensor([0.05, 0.5, 2.0, 10.0, 50.0, 200.0, 1000.0, 3000.0], dtype=torch.float64)
+    target = torch.tensor([1, 2, 3, 4, 5, 1, 2, 3])
+    dirs[1] = table[2]  # cos 1
+    dirs[6] = -table[2]  # cos -1
+    base = dirs * kappas.unsqueeze(1)
+    pred = base.clone().requires_grad_(True)
+    got = loss_of("nllvmf", pred, target, table, vmf_form="code", vmf_lambda=lam)
+    got.sum().backward()
+    for i in range(len(kappas)):
+        want, grad, dkappa = code_form_ref(base[i].tolist(), table[target[i]].tolist(), m, lam)
+        assert got[i].item() == pytest.approx(want, rel=1e-7, abs=1e-7), (m, kappas[i].item())
+        torch.testing.assert_close(pred.grad[i], torch.tensor(grad, dtype=torch.float64), rtol=1e-6, atol=1e-8)
+        # the gradient in kappa along the prediction's own direction
+        radial = (pred.grad[i] * base[i]).sum().item() / kappas[i].item()
+        assert radial == pytest.approx(dkappa, rel=1e-6, abs=1e-8)
+
+
+def test_nllvmf_code_form_hand_value_and_float32():
+    """m = 3: -log C_3(k) = log(4 pi sinh(k) / k); e_hat = (3, 4, 0) against e4 = (0.6, 0.8, 0): cos 1, k 5."""
+    pred = torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, -2.0]])
+    got = loss_of("nllvmf", pred, torch.tensor([4, 3]), TABLE3, vmf_form="code", vmf_lambda=0.2)
+    want = [math.log(4 * math.pi * math.sinh(5) / 5) + math.log(6) * (0.2 - 1.0),
+            math.log(4 * math.pi * math.sinh(2) / 2) + math.log(3) * (0.2 + 1.0)]
+    torch.testing.assert_close(got, torch.tensor(want))
+    # float32 stays finite and close to float64 at the extremes of kappa
+    big = torch.tensor([[1e-4, 0.0, 0.0], [5e4, 0.0, 0.0]])
+    got32 = loss_of("nllvmf", big, torch.tensor([1, 2]), TABLE3, vmf_form="code")
+    got64 = loss_of("nllvmf", big.double(), torch.tensor([1, 2]), TABLE3.double(), vmf_form="code")
+    assert torch.isfinite(got32).all()
+    torch.testing.assert_close(got32.double(), got64, rtol=1e-5, atol=1e-4)
+
+
+def test_nllvmf_nce_takes_the_form():
+    """nllvmf_nce's NLLvMF term is the chosen form: with no negatives' weight it is nllvmf's value."""
+    from onmt_cont.losses.contrastive import nll_vmf_nce
+    from onmt_cont.losses.continuous import nll_vmf
+
+    pred = VMF_PRED[:, :3].float()
+    table = TABLE3
+    negatives = lambda unit, target: (torch.tensor([1, 2, 3, 4]), None)  # noqa: E731
+    negatives.sources = ()
+    for form in ("paper", "code"):
+        got = nll_vmf_nce(pred, VMF_TARGET, table, negatives, 0.0, 0.02, 0.1, False, form=form, vmf_lambda=0.3)
+        torch.testing.assert_close(got, nll_vmf(pred, table[VMF_TARGET], 0.02, 0.1, False, form, 0.3))

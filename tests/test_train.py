@@ -208,6 +208,8 @@ def test_nllvmf_memorises(data, tmp_path):
     ({"loss": "infonce", "temperature": "0"}, ["-temperature", "positive"]),
     ({"loss": "infonce", "num_sampled": "0"}, ["-num_sampled", "at least 1"]),
     ({"loss": "nllvmf_nce", "contrastive_weight": "-1"}, ["-contrastive_weight"]),
+    ({"loss": "cosine", "vmf_form": "code"}, ["-vmf_form code", "-loss cosine"]),
+    ({"loss": "nllvmf", "vmf_form": "code", "vmf_lambda": "-0.1"}, ["-vmf_lambda", "-0.1"]),
     ({"loss": "ce", "rewe_hidden": "16"}, ["-rewe_hidden", "-rewe_lambda"]),
     ({"loss": "hinge"}, ["-loss", "hinge"]),
     ({"bogus_option": "1"}, ["-bogus_option"]),

@@ -149,9 +149,14 @@ def build_parser():
                    "head but trains exactly like plain -loss ce")
     g.add_argument("-rewe_loss", choices=["cosine", "mse"], default="cosine", help="ReWE: 1 − cos (the paper's "
                    "cosine embedding loss, its best) or the squared error ‖ê − e(y)‖²")
-    g.add_argument("-lambda1", type=float, default=0.02, help="nllvmf: weight of ‖ê‖ (reg1; paper 0.02)")
-    g.add_argument("-lambda2", type=float, default=0.1, help="nllvmf: weight of êᵀe(w) (reg2; paper 0.1; "
-                   "-lambda1 0 -lambda2 1 is plain NLLvMF)")
+    g.add_argument("-vmf_form", choices=["paper", "code"], default="paper", help="nllvmf, nllvmf_nce: paper: the "
+                   "printed loss −log C_m(κ) − λ2·êᵀe(w) + λ1·κ (-lambda1, -lambda2); code: the loss Kumar & "
+                   "Tsvetkov's public code trains, −log C_m(κ) + log(1 + κ)·(λ − cos(ê, e(w))) (-vmf_lambda)")
+    g.add_argument("-vmf_lambda", type=float, default=0.2, help="-vmf_form code: λ (the authors' code: 0.2)")
+    g.add_argument("-lambda1", type=float, default=0.02, help="nllvmf, -vmf_form paper: weight of ‖ê‖ (reg1; "
+                   "paper 0.02)")
+    g.add_argument("-lambda2", type=float, default=0.1, help="nllvmf, -vmf_form paper: weight of êᵀe(w) (reg2; "
+                   "paper 0.1; -lambda1 0 -lambda2 1 is plain NLLvMF)")
     g.add_argument("-vmf_approx", action="store_true", help="nllvmf: replace −log C_m(κ) by the appendix's "
                    "√((v+1)²+κ²) − (v−1)·log(v−1+√((v+1)²+κ²)), v=m/2−1, whose derivative approximates the exact "
                    "one; its value is NOT equal to −log C_m, so reported losses are not NLLs")

@@ -86,16 +86,38 @@ def margin_random(pred, target, table, margin, k):
     return torch.relu(margin + neg_cos - pos_cos).mean(-1)
 
 
-def nll_vmf(pred, target_vec, lambda1=0.02, lambda2=0.1, approx=False):
-    """−log C_m(‖ê‖) − λ2·êᵀe(w) + λ1·‖ê‖ (the paper's reg1 and reg2; λ1=0, λ2=1 is plain NLLvMF).
+VMF_FORMS = ("paper", "code")
+
+
+def nll_vmf(pred, target_vec, lambda1=0.02, lambda2=0.1, approx=False, form="paper", vmf_lambda=0.2):
+    """NLLvMF of ê against the unit vector e(w), κ = ‖ê‖, in one of two forms:
+
+    - ``paper`` (the printed equations): −log C_m(κ) − λ2·êᵀe(w) + λ1·κ (reg1 and reg2; λ1=0, λ2=1
+      is plain NLLvMF);
+    - ``code`` (what Kumar & Tsvetkov's public code trains): −log C_m(κ) + log(1 + κ)·(λ − cos θ),
+      cos θ = êᵀe(w)/κ, λ = ``vmf_lambda`` (their default 0.2). The direction's weight log(1 + κ)
+      grows only slowly with κ, and λ > 0 keeps κ from growing where cos θ stays below λ.
 
     With ``approx`` the appendix's expression replaces −log C_m (its derivative approximates
-    the exact one; the value is not equal). Computed in float32 at least."""
-    pred = pred.float()
+    the exact one; the value is not equal). Computed in float32 at least (float64 stays float64)."""
+    pred = pred if pred.dtype == torch.float64 else pred.float()
     m = pred.size(-1)
     kappa = torch.linalg.vector_norm(pred, dim=-1)
     neg_log_c = neg_log_cmk_approx(kappa, m) if approx else -log_cmk(kappa, m)
-    return neg_log_c - lambda2 * (pred * target_vec).sum(-1) + lambda1 * kappa
+    dot = (pred * target_vec).sum(-1)
+    if form == "code":
+        cos = dot / kappa.clamp(min=1e-8)
+        return neg_log_c + torch.log1p(kappa) * (vmf_lambda - cos)
+    if form != "paper":
+        raise ValueError(f"form must be one of {VMF_FORMS}, got {form!r}")
+    return neg_log_c - lambda2 * dot + lambda1 * kappa
+
+
+def vmf_options(opt):
+    """The keyword arguments of :func:`nll_vmf` that the options set (options saved before -vmf_form
+    existed: the paper's form)."""
+    return {"lambda1": opt.lambda1, "lambda2": opt.lambda2, "approx": opt.vmf_approx,
+            "form": getattr(opt, "vmf_form", "paper"), "vmf_lambda": getattr(opt, "vmf_lambda", 0.2)}
 
 
 def build_l2(opt, table):
@@ -120,5 +142,5 @@ def build_margin_random(opt, table):
 
 
 def build_nllvmf(opt, table):
-    l1, l2_, approx = opt.lambda1, opt.lambda2, opt.vmf_approx
-    return lambda output, target: nll_vmf(output, table[target], l1, l2_, approx)
+    kw = vmf_options(opt)
+    return lambda output, target: nll_vmf(output, table[target], **kw)

@@ -21,7 +21,7 @@ All return per-token losses [N] in float32. infonce and nllvmf_nce also take
 import torch
 import torch.nn.functional as F
 
-from onmt_cont.losses.continuous import nll_vmf
+from onmt_cont.losses.continuous import nll_vmf, vmf_options
 from onmt_cont.losses.negatives import (
     PREFIX_WINDOW,
     Negatives,
@@ -125,8 +125,10 @@ def info_nce(pred, target, table, negatives, temperature, bias=None, correct=Fal
     return _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct)
 
 
-def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx, bias=None, correct=False):
-    """NLLvMF(ê, e(w)) + weight · (−log of the vMF density of w renormalised over {w} ∪ negatives).
+def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx, bias=None, correct=False,
+                form="paper", vmf_lambda=0.2):
+    """NLLvMF(ê, e(w)) (in ``form``: continuous.nll_vmf) + weight · (−log of the vMF density of w
+    renormalised over {w} ∪ negatives).
 
     log C_m(‖ê‖) is the same for every word, so that renormalised density is a softmax of êᵀe_j:
     ‖ê‖ = κ plays the part of InfoNCE's 1/τ and is learned, so there is no temperature. With a
@@ -139,7 +141,7 @@ def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx
     if bias is not None:
         pos, dots = _with_bias(pos, dots, target, shared, per_token, bias)
     contrast = _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct)
-    return nll_vmf(pred, gold, lambda1, lambda2, approx) + weight * contrast
+    return nll_vmf(pred, gold, lambda1, lambda2, approx, form, vmf_lambda) + weight * contrast
 
 
 # Which sources each loss uses when -negatives is not given.
@@ -172,11 +174,12 @@ def build_infonce(opt, table, log_prior=None):
 
 def build_nllvmf_nce(opt, table, log_prior=None):
     negatives = build_negatives(opt, table, log_prior)
-    w, l1, l2_, approx = opt.contrastive_weight, opt.lambda1, opt.lambda2, opt.vmf_approx
+    w, kw = opt.contrastive_weight, vmf_options(opt)
     correct = getattr(opt, "sampling_correction", False)
 
     def loss(output, target):
         pred, bias = _split(output)
-        return nll_vmf_nce(pred, target, table, negatives, w, l1, l2_, approx, bias, correct)
+        return nll_vmf_nce(pred, target, table, negatives, w, kw["lambda1"], kw["lambda2"], kw["approx"], bias,
+                           correct, kw["form"], kw["vmf_lambda"])
 
     return loss
