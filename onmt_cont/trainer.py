@@ -204,10 +204,17 @@ class Trainer:
     """``forward``: a :class:`TrainingForward`, possibly wrapped in DistributedDataParallel;
     ``ctx``: the distributed context (one process by default); ``amp``: an autocast dtype or None.
     ``measure_every``: the steps whose batch is also scored against the whole vocabulary for the
-    training log's accuracy (train.py: -report_every); 0 never scores (the cosine is always kept)."""
+    training log's accuracy (train.py: -report_every); 0 never scores (the cosine is always kept).
+    ``normalization``: the gradient is that of the loss summed over the global batch's tokens and
+    divided by its target tokens (``tokens``) or by its sentences (``sents``, OpenNMT-py's
+    -normalization sents, as the vMF paper's code trains: a step's gradient grows with the sentences'
+    length)."""
 
     def __init__(self, model, loss_fn, optimizer, max_grad_norm=0.0, forward=None, ctx=None, amp=None,
-                 measure_every=0, seq_unlikelihood=None, lazy=None):
+                 measure_every=0, seq_unlikelihood=None, lazy=None, normalization="tokens"):
+        if normalization not in ("tokens", "sents"):
+            raise ValueError(f"normalization must be tokens or sents, got {normalization!r}")
+        self.normalization = normalization
         self.model = model
         self.loss_fn = loss_fn
         self.optimizer = optimizer
@@ -251,16 +258,17 @@ class Trainer:
             stats[at + 2] = ul_sum.detach().double()
         # one all-reduce gives every rank the global loss (for the NaN check and the log), the
         # global token count (the normaliser of the gradient) and the log's statistics
-        counts = loss.new_tensor([gold.numel(), int(batch["src_lengths"].sum())], dtype=torch.float64)
+        counts = loss.new_tensor([gold.numel(), int(batch["src_lengths"].sum()), batch["size"]], dtype=torch.float64)
         totals = distributed.all_reduce_sum(torch.cat([loss.detach().double().view(1), counts, stats]), self.ctx)
         value, n = totals[0].item(), int(totals[1].item())
         self.last_src_tokens = int(totals[2].item())  # of the global batch, for tokens/s
-        self.last_stats = totals[3:].cpu()
+        norm_by = n if self.normalization == "tokens" else int(totals[3].item())
+        self.last_stats = totals[4:].cpu()
         if not math.isfinite(value):
             raise NonFiniteLoss(f"step {step}: the training loss is {value}; stopping (no checkpoint written)")
-        # DDP averages gradients over ranks: world * local_sum / global_tokens averages to the
-        # single-process gradient of the global batch
-        scaled = (loss if ul is None else loss + ul.alpha * ul_sum.float()) * (self.ctx.world / max(n, 1))
+        # DDP averages gradients over ranks: world * local_sum / global_tokens (or sentences) averages
+        # to the single-process gradient of the global batch
+        scaled = (loss if ul is None else loss + ul.alpha * ul_sum.float()) * (self.ctx.world / max(norm_by, 1))
         if self.scaler is not None:
             self.scaler.scale(scaled).backward()
             self.scaler.unscale_(self.optimizer)

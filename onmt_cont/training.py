@@ -559,7 +559,7 @@ class Run:
         lazy = [self.model.generator.bias] if getattr(opt, "word_bias_update", "dense") == "lazy" else None
         self.trainer = Trainer(self.model, loss_fn, self.optimizer, opt.max_grad_norm,
                                forward, self.ctx, amp, measure_every=opt.report_every, seq_unlikelihood=seq_ul,
-                               lazy=lazy)
+                               lazy=lazy, normalization=getattr(opt, "normalization", "tokens"))
         # -average_decay: validation and checkpoints see the average, training the raw parameters
         self.average = ParameterAverage(self.model, opt.average_decay, opt.average_every) if opt.average_decay else None
         # fresh_stopping(): the best score, -early_stopping's count, -early_stopping_window's last N scores

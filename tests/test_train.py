@@ -995,3 +995,32 @@ def test_valid_steps_0_validates_at_each_epoch_end_only(data, tmp_path):
     run_train(data, tmp_path, loss="ce", tgt_emb=None, epochs=3, valid_steps=0)
     steps = log_values(tmp_path / "train.log", r"validation at step (\d+):")
     assert steps == [BATCHES_PER_EPOCH, 2 * BATCHES_PER_EPOCH, 3 * BATCHES_PER_EPOCH]
+
+
+def test_normalization_sents_divides_by_sentences(data, tmp_path):
+    """-normalization sents: one SGD step moves every parameter by tokens / sentences times what
+    -normalization tokens moves it (the gradient of the summed loss over the sentence count)."""
+    from onmt_cont.inputters.batching import collate
+    from onmt_cont.inputters.corpus import load_shard
+    from onmt_cont.losses import build_loss
+    from onmt_cont.models.model import build_model
+
+    examples = load_shard(data["prefix"] + ".train.0.pt")
+    batch = collate(examples, list(range(5)))
+    tokens = int((batch["tgt"][:, 1:] != 0).sum())
+    opt = train.build_parser().parse_args(argv(data, tmp_path, loss="cosine", tie_emb=True))
+    table = torch.load(data["emb"], weights_only=True)
+    moves = {}
+    for how in ("tokens", "sents"):
+        torch.manual_seed(0)
+        model = build_model(opt, len(load_vocabs(data["prefix"] + ".vocab.pt")[0]), data["tgt_vocab_size"], table)
+        before = {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+        loss_fn = build_loss(opt, model.generator.table)
+        trainer = Trainer(model, loss_fn, torch.optim.SGD(model.parameters(), lr=0.1), 0.0, normalization=how)
+        trainer.train_step(batch, 1)
+        moves[how] = {n: p.detach() - before[n] for n, p in model.named_parameters() if p.requires_grad}
+    assert tokens != 5
+    for name, delta in moves["tokens"].items():
+        torch.testing.assert_close(moves["sents"][name], delta * tokens / 5, rtol=1e-4, atol=1e-7)
+    with pytest.raises(ValueError):
+        Trainer(model, loss_fn, torch.optim.SGD(model.parameters(), lr=0.1), normalization="words")

@@ -195,6 +195,9 @@ def build_parser():
     g.add_argument("-adam_beta1", type=float, default=0.9)
     g.add_argument("-adam_beta2", type=float, default=0.999)
     g.add_argument("-max_grad_norm", type=float, default=5.0, help="clip the gradient norm (0: off)")
+    g.add_argument("-normalization", choices=["tokens", "sents"], default="tokens", help="the gradient is the "
+                   "loss summed over the batch divided by its target tokens, or by its sentences (OpenNMT-py's "
+                   "flag; sents: the vMF paper's code, whose gradients then grow with the sentences' length)")
     g.add_argument("-average_decay", type=float, default=0.0, help="keep an exponential moving average of the "
                    "parameters (OpenNMT-py's flag, as in Marian), starting from the parameters after the first "
                    "update: every -average_every steps avg = (1 - w) avg + w params, w = 1 - the product of (1 - d_t) "
