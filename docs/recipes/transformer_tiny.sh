@@ -67,8 +67,10 @@ for split in train val $TESTS; do
 done
 [ -s "$OUT/joint/data.vocab.pt" ] || $PY preprocess.py -train_src "$BPE/train.$SRC" -train_tgt "$BPE/train.$TGT" \
   -valid_src "$BPE/val.$SRC" -valid_tgt "$BPE/val.$TGT" -save_data "$OUT/joint/data" -share_vocab -shuffle > /dev/null
-VEC=$OUT/$TGT.train.vec.gz  # a vector for every target training word
-[ -s "$VEC" ] || $PY tools/train_vectors.py -input "$TOK/train.$TGT" -output "$VEC" > /dev/null
+VEC=$OUT/$TGT.train.vec.gz  # a vector for every target training word (not needed again once the table is made)
+if [ ! -s "$OUT/srcbpe/data.vocab.pt" ] || [ ! -s "$OUT/srcbpe/emb.dec.pt" ]; then
+  [ -s "$VEC" ] || $PY tools/train_vectors.py -input "$TOK/train.$TGT" -output "$VEC" > /dev/null
+fi
 [ -s "$OUT/srcbpe/data.vocab.pt" ] || $PY preprocess.py -train_src "$BPE/train.$SRC" -train_tgt "$TOK/train.$TGT" \
   -valid_src "$BPE/val.$SRC" -valid_tgt "$TOK/val.$TGT" -save_data "$OUT/srcbpe/data" -tgt_emb "$VEC" -shuffle \
   > /dev/null

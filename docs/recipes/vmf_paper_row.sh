@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Issue 67's decomposition of the gap between the vMF paper's NLLvMF row (configs/lstm_nllvmf_paper.yaml) and ce on
+# Multi30k fr->en: each difference between this toolkit's row and the authors' code and command, alone and together,
+# then the target table and the model size. One run folder per row, $OUT/ROW, on the data of docs/recipes/word_choice.sh
+# (PREPARE_ONLY=1: Moses tokenization, the target vocabulary of the words with a vector, the unit table, the lexicon).
+# Per row: training (seed SEED, one thread), then test_2016 and test_2017 decoded greedily with -replace_unk
+# -lookup_dict into ROW/TEST.bleu.txt (translate.py prints the BLEU before the replacement and the <unk> rate too).
+# Every step is skipped when its output exists.
+#
+#   bash docs/recipes/vmf_paper_row.sh                          # every row, two at a time
+#   ROWS="paper code" JOBS=1 bash docs/recipes/vmf_paper_row.sh
+#
+# Environment: SHARED [../shared/data], DATA [runs/word_choice_fr-en], OUT [runs/vmf_row_fr-en], ROWS [all of row()
+# below], SEED [1], JOBS [2: runs trained at once, one thread each].
+# One { ... } block that ends in exit (docs/recipes/word_choice.sh says why).
+{
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+PY=${PYTHON:-python3}
+SHARED=${SHARED:-../shared/data}
+DATA=${DATA:-runs/word_choice_fr-en}
+OUT=${OUT:-runs/vmf_row_fr-en}
+SEED=${SEED:-1}
+JOBS=${JOBS:-2}
+for v in SEED JOBS; do [[ ${!v} =~ ^[0-9]+$ ]] || { echo "$v must be a whole number, got '${!v}'" >&2; exit 2; }; done
+P=configs/lstm_nllvmf_paper.yaml
+S=configs/lstm_softmax.yaml
+# the authors' command: dropout 0, Adam 5e-4, 64 sentences a batch, the summed loss over the sentences
+AUTHORS="-dropout 0 -learning_rate 5e-4 -batch_size 64 -normalization sents"
+CODE="-vmf_form code -vmf_lambda 0.2"
+# to convergence: validation BLEU at each epoch's end, stop after 3 without a new best (mean of 2), 30 epochs at most
+CONV="-epochs 30 -valid_metric bleu -early_stopping 3 -early_stopping_window 2"
+ALL="ce_conv paper code authors_code paper_d0 paper_opt paper_sents authors_paper authors_code_conv ce
+authors_code_conv_random authors_cosine_conv authors_maxmargin_conv authors_code_conv_softmax"
+ROWS=${ROWS:-$ALL}
+# ROW -> "train.py flags|table": table emb (the pretrained vectors), random (a random unit table of 300 d) or softmax
+# (the output layer of ce_conv's model, tools' -init softmax)
+row() {
+  case $1 in
+    # ce: configs/lstm_softmax.yaml, the same LSTM (dropout 0.3, batch 32, Adam 1e-3), untied; 10 epochs and the
+    # best validation loss like the paper's row, or its own stopping rule (validation BLEU, 40 epochs at most)
+    ce)                  echo "-config $S -epochs 10 -valid_metric loss -early_stopping 0|emb" ;;
+    ce_conv)             echo "-config $S|emb" ;;
+    paper)               echo "-config $P|emb" ;;
+    code)                echo "-config $P $CODE|emb" ;;
+    paper_d0)            echo "-config $P -dropout 0|emb" ;;
+    paper_opt)           echo "-config $P -learning_rate 5e-4 -batch_size 64|emb" ;;
+    paper_sents)         echo "-config $P -normalization sents|emb" ;;
+    authors_paper)       echo "-config $P $AUTHORS|emb" ;;
+    authors_code)        echo "-config $P $AUTHORS $CODE|emb" ;;
+    authors_code_conv)   echo "-config $P $AUTHORS $CODE $CONV|emb" ;;
+    authors_code_conv_random)  echo "-config $P $AUTHORS $CODE $CONV|random" ;;
+    authors_code_conv_softmax) echo "-config $P $AUTHORS $CODE $CONV|softmax" ;;
+    authors_cosine_conv)       echo "-config $P $AUTHORS -loss cosine $CONV|emb" ;;
+    authors_maxmargin_conv)    echo "-config $P $AUTHORS -loss maxmargin $CONV|emb" ;;
+    *) echo "unknown row $1" >&2; return 1 ;;
+  esac
+}
+for r in $ROWS; do row "$r" > /dev/null; done  # every name checked before anything runs
+for f in data.vocab.pt emb.dec.pt lexicon.txt tok/test_2016_flickr.fr; do
+  [ -s "$DATA/$f" ] || { echo "$DATA/$f is missing: run PREPARE_ONLY=1 CONFIGS=lstm_ce bash docs/recipes/word_choice.sh" >&2
+                         exit 2; }
+done
+mkdir -p "$OUT"
+log() { echo "[$(date -u +%H:%M:%S)] $*"; }
+
+table() {  # KIND -> the -tgt_emb file
+  case $1 in
+    emb) echo "$DATA/emb.dec.pt" ;;
+    random) [ -s "$OUT/random.dec.pt" ] || $PY embeddings_to_torch.py -init random_sphere -dim 300 \
+              -dict_file "$DATA/data.vocab.pt" -output_file "$OUT/random" > /dev/null
+            echo "$OUT/random.dec.pt" ;;
+    softmax) while [ ! -s "$OUT/ce_conv/done" ]; do  # ce_conv trains first, in the same invocation or an earlier one
+               [[ " $ROWS " == *" ce_conv "* ]] || [ -s "$OUT/ce_conv/model_best.pt" ] \
+                 || { echo "the softmax table needs the ce_conv row" >&2; return 1; }
+               sleep 30
+             done
+             [ -s "$OUT/softmax.dec.pt" ] || $PY embeddings_to_torch.py -init softmax \
+               -from_model "$OUT/ce_conv/model_best.pt" -dict_file "$DATA/data.vocab.pt" -normalize \
+               -output_file "$OUT/softmax" > /dev/null
+             echo "$OUT/softmax.dec.pt" ;;
+  esac
+}
+
+run() {  # ROW
+  local dir=$OUT/$1 flags kind emb t
+  IFS='|' read -r flags kind <<< "$(row "$1")"
+  emb=$(table "$kind")
+  mkdir -p "$dir"
+  if [ ! -s "$dir/done" ]; then
+    log "train $1"
+    local start; start=$(date +%s)
+    # shellcheck disable=SC2086  # flags holds several flags
+    $PY train.py $flags -data "$DATA/data" -tgt_emb "$emb" -seed "$SEED" -threads 1 -save_model "$dir/model" \
+      -resume auto -valid_steps 0 -save_checkpoint_steps 1000000 -log_file "$dir/train.log" > "$dir/train.out" 2>&1
+    echo "train_wall_s $(( $(date +%s) - start ))" > "$dir/done"
+  fi
+  for t in test_2016_flickr test_2017_flickr; do
+    [ -s "$dir/$t.bleu.txt" ] && continue
+    $PY translate.py -model "$dir/model_best.pt" -src "$DATA/tok/$t.fr" -output "$dir/$t.en" -threads 1 \
+      -replace_unk -lookup_dict "$DATA/lexicon.txt" -tgt "$DATA/tok/$t.en" > "$dir/$t.log" 2>&1
+    grep -E "BLEU|<unk>" "$dir/$t.log" > "$dir/$t.bleu.txt"
+  done
+  log "done $1"
+}
+running=0
+for r in $ROWS; do
+  run "$r" &
+  running=$((running + 1))
+  if [ "$running" -ge "$JOBS" ]; then wait -n; running=$((running - 1)); fi
+done
+wait
+exit
+}
