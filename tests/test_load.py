@@ -47,7 +47,7 @@ REF = [line.rstrip("\n") for line in open(DATA / "test.en", encoding="utf-8")][:
 
 def run(capsys, model, src, out, *extra):
     translate.main(["-model", model, "-src", src, "-output", str(out), "-max_length", "6", *map(str, extra)])
-    return out.read_text(encoding="utf-8"), capsys.readouterr().out
+    return out.read_text(encoding="utf-8"), capsys.readouterr().err
 
 
 def test_translate_reads_and_writes_chunk_by_chunk(model, capsys, tmp_path, monkeypatch):

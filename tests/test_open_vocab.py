@@ -155,7 +155,7 @@ def test_cli_one_line_per_input_line(tmp_path, extension, capsys):
                 "2",
             ]
         )
-        assert "+ 2 new words" in capsys.readouterr().out
+        assert "+ 2 new words" in capsys.readouterr().err
         lines = out.read_text(encoding="utf-8").split("\n")[:-1]
         assert len(lines) == 4 and lines[1] == ""
         assert all(NEW_WORD in line for i, line in enumerate(lines) if i != 1)

@@ -217,7 +217,8 @@ def test_long_jobs_show_bars_and_end_with_a_summary(tiny, tmp_path, monkeypatch,
     capsys.readouterr()
     translate.main(["-model", str(tmp_path / "m_last.pt"), "-src", str(tmp_path / "in.txt"),
                     "-output", str(tmp_path / "out.txt"), "-batch_size", "1"])
-    lines = capsys.readouterr().out.splitlines()
+    assert capsys.readouterr().out == ""  # the summary is on standard error, beside the bar
+    lines = sys.stderr.getvalue().splitlines()
     assert any(re.match(rf"translated 3 lines {SUMMARY[4:]}\S*out\.txt$", line) for line in lines), lines
     assert "translating" in sys.stderr.getvalue()
 

@@ -446,7 +446,7 @@ def test_acceptance_train_and_translate(sample, capsys, name):
     beam = ["-beam_size", "3"] if name == "joint" else []
     translate.main(["-model", str(sample["dir"] / f"{name}_last.pt"), "-src", sample["src"], "-output", str(out),
                     *beam])
-    assert "translated 20 lines" in capsys.readouterr().out
+    assert "translated 20 lines" in capsys.readouterr().err
     text = out.read_text(encoding="utf-8")
     assert text.endswith("\n") and len(text.split("\n")) == 21
     assert any(line.strip() for line in text.split("\n"))

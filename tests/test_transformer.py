@@ -160,7 +160,7 @@ def test_translate_cli_on_a_transformer(data, tmp_path, capsys):
                     "-tgt", str(ref), "-beam_size", "2", "-replace_unk"])
     lines = out.read_text(encoding="utf-8").split("\n")[:-1]
     assert len(lines) == 6 and lines[4] == "" and all(lines[i] for i in (0, 1, 2, 3, 5))
-    assert "BLEU" in capsys.readouterr().out
+    assert "BLEU" in capsys.readouterr().err
 
 
 def write_vec(path, rows):

@@ -234,11 +234,11 @@ def unk_model(work):
 
 
 def run_translate(capsys, model, src_lines, tmp_path, *extra, name="out.txt"):
-    """translate.main in-process; returns (output lines, stdout)."""
+    """translate.main in-process; returns (output lines, the summary it printed on standard error)."""
     src = write(tmp_path / "src.txt", src_lines)
     out = tmp_path / name
     translate.main(["-model", model, "-src", src, "-output", str(out), *map(str, extra)])
-    stdout = capsys.readouterr().out
+    stdout = capsys.readouterr().err
     text = out.read_text(encoding="utf-8")
     assert text == "" or text.endswith("\n")
     return text.split("\n")[:-1], stdout
@@ -276,7 +276,7 @@ def test_end_to_end_replace_unk_and_bleu(work, capsys, tmp_path):
             "100",
         ]
     )
-    stdout = capsys.readouterr().out
+    stdout = capsys.readouterr().err
     lines = out.read_text(encoding="utf-8").split("\n")
     assert lines[-1] == "" and len(lines) - 1 == N_TEST
     assert all(line.strip() for line in lines[:-1])

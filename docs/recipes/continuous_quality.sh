@@ -71,7 +71,7 @@ for cfg in $CONFIGS; do
     for t in test_2016_flickr test_2017_flickr; do
       [ -s "$run/$t.bleu.txt" ] || python translate.py -model "$run/model_best.pt" -src "$TOK/$t.$SRC" \
         -output "$run/$t.$TGT" -tgt "$TOK/$t.$TGT" -tgt_lang "$TGT" -threads "$THREADS" \
-        -replace_unk -lookup_dict "$OUT/lexicon.txt" > "$run/$t.bleu.txt"
+        -replace_unk -lookup_dict "$OUT/lexicon.txt" > "$run/$t.bleu.txt" 2>&1
       log "$cfg seed $seed $t: $(grep -h '^sacreBLEU' "$run/$t.bleu.txt" | cut -c1-30) | $(grep -h '^without' "$run/$t.bleu.txt")"
     done
   done

@@ -149,7 +149,7 @@ for cfg in $CONFIGS; do
           log "translate $cfg seed $seed $t beam $b"
           python translate.py -model "$run/model_best.pt" -src "$SRC_TXT/$t.$SRC" -output "$pred" -tgt "$TOK/$t.$TGT" \
             -tgt_lang "$TGT" -beam_size "$b" -replace_unk -lookup_dict "$DIR/lexicon.txt" "${DECODE_BPE[@]}" \
-            > "$pred.bleu.txt"
+            > "$pred.bleu.txt" 2>&1
         fi
         cp "$pred.bleu.txt" "$res/"
         [ -s "$pred.f1.txt" ] || python tools/rare_word_f1.py -train "$TOK/train.$TGT" -ref "$TOK/$t.$TGT" \
@@ -173,7 +173,7 @@ for cfg in $CONFIGS; do
       if [ ! -s "$f" ]; then
         log "val BLEU $cfg seed $seed $tag"
         python translate.py -model "$ck" -src "$SRC_TXT/val.$SRC" -output "$run/val.$tag.$TGT" \
-          -tgt "$TOK/val.$TGT" -tgt_lang "$TGT" -replace_unk -lookup_dict "$DIR/lexicon.txt" "${DECODE_BPE[@]}" > "$f"
+          -tgt "$TOK/val.$TGT" -tgt_lang "$TGT" -replace_unk -lookup_dict "$DIR/lexicon.txt" "${DECODE_BPE[@]}" > "$f" 2>&1
       fi
       cp "$f" "$res/"
     done

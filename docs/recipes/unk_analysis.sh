@@ -31,7 +31,7 @@ for run in "$OUT"/*.s[0-9]*; do
         echo "[$(date -u +%H:%M:%S)] $row $t $mode"
         flags=(); [ $mode = banunk ] && flags=(-ban_unk_token -replace_unk -lookup_dict "$dict")
         python translate.py -model "$run/model_best.pt" -src "$src_txt/$t.$SRC" -tgt "$OUT/tok/$t.$TGT" \
-          -tgt_lang "$TGT" -output "$run/$t.$mode.$TGT" "${flags[@]}" > "$f"
+          -tgt_lang "$TGT" -output "$run/$t.$mode.$TGT" "${flags[@]}" > "$f" 2>&1
       fi
       cp "$f" "$RESULTS/$row/"
     done

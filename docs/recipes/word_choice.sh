@@ -200,7 +200,7 @@ valid_bleu() {  # CHECKPOINT BETA [BLOCK [OFFSETS NAME]] -> sacreBLEU of the val
   [ -n "${4:-}" ] && { prior+=(-freq_offsets "$4"); calib=.$5; }
   python translate.py -model "$1" -src "$SRC_TXT/val.$SRC" -output "$1.val.$2.$block$calib.$TGT" \
     -tgt "$TOK/val.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" -block_ngram_repeat "$block" \
-    "${BPE_DECODE[@]}" | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p'
+    "${BPE_DECODE[@]}" 2>&1 | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p'
 }
 
 test_decode() {  # SUFFIX BLOCK [FLAGS...]: both tests with step 3's checkpoint and prior into $run/TEST$SUFFIX.*
@@ -209,7 +209,7 @@ test_decode() {  # SUFFIX BLOCK [FLAGS...]: both tests with step 3's checkpoint 
     [ -s "$run/$t$1.bleu.txt" ] || python translate.py -model "$run/$ckpt" -src "$SRC_TXT/$t.$SRC" \
       -output "$run/$t$1.$TGT" -tgt "$TOK/$t.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" \
       -block_ngram_repeat "$2" "${BPE_DECODE[@]}" "${extra[@]}" -replace_unk -lookup_dict "$OUT/lexicon.txt" \
-      > "$run/$t$1.bleu.txt"
+      > "$run/$t$1.bleu.txt" 2>&1
     [ -s "$run/$t$1.calibration.json" ] || python tools/rare_word_f1.py -train "$TOK/train.$TGT" -ref "$TOK/$t.$TGT" \
       -hyp "$run/$t$1.$TGT" -bins calibration -json "$run/$t$1.calibration.json" > /dev/null
     log "$cfg seed $seed $t$1: $(grep -h '^sacreBLEU' "$run/$t$1.bleu.txt" | cut -c1-30) |" \

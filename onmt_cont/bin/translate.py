@@ -11,7 +11,12 @@ The source (and -tgt) are streamed: read, translated and written -chunk_size lin
 into a temporary file beside -output, renamed onto it only at the end, so memory does not grow
 with the file and a failed or interrupted run (Ctrl-C, SIGTERM) leaves neither -output nor the
 temporary file; the next run to the same -output removes one that a SIGKILL left. ``-src -``
-reads standard input; a pipe (``-src <(...)``, /dev/stdin) is read once, as it comes.
+reads standard input; a pipe (``-src <(...)``, /dev/stdin) is read once, as it comes: a chunk
+is what has arrived (at most -chunk_size lines), so a line fed alone is translated and written
+before the next one is read. Without -output (or with ``-output -``) the translations go to
+standard output, flushed after each chunk; an -output that is no regular file (a FIFO,
+/dev/null, a terminal, a link to one) is written in place, never replaced. Every other line
+translate.py prints (the summary, BLEU, -verbose) goes to standard error.
 No -output may be one of the files the run reads.
 BLEU keeps sacreBLEU's summed sentence statistics, not the lines (evaluate.CorpusBleu).
 """
@@ -39,7 +44,14 @@ from onmt_cont.translate.unk import read_lexicon, remove_bpe
 from onmt_cont.utils import numbers
 from onmt_cont.utils.device import gpu_option, resolve_device
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import atomic_path, read_lines, refuse_output_over_inputs, remove_stale_temps
+from onmt_cont.utils.io import (
+    atomic_path,
+    check_readable,
+    decode_line,
+    read_lines,
+    refuse_output_over_inputs,
+    remove_stale_temps,
+)
 from onmt_cont.utils.memory import keep_freed_memory
 from onmt_cont.utils.progress import progress
 from onmt_cont.utils.threads import add_threads_arg, apply_threads, refresh_threads
@@ -51,7 +63,8 @@ def build_parser():
     g.add_argument("-model", help="checkpoint written by train.py")
     g.add_argument("-src", help="source text, one sentence per line: tokenized as the training data, or raw "
                    "text with -src_lang; - (or a pipe) is read once, as it comes")
-    g.add_argument("-output", help="where to write the translations (one line per input line)")
+    g.add_argument("-output", help="where to write the translations (one line per input line); absent or -: "
+                   "standard output")
     g.add_argument("-tgt", help="tokenized reference: report BLEU (sacreBLEU on detokenized text + tokenized BLEU)")
     g.add_argument("-tgt_lang", default="en", help="target language for Moses detokenization (BLEU, -detokenize)")
     g = p.add_argument_group("Raw text (docs/recipes/own_data.sh)")
@@ -144,14 +157,69 @@ def build_parser():
     return p
 
 
+# a longer line from a stream is refused (a source such as /dev/zero never ends one)
+MAX_STREAM_LINE = 1 << 20
+
+
+def stream_chunks(path, size):
+    """Yield lists of the lines of a stream (a pipe, standard input, a FIFO, a terminal) as they
+    arrive: each waits for one line, then takes the lines that can be read without waiting, at most
+    ``size``. A line fed on its own is thus translated before the next one comes (line in, line
+    out), and a pipe full of text still fills whole chunks. A line longer than MAX_STREAM_LINE
+    bytes is a UserError naming it."""
+    check_readable(path)
+    fd = os.open(path, os.O_RDONLY)
+    buf, lineno, chunk = b"", 0, []
+    try:
+        while True:
+            while len(chunk) < size and (end := buf.find(b"\n")) >= 0:
+                lineno += 1
+                chunk.append(decode_line(path, lineno, buf[: end + 1]))
+                buf = buf[end + 1 :]
+            if chunk and (len(chunk) >= size or not _readable(fd)):
+                yield chunk
+                chunk = []
+                continue
+            if len(buf) > MAX_STREAM_LINE:
+                raise UserError(f"{path}, line {lineno + 1}: longer than {MAX_STREAM_LINE:,} bytes without a line "
+                                "end: not a sentence per line (a device such as /dev/zero?)")
+            data = os.read(fd, 1 << 16)  # waits until something arrives
+            if not data:
+                break
+            buf += data
+        if buf:
+            lineno += 1
+            chunk.append(decode_line(path, lineno, buf))
+        if chunk:
+            yield chunk
+    finally:
+        os.close(fd)
+
+
+def _readable(fd):
+    """Can ``fd`` be read now without waiting?"""
+    import select
+
+    try:
+        return bool(select.select([fd], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
 def read_chunks(src_path, tgt_path, size):
     """Yield ``(src_lines, ref_lines)`` of at most ``size`` lines each (``ref_lines`` None without
-    ``tgt_path``), streaming. Files of different lengths are a UserError at the end of the shorter."""
-    src = (line for _, line in read_lines(src_path))
+    ``tgt_path``), streaming. Files of different lengths are a UserError at the end of the shorter.
+    A stream source without ``tgt_path`` comes in the chunks :func:`stream_chunks` makes."""
     if tgt_path is None:
+        if is_stream(src_path):
+            for chunk in stream_chunks(src_path, size):
+                yield chunk, None
+            return
+        src = (line for _, line in read_lines(src_path))
         while chunk := list(islice(src, size)):
             yield chunk, None
         return
+    src = (line for _, line in read_lines(src_path))
     missing = object()
     pairs = zip_longest(src, (line for _, line in read_lines(tgt_path)), fillvalue=missing)
     n = 0
@@ -195,9 +263,29 @@ def stop_on_sigterm():
         signal.signal(signal.SIGTERM, previous)
 
 
+def log(text):
+    """Every line translate.py prints besides the translations goes to standard error, so standard
+    output holds the translations alone when it is the output."""
+    print(text, file=sys.stderr, flush=True)
+
+
+@contextmanager
+def output_file(path):
+    """The translations' text file: standard output for ``-`` (left open), else written through
+    :func:`atomic_path` (a regular file is replaced at the end only; a FIFO or device in place)."""
+    if path == "-":
+        yield sys.stdout
+        sys.stdout.flush()
+        return
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as out:
+        yield out
+
+
 @cli_main
 def main(argv=None):
-    opt = opts.parse(build_parser(), argv, required=("model", "src", "output"))
+    opt = opts.parse(build_parser(), argv, required=("model", "src"))
+    if opt.output is None:
+        opt.output = "-"
     done = {"lines": 0, "total": None}
     try:
         with stop_on_sigterm():
@@ -205,9 +293,10 @@ def main(argv=None):
     except KeyboardInterrupt as exc:
         sigterm = exc.args == ("SIGTERM",)
         of = f" of {done['total']}" if done["total"] is not None else ""
+        kept = ("the lines written so far stay on standard output" if opt.output == "-" else
+                f"nothing kept, -output {opt.output} was not written (an earlier one, if any, is unchanged)")
         print(f"translate.py: stopped by {'SIGTERM' if sigterm else 'SIGINT (Ctrl-C)'} after {done['lines']}{of} "
-              f"lines: nothing kept, -output {opt.output} was not written (an earlier one, if any, is unchanged)",
-              file=sys.stderr)
+              f"lines: {kept}", file=sys.stderr)
         raise SystemExit(143 if sigterm else 130) from None
 
 
@@ -231,14 +320,15 @@ def run(opt, done):
                            opt.decode_prior_cap, opt.csls, opt.block_ngram_repeat, ann=ann)
     if opt.lookup_dict and not opt.replace_unk:
         raise UserError("-lookup_dict is only used with -replace_unk")
-    out_dir = os.path.dirname(os.path.abspath(opt.output))
-    if not os.path.isdir(out_dir):
-        raise UserError(f"-output {opt.output}: directory {out_dir} does not exist")
-    if os.path.isdir(opt.output):
-        raise UserError(f"-output {opt.output}: is a directory, expected a file name")
-    stale = remove_stale_temps(out_dir, os.path.basename(opt.output), exact=True)
-    if stale:
-        print(f"removed {len(stale)} temporary file(s) that killed runs left beside -output: {', '.join(stale)}")
+    if opt.output != "-":
+        out_dir = os.path.dirname(os.path.abspath(opt.output))
+        if not os.path.isdir(out_dir):
+            raise UserError(f"-output {opt.output}: directory {out_dir} does not exist")
+        if os.path.isdir(opt.output):
+            raise UserError(f"-output {opt.output}: is a directory, expected a file name")
+        stale = remove_stale_temps(out_dir, os.path.basename(opt.output), exact=True)
+        if stale:
+            log(f"removed {len(stale)} temporary file(s) that killed runs left beside -output: {', '.join(stale)}")
     lexicon = read_lexicon(opt.lookup_dict) if opt.lookup_dict else None
     # A binary line count (no decoding, no lines kept) finds a -tgt of the wrong length before any decoding.
     # A pipe can be read only once: it is not counted, and a -tgt of another length is found at its end.
@@ -269,8 +359,8 @@ def run(opt, done):
         translator.check_offsets_model(opt.freq_offsets, offsets_model)
     if opt.tgt_emb_extend:
         added = len(translator.tgt_vocab) - translator.n_train_words
-        print(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
-              f"+ {added:,} new words")
+        log(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
+            f"+ {added:,} new words")
     bleu_ctx = raw_ctx = nullcontext()
     if opt.tgt:
         from onmt_cont.evaluate import CorpusBleu  # sacreBLEU and the Moses detokenizer only when scoring
@@ -286,8 +376,7 @@ def run(opt, done):
         refresh_threads()  # -threads left to the default: follow other jobs' claims, as training does
 
     text = TextPipeline(opt.src_lang, opt.tgt_lang if opt.detokenize else None, opt.src_bpe_codes)
-    with bar, text, bleu_ctx as bleu, raw_ctx as raw_bleu, atomic_path(opt.output) as tmp, \
-            open(tmp, "w", encoding="utf-8") as out:
+    with bar, text, bleu_ctx as bleu, raw_ctx as raw_bleu, output_file(opt.output) as out:
         # islice takes at most sys.maxsize: a larger -chunk_size reads everything at once anyway
         for lines, refs in read_chunks(src, tgt, min(opt.chunk_size, sys.maxsize)):
             lines = [text.encode(line) for line in lines]  # tokenized input: only stripped
@@ -307,19 +396,19 @@ def run(opt, done):
             out.flush()
             if opt.verbose:
                 for i, (line, hyp) in enumerate(zip(lines, outputs, strict=True), n_lines + 1):
-                    print(f"SENT {i}: {line}\nPRED {i}: {hyp}")
+                    log(f"SENT {i}: {line}\nPRED {i}: {hyp}")
             if bleu is not None:
                 bleu.add(outputs, refs)
             n_lines += len(lines)
             done["lines"] = n_lines
-    print(f"translated {n_lines} lines in {elapsed:.1f}s ({n_lines / max(elapsed, 1e-9):.1f} sent/s): "
-          f"wrote {opt.output}")
+    where = "standard output" if opt.output == "-" else opt.output
+    log(f"translated {n_lines} lines in {elapsed:.1f}s ({n_lines / max(elapsed, 1e-9):.1f} sent/s): wrote {where}")
     share = translator.unk_out / max(translator.words_out, 1)
-    print(f"decoded {translator.words_out} words, {translator.unk_out} of them <unk> ({100 * share:.1f}%)"
-          + (", each replaced (-replace_unk)" if opt.replace_unk else ""))
+    log(f"decoded {translator.words_out} words, {translator.unk_out} of them <unk> ({100 * share:.1f}%)"
+        + (", each replaced (-replace_unk)" if opt.replace_unk else ""))
     if bleu is not None:
-        print("\n".join(bleu.report()[0]))
+        log("\n".join(bleu.report()[0]))
     if raw_bleu is not None:
         detok, tok = raw_bleu.scores()
-        print(f"without -replace_unk (the model's own words, {100 * share:.1f}% <unk>): sacreBLEU {detok:.2f}, "
-              f"tokenized BLEU {tok:.2f}")
+        log(f"without -replace_unk (the model's own words, {100 * share:.1f}% <unk>): sacreBLEU {detok:.2f}, "
+            f"tokenized BLEU {tok:.2f}")

@@ -15,6 +15,27 @@ import torch
 from onmt_cont.utils.errors import UserError
 
 
+def _existing_target(path):
+    """What writing ``path`` should touch: (the file to write, its stat or None). A symbolic link is
+    followed to what it names, so the link itself is never replaced by a file."""
+    target = os.path.realpath(path) if os.path.islink(path) else path
+    try:
+        return target, os.stat(target)
+    except OSError:
+        return target, None
+
+
+def _keep_owner_and_mode(tmp, old):
+    """Give the new file the old one's permission bits (a file kept 0600 stays 0600) and, where this
+    process may, its owner and group."""
+    os.chmod(tmp, stat.S_IMODE(old.st_mode))
+    if hasattr(os, "chown"):
+        try:
+            os.chown(tmp, old.st_uid, old.st_gid)
+        except OSError:
+            pass  # not root: the file keeps this process's owner
+
+
 @contextmanager
 def atomic_path(path):
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds.
@@ -23,21 +44,37 @@ def atomic_path(path):
     after it, so after a crash ``path`` holds the old file or the new one, never a mix. A killed
     writer leaves its temporary file behind (nothing runs on SIGKILL): the PID in the name lets
     :func:`remove_stale_temps` tell such leftovers from a live writer's file. An ``OSError`` (a
-    full disk, no permission) becomes a :class:`UserError` naming ``path``; ``path`` is untouched."""
-    directory = os.path.dirname(os.path.abspath(path))
+    full disk, no permission) becomes a :class:`UserError` naming ``path``; ``path`` is untouched.
+
+    Only regular files are replaced. A ``path`` that exists and is no regular file (a FIFO, a
+    character device such as /dev/null or a terminal, a socket, /dev/stdout), or a symbolic link
+    to one, is yielded as it is and written in place: replacing it would turn /dev/null into a
+    file of translations (as root) or leave a FIFO's reader waiting for ever. A symbolic link to a
+    regular file is followed: the file it names is replaced, the link kept. A replaced file keeps
+    its permission bits (and, where this process may, its owner and group)."""
+    target, old = _existing_target(path)
+    if old is not None and not stat.S_ISREG(old.st_mode):
+        if stat.S_ISDIR(old.st_mode):
+            raise UserError(f"{path}: is a directory, expected a file name")
+        yield target
+        return
+    directory = os.path.dirname(os.path.abspath(target))
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.getpid()}-", suffix="-" + os.path.basename(path), dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.getpid()}-", suffix="-" + os.path.basename(target),
+                                   dir=directory)
     except OSError as exc:
         raise _write_error(path, exc) from None
     os.close(fd)
     try:
         yield tmp
         _fsync(tmp)
-        # mkstemp makes the file private (0600); give it the permissions a plain open() would
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
+        if old is not None:
+            _keep_owner_and_mode(tmp, old)
+        else:  # mkstemp makes the file private (0600); give it the permissions a plain open() would
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
     except BaseException as exc:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -280,21 +317,25 @@ def read_lines(path):
     try:
         with opener(path, "rb") as f:
             for lineno, raw in enumerate(f, 1):
-                try:
-                    line = raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise UserError(
-                        f"{path}, line {lineno}: invalid UTF-8 ({exc.reason} at byte {exc.start})"
-                    ) from None
-                if "\x00" in line:  # UTF-16 without a byte-order mark, or a binary file
-                    raise UserError(f"{path}, line {lineno}: a NUL byte (at byte {raw.index(0)}): not UTF-8 text "
-                                    "(UTF-16? save it as UTF-8)")
-                if lineno == 1 and line.startswith("\ufeff"):  # a UTF-8 byte-order mark (Notepad): not a word
-                    line = line[1:]
-                yield lineno, line.rstrip("\r\n")
+                yield lineno, decode_line(path, lineno, raw)
     except (OSError, EOFError) as exc:  # no permission, a corrupt or truncated .gz
         where = f", line {lineno + 1}" if lineno else ""
         raise UserError(f"{path}{where}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+
+
+def decode_line(path, lineno, raw):
+    """One line of :func:`read_lines`: bytes -> text without its line end, or a UserError naming
+    ``path`` and ``lineno``."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(f"{path}, line {lineno}: invalid UTF-8 ({exc.reason} at byte {exc.start})") from None
+    if "\x00" in line:  # UTF-16 without a byte-order mark, or a binary file
+        raise UserError(f"{path}, line {lineno}: a NUL byte (at byte {raw.index(0)}): not UTF-8 text "
+                        "(UTF-16? save it as UTF-8)")
+    if lineno == 1 and line.startswith("\ufeff"):  # a UTF-8 byte-order mark (Notepad): not a word
+        line = line[1:]
+    return line.rstrip("\r\n")
 
 
 def load_checkpoint_data(path, what="a file written by onmt_cont"):

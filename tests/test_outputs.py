@@ -1,0 +1,161 @@
+"""Where outputs go: translate.py writes to standard output when -output is absent or -, streams a
+pipe line in, line out, and prints everything else on standard error; an output that is no regular
+file (a FIFO, a character device, a link to one) is written in place and never replaced; a link to
+a regular file keeps being a link; a rewritten file keeps its permission bits."""
+
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+from onmt_cont.bin import preprocess, train
+from onmt_cont.utils.io import atomic_path, atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """A ce model of a few steps on the shipped sample."""
+    d = tmp_path_factory.mktemp("outputs")
+    prefix = str(d / "data")
+    preprocess.main(["-train_src", str(DATA / "train.fr"), "-train_tgt", str(DATA / "train.en"),
+                     "-valid_src", str(DATA / "valid.fr"), "-valid_tgt", str(DATA / "valid.en"),
+                     "-save_data", prefix])
+    saved = torch.get_num_threads()
+    train.main(["-data", prefix, "-save_model", str(d / "ce"), "-loss", "ce", "-train_steps", "3", "-rnn_size", "16",
+                "-word_vec_size", "16", "-batch_size", "32", "-valid_steps", "1000", "-threads", "1"])
+    torch.set_num_threads(saved)
+    return str(d / "ce_last.pt")
+
+
+def script(*args, stdin=None, timeout=120):
+    return subprocess.run([sys.executable, str(ROOT / "translate.py"), *args], input=stdin, capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+
+
+@pytest.mark.parametrize("output", [[], ["-output", "-"]])
+def test_translations_alone_on_standard_output(model, output):
+    r = script("-model", model, "-src", "-", "-threads", "1", "-max_length", "5", *output,
+               stdin="le chat .\nun homme lit .\n")
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.splitlines()) == 2 and all(line.strip() for line in r.stdout.splitlines())
+    assert "translated 2 lines" in r.stderr and "wrote standard output" in r.stderr
+    assert "translated" not in r.stdout
+
+
+def test_summary_and_verbose_lines_go_to_standard_error(model, tmp_path):
+    src = tmp_path / "src.fr"
+    src.write_text("le chat .\n", encoding="utf-8")
+    ref = tmp_path / "ref.en"
+    ref.write_text("the cat .\n", encoding="utf-8")
+    r = script("-model", model, "-src", str(src), "-tgt", str(ref), "-verbose", "-threads", "1", "-max_length", "5")
+    assert r.returncode == 0, r.stderr
+    assert len(r.stdout.splitlines()) == 1
+    assert "BLEU" in r.stderr and "SENT 1: le chat ." in r.stderr and "PRED 1:" in r.stderr
+
+
+def test_a_pipe_is_translated_line_in_line_out(model):
+    """A line fed alone is answered before the next is written (a coprocess would deadlock on a
+    reader that waits for a whole chunk)."""
+    p = subprocess.Popen([sys.executable, str(ROOT / "translate.py"), "-model", model, "-src", "-", "-threads", "1",
+                          "-max_length", "5"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    answers = []
+    try:
+        for line in ("le chat .", "un homme lit .", "une femme ."):
+            p.stdin.write(line + "\n")
+            p.stdin.flush()
+            got = []
+            reader = threading.Thread(target=lambda: got.append(p.stdout.readline()), daemon=True)
+            reader.start()
+            reader.join(60)
+            assert got and got[0].endswith("\n"), f"no answer to {line!r} within 60 s while the pipe stays open"
+            answers.append(got[0])
+        p.stdin.close()
+        assert p.wait(60) == 0, p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert len(answers) == 3
+    assert p.stdout.read() == ""
+
+
+def test_a_stream_line_without_end_is_refused(model):
+    r = subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'translate.py'; "
+                        "from onmt_cont.bin import translate as t; t.MAX_STREAM_LINE = 1000; "
+                        f"t.main(['-model', {model!r}, '-src', '-', '-threads', '1'])"],
+                       input="x" * 5000, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 2
+    assert "line 1: longer than 1,000 bytes" in r.stderr
+    assert r.stdout == ""
+
+
+def test_a_fifo_output_receives_the_translations_and_survives(model, tmp_path):
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text(encoding="utf-8")), daemon=True)
+    reader.start()
+    r = script("-model", model, "-src", str(DATA / "test.fr"), "-output", str(fifo), "-threads", "1",
+               "-max_length", "5", timeout=300)
+    reader.join(60)
+    assert r.returncode == 0, r.stderr
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert got and len(got[0].splitlines()) == len((DATA / "test.fr").read_text(encoding="utf-8").splitlines())
+    assert [p.name for p in tmp_path.iterdir()] == ["out.fifo"]  # no temporary file beside it
+
+
+def test_a_link_to_a_fifo_is_written_through(tmp_path):
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    link = tmp_path / "link"
+    link.symlink_to(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_text(encoding="utf-8")), daemon=True)
+    reader.start()
+    atomic_write_text(str(link), "hello\n")
+    reader.join(30)
+    assert got == ["hello\n"]
+    assert link.is_symlink() and stat.S_ISFIFO(os.lstat(fifo).st_mode)
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="mknod of a character device needs root")
+def test_a_character_device_is_written_in_place(tmp_path):
+    """A private node of /dev/null's device (1, 3): writing it leaves a character device, as
+    translate.py -output /dev/null must leave /dev/null."""
+    node = tmp_path / "null"
+    os.mknod(node, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    with atomic_path(str(node)) as path, open(path, "w", encoding="utf-8") as f:
+        f.write("translations\n")
+    assert stat.S_ISCHR(os.lstat(node).st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["null"]
+
+
+def test_a_link_to_a_regular_file_stays_a_link(tmp_path):
+    target = tmp_path / "real.txt"
+    target.write_text("old\n", encoding="utf-8")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    atomic_write_text(str(link), "new\n")
+    assert link.is_symlink()
+    assert target.read_text(encoding="utf-8") == "new\n"
+
+
+def test_a_rewritten_file_keeps_its_mode(tmp_path):
+    path = tmp_path / "private.txt"
+    path.write_text("secret\n", encoding="utf-8")
+    os.chmod(path, 0o600)
+    atomic_write_text(str(path), "still secret\n")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    fresh = tmp_path / "fresh.txt"
+    atomic_write_text(str(fresh), "x\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(os.stat(fresh).st_mode) == 0o666 & ~umask
