@@ -13,7 +13,7 @@ import re
 import signal
 import sys
 import threading
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -54,6 +54,7 @@ from onmt_cont.utils.io import load_checkpoint_data, remove_stale_temps
 from onmt_cont.utils.memory import keep_freed_memory
 from onmt_cont.utils.numbers import SEED_MAX
 from onmt_cont.utils.threads import MAX_REQUEST, apply_threads, refresh_threads
+from onmt_cont.utils.locks import prefix_lock
 from onmt_cont.utils.writable import check_log_file, check_writable_folder
 
 # Options that define the network; -train_from takes them from the checkpoint. alignment_layer
@@ -859,9 +860,10 @@ def train(opt, default):
     ends it with one line saying what was kept, and the exit status 128 + the signal's number."""
     start = Start()
     try:
-        ctx, threads = _prepare(opt, default, start)
-        with distributed.stop_on_sigterm(ctx), stop_on_sigterm_alone(ctx):
-            return _train(opt, ctx, threads, start)
+        with ExitStack() as held:
+            ctx, threads = _prepare(opt, default, start, held)
+            with distributed.stop_on_sigterm(ctx), stop_on_sigterm_alone(ctx):
+                return _train(opt, ctx, threads, start)
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM to a single process (Stopped)
         signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
         line = f"stopped by {signal.Signals(signum).name} {start.kept()}"
@@ -872,9 +874,22 @@ def train(opt, default):
         raise SystemExit(128 + signum) from None
 
 
-def _prepare(opt, default, start):
+def _check_save_model(opt):
+    if opt.save_model.endswith(("/", os.sep)) or os.path.isdir(opt.save_model):  # would write hidden _last.pt
+        raise UserError(f"-save_model {opt.save_model} is a folder: -save_model takes a prefix, such as "
+                        f"{os.path.join(opt.save_model, 'model')} (files PREFIX_step_N.pt, PREFIX_best.pt, ...)")
+    save_dir = os.path.dirname(os.path.abspath(opt.save_model))
+    if not os.path.isdir(save_dir):
+        raise UserError(f"-save_model {opt.save_model}: directory {save_dir} does not exist")
+    check_writable_folder(save_dir, f"-save_model {opt.save_model}", os.path.basename(opt.save_model) + "_probe")
+    return save_dir
+
+
+def _prepare(opt, default, start, held):
     """train()'s checks before anything is built: the options, the checkpoint to go on from (into
-    ``start``), the output folders. -> (the distributed context, the thread count)."""
+    ``start``), the output folders, then the lock on -save_model (entered into the ExitStack
+    ``held``; rank 0 takes it, under torchrun the group's writer). -> (the distributed context, the
+    thread count)."""
     missing = [f"-{k}" for k in ("data", "save_model") if not getattr(opt, k)]
     if missing:
         raise UserError(f"missing required option(s): {' '.join(missing)}")
@@ -906,13 +921,7 @@ def _prepare(opt, default, start):
                             "-average_decay): leave the flag out")
         _take_checkpoint_options(opt, ckpt, default)
     check_options(opt)
-    if opt.save_model.endswith(("/", os.sep)) or os.path.isdir(opt.save_model):  # would write hidden _last.pt
-        raise UserError(f"-save_model {opt.save_model} is a folder: -save_model takes a prefix, such as "
-                        f"{os.path.join(opt.save_model, 'model')} (files PREFIX_step_N.pt, PREFIX_best.pt, ...)")
-    save_dir = os.path.dirname(os.path.abspath(opt.save_model))
-    if not os.path.isdir(save_dir):
-        raise UserError(f"-save_model {opt.save_model}: directory {save_dir} does not exist")
-    check_writable_folder(save_dir, f"-save_model {opt.save_model}", os.path.basename(opt.save_model) + "_probe")
+    save_dir = _check_save_model(opt)
     if opt.log_file:
         check_log_file(opt.log_file)
     if opt.resume == "auto":
@@ -921,6 +930,8 @@ def _prepare(opt, default, start):
     if opt.amp and opt.amp_dtype == "fp16" and opt.gpu is None:
         raise UserError("-amp -amp_dtype fp16 needs a GPU (-gpu); on CPU use -amp_dtype bf16")
     start.ckpt, start.save_dir = ckpt, save_dir
+    if os.environ.get("RANK", "0") == "0":  # two runs on one prefix would interleave their checkpoints
+        held.enter_context(prefix_lock(opt.save_model, "-save_model"))
     threads = apply_threads(opt.threads)
     keep_freed_memory()  # a step's big tensors reuse the pages the last step freed (onmt_cont.utils.memory)
     return distributed.init(use_gpu=opt.gpu is not None, timeout_s=opt.dist_timeout), threads

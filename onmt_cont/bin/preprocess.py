@@ -19,6 +19,7 @@ from onmt_cont.inputters.vocab import Vocab, build_vocab, read_vocab_text, save_
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import refuse_output_over_inputs
+from onmt_cont.utils.locks import prefix_lock
 from onmt_cont.utils.progress import progress, summary
 
 
@@ -237,21 +238,22 @@ def main(argv=None):
     src_vocab.counts = [src_counts.get(t, 0) if i >= 4 else 0 for i, t in enumerate(src_vocab.itos)]
     tgt_vocab.counts = [tgt_counts.get(t, 0) if i >= 4 else 0 for i, t in enumerate(tgt_vocab.itos)]
 
-    written = []
-    try:
-        n_shards = write_train_shards(opt, src_vocab, tgt_vocab, stats["kept"], written, n_lines=n_train)
-        written.append(f"{opt.save_data}.valid.0.pt")
-        valid_text = []
-        valid = list(_kept_ids(opt.valid_src, opt.valid_tgt, opt, src_vocab, tgt_vocab, n_valid, valid_text))
-        save_shard(written[-1], valid, valid_text, vocab_fingerprint(src_vocab, tgt_vocab))
-        written += [f"{opt.save_data}.vocab.{x}" for x in ("src.txt", "tgt.txt", "pt")]
-        save_vocabs(opt.save_data, src_vocab, tgt_vocab, opt.lower)
-    except BaseException:
-        for path in written:
-            if os.path.exists(path):
-                os.remove(path)
-        raise
-    _remove_stale_shards(opt.save_data, n_shards)
+    with prefix_lock(opt.save_data, "-save_data"):  # two runs on one prefix would replace each other's files
+        written = []
+        try:
+            n_shards = write_train_shards(opt, src_vocab, tgt_vocab, stats["kept"], written, n_lines=n_train)
+            written.append(f"{opt.save_data}.valid.0.pt")
+            valid_text = []
+            valid = list(_kept_ids(opt.valid_src, opt.valid_tgt, opt, src_vocab, tgt_vocab, n_valid, valid_text))
+            save_shard(written[-1], valid, valid_text, vocab_fingerprint(src_vocab, tgt_vocab))
+            written += [f"{opt.save_data}.vocab.{x}" for x in ("src.txt", "tgt.txt", "pt")]
+            save_vocabs(opt.save_data, src_vocab, tgt_vocab, opt.lower)
+        except BaseException:
+            for path in written:
+                if os.path.exists(path):
+                    os.remove(path)
+            raise
+        _remove_stale_shards(opt.save_data, n_shards)
 
     print(
         f"train: {stats['read']} pairs read, {stats['kept']} kept, dropped: {stats['empty']} with an empty side, "

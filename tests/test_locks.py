@@ -1,0 +1,95 @@
+"""One writer per prefix (onmt_cont/utils/locks.py): a second train.py on a -save_model, or a
+second preprocess.py on a -save_data, that another live process is writing is refused at once,
+naming that process, and writes nothing; a finished run leaves no lock file; a lock file a killed
+run left behind (unlocked) does not stop the next run."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_train import argv, memorisation_data
+
+from onmt_cont.bin import preprocess, train
+
+ROOT = Path(__file__).resolve().parents[1]
+HOLD = """
+import sys, time
+from onmt_cont.utils.locks import prefix_lock
+with prefix_lock(sys.argv[1], "-x"):
+    print("held", flush=True)
+    time.sleep(120)
+"""
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return memorisation_data(tmp_path_factory.mktemp("lockdata"), 8)
+
+
+def holder(prefix):
+    """A live process holding the lock on ``prefix``, as a training in progress does."""
+    p = subprocess.Popen([sys.executable, "-c", HOLD, str(prefix)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert p.stdout.readline().strip() == "held"
+    return p
+
+
+def test_a_second_training_on_a_prefix_in_use_is_refused(data, tmp_path, capsys):
+    p = holder(tmp_path / "m")
+    try:
+        with pytest.raises(SystemExit) as exc:
+            train.main(argv(data, tmp_path, loss="cosine"))
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert f"another run (PID {p.pid}) is writing this prefix" in err and "-save_model" in err
+        assert sorted(x.name for x in tmp_path.iterdir()) == ["m.lock"]  # the holder's, nothing of ours
+    finally:
+        p.kill()
+        p.wait()
+    train.main(argv(data, tmp_path, loss="cosine"))  # the holder is gone: its lock went with it
+    assert (tmp_path / "m_last.pt").exists()
+    assert not (tmp_path / "m.lock").exists()  # a finished run removes its lock file
+
+
+def test_a_second_preprocess_on_a_prefix_in_use_is_refused(data, tmp_path, capsys):
+    d = data["dir"]
+    args = ["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"), "-valid_src", str(d / "valid.fr"),
+            "-valid_tgt", str(d / "valid.en"), "-save_data", str(tmp_path / "p")]
+    p = holder(tmp_path / "p")
+    try:
+        with pytest.raises(SystemExit) as exc:
+            preprocess.main(args)
+        assert exc.value.code == 2
+        assert f"PID {p.pid}" in capsys.readouterr().err
+        assert sorted(x.name for x in tmp_path.iterdir()) == ["p.lock"]
+    finally:
+        p.kill()
+        p.wait()
+    preprocess.main(args)
+    assert (tmp_path / "p.vocab.pt").exists() and not (tmp_path / "p.lock").exists()
+
+
+def test_a_killed_runs_lock_file_does_not_stop_the_next(data, tmp_path):
+    p = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "m")], stdout=subprocess.PIPE, text=True,
+                         cwd=ROOT)
+    assert p.stdout.readline().strip() == "held"
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert (tmp_path / "m.lock").exists()  # SIGKILL: nothing ran to remove it
+    train.main(argv(data, tmp_path, loss="cosine"))
+    assert (tmp_path / "m_last.pt").exists() and not (tmp_path / "m.lock").exists()
+
+
+def test_two_trainings_started_together_one_runs(data, tmp_path):
+    """Two train.py processes on one -save_model at the same moment: one trains, the other exits 2."""
+    cmd = [sys.executable, str(ROOT / "train.py"), *argv(data, tmp_path, loss="cosine", epochs="3", threads="1")]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+             for _ in range(2)]
+    deadline = time.time() + 300
+    results = [(p.wait(max(1, deadline - time.time())), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], results
+    assert "is writing this prefix now" in next(err for code, err in results if code == 2)
