@@ -11,6 +11,8 @@
 Decoding options are translate.py's, as keyword arguments (docs/usage.md, "From Python").
 """
 
+import threading
+
 import torch
 
 from onmt_cont.text import TextPipeline
@@ -42,18 +44,21 @@ class Model:
             self.translator.check_offsets_model(freq_offsets, offsets_model)
         self.text = TextPipeline(src_lang, tgt_lang, bpe_codes)
         self.remove_target_bpe, self.batch_size = remove_target_bpe, batch_size
+        self._lock = threading.Lock()  # one translation at a time: the translator keeps per-call state
 
     def translate(self, sentences):
         """A list of source sentences (strings) -> their translations (strings), in order. An empty
-        sentence gives an empty string."""
+        sentence gives an empty string; one that holds a line break is a UserError. Safe to call from
+        several threads: calls take turns (the decoder itself uses torch's threads)."""
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences; wrap a single one in a list")
-        lines = [self.text.encode(s) for s in sentences]  # without src_lang or bpe_codes: the line, stripped
-        with torch.no_grad():
-            outputs = self.translator.translate_lines(lines, self.batch_size, lower=self.translator.lower)
-        if self.remove_target_bpe:
-            outputs = [remove_bpe(o) for o in outputs]
-        return [self.text.decode(o) for o in outputs]
+        with self._lock:
+            lines = [self.text.encode(s) for s in sentences]  # without src_lang or bpe_codes: the line, stripped
+            with torch.no_grad():
+                outputs = self.translator.translate_lines(lines, self.batch_size, lower=self.translator.lower)
+            if self.remove_target_bpe:
+                outputs = [remove_bpe(o) for o in outputs]
+            return [self.text.decode(o) for o in outputs]
 
     def close(self):
         """Stop the Moses processes of raw-text models (also done at exit)."""

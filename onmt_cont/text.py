@@ -12,6 +12,8 @@ sentence in upper case (the model's words are lowercase).
         text.decode("a dog runs through the grass .")          # "A dog runs through the grass."
 """
 
+import threading
+
 from mosestokenizer import MosesDetokenizer, MosesTokenizer
 
 from onmt_cont.utils.errors import UserError
@@ -49,9 +51,13 @@ class TextPipeline:
     ``tgt_lang``: Moses detokenizer language of the output (None: keep the output tokenized);
     ``capitalize``: with ``tgt_lang``, upper-case each output's first letter.
 
-    Moses runs as Perl processes: use it as a context manager, or call :meth:`close`."""
+    Moses runs as Perl processes, one line in and one line out: use it as a context manager, or call
+    :meth:`close`. Each call holds a lock, so threads sharing one pipeline take turns at the pipes
+    (two writers on one pipe read each other's answers, or wait for ever); a line break inside a
+    sentence, which would split it in two on the pipe, is refused, and a carriage return is a space."""
 
     def __init__(self, src_lang=None, tgt_lang=None, bpe_codes=None, lower=True, capitalize=True):
+        self._lock = threading.Lock()
         self.lower, self.capitalize = lower, capitalize
         self._bpe = read_bpe_codes(bpe_codes) if bpe_codes else None
         self._tok = MosesTokenizer(src_lang, no_escape=True) if src_lang else None
@@ -59,28 +65,36 @@ class TextPipeline:
 
     def encode(self, line):
         """One raw source line -> the tokenized (and, with codes, segmented) line the model reads."""
-        line = line.strip()
+        if not isinstance(line, str):
+            raise UserError(f"a sentence must be a string, got {type(line).__name__}: {line!r:.60}")
+        if "\n" in line.strip():
+            raise UserError(f"a sentence holds a line break ({line.strip()!r:.60}): give one sentence per string "
+                            "(split the text at its line breaks first)")
+        line = line.replace("\r", " ").strip()
         if not line:
             return ""
-        if self._tok is not None:
-            line = " ".join(self._tok(line))
-            if self.lower:
-                line = line.lower()
-        if self._bpe is not None:
-            line = self._bpe.process_line(line)
+        with self._lock:
+            if self._tok is not None:
+                line = " ".join(self._tok(line))
+                if self.lower:
+                    line = line.lower()
+            if self._bpe is not None:
+                line = self._bpe.process_line(line)
         return line
 
     def decode(self, line):
         """One tokenized output line -> running text (unchanged without ``tgt_lang``)."""
         if self._detok is None or not line.strip():
             return line
-        text = self._detok(line.split())
+        with self._lock:
+            text = self._detok(line.split())
         return capitalize_first(text) if self.capitalize else text
 
     def close(self):
-        for proc in (self._tok, self._detok):
-            if proc is not None:
-                proc.close()
+        with self._lock:
+            for proc in (self._tok, self._detok):
+                if proc is not None:
+                    proc.close()
 
     def __enter__(self):
         return self

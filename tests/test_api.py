@@ -99,3 +99,43 @@ def test_api_decoding_options_and_errors(model):
         onmt_cont.load(str(model / "m_last.pt"), beam=3)  # a misspelt option is not ignored
     with pytest.raises(UserError, match="beam_size"):
         onmt_cont.load(str(model / "m_last.pt"), beam_size=0)
+
+
+def test_one_model_shared_by_many_threads(model):
+    """16 threads on one raw-text model (was: a deadlock in the Moses pipes, or a ValueError from the
+    shared last_raw with a lexicon) give every thread the translations one thread gets."""
+    import threading
+
+    sentences = RAW_FR * 3
+    with onmt_cont.load(str(model / "m_last.pt"), src_lang="fr", tgt_lang="en", bpe_codes=str(model / "codes.fr"),
+                        max_length=8) as m:
+        expected = m.translate(sentences)
+        results, errors = {}, []
+
+        def work(i):
+            try:
+                results[i] = m.translate(sentences[i % 3:] + sentences[: i % 3])
+            except Exception as exc:  # noqa: BLE001  (reported below)
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(16)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert not any(t.is_alive() for t in threads), "a thread is still waiting after 120 s"
+    assert errors == []
+    for i, got in results.items():
+        assert got == expected[i % 3:] + expected[: i % 3]
+
+
+@pytest.mark.parametrize("bad, needle", [("un homme\nlit .", "line break"), (42, "must be a string")])
+def test_a_sentence_that_is_no_single_line_is_refused(model, bad, needle):
+    """A line break would split the sentence on the Moses pipe (was: a bare AssertionError, and under
+    python -O every later translation was the sentence before's)."""
+    with onmt_cont.load(str(model / "m_last.pt"), src_lang="fr", tgt_lang="en", bpe_codes=str(model / "codes.fr"),
+                        max_length=5) as m:
+        with pytest.raises(UserError, match=needle):
+            m.translate(["un chat .", bad])
+        assert m.translate(["un chat .", "un chat ."])[0] == m.translate(["un chat ."])[0]  # still in step
+        assert m.translate(["un\rchat ."]) == m.translate(["un chat ."])  # a carriage return is a space
