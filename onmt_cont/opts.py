@@ -121,6 +121,10 @@ def load_config(path):
     ``yaml.SafeLoader`` only: a ``!!python/...`` tag is refused, never run. A key given twice
     is an error (PyYAML would silently keep the last value), and so is a key that is not text.
     What the loader accepts is bounded: at most MAX_CONFIG_BYTES, no aliases, no deep nesting."""
+    from onmt_cont.utils.io import check_regular_file
+
+    if os.path.exists(path):  # a missing file: the caller's "cannot read config" below
+        check_regular_file(path, "a YAML config")
     try:
         with open(path, "rb") as f:
             raw = f.read(MAX_CONFIG_BYTES + 1)

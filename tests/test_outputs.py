@@ -159,3 +159,51 @@ def test_a_rewritten_file_keeps_its_mode(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE(os.stat(fresh).st_mode) == 0o666 & ~umask
+
+
+# --- inputs that are no regular file ---------------------------------------------------------------
+
+
+def run_script(name, *args, timeout=60):
+    return subprocess.run([sys.executable, str(ROOT / name), *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("script, flag", [("translate.py", "-model"), ("train.py", "-config"),
+                                          ("translate.py", "-config")])
+def test_a_fifo_as_model_or_config_is_refused_at_once(tmp_path, script, flag):
+    """(was: the open waited for a writer for ever) within the 60 s bound, exit 2, naming the file."""
+    fifo = tmp_path / "x.fifo"
+    os.mkfifo(fifo)
+    extra = ["-src", DATA / "test.fr"] if script == "translate.py" else []
+    r = run_script(script, flag, fifo, *extra)
+    assert r.returncode == 2, r.stderr
+    assert f"{fifo}: is a FIFO (named pipe), expected" in r.stderr
+
+
+def test_a_device_as_model_or_table_is_named_for_what_it_is(tmp_path):
+    """(was: -model /dev/urandom 'an empty file', a FIFO -tgt_emb 'no such file')"""
+    r = run_script("translate.py", "-model", "/dev/urandom", "-src", DATA / "test.fr")
+    assert r.returncode == 2 and "/dev/urandom: is a character device, expected a checkpoint" in r.stderr
+    fifo = tmp_path / "v.fifo"
+    os.mkfifo(fifo)
+    r = run_script("preprocess.py", "-train_src", DATA / "train.fr", "-train_tgt", DATA / "train.en", "-valid_src",
+                   DATA / "valid.fr", "-valid_tgt", DATA / "valid.en", "-save_data", tmp_path / "d", "-tgt_emb", fifo)
+    assert r.returncode == 2 and "is a FIFO (named pipe), expected a vector file" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v.fifo"]
+
+
+def test_preprocess_refuses_a_device_as_text(tmp_path):
+    """(was: the line count spun for ever on /dev/zero)"""
+    r = run_script("preprocess.py", "-train_src", "/dev/zero", "-train_tgt", DATA / "train.en", "-valid_src",
+                   DATA / "valid.fr", "-valid_tgt", DATA / "valid.en", "-save_data", tmp_path / "d")
+    assert r.returncode == 2
+    assert "/dev/zero: is a character device, expected a text file (a regular file: it is read twice" in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_translate_refuses_dev_zero_as_source(model):
+    """(was: memory grew until a MemoryError or the OOM killer)"""
+    r = run_script("translate.py", "-model", model, "-src", "/dev/zero", "-threads", "1", timeout=120)
+    assert r.returncode == 2
+    assert "/dev/zero, line 1: longer than 1,048,576 bytes without a line end" in r.stderr

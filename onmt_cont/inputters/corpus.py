@@ -23,7 +23,14 @@ import torch
 
 from onmt_cont.constants import FORMAT_VERSION
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import Prefix, atomic_torch_save, check_readable, load_checkpoint_data, read_lines
+from onmt_cont.utils.io import (
+    Prefix,
+    atomic_torch_save,
+    check_readable,
+    check_regular_file,
+    load_checkpoint_data,
+    read_lines,
+)
 
 
 def count_lines(path):
@@ -43,7 +50,12 @@ def count_lines(path):
 
 
 def check_parallel(src_path, tgt_path):
-    """Refuse files of different line counts before anything is written; return the count."""
+    """Refuse files of different line counts before anything is written; return the count. Both are
+    read twice (counted, then read), so each must be a regular file: a pipe would be drained by the
+    count, a device such as /dev/zero never ends."""
+    for path in (src_path, tgt_path):
+        if os.path.exists(path) and not os.path.isdir(path):
+            check_regular_file(path, "a text file", "it is read twice, counted then read")
     n_src, n_tgt = count_lines(src_path), count_lines(tgt_path)
     if n_src != n_tgt:
         raise UserError(f"parallel files differ in length: {src_path} has {n_src} lines, {tgt_path} has {n_tgt}")

@@ -37,6 +37,7 @@ import numpy as np
 
 from onmt_cont.inputters.numparse import Scratch, parse_values
 from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.io import check_regular_file
 from onmt_cont.utils.progress import progress
 
 DEFAULT_CHUNK_BYTES = 1 << 18  # 256 KiB: fastest here; larger blocks spill the caches
@@ -96,6 +97,7 @@ def iter_chunks(path, chunk_bytes=DEFAULT_CHUNK_BYTES):
         raise UserError(f"{path}: no such file")
     if os.path.isdir(path):
         raise UserError(f"{path}: is a directory, expected a vector file")
+    check_regular_file(path, "a vector file")
     try:
         with open(path, "rb") as f:
             if f.peek(2)[:2] == _GZIP_MAGIC:

@@ -275,6 +275,28 @@ def atomic_write_text(path, text):
             f.write(text)
 
 
+def _kind(mode):
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_regular_file(path, what, why=""):
+    """``path`` must be a regular file (symbolic links followed): a missing path, a folder, a FIFO
+    (whose open waits for a writer for ever), a device such as /dev/urandom (endless) or a socket is
+    a UserError naming ``what`` it should be, before anything opens it."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read ({(exc.strerror or str(exc)).lower()})") from None
+    if not stat.S_ISREG(mode):
+        raise UserError(f"{path}: is {_kind(mode)}, expected {what} (a regular file{': ' + why if why else ''})")
+
+
 def check_readable(path):
     """A missing path or a directory is the user's mistake, not a traceback; so is a regular file
     that is plainly not UTF-8 text: gzip data without the ``.gz`` name, or UTF-16/32 (a
@@ -346,6 +368,7 @@ def load_checkpoint_data(path, what="a file written by onmt_cont"):
         raise UserError(f"{path}: no such file")
     if os.path.isdir(path):
         raise UserError(f"{path}: is a directory, not {what}")
+    check_regular_file(path, what)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except OSError as exc:
