@@ -207,3 +207,18 @@ def test_translate_refuses_dev_zero_as_source(model):
     r = run_script("translate.py", "-model", model, "-src", "/dev/zero", "-threads", "1", timeout=120)
     assert r.returncode == 2
     assert "/dev/zero, line 1: longer than 1,048,576 bytes without a line end" in r.stderr
+
+
+def test_a_checkpoint_holding_nan_is_refused(model, tmp_path):
+    """(was: translate.py exited 0 with empty lines; tools/average_models.py wrote a NaN average)"""
+    data = torch.load(model, weights_only=True)
+    name = next(k for k, v in data["model"].items() if v.is_floating_point())
+    data["model"][name] = data["model"][name].clone()
+    data["model"][name].view(-1)[0] = float("nan")
+    bad = tmp_path / "nan.pt"
+    torch.save(data, bad)
+    r = run_script("translate.py", "-model", bad, "-src", DATA / "test.fr", "-output", tmp_path / "o.txt")
+    assert r.returncode == 2 and f"parameter {name} holds 1 NaN or infinite value(s)" in r.stderr
+    r = run_script("tools/average_models.py", "-models", model, bad, "-output", tmp_path / "avg.pt")
+    assert r.returncode == 2 and "NaN" in r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nan.pt"]

@@ -27,6 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
 from onmt_cont.training import MODEL_OPTS  # noqa: E402
 from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
+from onmt_cont.models.checkpoint import check_finite  # noqa: E402
 from onmt_cont.utils.io import Prefix, atomic_torch_save, refuse_output_over_inputs  # noqa: E402
 
 
@@ -127,7 +128,9 @@ def main(argv=None):
     for path in paths:
         if not os.path.isfile(path):
             raise UserError(f"{path}: no such file")
-    atomic_torch_save(average(paths), args.output)
+    averaged = average(paths)
+    check_finite(args.output, averaged["model"])  # NaN in any input makes the average NaN: write nothing
+    atomic_torch_save(averaged, args.output)
     print(f"averaged {len(paths)} checkpoints ({', '.join(os.path.basename(x) for x in paths)}): wrote {args.output}")
 
 

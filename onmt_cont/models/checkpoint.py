@@ -115,7 +115,20 @@ def load_checkpoint(path):
         newer = isinstance(version, int) and version > FORMAT_VERSION
         raise UserError(f"{path}: checkpoint format {version} (this version of onmt_cont reads {FORMAT_VERSION}"
                         + ("; the file was written by a newer one)" if newer else ")"))
+    check_finite(path, data["model"])
     return data
+
+
+def check_finite(path, state):
+    """A model whose parameters hold NaN or inf translates into empty lines: refuse it, naming the
+    first such tensor (train.py never writes one; a file from elsewhere or an average of one may)."""
+    if not isinstance(state, dict):
+        return  # the loader's own checks say what is wrong
+    for name, tensor in state.items():
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            bad = int((~torch.isfinite(tensor)).sum())
+            raise UserError(f"{path}: parameter {name} holds {bad:,} NaN or infinite value(s): the model cannot "
+                            "translate (take an earlier checkpoint)")
 
 
 def _describe(data):
