@@ -1,4 +1,5 @@
-from onmt_cont.bin.build_lexicon import main
-
+#!/usr/bin/env python3
 if __name__ == "__main__":
-    main()
+    from onmt_cont.bin.launch import run
+
+    run("build_lexicon", "main")

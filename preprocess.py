@@ -1,5 +1,5 @@
-#!/usr/bin/env python
-from onmt_cont.bin.preprocess import main
-
+#!/usr/bin/env python3
 if __name__ == "__main__":
-    main()
+    from onmt_cont.bin.launch import run
+
+    run("preprocess", "main")

@@ -4,10 +4,12 @@ file (a FIFO, a character device, a link to one) is written in place and never r
 a regular file keeps being a link; a rewritten file keeps its permission bits."""
 
 import os
+import signal
 import stat
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -222,3 +224,38 @@ def test_a_checkpoint_holding_nan_is_refused(model, tmp_path):
     r = run_script("tools/average_models.py", "-models", model, bad, "-output", tmp_path / "avg.pt")
     assert r.returncode == 2 and "NaN" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["nan.pt"]
+
+
+# --- Ctrl-C while a script starts ------------------------------------------------------------------
+
+
+def test_ctrl_c_during_the_imports_is_one_line(monkeypatch, capsys):
+    """(was: a 13-20 frame KeyboardInterrupt traceback through the import machinery)"""
+    import importlib
+
+    from onmt_cont.bin import launch
+
+    def interrupted(name):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib, "import_module", interrupted)
+    with pytest.raises(SystemExit) as exc:
+        launch.run("translate")
+    assert exc.value.code == 130
+    assert capsys.readouterr().err == ("translate.py: stopped by SIGINT (Ctrl-C) while starting: nothing was read "
+                                       "or written\n")
+
+
+def test_ctrl_c_soon_after_start_prints_no_traceback(model):
+    """SIGINT 0.3 s after start (during torch's import on most machines, else while it reads stdin)."""
+    p = subprocess.Popen([sys.executable, str(ROOT / "translate.py"), "-model", model, "-src", "-"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        _, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and err.count("\n") == 1 and "SIGINT" in err
