@@ -77,3 +77,16 @@ def test_build_model_takes_the_architecture_from_the_registries(brnn, monkeypatc
     assert type(model.encoder) is MyEncoder and type(model.decoder) is MyDecoder
     assert model.encoder.bidirectional == brnn and model.encoder.num_layers == 2
     assert model.decoder.num_layers == opt.dec_layers and model.decoder.embeddings.out_size == 4
+
+
+def test_the_package_takes_a_torch_range_and_requirements_pin_it():
+    """A user's pip install of the package must not replace their torch (issue 70.7); the project's own
+    machines install the one version it is tested with."""
+    import re
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    deps = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    (torch_spec,) = [d for d in deps if re.match(r"torch\b", d)]
+    assert "==" not in torch_spec and ">=" in torch_spec and "<3" in torch_spec
+    assert "torch==2.13.0" in (root / "requirements.txt").read_text(encoding="utf-8").splitlines()
