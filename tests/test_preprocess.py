@@ -429,13 +429,22 @@ def test_directory_as_input_is_a_clear_error(tmp_path, capsys):
     assert_fails_cleanly(capsys, tmp_path / "out", p, needles=(needle,))
 
 
-def test_missing_output_directory(tmp_path, capsys):
+def test_missing_output_directory_is_made(tmp_path, capsys):
+    """-save_data in folders that do not exist yet: made, as mkdir -p (issue 70.7: was an error); a run
+    that fails leaves none of them behind; a file where the folder should be is an error."""
     p = make_corpus(tmp_path, SRC, TGT)
-    p["save_data"] = str(tmp_path / "nodir" / "d")
+    p["save_data"] = str(tmp_path / "new" / "deeper" / "d")
+    run(p)
+    assert (tmp_path / "new" / "deeper" / "d.vocab.pt").exists()
+    bad = dict(p, save_data=str(tmp_path / "other" / "d"), src_vocab=str(tmp_path / "no_such_vocab.txt"))
     with pytest.raises(SystemExit) as exc:
-        run(p)
-    assert exc.value.code == 2 and "does not exist" in capsys.readouterr().err
-    assert not (tmp_path / "nodir").exists()
+        run(bad)
+    assert exc.value.code == 2
+    assert not (tmp_path / "other").exists()
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(SystemExit) as exc:
+        run(dict(p, save_data=str(tmp_path / "afile" / "d")))
+    assert exc.value.code == 2 and "is a file, not a folder" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ Reads the training corpus twice, streaming: once to count words for the vocabula
 ``-shard_size`` examples. Nothing from a failed run is left behind.
 """
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -160,6 +161,36 @@ def _coverage(counts, vocab):
     return covered / total if total else 0.0
 
 
+def _make_folders(folder):
+    """mkdir -p ``folder`` -> the folders made, outermost first (a UserError if one cannot be made)."""
+    missing = []
+    while not os.path.exists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for path in reversed(missing):
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise UserError(f"-save_data: cannot make the folder {path} ({exc.strerror or exc})") from None
+    return list(reversed(missing))
+
+
+@contextlib.contextmanager
+def _removed_on_failure(folders):
+    """A failed run leaves no folder it made (those still empty, innermost first)."""
+    try:
+        yield
+    except BaseException:
+        for path in reversed(folders):
+            try:
+                os.rmdir(path)
+            except OSError:
+                break
+        raise
+
+
 @cli_main
 def main(argv=None):
     opt = opts.parse(build_parser(), argv, required=("train_src", "train_tgt", "valid_src", "valid_tgt", "save_data"))
@@ -181,8 +212,8 @@ def main(argv=None):
         raise UserError(f"-save_data {opt.save_data} is a folder: -save_data takes a prefix, such as "
                         f"{os.path.join(opt.save_data, 'data')} (files PREFIX.vocab.pt, PREFIX.train.0.pt, ...)")
     out_dir = os.path.dirname(os.path.abspath(opt.save_data))
-    if not os.path.isdir(out_dir):
-        raise UserError(f"-save_data {opt.save_data}: directory {out_dir} does not exist")
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise UserError(f"-save_data {opt.save_data}: {out_dir} is a file, not a folder")
     start = time.time()
     n_train = check_parallel(opt.train_src, opt.train_tgt)
     n_valid = check_parallel(opt.valid_src, opt.valid_tgt)
@@ -238,8 +269,9 @@ def main(argv=None):
     src_vocab.counts = [src_counts.get(t, 0) if i >= 4 else 0 for i, t in enumerate(src_vocab.itos)]
     tgt_vocab.counts = [tgt_counts.get(t, 0) if i >= 4 else 0 for i, t in enumerate(tgt_vocab.itos)]
 
-    with prefix_lock(opt.save_data, "-save_data"):  # two runs on one prefix would replace each other's files
-        written = []
+    made = _make_folders(out_dir)  # a missing -save_data folder is made (mkdir -p), now that the input is good
+    with prefix_lock(opt.save_data, "-save_data"), _removed_on_failure(made):
+        written = []  # two runs on one prefix would replace each other's files: the lock refuses the second
         try:
             n_shards = write_train_shards(opt, src_vocab, tgt_vocab, stats["kept"], written, n_lines=n_train)
             written.append(f"{opt.save_data}.valid.0.pt")
