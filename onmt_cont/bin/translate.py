@@ -88,8 +88,10 @@ def build_parser():
                    help=f"longest output in words, at most {MAX_OUTPUT_LENGTH}; default -max_length_ratio × source "
                    f"length + 10, capped at {MAX_OUTPUT_LENGTH}")
     g.add_argument("-max_length_ratio", type=float, default=2.0, help="see -max_length")
-    g.add_argument("-beam_size", type=int, default=1, help="1: greedy. For continuous models each hypothesis "
-                   "expands to its k nearest neighbours, scored by the generator's criterion")
+    g.add_argument("-beam_size", type=int, default=1, help="1: greedy. Beam search sums log-probabilities: a "
+                   "softmax model's, or for continuous models a softmax over the vocabulary of the generator's word "
+                   "scores (criterion, word bias, prior, offsets) at the model's own temperature times "
+                   "-beam_temperature (docs/usage.md, section 6)")
     g.add_argument("-length_penalty", choices=["none", "avg", "wu"], default="avg",
                    help="beam search: rank finished hypotheses by score / length (avg) or GNMT's penalty (wu). "
                    "Continuous models: per-step scores (cosines, vMF log-densities) are mostly positive, so "
