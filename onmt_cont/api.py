@@ -46,16 +46,33 @@ class Model:
         self.remove_target_bpe, self.batch_size = remove_target_bpe, batch_size
         self._lock = threading.Lock()  # one translation at a time: the translator keeps per-call state
 
-    def translate(self, sentences):
+    def translate(self, sentences, n_best=None, with_score=False):
         """A list of source sentences (strings) -> their translations (strings), in order. An empty
         sentence gives an empty string; one that holds a line break is a UserError. Safe to call from
-        several threads: calls take turns (the decoder itself uses torch's threads)."""
+        several threads: calls take turns (the decoder itself uses torch's threads).
+
+        ``n_best`` N (at most the beam size) or ``with_score``: each sentence gives instead a list of
+        its N (default 1) best hypotheses as (translation, score), best first: translate.py's -n_best
+        and -with_score."""
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences; wrap a single one in a list")
+        scored = n_best is not None or with_score
         with self._lock:
             lines = [self.text.encode(s) for s in sentences]  # without src_lang or bpe_codes: the line, stripped
-            with torch.no_grad():
-                outputs = self.translator.translate_lines(lines, self.batch_size, lower=self.translator.lower)
+            nbest = [] if scored else None
+            try:
+                if scored:
+                    self.translator.set_n_best(n_best)
+                    self.translator.set_with_score(True)
+                with torch.no_grad():
+                    outputs = self.translator.translate_lines(lines, self.batch_size, lower=self.translator.lower,
+                                                              nbest=nbest)
+            finally:
+                self.translator.set_n_best(None)
+                self.translator.set_with_score(False)
+            if nbest is not None:
+                return [[(self.text.decode(remove_bpe(h) if self.remove_target_bpe else h), score)
+                         for h, score in hyps] for hyps in nbest]
             if self.remove_target_bpe:
                 outputs = [remove_bpe(o) for o in outputs]
             return [self.text.decode(o) for o in outputs]

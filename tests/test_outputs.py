@@ -259,3 +259,78 @@ def test_ctrl_c_soon_after_start_prints_no_traceback(model):
             p.kill()
     assert p.returncode == 130, err
     assert "Traceback" not in err and err.count("\n") == 1 and "SIGINT" in err
+
+
+# --- -n_best, -with_score, -log_file ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def continuous_model(tmp_path_factory):
+    """A continuous model (nllvmf_nce, word bias) of a few steps on the sample."""
+    from onmt_cont.bin import embeddings_to_torch
+
+    d = tmp_path_factory.mktemp("nbest")
+    prefix = str(d / "data")
+    preprocess.main(["-train_src", str(DATA / "train.fr"), "-train_tgt", str(DATA / "train.en"),
+                     "-valid_src", str(DATA / "valid.fr"), "-valid_tgt", str(DATA / "valid.en"),
+                     "-save_data", prefix, "-tgt_emb", str(DATA / "en.vec.gz")])
+    embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", prefix + ".vocab.pt",
+                              "-output_file", str(d / "emb"), "-normalize"])
+    saved = torch.get_num_threads()
+    train.main(["-data", prefix, "-save_model", str(d / "c"), "-loss", "nllvmf_nce", "-tie_emb", "-word_bias",
+                "-tgt_emb", str(d / "emb.dec.pt"), "-train_steps", "20", "-rnn_size", "32", "-word_vec_size", "32",
+                "-batch_size", "32", "-learning_rate", "0.003", "-valid_steps", "1000", "-threads", "1"])
+    torch.set_num_threads(saved)
+    return str(d / "c_last.pt")
+
+
+SRC3 = "un homme lit .\nune femme court dans l' herbe .\n\ndeux chiens .\n"
+
+
+@pytest.mark.parametrize("kind", ["softmax", "continuous"])
+def test_n_best_lists_with_scores(model, continuous_model, kind):
+    path = model if kind == "softmax" else continuous_model
+    common = ["-model", path, "-src", "-", "-threads", "1", "-max_length", "6"]
+    best = script(*common, "-beam_size", "4", stdin=SRC3).stdout.splitlines()
+    r = script(*common, "-beam_size", "4", "-n_best", "3", "-with_score", stdin=SRC3)
+    assert r.returncode == 0, r.stderr
+    rows = [line.split("\t") for line in r.stdout.splitlines()]
+    assert len(rows) == 4 * 3 - 2  # an empty line gives one empty hypothesis
+    groups = [rows[0:3], rows[3:6], rows[6:7], rows[7:10]]
+    for group, one in zip(groups, best, strict=True):
+        assert group[0][0] == one  # the first of the list is the 1-best
+        scores = [float(score) for _, score in group]
+        assert scores == sorted(scores, reverse=True)
+    assert groups[2] == [["", "0.000000"]]
+    plain = script(*common, "-beam_size", "4", "-n_best", "3", stdin=SRC3).stdout.splitlines()
+    assert plain == [text for text, _ in rows]  # without -with_score: the same lines, no tab
+
+
+def test_with_score_under_greedy_keeps_the_greedy_words(continuous_model):
+    common = ["-model", continuous_model, "-src", "-", "-threads", "1", "-max_length", "6"]
+    greedy = script(*common, stdin=SRC3).stdout.splitlines()
+    scored = [line.split("\t") for line in script(*common, "-with_score", stdin=SRC3).stdout.splitlines()]
+    assert [text for text, _ in scored] == greedy
+    r = script(*common, "-n_best", "2", stdin=SRC3)
+    assert r.returncode == 2 and "-n_best 2: must be from 1 to -beam_size (1)" in r.stderr
+
+
+def test_the_api_gives_n_best_lists(continuous_model):
+    import onmt_cont
+
+    m = onmt_cont.load(continuous_model, beam_size=3, max_length=6)
+    lists = m.translate(["un homme lit .", "deux chiens ."], n_best=2)
+    assert [len(x) for x in lists] == [2, 2] and all(isinstance(s, float) for x in lists for _, s in x)
+    assert [x[0][0] for x in lists] == m.translate(["un homme lit .", "deux chiens ."])
+    with pytest.raises(Exception, match="-n_best 4"):
+        m.translate(["un homme ."], n_best=4)
+
+
+def test_log_file_holds_what_standard_error_shows(model, tmp_path):
+    log = tmp_path / "t.log"
+    r = script("-model", model, "-src", "-", "-threads", "1", "-max_length", "5", "-log_file", str(log), "-verbose",
+               stdin="le chat .\n")
+    assert r.returncode == 0
+    text = log.read_text(encoding="utf-8")
+    assert "translated 1 lines" in text and "SENT 1: le chat ." in text
+    assert text.splitlines() == r.stderr.splitlines()

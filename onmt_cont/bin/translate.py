@@ -152,7 +152,14 @@ def build_parser():
     g.add_argument("-ann_nprobe", type=int, default=64, help="ivf: cells searched per query")
     g.add_argument("-ann_hnsw_m", type=int, default=16, help="hnsw: links per node")
     g.add_argument("-ann_ef_search", type=int, default=64, help="hnsw: candidate list size when searching")
-    g.add_argument("-verbose", action="store_true", help="print each source and translation")
+    g.add_argument("-n_best", type=int, default=1, help="write the N best hypotheses of each sentence, best first, "
+                   "N lines per input line (at most -beam_size; BLEU scores the first)")
+    g.add_argument("-with_score", action="store_true", help="append a tab and the hypothesis's score to each "
+                   "output line: its log-probability under beam search's scores divided by the length penalty "
+                   "(greedy: beam 1, the same words)")
+    g.add_argument("-log_file", help="also write what translate.py prints on standard error to this file")
+    g.add_argument("-verbose", action="store_true", help="print each source and translation (with its score when "
+                   "-with_score or -n_best give one) on standard error")
     for action in p._actions:  # every float option: nan, inf and a non-zero value that rounds to 0 are refused
         if action.type is float:
             action.type = numbers.finite_float
@@ -265,10 +272,33 @@ def stop_on_sigterm():
         signal.signal(signal.SIGTERM, previous)
 
 
+LOG_FILES = []  # -log_file's open file, while a run writes it
+
+
 def log(text):
     """Every line translate.py prints besides the translations goes to standard error, so standard
-    output holds the translations alone when it is the output."""
+    output holds the translations alone when it is the output; and to -log_file when given."""
     print(text, file=sys.stderr, flush=True)
+    for f in LOG_FILES:
+        f.write(text + "\n")
+        f.flush()
+
+
+@contextmanager
+def log_file(path):
+    """-log_file: opened for appending (a folder, a FIFO without reader: refused first), closed at the end."""
+    if path is None:
+        yield
+        return
+    from onmt_cont.utils.writable import check_log_file
+
+    check_log_file(path)
+    with open(path, "a", encoding="utf-8") as f:
+        LOG_FILES.append(f)
+        try:
+            yield
+        finally:
+            LOG_FILES.remove(f)
 
 
 @contextmanager
@@ -290,7 +320,7 @@ def main(argv=None):
         opt.output = "-"
     done = {"lines": 0, "total": None}
     try:
-        with stop_on_sigterm():
+        with stop_on_sigterm(), log_file(opt.log_file):
             run(opt, done)
     except KeyboardInterrupt as exc:
         sigterm = exc.args == ("SIGTERM",)
@@ -304,7 +334,7 @@ def main(argv=None):
 
 def run(opt, done):
     """translate.py's work; ``done["lines"]``: the lines translated so far (for an interrupt's message)."""
-    refuse_output_over_inputs({"-output": opt.output}, {
+    refuse_output_over_inputs({"-output": opt.output, "-log_file": opt.log_file}, {
         "-model": opt.model, "-src": opt.src, "-tgt": opt.tgt, "-lookup_dict": opt.lookup_dict,
         "-freq_offsets": opt.freq_offsets, "-tgt_emb_extend": opt.tgt_emb_extend,
         "-tgt_emb_extend_vocab": opt.tgt_emb_extend_vocab, "-src_bpe_codes": opt.src_bpe_codes, "-config": opt.config})
@@ -359,6 +389,8 @@ def run(opt, done):
                             opt.beam_temperature)
     if opt.freq_offsets:
         translator.check_offsets_model(opt.freq_offsets, offsets_model)
+    translator.set_n_best(opt.n_best)
+    translator.set_with_score(opt.with_score)
     if opt.tgt_emb_extend:
         added = len(translator.tgt_vocab) - translator.n_train_words
         log(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
@@ -384,21 +416,27 @@ def run(opt, done):
             lines = [text.encode(line) for line in lines]  # tokenized input: only stripped
             start = time.time()
             raw = [] if raw_bleu is not None else None
+            nbest = [] if translator.scored else None
             with torch.no_grad():
                 outputs = translator.translate_lines(lines, opt.batch_size, batch_type=opt.batch_type,
-                                                     lower=translator.lower,
-                                                       on_batch=on_batch, raw=raw)
+                                                     lower=translator.lower, on_batch=on_batch, raw=raw, nbest=nbest)
             elapsed += time.time() - start
             if opt.remove_bpe:
                 outputs = [remove_bpe(o) for o in outputs]
                 raw = [remove_bpe(o) for o in raw] if raw is not None else None
+                nbest = None if nbest is None else [[(remove_bpe(h), sc) for h, sc in hyps] for hyps in nbest]
             if raw_bleu is not None:
                 raw_bleu.add(raw, refs)
-            out.writelines(text.decode(o) + "\n" for o in outputs)
+            if nbest is None:
+                out.writelines(text.decode(o) + "\n" for o in outputs)
+            else:
+                out.writelines(text.decode(h) + (f"\t{sc:.6f}" if opt.with_score else "") + "\n"
+                               for hyps in nbest for h, sc in hyps)
             out.flush()
             if opt.verbose:
                 for i, (line, hyp) in enumerate(zip(lines, outputs, strict=True), n_lines + 1):
-                    log(f"SENT {i}: {line}\nPRED {i}: {hyp}")
+                    score = f"\nPRED SCORE {i}: {nbest[i - n_lines - 1][0][1]:.4f}" if nbest is not None else ""
+                    log(f"SENT {i}: {line}\nPRED {i}: {hyp}{score}")
             if bleu is not None:
                 bleu.add(outputs, refs)
             n_lines += len(lines)

@@ -149,7 +149,7 @@ def length_penalty(length, kind, alpha):
 
 @torch.no_grad()
 def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", alpha=0.0, banned=BANNED,
-                block_ngram_repeat=0, need_attn=True):
+                block_ngram_repeat=0, need_attn=True, nbest_out=None, n_best=1):
     """Beam search over a batch of sentences, each with its own beam of ``beam_size`` rows.
 
     A hypothesis's score is the sum of its per-step scores (log-probabilities, or the
@@ -165,7 +165,9 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
     for every row of a sentence). ``need_attn`` False: no attention is kept (each sentence's is None).
     ``block_ngram_repeat`` n > 0: no hypothesis is extended by a word that would repeat one of its
     n-grams (:func:`blocked_words`).
-    Returns the same structure as :func:`greedy_search` (attention on the CPU)."""
+    Returns the same structure as :func:`greedy_search` (attention on the CPU). ``nbest_out``: a list
+    that receives, per sentence, its ``n_best`` best finished hypotheses, best first, as
+    (score / length penalty, ids, attention) (beam 1 is greedy search with the scores)."""
     device, batch, k = src.device, src.size(0), beam_size
     memory_bank, src_mask, state = model.encode(src, src_lengths)
     width = 1  # rows per sentence: one (<s>) at the first step, then k; row i*width + j is beam j
@@ -246,9 +248,12 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
         last = torch.tensor(words, device=device)
     out_ids, out_attn = [], []
     for b in range(batch):
-        _, ids, attn = max(finished[b], key=lambda f: f[0])
+        ranked = sorted(finished[b], key=lambda f: f[0], reverse=True)  # stable: ties keep their order
+        _, ids, attn = ranked[0]
         out_ids.append(ids)
         out_attn.append(attn)
+        if nbest_out is not None:
+            nbest_out.append(ranked[:n_best])
     return out_ids, out_attn
 
 

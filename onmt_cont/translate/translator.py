@@ -90,6 +90,7 @@ class Translator:
                                block_ngram_repeat, freq_offsets, ann)
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.block_ngram_repeat = block_ngram_repeat
+        self.n_best, self._with_score, self.last_nbest = 1, False, None  # set_n_best, set_with_score
         self.train_vocab = tgt_vocab  # before -tgt_emb_extend adds words
         words = len(tgt_vocab)
         if csls > max(words - 2, 0):  # the K nearest other words (padding left out): there are V - 2
@@ -205,6 +206,17 @@ class Translator:
     def _max_lengths(self, src_lengths):
         return length_limits(src_lengths, self.max_length, self.max_length_ratio)
 
+    def set_n_best(self, n):
+        """Keep the ``n`` best hypotheses of each sentence with their scores (translate.py -n_best,
+        -with_score): beam search's finished hypotheses, ranked by score / length penalty; n may not
+        exceed the beam (greedy search is beam 1 here, which outputs the same words with their score).
+        ``n`` None or 1: the 1-best alone."""
+        n = 1 if n is None else n
+        if not 1 <= n <= self.beam_size:
+            raise UserError(f"-n_best {n}: must be from 1 to -beam_size ({self.beam_size}): a beam keeps that many "
+                            "hypotheses")
+        self.n_best = n
+
     def translate_batch(self, token_lists, attention=None):
         """token_lists: non-empty source sentences (lists of tokens) -> (outputs, attentions).
         ``attention``: whether to keep each output word's attention over the source (None: only
@@ -214,10 +226,11 @@ class Translator:
         examples = [(torch.tensor(self.src_vocab.encode(toks)), torch.tensor([UNK_ID])) for toks in token_lists]
         batch = collate(examples, list(range(len(examples))), self.device)
         max_lengths = self._max_lengths(batch["src_lengths"])
-        if self.beam_size > 1:
+        nbest = [] if self.scored else None
+        if self.beam_size > 1 or nbest is not None:
             ids, attns = beam_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
                                      self.length_penalty, self.alpha, self.banned, self.block_ngram_repeat,
-                                     need_attn=attention)
+                                     need_attn=attention, nbest_out=nbest, n_best=self.n_best)
         else:
             ids, attns = greedy_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.banned,
                                        block_ngram_repeat=self.block_ngram_repeat, need_attn=attention)
@@ -230,30 +243,53 @@ class Translator:
             if self.replace_unk:
                 words = replace_unk(words, attn, toks, self.lexicon)
             outputs.append(words)
+        # with n_best: each sentence's hypotheses as (words, score), best first (the first is ``outputs``')
+        self.last_nbest = None if nbest is None else [
+            [(replace_unk(self.tgt_vocab.decode(h_ids), h_attn, toks, self.lexicon) if self.replace_unk
+              else self.tgt_vocab.decode(h_ids), score) for score, h_ids, h_attn in hyps]
+            for toks, hyps in zip(token_lists, nbest, strict=True)]
         return outputs, attns
 
-    def translate_lines(self, lines, batch_size=32, lower=False, on_batch=None, raw=None, batch_type="sents"):
+    @property
+    def scored(self):
+        """Whether decoding keeps each sentence's hypotheses and scores (-n_best above 1 or -with_score)."""
+        return self.n_best > 1 or self._with_score
+
+    def translate_lines(self, lines, batch_size=32, lower=False, on_batch=None, raw=None, batch_type="sents",
+                        nbest=None):
         """Translate sentences (strings); an empty line gives an empty line. Order is kept.
         ``on_batch(n)``: called with the number of lines done (a progress bar's update);
         ``raw``: a list that receives the outputs before ``<unk>`` replacement, in the same order
-        (translate.py scores them too, so the lexicon's share of BLEU is visible)."""
+        (translate.py scores them too, so the lexicon's share of BLEU is visible);
+        ``nbest``: a list that receives, per line, its hypotheses as (text, score), best first (see
+        :meth:`set_n_best` and :meth:`set_with_score`; an empty line: one empty hypothesis, score 0)."""
         token_lists = [(line.lower() if lower else line).split() for line in lines]
         order = sorted((i for i, t in enumerate(token_lists) if t), key=lambda i: len(token_lists[i]))
         results = [""] * len(lines)
         raw_results = [""] * len(lines)
+        nbest_results = [[("", 0.0)] for _ in lines]
         if on_batch:
             on_batch(len(lines) - len(order))  # the empty lines are done
         for chunk in length_batches(order, [len(t) for t in token_lists], batch_size, batch_type):
             outputs, _ = self.translate_batch([token_lists[i] for i in chunk])
-            for i, words, own in zip(chunk, outputs, self.last_raw, strict=True):
+            for k, (i, words, own) in enumerate(zip(chunk, outputs, self.last_raw, strict=True)):
                 results[i] = " ".join(words)
                 if raw is not None:
                     raw_results[i] = " ".join(own)
+                if nbest is not None and self.last_nbest is not None:
+                    nbest_results[i] = [(" ".join(w), score) for w, score in self.last_nbest[k]]
             if on_batch:
                 on_batch(len(chunk))
         if raw is not None:
             raw.extend(raw_results)
+        if nbest is not None:
+            nbest.extend(nbest_results)
         return results
+
+    def set_with_score(self, on):
+        """Give each translation its score (translate.py -with_score): decoding goes through beam
+        search (beam 1 for greedy, the same words), whose scores are log-probabilities."""
+        self._with_score = bool(on)
 
 
 def length_batches(order, lengths, batch_size, batch_type="sents"):
