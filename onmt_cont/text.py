@@ -22,15 +22,51 @@ from onmt_cont.utils.errors import UserError
 def read_bpe_codes(path):
     """A subword-nmt codes file (``subword-nmt learn-bpe``) -> an object with
     ``process_line(text) -> text``: the pieces, joined by ``@@ `` as translate.py expects."""
+    import contextlib
+    import io
+
     from subword_nmt.apply_bpe import BPE  # only when pieces are asked for
 
+    said = io.StringIO()  # subword-nmt prints its complaint on stderr, then calls sys.exit(1)
     try:
-        with open(path, encoding="utf-8") as f:
+        with open(path, encoding="utf-8") as f, contextlib.redirect_stderr(said):
             return BPE(f)
     except OSError as exc:
         raise UserError(f"{path}: cannot read subword codes ({exc.strerror})") from None
-    except (ValueError, IndexError) as exc:
+    except (ValueError, IndexError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: not a subword-nmt codes file ({exc})") from None
+    except SystemExit:  # a bad line: a library must not end the process (a server, the API's caller)
+        why = " ".join(said.getvalue().split()).removeprefix("Error: ") or "rejected by subword-nmt"
+        raise UserError(f"{path}: not a subword-nmt codes file ({why})") from None
+
+
+def _started(cls, lang, what, probe, **kwargs):
+    """Start a Moses Perl process and check that it answers a probe line: a process that cannot start
+    (perl without its Thread module, a broken PERL5LIB) otherwise gave an empty line for every input
+    and exit status 0, or a BrokenPipeError blamed on the output file."""
+    try:
+        proc = cls(lang, **kwargs)
+    except OSError as exc:
+        raise UserError(f"cannot start the Moses {what} for '{lang}' ({exc.strerror or exc}): is perl installed?") \
+            from None
+    try:
+        answer = proc(probe)
+    except (OSError, ValueError):
+        answer = None
+    if not answer:
+        _quietly_close(proc)
+        raise UserError(f"the Moses {what} for '{lang}' ({' '.join(proc.argv)}) does not answer: perl could not "
+                        "run it (its own message, if it printed one, is above; check perl, its threads module and "
+                        "PERL5LIB)")
+    return proc
+
+
+def _quietly_close(proc):
+    try:
+        proc.close()
+    except (OSError, ValueError):
+        pass
+    proc.closed = True  # its __del__ would try the broken pipe again
 
 
 def capitalize_first(line):
@@ -60,8 +96,13 @@ class TextPipeline:
         self._lock = threading.Lock()
         self.lower, self.capitalize = lower, capitalize
         self._bpe = read_bpe_codes(bpe_codes) if bpe_codes else None
-        self._tok = MosesTokenizer(src_lang, no_escape=True) if src_lang else None
-        self._detok = MosesDetokenizer(tgt_lang) if tgt_lang else None
+        self._tok = self._detok = None
+        try:
+            self._tok = _started(MosesTokenizer, src_lang, "tokenizer", "a .", no_escape=True) if src_lang else None
+            self._detok = _started(MosesDetokenizer, tgt_lang, "detokenizer", ["a", "."]) if tgt_lang else None
+        except BaseException:
+            self.close()
+            raise
 
     def encode(self, line):
         """One raw source line -> the tokenized (and, with codes, segmented) line the model reads."""
@@ -93,7 +134,7 @@ class TextPipeline:
     def close(self):
         with self._lock:
             for proc in (self._tok, self._detok):
-                if proc is not None:
+                if proc is not None and not getattr(proc, "closed", False):
                     proc.close()
 
     def __enter__(self):

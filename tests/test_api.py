@@ -139,3 +139,12 @@ def test_a_sentence_that_is_no_single_line_is_refused(model, bad, needle):
             m.translate(["un chat .", bad])
         assert m.translate(["un chat .", "un chat ."])[0] == m.translate(["un chat ."])[0]  # still in step
         assert m.translate(["un\rchat ."]) == m.translate(["un chat ."])  # a carriage return is a space
+
+
+def test_a_bad_codes_file_names_itself_and_does_not_end_the_process(tmp_path):
+    """(was: subword-nmt's sys.exit(1): translate.py exited 1 without naming the file, and load()
+    raised SystemExit, which ends a server)"""
+    bad = tmp_path / "codes.fr"
+    bad.write_text("#version: 0.2\na b c d\n", encoding="utf-8")
+    with pytest.raises(UserError, match=rf"{bad}: not a subword-nmt codes file \(invalid line 2"):
+        TextPipeline(bpe_codes=str(bad))

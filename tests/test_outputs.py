@@ -334,3 +334,20 @@ def test_log_file_holds_what_standard_error_shows(model, tmp_path):
     text = log.read_text(encoding="utf-8")
     assert "translated 1 lines" in text and "SENT 1: le chat ." in text
     assert text.splitlines() == r.stderr.splitlines()
+
+
+def test_a_moses_process_that_cannot_start_is_an_error(model, tmp_path):
+    """perl present but unable to run the tokenizer (here: a perl that prints Thread.pm's error and
+    exits) (was: an empty line for every input and exit 0, or a BrokenPipe traceback blaming -output)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "perl").write_text("#!/bin/sh\necho \"Can't locate Thread.pm in @INC\" >&2\nexit 2\n")
+    (fake / "perl").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
+    out = tmp_path / "o.txt"
+    r = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-model", model, "-src", str(DATA / "raw" / "test.fr"),
+                        "-src_lang", "fr", "-detokenize", "-tgt_lang", "en", "-output", str(out)],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    assert r.returncode == 2, r.stderr
+    assert "the Moses tokenizer for 'fr'" in r.stderr and "does not answer" in r.stderr
+    assert "Traceback" not in r.stderr and not out.exists()
