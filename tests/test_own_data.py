@@ -29,6 +29,7 @@ def corpus(tmp_path_factory):
             cut(RAW / f"{split}.{lang}", raw / f"{split}.{lang}", n)
     cut(RAW / "test.fr", raw / "test.fr", 12)
     cut(RAW / "test.en", raw / "test.en", 12)
+    cut(RAW / "test.en", raw / "test_en.en", 12)  # an English test source for the en->fr run
     return raw
 
 
@@ -62,12 +63,37 @@ def test_own_data_recipe_refuses_a_missing_file_before_doing_anything(corpus, tm
 
 
 def test_own_data_recipe_takes_a_random_table_for_too_little_target_text(corpus, tmp_path):
+    """French targets: no vectors ship for them, so too little text means a random table."""
     out = tmp_path / "run"
-    res = recipe(tmp_path, OUT=str(out), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
-                 VALID=str(corpus / "valid"), TEST=str(corpus / "test"), VEC_DIM="16", THREADS="1",
+    res = recipe(tmp_path, OUT=str(out), SRC_LANG="en", TGT_LANG="fr", TRAIN=str(corpus / "train"),
+                 VALID=str(corpus / "valid"), TEST=str(corpus / "test_en"), VEC_DIM="16", THREADS="1",
                  TRAIN_FLAGS="-train_steps 2 -rnn_size 32 -word_vec_size 32 -transformer_ff 64 -heads 2")
     assert res.returncode == 0, res.stderr[-3000:]
     assert "400 lines of target text, so VECTORS=random" in res.stdout
-    assert not (out / "vectors.en.vec.gz").exists() and not (out / "codes.fr").exists()  # fr: whole words
+    assert not (out / "vectors.fr.vec.gz").exists() and not (out / "codes.en").exists()  # en: whole words
     table = torch.load(out / "emb.dec.pt", weights_only=True)
     assert table.shape[1] == 16 and torch.allclose(table[4:].norm(dim=1), torch.ones(len(table) - 4))
+
+
+def test_own_data_recipe_falls_back_to_the_shipped_vectors_and_takes_epochs(corpus, tmp_path):
+    """English targets with too little text: the sample's own data/en.vec.gz, not a random table (issue
+    70.8: a random table gave BLEU 2.6 on the shipped raw sample); EPOCHS bounds the training."""
+    out = tmp_path / "run"
+    res = recipe(tmp_path, OUT=str(out), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
+                 VALID=str(corpus / "valid"), TEST=str(corpus / "test"), THREADS="1", EPOCHS="1",
+                 TRAIN_FLAGS="-rnn_size 32 -word_vec_size 32 -transformer_ff 64 -heads 2 -batch_size 200")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "so VECTORS=data/en.vec.gz" in res.stdout
+    assert torch.load(out / "emb.dec.pt", weights_only=True).shape[1] == 300
+    assert (out / "train.log").read_text(encoding="utf-8").count("done at step") == 1  # one epoch
+
+
+@pytest.mark.parametrize("name, value", [("MIN_VEC_LINES", "abc"), ("MIN_VEC_LINES", "1e1"),
+                                         ("MIN_VEC_LINES", "20,000"), ("VEC_DIM", "-3"), ("EPOCHS", "two")])
+def test_own_data_recipe_checks_its_numbers_first(corpus, tmp_path, name, value):
+    """(was: MIN_VEC_LINES=abc failed a test inside an if, which set -e ignores, and took a random table)"""
+    out = tmp_path / "run"
+    res = recipe(tmp_path, OUT=str(out), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
+                 VALID=str(corpus / "valid"), TEST=str(corpus / "test"), **{name: value})
+    assert res.returncode == 2 and f"{name} must be a whole number, got '{value}'" in res.stderr
+    assert not out.exists()

@@ -14,12 +14,14 @@
 #                escaping, lowercase; ../shared/data/embeddings are); "random": a random unit vector per target word;
 #                "train": vectors trained on the target training side plus VEC_TEXT (more raw monolingual target
 #                text, one file) with tools/train_vectors.py [empty: "train" when that text holds at least
-#                MIN_VEC_LINES lines, else "random"; vectors from too little text are worse than random ones]
+#                MIN_VEC_LINES lines; else the vectors the project ships for that language (data/$TGT_LANG.vec.gz,
+#                English only), else "random"; vectors from too little text are worse than random ones]
 #   MIN_VEC_LINES  [20000]
 #   VEC_DIM, VEC_EPOCHS  size and passes of trained vectors [300, 10]
 #   SRC_MERGES   subword-nmt merges for the source side, 0 for whole words [10000 for de, else 0]: the results found
 #                pieces help a German source and change little for French (docs/results.md)
 #   PRESET       a preset in configs/ [transformer_continuous]
+#   EPOCHS       at most this many epochs [the preset's]
 #   TRAIN_FLAGS  more train.py flags, which override the preset's (e.g. "-epochs 2" for a first try, "-gpu 0")
 #   THREADS      CPU threads for training and translation [train.py's default]
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
@@ -34,7 +36,12 @@ PRESET=${PRESET:-transformer_continuous}
 VECTORS=${VECTORS:-}
 VEC_TEXT=${VEC_TEXT:-}
 if [ "$SRC_LANG" = de ]; then SRC_MERGES=${SRC_MERGES:-10000}; else SRC_MERGES=${SRC_MERGES:-0}; fi
-[[ $SRC_MERGES =~ ^[0-9]+$ ]] || { echo "SRC_MERGES must be a number of merges (0: words), got $SRC_MERGES" >&2; exit 2; }
+MIN_VEC_LINES=${MIN_VEC_LINES:-20000}; VEC_DIM=${VEC_DIM:-300}; VEC_EPOCHS=${VEC_EPOCHS:-10}
+# every numeric setting is a whole number, checked here: a bad one inside a later `if [ ... ]` fails the test, which
+# set -e does not stop, and the recipe took a random table for MIN_VEC_LINES=abc, 1e1 or 20,000
+for v in SRC_MERGES MIN_VEC_LINES VEC_DIM VEC_EPOCHS ${THREADS:+THREADS} ${EPOCHS:+EPOCHS}; do
+  [[ ${!v} =~ ^[0-9]+$ ]] || { echo "$v must be a whole number, got '${!v}'" >&2; exit 2; }
+done
 [ -f "configs/$PRESET.yaml" ] || { echo "PRESET: no configs/$PRESET.yaml" >&2; exit 2; }
 for f in "$TRAIN.$SRC_LANG" "$TRAIN.$TGT_LANG" "$VALID.$SRC_LANG" "$VALID.$TGT_LANG" "$TEST.$SRC_LANG" \
          ${VEC_TEXT:+"$VEC_TEXT"}; do
@@ -70,11 +77,13 @@ fi
 
 if [ -z "$VECTORS" ]; then
   lines=$(cat "$TOK/train.$TGT_LANG" ${VEC_TEXT:+"$VEC_TEXT"} | wc -l)
-  if [ "$lines" -ge "${MIN_VEC_LINES:-20000}" ]; then VECTORS=train; else VECTORS=random; fi
-  log "3. no VECTORS given: $lines lines of target text, so VECTORS=$VECTORS (MIN_VEC_LINES ${MIN_VEC_LINES:-20000})"
+  if [ "$lines" -ge "$MIN_VEC_LINES" ]; then VECTORS=train
+  elif [ -f "data/$TGT_LANG.vec.gz" ]; then VECTORS=data/$TGT_LANG.vec.gz  # the shipped sample's vectors
+  else VECTORS=random; fi
+  log "3. no VECTORS given: $lines lines of target text, so VECTORS=$VECTORS (MIN_VEC_LINES $MIN_VEC_LINES)"
 fi
 case $VECTORS in
-  random) tgt_emb=(); table=(-init random_sphere -dim "${VEC_DIM:-300}") ;;
+  random) tgt_emb=(); table=(-init random_sphere -dim "$VEC_DIM") ;;
   train)  tgt_emb=(-tgt_emb "$OUT/vectors.$TGT_LANG.vec.gz"); table=(-emb_file_dec "$OUT/vectors.$TGT_LANG.vec.gz") ;;
   *)      tgt_emb=(-tgt_emb "$VECTORS"); table=(-emb_file_dec "$VECTORS") ;;
 esac
@@ -85,8 +94,8 @@ if [ "$VECTORS" = train ]; then
     python tools/moses_tok.py -lang "$TGT_LANG" < "$VEC_TEXT" > "$TOK/vec_text.$TGT_LANG"
     inputs+=(-input "$TOK/vec_text.$TGT_LANG")
   fi
-  python tools/train_vectors.py "${inputs[@]}" -output "$OUT/vectors.$TGT_LANG.vec.gz" -dim "${VEC_DIM:-300}" \
-    -epochs "${VEC_EPOCHS:-10}"
+  python tools/train_vectors.py "${inputs[@]}" -output "$OUT/vectors.$TGT_LANG.vec.gz" -dim "$VEC_DIM" \
+    -epochs "$VEC_EPOCHS"
 fi
 
 log "4. preprocess and the target table"
@@ -99,7 +108,7 @@ log "5. train configs/$PRESET.yaml"
 dfp=(); [ "$SRC_LANG" = de ] && dfp=(-drop_final_punct 0.05)  # German sources often lack a final . ! ?
 # shellcheck disable=SC2086  # TRAIN_FLAGS holds several flags
 python train.py -config "configs/$PRESET.yaml" -data "$OUT/data" -tgt_emb "$OUT/emb.dec.pt" -save_model "$OUT/model" \
-  "${dfp[@]}" "${threads[@]}" ${TRAIN_FLAGS:-} -log_file "$OUT/train.log"
+  "${dfp[@]}" "${threads[@]}" ${EPOCHS:+-epochs "$EPOCHS"} ${TRAIN_FLAGS:-} -log_file "$OUT/train.log"
 model=$OUT/model_best.pt; [ -f "$model" ] || model=$OUT/model_last.pt
 
 log "6. translate the raw test source into running text"
