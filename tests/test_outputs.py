@@ -351,3 +351,45 @@ def test_a_moses_process_that_cannot_start_is_an_error(model, tmp_path):
     assert r.returncode == 2, r.stderr
     assert "the Moses tokenizer for 'fr'" in r.stderr and "does not answer" in r.stderr
     assert "Traceback" not in r.stderr and not out.exists()
+
+
+# --- checkpoints whose parts do not fit ------------------------------------------------------------
+
+
+def _broken(data, how):
+    data = {**data, "opt": dict(data["opt"]), "vocab": dict(data["vocab"]), "model": dict(data["model"])}
+    if how == "no_vocab":
+        del data["vocab"]
+    elif how == "no_option":
+        del data["opt"]["rnn_size"]
+    elif how == "string_option":
+        data["opt"]["rnn_size"] = "abc"
+    elif how == "shape":
+        name = next(k for k, v in data["model"].items() if v.dim() == 2)
+        data["model"][name] = torch.zeros(3, 3)
+    elif how == "short_vocab":
+        data["vocab"]["tgt"] = data["vocab"]["tgt"][:-5]
+        data["vocab"].pop("tgt_counts", None)
+    return data
+
+
+@pytest.mark.parametrize("how, needle", [
+    ("no_vocab", "it holds no source and target vocabulary"),
+    ("no_option", "an option is missing (rnn_size)"),
+    ("string_option", "its options do not build a model"),
+    ("shape", "its parameters do not fit the model its options describe"),
+    ("short_vocab", "its target table has"),
+])
+def test_a_checkpoint_whose_parts_do_not_fit_is_named(continuous_model, tmp_path, how, needle):
+    """(was: KeyError, AttributeError, TypeError and size-mismatch tracebacks; a target vocabulary
+    shorter than the table was accepted)"""
+    import onmt_cont
+    from onmt_cont.utils.errors import UserError
+
+    bad = tmp_path / f"{how}.pt"
+    torch.save(_broken(torch.load(continuous_model, weights_only=True), how), bad)
+    r = run_script("translate.py", "-model", bad, "-src", DATA / "test.fr", "-output", tmp_path / "o.txt")
+    assert r.returncode == 2, r.stderr
+    assert f"{bad}: not a usable checkpoint of train.py: {needle}" in r.stderr and "Traceback" not in r.stderr
+    with pytest.raises(UserError, match="not a usable checkpoint"):
+        onmt_cont.load(str(bad))

@@ -229,18 +229,43 @@ def newest_checkpoint(prefix, with_data=False):
     return (path, data) if with_data else path
 
 
-def model_from_checkpoint(data, device="cpu"):
-    """Rebuild the model (and vocabularies) a checkpoint was trained with."""
-    opt = argparse.Namespace(**data["opt"])
-    src_vocab = Vocab(data["vocab"]["src"])
-    saved = data["vocab"]
-    tgt_vocab = Vocab(saved["tgt"], saved.get("tgt_counts"), saved.get("tgt_total_tokens", 0),
-                      saved.get("tgt_sentences", 0))
-    table = data["model"].get("generator.table")
+def model_from_checkpoint(data, device="cpu", path="the checkpoint"):
+    """Rebuild the model (and vocabularies) a checkpoint was trained with. A checkpoint whose parts do
+    not fit together (no vocabulary, an option missing or of the wrong type, parameters of other
+    shapes, a target vocabulary shorter than its table) is a UserError naming ``path`` and the part,
+    not a KeyError or a size-mismatch traceback (translate.py, onmt_cont.load())."""
+    def bad(what):
+        return UserError(f"{path}: not a usable checkpoint of train.py: {what}")
+
+    vocab, options, state = data.get("vocab"), data.get("opt"), data.get("model")
+    if not isinstance(vocab, dict) or not all(isinstance(vocab.get(k), (list, tuple)) for k in ("src", "tgt")):
+        raise bad("it holds no source and target vocabulary ('vocab': {'src': [...], 'tgt': [...]})")
+    if not isinstance(options, dict) or not isinstance(state, dict):
+        raise bad("its options ('opt') or parameters ('model') are missing")
+    try:
+        opt = argparse.Namespace(**options)
+        src_vocab = Vocab(vocab["src"])
+        tgt_vocab = Vocab(vocab["tgt"], vocab.get("tgt_counts"), vocab.get("tgt_total_tokens", 0),
+                          vocab.get("tgt_sentences", 0))
+    except (TypeError, ValueError) as exc:
+        raise bad(f"its vocabulary ({exc})") from None
+    table = state.get("generator.table")
     if table is None:
-        table = data["model"].get("decoder.embeddings.table.weight") if opt.tie_emb else None
-    model = build_model(opt, len(src_vocab), len(tgt_vocab), table)
-    model.load_state_dict(data["model"])
+        table = state.get("decoder.embeddings.table.weight") if getattr(opt, "tie_emb", False) else None
+    if table is not None and (not isinstance(table, torch.Tensor) or table.dim() != 2 or len(table) != len(tgt_vocab)):
+        rows = f"{len(table)} rows" if isinstance(table, torch.Tensor) and table.dim() == 2 else "no [words, dim] table"
+        raise bad(f"its target table has {rows}, its target vocabulary {len(tgt_vocab)} words")
+    try:
+        model = build_model(opt, len(src_vocab), len(tgt_vocab), table)
+    except AttributeError as exc:  # an option the model needs is missing
+        raise bad(f"an option is missing ({exc.name or exc})") from None
+    except (TypeError, ValueError, KeyError, RuntimeError) as exc:
+        raise bad(f"its options do not build a model ({str(exc).splitlines()[0][:200]})") from None
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, KeyError) as exc:
+        first = next((line.strip() for line in str(exc).splitlines()[1:] if line.strip()), str(exc))
+        raise bad(f"its parameters do not fit the model its options describe ({first[:200]})") from None
     return model.to(device), opt, src_vocab, tgt_vocab
 
 

@@ -39,7 +39,7 @@ class Translator:
         check_decoding_options(beam_size, max_length, max_length_ratio, alpha, decode_prior, decode_prior_cap, csls,
                                block_ngram_repeat, freq_offsets, ann)
         data = load_checkpoint(checkpoint_path)
-        model, _, src_vocab, tgt_vocab = model_from_checkpoint(data, device)
+        model, _, src_vocab, tgt_vocab = model_from_checkpoint(data, device, checkpoint_path)
         lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
         self._setup(model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
                     length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
