@@ -1025,6 +1025,9 @@ def _train(opt, ctx, threads, start):
     except OSError as exc:
         raise UserError(f"-log_file {opt.log_file}: cannot write it ({(exc.strerror or str(exc)).lower()})") from None
     start.run, start.logging = run, True
+    # each run's first line: a log that a resumed or retrained run appends to shows where each run began
+    where = f"from {opt.train_from} at step {ckpt['progress']['step']}" if ckpt is not None else "from step 0"
+    logger.info(f"train.py started (PID {os.getpid()}), {where}")
     run.best_floor = start.best_floor
     if ctx.is_main:
         try:

@@ -1024,3 +1024,15 @@ def test_normalization_sents_divides_by_sentences(data, tmp_path):
         torch.testing.assert_close(moves["sents"][name], delta * tokens / 5, rtol=1e-4, atol=1e-7)
     with pytest.raises(ValueError):
         Trainer(model, loss_fn, torch.optim.SGD(model.parameters(), lr=0.1), normalization="words")
+
+
+def test_each_run_marks_its_start_in_an_appended_log(data, tmp_path):
+    """A log that a resumed run appends to shows where each run began (issue 69.14: a recipe counted
+    'done at step' lines in such a log and took a 2-epoch model for a 3-epoch one)."""
+    run_train(data, tmp_path, loss="cosine", epochs="2")
+    run_train(data, tmp_path, loss="cosine", epochs="3", train_from=str(tmp_path / "m_last.pt"))
+    text = (tmp_path / "train.log").read_text(encoding="utf-8")
+    starts = re.findall(r"train\.py started \(PID \d+\), (.*)", text)
+    assert starts == ["from step 0", f"from {tmp_path / 'm_last.pt'} at step {2 * BATCHES_PER_EPOCH}"]
+    ckpt = torch.load(tmp_path / "m_last.pt", weights_only=True)
+    assert ckpt["progress"]["epoch"] == 3  # what docs/recipes/multi30k.sh now reads, not the log's lines

@@ -127,8 +127,10 @@ for cfg in $CONFIGS; do
     run=$OUT/$cfg.s$seed; res=$RESULTS/$cfg.s$seed
     mkdir -p "$run" "$res"
     # a finished run with fewer epochs than EPOCHS is resumed exactly (-train_from) up to EPOCHS
+    # the epochs the last checkpoint has done, read from it: the appended train.log of a retrained run counts twice
     done_epochs=0
-    [ -s "$run/model_last.pt" ] && done_epochs=$(grep -c "done at step" "$run/train.log" || true)
+    [ -s "$run/model_last.pt" ] && done_epochs=$(python -c "import sys, torch
+print(torch.load(sys.argv[1], weights_only=True)['progress']['epoch'])" "$run/model_last.pt")
     if [ "$done_epochs" -lt "$EPOCHS" ]; then
       log "train $cfg seed $seed (epochs $done_epochs -> $EPOCHS)"
       resume=(); [ "$done_epochs" -gt 0 ] && resume=(-train_from "$run/model_last.pt")

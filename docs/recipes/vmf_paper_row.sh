@@ -30,6 +30,8 @@ AUTHORS="-dropout 0 -learning_rate 5e-4 -batch_size 64 -normalization sents"
 CODE="-vmf_form code -vmf_lambda 0.2"
 # to convergence: validation BLEU at each epoch's end, stop after 3 without a new best (mean of 2), 30 epochs at most
 CONV="-epochs 30 -valid_metric bleu -early_stopping 3 -early_stopping_window 2"
+L256="-rnn_size 256 -word_vec_size 256 -dec_layers 2"
+L512="-rnn_size 512 -word_vec_size 512 -dec_layers 2"
 ALL="ce_conv paper code authors_code paper_d0 paper_opt paper_sents authors_paper authors_code_conv ce
 authors_code_conv_random authors_cosine_conv authors_maxmargin_conv authors_code_conv_softmax"
 ROWS=${ROWS:-$ALL}
@@ -53,6 +55,11 @@ row() {
     authors_code_conv_softmax) echo "-config $P $AUTHORS $CODE $CONV|softmax" ;;
     authors_cosine_conv)       echo "-config $P $AUTHORS -loss cosine $CONV|emb" ;;
     authors_maxmargin_conv)    echo "-config $P $AUTHORS -loss maxmargin $CONV|emb" ;;
+    # the size: a 2-layer decoder of 256 (docs/recipes/multi30k.sh's default model) or 512 units
+    ce_conv_256)               echo "-config $S $L256|emb" ;;
+    authors_code_conv_256)     echo "-config $P $AUTHORS $CODE $CONV $L256|emb" ;;
+    ce_conv_512)               echo "-config $S $L512|emb" ;;
+    authors_code_conv_512)     echo "-config $P $AUTHORS $CODE $CONV $L512|emb" ;;
     *) echo "unknown row $1" >&2; return 1 ;;
   esac
 }
@@ -110,5 +117,31 @@ for r in $ROWS; do
   if [ "$running" -ge "$JOBS" ]; then wait -n; running=$((running - 1)); fi
 done
 wait
+# the table: tokenized BLEU with / without -replace_unk and the <unk> rate per test, epochs trained, training time
+$PY - "$OUT" $ROWS > "$OUT/report.md" <<'EOF'
+import re, sys
+from pathlib import Path
+
+out, rows = Path(sys.argv[1]), sys.argv[2:]
+print("| row | test_2016: BLEU / without lexicon / <unk> | test_2017: BLEU / without lexicon / <unk> | epochs | "
+      "train s |")
+print("| --- | --- | --- | ---: | ---: |")
+for row in rows:
+    cells = []
+    for t in ("test_2016_flickr", "test_2017_flickr"):
+        f = out / row / f"{t}.bleu.txt"
+        text = f.read_text() if f.exists() else ""
+        tok = re.search(r"^tokenized BLEU: ([\d.]+)", text, re.M)
+        raw = re.search(r"tokenized BLEU ([\d.]+)$", text, re.M)
+        unk = re.search(r"\(([\d.]+)%\)", text)
+        cells.append(f"{tok.group(1) if tok else '-'} / {raw.group(1) if raw else '='} / "
+                     f"{unk.group(1) + '%' if unk else '-'}")
+    log = out / row / "train.log"
+    epochs = len(re.findall(r"epoch \d+ done", log.read_text())) if log.exists() else 0
+    done = out / row / "done"
+    secs = done.read_text().split()[-1] if done.exists() else "-"
+    print(f"| {row} | {cells[0]} | {cells[1]} | {epochs} | {secs} |")
+EOF
+echo "wrote $OUT/report.md"
 exit
 }
