@@ -12,6 +12,13 @@ Two index kinds (both ``METRIC_INNER_PRODUCT``):
   10 iterations), ``nprobe`` cells searched;
 - ``hnsw``: ``IndexHNSWFlat`` with ``M`` links per node and ``efSearch`` candidates.
 
+Rows of different lengths (the generator's search rows carry the word bias, prior and offsets as
+extra columns, so they are not unit) get the maximum-inner-product reduction of Bachrach et al.
+(2014): one more column, sqrt(M² − ‖x‖²) with M the longest row's norm, makes every row M long, and
+the queries get a 0 there. Inner products are unchanged, and on rows of one length the largest inner
+product is the nearest row, which is what the IVF cells and HNSW graphs are built around: without
+it, the cells of a biased table followed the row lengths and missed most neighbours.
+
 Built once per table (the Translator builds it after any ``-tgt_emb_extend``), never saved.
 """
 
@@ -51,7 +58,12 @@ class FaissIndex:
             raise UserError(f"-ann_index must be one of {KINDS}, got {kind!r}")
         if threads:
             faiss.omp_set_num_threads(threads)
-        rows = np.ascontiguousarray(table[1:].detach().cpu().float().numpy())
+        rows = table[1:].detach().cpu().double()
+        norms = rows.norm(dim=1)
+        self.augmented = bool(len(rows)) and bool((norms.max() - norms.min()) > 1e-4 * max(float(norms.max()), 1.0))
+        if self.augmented:  # the MIPS reduction: every row as long as the longest
+            rows = torch.cat([rows, (norms.max() ** 2 - norms ** 2).clamp(min=0).sqrt().unsqueeze(1)], 1)
+        rows = np.ascontiguousarray(rows.float().numpy())
         n, d = rows.shape
         if kind == "hnsw":
             index = faiss.IndexHNSWFlat(d, hnsw_m, faiss.METRIC_INNER_PRODUCT)
@@ -71,7 +83,10 @@ class FaissIndex:
         self.index, self.kind, self.size = index, kind, n
 
     def search(self, queries, k):
-        q = np.ascontiguousarray(queries.detach().cpu().float().numpy())
+        q = queries.detach().cpu().float()
+        if self.augmented:
+            q = torch.cat([q, q.new_zeros(len(q), 1)], 1)
+        q = np.ascontiguousarray(q.numpy())
         _, ids = self.index.search(q, k)
         ids = torch.from_numpy(ids)
         return torch.where(ids >= 0, ids + 1, ids)
