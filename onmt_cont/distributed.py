@@ -162,6 +162,18 @@ def parameters_identical(model, ctx):
     return all(torch.equal(gathered[0], g) for g in gathered[1:])
 
 
+def inputs_differ(parts, ctx):
+    """``parts``: {name: digest string} of what this rank read (vocabularies, table, shards). ->
+    {rank: [names that differ from rank 0's]} for the ranks that read other inputs ({} with one
+    process). Every rank gets the same answer, so all of them can stop together."""
+    if not ctx.distributed:
+        return {}
+    gathered = [None] * ctx.world
+    dist.all_gather_object(gathered, dict(parts))
+    return {rank: [name for name in parts if got.get(name) != gathered[0].get(name)]
+            for rank, got in enumerate(gathered) if got != gathered[0]}
+
+
 def cleanup(ctx, failed=False):
     """Leave the process group. ``failed``: this rank is ending on an error, so its peers are
     somewhere else (in a collective it will never join): no barrier, no teardown that could wait

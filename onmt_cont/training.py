@@ -5,6 +5,7 @@ bin/train.py only parses the options and calls train(); tests, tools and benchma
 pieces here (check_options, Run, ValidBleu, load_table) directly."""
 
 import gc
+import hashlib
 import logging
 import math
 import os
@@ -533,6 +534,7 @@ class Run:
                             f"source vocabulary of {len(self.src_vocab)} and a target vocabulary of "
                             f"{len(self.tgt_vocab)} words that differ: preprocess with -share_vocab")
         table = load_table(opt.tgt_emb, self.tgt_vocab) if opt.tgt_emb else None
+        self._check_ranks_agree(table, valid_path)
         check_model_size(opt, len(self.src_vocab), len(self.tgt_vocab), table, device)
         torch.manual_seed(opt.seed)
         random.seed(opt.seed)
@@ -573,6 +575,33 @@ class Run:
         self.best_saved = None  # (path, step) of the PREFIX_best.pt this run wrote last
         self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
                                         self.ctx.rank, self.ctx.world, opt.drop_final_punct, self._punct_ids())
+
+    def _check_ranks_agree(self, table, valid_path):
+        """Under torchrun every rank must read the same inputs: a rank with another table of the same
+        shape trained on with 'parameters identical on all ranks: yes' (the frozen table is not
+        compared), and one with other shards hung the group until -dist_timeout. The ranks compare
+        digests of what they read and stop together, naming the ranks and the inputs that differ."""
+        if not self.ctx.distributed:
+            return
+        def digest(*chunks):
+            h = hashlib.sha256()
+            for chunk in chunks:
+                h.update(chunk if isinstance(chunk, bytes) else str(chunk).encode("utf-8"))
+            return h.hexdigest()
+
+        parts = {
+            "vocabularies (-data PREFIX.vocab.pt)": digest("\n".join(self.src_vocab.itos), "\0",
+                                                         "\n".join(self.tgt_vocab.itos)),
+            "training shards (-data PREFIX.train.N.pt: their number and sizes)": digest(
+                *[f"{os.path.basename(p)}:{os.path.getsize(p)};" for p in sorted(self.train_paths)]),
+            "validation shard (-data PREFIX.valid.0.pt)": digest(os.path.getsize(valid_path)),
+            "target table (-tgt_emb)": digest(table.contiguous().numpy().tobytes()) if table is not None else "none",
+        }
+        differ = distributed.inputs_differ(parts, self.ctx)
+        if differ:
+            said = "; ".join(f"rank {rank}: {', '.join(names)}" for rank, names in sorted(differ.items()))
+            raise UserError(f"torchrun: ranks read other inputs than rank 0 ({said}): every rank must be given the "
+                            "same -data and -tgt_emb files (on every node); nothing was written")
 
     def _check_shards(self, train_paths, valid_path):
         """Every shard's ids index this -data's vocabularies (corpus.check_shard), before training:

@@ -548,3 +548,49 @@ def test_two_ranks_train_with_sequence_unlikelihood(data):
     assert any(float(x) > 0 for x in re.findall(share, multi_log))  # something was pushed down
     assert multi == pytest.approx(single, abs=1e-3), (single, multi)
     _models_equal(data / "ul1_last.pt", data / "ul2_last.pt", atol=1e-4)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("what", ["table", "shards"])
+def test_ranks_that_read_other_inputs_stop_together_and_say_which(data, tmp_path, what):
+    """Rank 1 is given another target table of the same shape (was: exit 0, 'parameters identical on
+    all ranks: yes') or other shards over the same vocabularies (was: a hang until -dist_timeout)."""
+    other = tmp_path / "other"
+    other.mkdir()
+    if what == "table":
+        table = torch.load(data / "emb.pt", weights_only=True)
+        torch.save(torch.roll(table, 1, dims=1), other / "emb.pt")
+        swap = ("-tgt_emb", str(other / "emb.pt"))
+        needle = "rank 1: target table (-tgt_emb)"
+    else:
+        lines = (data / "train.src").read_text().splitlines()
+        tgt = (data / "train.tgt").read_text().splitlines()
+        (other / "train.src").write_text("\n".join(lines[:60]) + "\n")
+        (other / "train.tgt").write_text("\n".join(tgt[:60]) + "\n")
+        for suffix in ("vocab.pt", "vocab.src.txt", "vocab.tgt.txt", "valid.0.pt"):
+            (other / f"data.{suffix}").write_bytes((data / f"data.{suffix}").read_bytes())
+        preprocess.main(["-train_src", str(other / "train.src"), "-train_tgt", str(other / "train.tgt"),
+                         "-valid_src", str(data / "train.src"), "-valid_tgt", str(data / "train.tgt"),
+                         "-save_data", str(other / "fresh"), "-src_vocab", str(data / "data.vocab.src.txt"),
+                         "-tgt_vocab", str(data / "data.vocab.tgt.txt")])
+        (other / "data.train.0.pt").write_bytes((other / "fresh.train.0.pt").read_bytes())
+        swap = ("-data", str(other / "data"))
+        needle = "rank 1: training shards"
+    script = tmp_path / "per_rank.py"
+    script.write_text(f"""import os, sys
+sys.path.insert(0, {ROOT!r})
+if os.environ.get("RANK") == "1":
+    i = sys.argv.index({swap[0]!r})
+    sys.argv[i + 1] = {swap[1]!r}
+from onmt_cont.bin import train
+train.main()
+""")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
+           "-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model", str(tmp_path / "m"),
+           *COMMON, "-dist_timeout", "60"]
+    out = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
+                         timeout=200)
+    text = out.stdout + out.stderr
+    assert out.returncode != 0, text
+    assert "torchrun: ranks read other inputs than rank 0" in text and needle in text, text
+    assert not list(tmp_path.glob("m_*.pt"))
