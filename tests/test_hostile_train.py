@@ -426,6 +426,16 @@ def copy_of_data(data, tmp_path):
     return {**data, "prefix": str(d / "d")}
 
 
+def relist(prefix):
+    """A shard edited by hand no longer matches PREFIX.shards.json: list the edited set again, as
+    preprocess.py would, so that the check under test is the one that answers."""
+    import glob as globlib
+
+    from onmt_cont.inputters.corpus import write_manifest
+
+    write_manifest(prefix, len(globlib.glob(globlib.escape(prefix) + ".train.*.pt")))
+
+
 def test_validation_shard_with_ids_beyond_the_vocabulary(copy_of_data, tmp_path, capsys):
     """Before: an IndexError at the first validation, after training. Now: an error at start that
     names the shard."""
@@ -433,6 +443,7 @@ def test_validation_shard_with_ids_beyond_the_vocabulary(copy_of_data, tmp_path,
     shard = read_shard(path)
     shard["tgt"][0] = 40
     torch.save(shard, path)
+    relist(copy_of_data["prefix"])
     out = tmp_path / "out"
     exits_2(capsys, args(copy_of_data, out), f"{path}: target word id 40 is outside the 17 words")
     assert not list(out.iterdir())
@@ -449,12 +460,14 @@ def test_training_shard_of_another_vocabulary(copy_of_data, tmp_path, capsys):
     assert read_shard(copy_of_data["prefix"] + ".valid.0.pt")["vocab_fingerprint"] == shard["vocab_fingerprint"]
     tgt_vocab.itos = [*tgt_vocab.itos[:4], *reversed(tgt_vocab.itos[4:])]
     torch.save({**shard, "vocab_fingerprint": vocab_fingerprint(src_vocab, tgt_vocab)}, path)
+    relist(copy_of_data["prefix"])
     out = tmp_path / "out"
     exits_2(capsys, args(copy_of_data, out), f"{path} was made with other vocabularies than",
             "its word ids would mean other words")
     assert not list(out.iterdir())
     shard.pop("vocab_fingerprint")
     torch.save(shard, path)
+    relist(copy_of_data["prefix"])
     train.main(args(copy_of_data, out))
     assert f"warning: {path} record no vocabulary fingerprint (made by an older preprocess.py)" in log(out)
 

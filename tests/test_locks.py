@@ -93,3 +93,57 @@ def test_two_trainings_started_together_one_runs(data, tmp_path):
     codes = sorted(code for code, _ in results)
     assert codes == [0, 2], results
     assert "is writing this prefix now" in next(err for code, err in results if code == 2)
+
+
+# --- the shard set as a unit (PREFIX.shards.json) --------------------------------------------------
+
+
+def _prep(d, prefix, *extra):
+    preprocess.main(["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"), "-valid_src",
+                     str(d / "valid.fr"), "-valid_tgt", str(d / "valid.en"), "-save_data", str(prefix), *extra])
+
+
+def test_train_refuses_the_shards_of_two_preprocess_runs(data, tmp_path, capsys):
+    """A re-run with another -shard_size killed after its first shard left new and old shards side by
+    side, and train.py trained on the mix because the vocabularies matched (was: 24 of 20 pairs)."""
+    import json
+
+    from onmt_cont.inputters.corpus import shard_paths
+
+    d = data["dir"]
+    _prep(d, tmp_path / "p", "-shard_size", "5")
+    listed = json.loads((tmp_path / "p.shards.json").read_text())
+    assert [e["file"] for e in listed["train"]] == [f"p.train.{i}.pt" for i in range(4)]
+    assert shard_paths(str(tmp_path / "p"), "train") == [str(tmp_path / f"p.train.{i}.pt") for i in range(4)]
+    # the killed re-run with -shard_size 8: its first shard written, nothing after it
+    _prep(d, tmp_path / "q", "-shard_size", "8")
+    (tmp_path / "p.train.0.pt").write_bytes((tmp_path / "q.train.0.pt").read_bytes())
+    with pytest.raises(SystemExit) as exc:
+        train.main(argv({**data, "prefix": str(tmp_path / "p")}, tmp_path, loss="cosine"))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert "p.train.0.pt is not the shard" in err and "mixed" in err
+
+
+def test_a_finished_rerun_lists_only_its_own_shards(data, tmp_path):
+    from onmt_cont.inputters.corpus import shard_paths
+
+    d = data["dir"]
+    _prep(d, tmp_path / "p", "-shard_size", "5")
+    _prep(d, tmp_path / "p", "-shard_size", "8")
+    assert shard_paths(str(tmp_path / "p"), "train") == [str(tmp_path / f"p.train.{i}.pt") for i in range(3)]
+
+
+def test_a_killed_shuffle_runs_work_folder_is_removed_by_the_next_run(data, tmp_path):
+    """(was: a SIGKILLed -shuffle run's .preprocess-* copy of the corpus stayed for ever)"""
+    d = data["dir"]
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    p.kill()
+    p.wait()
+    dead = tmp_path / f".preprocess-{p.pid}-abcd"
+    dead.mkdir()
+    (dead / "0.txt").write_text("0\t1 2\t3 4\n")
+    live = tmp_path / f".preprocess-{os.getpid()}-efgh"
+    live.mkdir()
+    _prep(d, tmp_path / "p", "-shuffle")
+    assert not dead.exists() and live.exists()

@@ -148,6 +148,7 @@ def test_required_options_can_come_from_the_config(tmp_path, capsys):
     )
     preprocess.main(["-config", cfg])
     assert sorted(os.listdir(tmp_path / "out")) == [
+        "d.shards.json",
         "d.train.0.pt",
         "d.train.1.pt",
         "d.valid.0.pt",

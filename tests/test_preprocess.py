@@ -97,6 +97,7 @@ def test_vocab_specials_first_sorted_by_count_then_token(tmp_path):
     assert data["src"]["counts"] == [0, 0, 0, 0, 3, 2, 1, 1, 1]
     assert data["src"]["total_tokens"] == 8 and data["tgt"]["total_tokens"] == 7
     assert sorted(os.listdir(tmp_path / "out")) == [
+        "d.shards.json",
         "d.train.0.pt",
         "d.valid.0.pt",
         "d.vocab.pt",
@@ -280,7 +281,7 @@ def test_shuffle_is_a_seeded_permutation_across_shards(tmp_path):
     run(p, "-shard_size", 7, "-shuffle", "-seed", 1)
     other = decoded_shards(prefix)
     assert Counter(other) == Counter(pairs) and other != shuffled
-    assert sorted(os.listdir(tmp_path / "out"))[0] == "d.train.0.pt"  # no temporary bucket directory left
+    assert not [n for n in os.listdir(tmp_path / "out") if n.startswith(".")]  # no temporary bucket directory left
 
 
 def test_shuffle_flushes_give_the_same_shards(tmp_path):
@@ -335,6 +336,7 @@ def test_sample_data_three_shards_then_stale_shards_removed(tmp_path):
     ]
     preprocess.main(argv + ["-shard_size", "1000"])
     assert sorted(os.listdir(out)) == [
+        "sample.shards.json",
         "sample.train.0.pt",
         "sample.train.1.pt",
         "sample.train.2.pt",
@@ -355,6 +357,7 @@ def test_sample_data_three_shards_then_stale_shards_removed(tmp_path):
 
     preprocess.main(argv + ["-shard_size", "5000"])
     assert sorted(os.listdir(out)) == [
+        "sample.shards.json",
         "sample.train.0.pt",
         "sample.valid.0.pt",
         "sample.vocab.pt",

@@ -7,6 +7,7 @@ Reads the training corpus twice, streaming: once to count words for the vocabula
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -15,11 +16,19 @@ from collections import Counter
 import numpy as np
 
 from onmt_cont import opts
-from onmt_cont.inputters.corpus import check_parallel, data_files, iter_parallel, save_shard, vocab_fingerprint
+from onmt_cont.inputters.corpus import (
+    check_parallel,
+    data_files,
+    iter_parallel,
+    manifest_path,
+    save_shard,
+    vocab_fingerprint,
+    write_manifest,
+)
 from onmt_cont.inputters.vocab import Vocab, build_vocab, read_vocab_text, save_vocabs
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import refuse_output_over_inputs
+from onmt_cont.utils.io import pid_alive, refuse_output_over_inputs
 from onmt_cont.utils.locks import prefix_lock
 from onmt_cont.utils.progress import progress, summary
 
@@ -115,7 +124,8 @@ def write_train_shards(opt, src_vocab, tgt_vocab, n_kept, written, flush_every=1
             save_shard(written[-1], shard, fingerprint=fingerprint)
         return n_shards
     perm = np.random.default_rng(opt.seed).permutation(n_kept)
-    tmpdir = tempfile.mkdtemp(prefix=".preprocess-", dir=os.path.dirname(os.path.abspath(opt.save_data)))
+    tmpdir = tempfile.mkdtemp(prefix=f".preprocess-{os.getpid()}-",
+                              dir=os.path.dirname(os.path.abspath(opt.save_data)))
     buffers = [[] for _ in range(n_shards)]
 
     def flush():
@@ -145,6 +155,16 @@ def write_train_shards(opt, src_vocab, tgt_vocab, n_kept, written, flush_every=1
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
     return n_shards
+
+
+def _remove_dead_work_folders(folder):
+    """-shuffle's bucket folders (.preprocess-PID-XXXX) whose run is gone (SIGKILLed: nothing removed
+    them; one held a full copy of the corpus)."""
+    for name in os.listdir(folder):
+        m = re.match(r"\.preprocess-(\d+)-", name)
+        path = os.path.join(folder, name)
+        if m and not pid_alive(int(m.group(1))) and os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _remove_stale_shards(prefix, n_shards):
@@ -271,6 +291,9 @@ def main(argv=None):
 
     made = _make_folders(out_dir)  # a missing -save_data folder is made (mkdir -p), now that the input is good
     with prefix_lock(opt.save_data, "-save_data"), _removed_on_failure(made):
+        # an older run's PREFIX.shards.json stays until this run's replaces it: if this run is killed before,
+        # the shards it rewrote no longer match that list, and train.py refuses the mix
+        _remove_dead_work_folders(out_dir)
         written = []  # two runs on one prefix would replace each other's files: the lock refuses the second
         try:
             n_shards = write_train_shards(opt, src_vocab, tgt_vocab, stats["kept"], written, n_lines=n_train)
@@ -280,6 +303,8 @@ def main(argv=None):
             save_shard(written[-1], valid, valid_text, vocab_fingerprint(src_vocab, tgt_vocab))
             written += [f"{opt.save_data}.vocab.{x}" for x in ("src.txt", "tgt.txt", "pt")]
             save_vocabs(opt.save_data, src_vocab, tgt_vocab, opt.lower)
+            written.append(manifest_path(opt.save_data))
+            write_manifest(opt.save_data, n_shards)  # last: it commits this run's shards as a set
         except BaseException:
             for path in written:
                 if os.path.exists(path):

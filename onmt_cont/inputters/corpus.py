@@ -26,6 +26,7 @@ from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import (
     Prefix,
     atomic_torch_save,
+    atomic_write_text,
     check_readable,
     check_regular_file,
     load_checkpoint_data,
@@ -155,7 +156,7 @@ def check_shard(path, data, src_vocab, tgt_vocab, vocab_path):
 
 
 # The files of preprocess.py -save_data PREFIX (PREFIX + these), as utils.io.Prefix patterns
-DATA_FILES = r"\.(vocab\.(pt|src\.txt|tgt\.txt)|(train|valid)\.\d+\.pt)"
+DATA_FILES = r"\.(vocab\.(pt|src\.txt|tgt\.txt)|(train|valid)\.\d+\.pt|shards\.json)"
 
 
 def data_files(prefix):
@@ -163,8 +164,49 @@ def data_files(prefix):
     return Prefix(prefix, DATA_FILES)
 
 
+def manifest_path(prefix):
+    return prefix + ".shards.json"
+
+
+def write_manifest(prefix, n_train):
+    """preprocess.py's last file: the shards of this run, by name and size. train.py takes exactly
+    these (:func:`shard_paths`), so a run killed half-way, or another run's leftovers, cannot mix
+    shards of two runs even when their vocabularies match."""
+    def entry(path):
+        return {"file": os.path.basename(path), "bytes": os.path.getsize(path)}
+
+    data = {"format": 1, "train": [entry(f"{prefix}.train.{i}.pt") for i in range(n_train)],
+            "valid": [entry(f"{prefix}.valid.0.pt")]}
+    atomic_write_text(manifest_path(prefix), json.dumps(data, indent=1) + "\n")
+
+
+def _manifest_shards(prefix, split):
+    """The split's shard paths as the manifest lists them (None without a manifest: data of an older
+    preprocess.py), each checked to exist with the size it had when written."""
+    path = manifest_path(prefix)
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            entries = json.load(f)[split]
+        listed = [(os.path.join(os.path.dirname(prefix), e["file"]), int(e["bytes"])) for e in entries]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"{path}: not the shard list preprocess.py writes ({exc}): run preprocess.py -save_data "
+                        f"{prefix} again") from None
+    for shard, size in listed:
+        if not os.path.exists(shard) or os.path.getsize(shard) != size:
+            found = "missing" if not os.path.exists(shard) else f"{os.path.getsize(shard):,} bytes, not {size:,}"
+            raise UserError(f"{shard} is not the shard {path} lists ({found}): the shards of two preprocess.py runs "
+                            f"are mixed (one killed half-way?); run preprocess.py -save_data {prefix} again")
+    return [shard for shard, _ in listed]
+
+
 def shard_paths(prefix, split):
-    """The shard files of a split, in numeric order; a clear error when there are none."""
+    """The shard files of a split: those PREFIX.shards.json lists (checked), or without it (data of an
+    older preprocess.py) those found, in numeric order; a clear error when there are none."""
+    listed = _manifest_shards(prefix, split)
+    if listed:
+        return listed
     pattern = re.compile(re.escape(os.path.basename(prefix)) + rf"\.{split}\.(\d+)\.pt$")
     found = []
     for path in glob.glob(glob.escape(prefix) + f".{split}.*.pt"):

@@ -210,7 +210,7 @@ def remove_stale_temps(directory, name_prefix, exact=False):
         m = _TEMP_NAME.match(entry)
         if not m or not (m.group(2) == name_prefix if exact else m.group(2).startswith(name_prefix)):
             continue
-        if _pid_alive(int(m.group(1))):
+        if pid_alive(int(m.group(1))):
             continue
         path = os.path.join(directory, entry)
         try:
@@ -223,7 +223,7 @@ def remove_stale_temps(directory, name_prefix, exact=False):
     return removed
 
 
-def _pid_alive(pid):
+def pid_alive(pid):
     if pid == os.getpid():
         return True
     try:
