@@ -11,7 +11,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
 SCRIPTS = ["onmt_cont_preprocess", "onmt_cont_embeddings_to_torch", "onmt_cont_build_lexicon", "onmt_cont_train",
-           "onmt_cont_translate"]
+           "onmt_cont_translate", "onmt_cont_release"]
 
 pytestmark = pytest.mark.slow
 

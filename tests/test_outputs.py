@@ -393,3 +393,23 @@ def test_a_checkpoint_whose_parts_do_not_fit_is_named(continuous_model, tmp_path
     assert f"{bad}: not a usable checkpoint of train.py: {needle}" in r.stderr and "Traceback" not in r.stderr
     with pytest.raises(UserError, match="not a usable checkpoint"):
         onmt_cont.load(str(bad))
+
+
+def test_a_release_is_smaller_and_decodes_the_same(continuous_model, tmp_path):
+    """onmt_cont_release (issue 70.7: each checkpoint held the optimiser and random states)."""
+    import onmt_cont
+
+    rel = tmp_path / "m.release.pt"
+    r = subprocess.run([sys.executable, "-c", "from onmt_cont.bin.launch import release; release()", "-model",
+                        continuous_model, "-output", str(rel)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert os.path.getsize(rel) < 0.9 * os.path.getsize(continuous_model)  # the frozen table stays: 77% here
+    data = torch.load(rel, weights_only=True)
+    assert data["optim"] is None and "rng" not in data and data["release"] is True
+    sentences = ["un homme lit .", "deux chiens courent dans l' herbe ."]
+    for beam in (1, 3):
+        a = onmt_cont.load(continuous_model, beam_size=beam, max_length=8).translate(sentences)
+        b = onmt_cont.load(str(rel), beam_size=beam, max_length=8).translate(sentences)
+        assert a == b
+    r = run_script("train.py", "-data", "x", "-save_model", str(tmp_path / "m"), "-train_from", str(rel))
+    assert r.returncode == 2 and "it is a release" in r.stderr

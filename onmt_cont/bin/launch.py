@@ -36,3 +36,7 @@ def train():
 
 def translate():
     run("translate")
+
+
+def release():
+    run("release")

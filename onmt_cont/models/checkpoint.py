@@ -145,6 +145,9 @@ def _describe(data):
 def resume_problem(data):
     """Why a loaded checkpoint cannot be resumed (-train_from refuses it, -resume auto passes it
     over), or None: the parts a resume reads are missing or not what train.py writes."""
+    if data.get("release"):
+        return ("it is a release (onmt_cont_release): it holds the model without the optimiser and random states, "
+                "so it translates but cannot go on training; resume from the run's own checkpoint")
     missing = [k for k in ("model", "opt", "progress", "vocab") if not isinstance(data.get(k), dict)]
     if not missing:
         missing = [f"progress's {k}" for k in ("step", "epoch", "shard", "batch")
