@@ -22,19 +22,30 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
 
 
+def sample_data(d, *vectors):
+    """The shipped sample preprocessed in folder ``d`` (with ``-tgt_emb`` FILE if given) -> the prefix."""
+    prefix = str(d / "data")
+    preprocess.main(["-train_src", str(DATA / "train.fr"), "-train_tgt", str(DATA / "train.en"),
+                     "-valid_src", str(DATA / "valid.fr"), "-valid_tgt", str(DATA / "valid.en"),
+                     "-save_data", prefix, *[arg for v in vectors for arg in ("-tgt_emb", str(v))]])
+    return prefix
+
+
+def trained(prefix, save, *flags):
+    """train.main on ``prefix`` with a small model, one thread (the caller's thread count restored)."""
+    saved = torch.get_num_threads()
+    train.main(["-data", prefix, "-save_model", save, "-batch_size", "32", "-valid_steps", "1000", "-threads", "1",
+                *flags])
+    torch.set_num_threads(saved)
+    return save + "_last.pt"
+
+
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     """A ce model of a few steps on the shipped sample."""
     d = tmp_path_factory.mktemp("outputs")
-    prefix = str(d / "data")
-    preprocess.main(["-train_src", str(DATA / "train.fr"), "-train_tgt", str(DATA / "train.en"),
-                     "-valid_src", str(DATA / "valid.fr"), "-valid_tgt", str(DATA / "valid.en"),
-                     "-save_data", prefix])
-    saved = torch.get_num_threads()
-    train.main(["-data", prefix, "-save_model", str(d / "ce"), "-loss", "ce", "-train_steps", "3", "-rnn_size", "16",
-                "-word_vec_size", "16", "-batch_size", "32", "-valid_steps", "1000", "-threads", "1"])
-    torch.set_num_threads(saved)
-    return str(d / "ce_last.pt")
+    return trained(sample_data(d), str(d / "ce"), "-loss", "ce", "-train_steps", "3", "-rnn_size", "16",
+                   "-word_vec_size", "16")
 
 
 def script(*args, stdin=None, timeout=120):
@@ -248,8 +259,11 @@ def test_ctrl_c_during_the_imports_is_one_line(monkeypatch, capsys):
 
 def test_ctrl_c_soon_after_start_prints_no_traceback(model):
     """SIGINT 0.3 s after start (during torch's import on most machines, else while it reads stdin)."""
+    # SIGINT's default action for the child: a job started in the background of a non-interactive shell
+    # inherits it ignored, and Python then installs no KeyboardInterrupt handler at all
     p = subprocess.Popen([sys.executable, str(ROOT / "translate.py"), "-model", model, "-src", "-"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         time.sleep(0.3)
         p.send_signal(signal.SIGINT)
@@ -270,18 +284,12 @@ def continuous_model(tmp_path_factory):
     from onmt_cont.bin import embeddings_to_torch
 
     d = tmp_path_factory.mktemp("nbest")
-    prefix = str(d / "data")
-    preprocess.main(["-train_src", str(DATA / "train.fr"), "-train_tgt", str(DATA / "train.en"),
-                     "-valid_src", str(DATA / "valid.fr"), "-valid_tgt", str(DATA / "valid.en"),
-                     "-save_data", prefix, "-tgt_emb", str(DATA / "en.vec.gz")])
+    prefix = sample_data(d, DATA / "en.vec.gz")
     embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", prefix + ".vocab.pt",
                               "-output_file", str(d / "emb"), "-normalize"])
-    saved = torch.get_num_threads()
-    train.main(["-data", prefix, "-save_model", str(d / "c"), "-loss", "nllvmf_nce", "-tie_emb", "-word_bias",
-                "-tgt_emb", str(d / "emb.dec.pt"), "-train_steps", "20", "-rnn_size", "32", "-word_vec_size", "32",
-                "-batch_size", "32", "-learning_rate", "0.003", "-valid_steps", "1000", "-threads", "1"])
-    torch.set_num_threads(saved)
-    return str(d / "c_last.pt")
+    return trained(prefix, str(d / "c"), "-loss", "nllvmf_nce", "-tie_emb", "-word_bias", "-tgt_emb",
+                   str(d / "emb.dec.pt"), "-train_steps", "20", "-rnn_size", "32", "-word_vec_size", "32",
+                   "-learning_rate", "0.003")
 
 
 SRC3 = "un homme lit .\nune femme court dans l' herbe .\n\ndeux chiens .\n"
