@@ -45,8 +45,10 @@ ROWS = {
                                 f"-label_smoothing 0.1 {TINY_STOP}",
     "transformer_tiny_continuous": f"{TINY} -dropout 0.1 {NCE} -sampling_correction -num_sampled 2048 -word_bias "
                                    f"-average_decay 1e-4 {TINY_STOP}",
-    # nllvmf_reg12_tied of docs/recipes/papers.sh (multi30k.sh with its small MODEL), 10 epochs
-    "lstm_nllvmf_paper": f"{LMODEL} -loss nllvmf -lambda1 0.02 -lambda2 0.1 -tie_emb -epochs 10 -valid_steps 0",
+    # code_d0_conv of docs/recipes/vmf_paper_row.sh: the authors' code form, no dropout, to convergence
+    "lstm_nllvmf_paper": f"{LMODEL.replace('-dropout 0.3', '-dropout 0')} -loss nllvmf -vmf_form code "
+                         f"-vmf_lambda 0.2 -tie_emb -epochs 30 -valid_steps 0 -valid_metric bleu -early_stopping 3 "
+                         "-early_stopping_window 2",
 }
 PRESETS = sorted(p.stem for p in (ROOT / "configs").glob("*.yaml"))
 
