@@ -236,19 +236,20 @@ class Translator:
                                        block_ngram_repeat=self.block_ngram_repeat, need_attn=attention)
         outputs, self.last_raw = [], []
         for toks, seq, attn in zip(token_lists, ids, attns, strict=True):
-            words = self.tgt_vocab.decode(seq)
             self.words_out += len(seq)
             self.unk_out += seq.count(UNK_ID)
-            self.last_raw.append(words)  # the model's own words, before -replace_unk
-            if self.replace_unk:
-                words = replace_unk(words, attn, toks, self.lexicon)
-            outputs.append(words)
+            self.last_raw.append(self.tgt_vocab.decode(seq))  # the model's own words, before -replace_unk
+            outputs.append(self._words(seq, attn, toks))
         # with n_best: each sentence's hypotheses as (words, score), best first (the first is ``outputs``')
         self.last_nbest = None if nbest is None else [
-            [(replace_unk(self.tgt_vocab.decode(h_ids), h_attn, toks, self.lexicon) if self.replace_unk
-              else self.tgt_vocab.decode(h_ids), score) for score, h_ids, h_attn in hyps]
+            [(self._words(h_ids, h_attn, toks), score) for score, h_ids, h_attn in hyps]
             for toks, hyps in zip(token_lists, nbest, strict=True)]
         return outputs, attns
+
+    def _words(self, ids, attn, src_tokens):
+        """A hypothesis's words, ``<unk>`` replaced through its attention where -replace_unk asks."""
+        words = self.tgt_vocab.decode(ids)
+        return replace_unk(words, attn, src_tokens, self.lexicon) if self.replace_unk else words
 
     @property
     def scored(self):
