@@ -1,30 +1,16 @@
 """Shared test settings, and the word-choice models that several test files decode with."""
 
 import os
-import shutil
 import signal
-import tempfile
 
 import pytest
 import torch
-
-from onmt_cont.utils.threads import CLAIMS_ENV
 
 # The tests train tiny models: one intra-op thread avoids oversubscribing a 2-core CI machine
 # (PyTorch's default of one thread per core made tiny models ~100x slower under load).
 torch.set_num_threads(1)
 # train.py and translate.py (-threads' default) and the scripts the tests start honour it
 os.environ["OMP_NUM_THREADS"] = "1"
-# Every train.py and translate.py run claims its threads (onmt_cont/utils/threads.py). The suite's
-# claims go to a folder of its own, inherited by the processes it starts, so that they never count
-# in the user's own jobs' share of the cores (the default folder is one per user, shared by all
-# their jobs). Tests of the claims set their own folder; test_portability checks the default one.
-CLAIMS_DIR = tempfile.mkdtemp(prefix="onmt_cont-test-claims-")
-os.environ[CLAIMS_ENV] = CLAIMS_DIR
-
-
-def pytest_sessionfinish(session, exitstatus):
-    shutil.rmtree(CLAIMS_DIR, ignore_errors=True)
 
 
 # --- models trained once per session (test_word_choice.py, test_calibration.py) ----------------------

@@ -69,7 +69,7 @@ def two_ranks(data):
 SKEWED_RANKS = """import os, sys
 sys.path.insert(0, {root!r})
 import torch
-from onmt_cont import trainer
+from onmt_cont.train import step as trainer
 from onmt_cont.bin import train
 
 original = trainer.Trainer.train_step
@@ -212,11 +212,11 @@ def test_rng_state_per_cuda_device(monkeypatch):
 def _bf16_probe_error(data):
     """None when this CPU runs the COMMON model under bf16 autocast, else why not (train.py's own
     start-up probe: oneDNN's bf16 LSTM needs AVX-512)."""
-    from onmt_cont import training
     from onmt_cont.bin import train
     from onmt_cont.losses import build_loss
     from onmt_cont.models.model import build_model
-    from onmt_cont.trainer import TrainingForward
+    from onmt_cont.train import checks as training
+    from onmt_cont.train.step import TrainingForward
     from onmt_cont.utils.amp import probe_autocast
 
     opt = train.build_parser().parse_args([*COMMON, "-tgt_emb", str(data / "emb.pt")])
@@ -337,7 +337,7 @@ def test_ranks_with_different_validation_results_do_not_hang(data, tmp_path):
     script = tmp_path / "skewed_train.py"
     script.write_text(f"""import os, sys
 sys.path.insert(0, {ROOT!r})
-from onmt_cont import trainer
+from onmt_cont.train import step as trainer
 from onmt_cont.bin import train
 
 original, calls = trainer.Trainer.validate, []
@@ -449,7 +449,7 @@ def test_a_full_disk_stops_the_log_file_with_one_line(tmp_path, capsys):
     handler says it once and stops writing the file, while stdout goes on."""
     import errno
 
-    from onmt_cont import training
+    from onmt_cont.train import log as training
 
     training.setup_logging(str(tmp_path / "train.log"))
     handler = next(h for h in training.logger.handlers if isinstance(h, training.LogFileHandler))

@@ -21,7 +21,7 @@ import torch
 
 from onmt_cont.bin import embeddings_to_torch, preprocess, train, translate
 from onmt_cont.models.checkpoint import load_checkpoint, newest_checkpoint
-from onmt_cont.trainer import Trainer
+from onmt_cont.train.step import Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 

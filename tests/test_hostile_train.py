@@ -26,7 +26,8 @@ from onmt_cont.bin import embeddings_to_torch, preprocess, train
 from onmt_cont.inputters.corpus import read_shard, vocab_fingerprint
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.models.checkpoint import load_checkpoint
-from onmt_cont.trainer import ParameterAverage, Trainer
+from onmt_cont.train.average import ParameterAverage
+from onmt_cont.train.step import Trainer
 from onmt_cont.utils import numbers
 from tests.test_train import memorisation_data
 

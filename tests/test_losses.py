@@ -425,3 +425,28 @@ def test_nllvmf_nce_takes_the_form():
     for form in ("paper", "code"):
         got = nll_vmf_nce(pred, VMF_TARGET, table, negatives, 0.0, 0.02, 0.1, False, form=form, vmf_lambda=0.3)
         torch.testing.assert_close(got, nll_vmf(pred, table[VMF_TARGET], 0.02, 0.1, False, form, 0.3))
+
+
+def test_a_loss_describes_itself_to_the_checks(monkeypatch):
+    """The checks read a loss's Loss, not lists of names: a new loss registered with candidate logits and
+    negatives takes -word_bias and -negatives (and gets its own defaults), one without is refused them, and
+    the messages list the losses that accept the flag."""
+    import dataclasses
+
+    from onmt_cont.bin import train
+    from onmt_cont.train.checks import check_options
+    from onmt_cont.utils.errors import UserError
+
+    new = dataclasses.replace(LOSSES["infonce"], name="mine", negatives="inbatch", num_negatives=7)
+    monkeypatch.setitem(LOSSES, "mine", new)
+    parser = train.build_parser()
+    parser._option_string_actions["-loss"].choices = sorted(LOSSES)
+    opt = parser.parse_args(["-loss", "mine", "-tgt_emb", "t.pt", "-word_bias"])
+    check_options(opt)
+    assert opt.negatives == "inbatch" and opt.num_negatives == 7
+    monkeypatch.setitem(LOSSES, "mine", dataclasses.replace(new, candidate_logits=False, vocab_logits=None))
+    with pytest.raises(UserError, match=r"-word_bias changes the logits of -loss infonce and nllvmf_nce, not -loss mine"):
+        check_options(parser.parse_args(["-loss", "mine", "-tgt_emb", "t.pt", "-word_bias"]))
+    with pytest.raises(UserError, match=r"-seq_unlikelihood needs a softmax over the vocabulary: -loss ce, nllvmf, "
+                                        r"infonce and nllvmf_nce, not -loss mine"):
+        check_options(parser.parse_args(["-loss", "mine", "-tgt_emb", "t.pt", "-seq_unlikelihood", "1"]))

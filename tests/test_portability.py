@@ -2,19 +2,17 @@
 
 import os
 import platform
-import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 import torch
 
-from onmt_cont import training
 from onmt_cont.bin import preprocess, train, translate
 from onmt_cont.losses import build_loss
 from onmt_cont.models.model import build_model
-from onmt_cont.trainer import TrainingForward
+from onmt_cont.train import checks as training
+from onmt_cont.train.step import TrainingForward
 from onmt_cont.utils import threads
 from onmt_cont.utils.amp import avoid_per_shape_attention, probe_autocast, require_autocast
 from onmt_cont.utils.errors import UserError
@@ -114,189 +112,45 @@ def test_amp_with_onednn_capped_at_avx2_refuses_cleanly(sample, tmp_path):
 
 
 @pytest.fixture
-def keep_threads(monkeypatch, tmp_path):
+def keep_threads(monkeypatch):
     saved = torch.get_num_threads()
-    monkeypatch.setenv(threads.CLAIMS_ENV, str(tmp_path / "claims"))  # this test's claims only
     yield monkeypatch
-    if threads._share is not None:
-        threads._share.release()
-        threads._share = None
     torch.set_num_threads(saved)
 
 
-def test_threads_flag_values(keep_threads):
+def test_threads_need_no_shared_state(keep_threads, tmp_path):
+    """Choosing threads reads the environment and the core count only: nothing is written to the temp
+    folder (the home-made cross-process claims are gone)."""
+    keep_threads.setenv("TMPDIR", str(tmp_path))
     keep_threads.delenv("OMP_NUM_THREADS", raising=False)
-    assert threads.apply_threads(1) == 1 and torch.get_num_threads() == 1
-    keep_threads.setattr(threads, "busy_cores", lambda: 0.0)
-    keep_threads.setattr(threads.os, "cpu_count", lambda: 8)
-    assert threads.auto_threads() == 8
-    keep_threads.setattr(threads, "busy_cores", lambda: 3.0)  # three other processes hold three cores
-    assert threads.auto_threads() == 5
-    assert threads.auto_threads(processes=2) == 2
-    keep_threads.setenv("LOCAL_WORLD_SIZE", "2")
-    assert threads.apply_threads(None) == 2
-    keep_threads.setenv("OMP_NUM_THREADS", "3")  # an explicit setting wins over the guess
-    assert threads.apply_threads(None) == 3
-    with pytest.raises(UserError, match="-threads must be from 0"):
-        threads.apply_threads(-1)
-
-
-def test_claims_folder_default_and_the_suites_own(monkeypatch):
-    """Without ONMT_CONT_THREAD_CLAIMS the claims go to one folder per user in the temp folder; "off"
-    turns them off. The suite itself claims in a temporary folder of its own (conftest.py), never in
-    that default one, which the user's own jobs share."""
     import tempfile
 
-    suites = os.environ[threads.CLAIMS_ENV]
-    default = os.path.join(tempfile.gettempdir(), f"onmt_cont-threads-{os.getuid()}")
-    assert threads.claims_dir() == suites != default and os.path.basename(suites).startswith("onmt_cont-test-claims-")
-    monkeypatch.delenv(threads.CLAIMS_ENV)
-    assert threads.claims_dir() == default
-    monkeypatch.setenv(threads.CLAIMS_ENV, "off")
-    assert threads.claims_dir() is None
+    keep_threads.setattr(tempfile, "tempdir", None)
+    assert threads.apply_threads(None) >= 1 and threads.apply_threads(2) == 2
+    assert os.listdir(tmp_path) == []
 
 
-def claim(directory, pid, n, started=None, ppid=1):
-    os.makedirs(directory, exist_ok=True)
-    started = threads.start_time(pid) if started is None else started
-    with open(os.path.join(directory, str(pid)), "w", encoding="utf-8") as f:
-        f.write(f"{n} {started or '-'} {ppid}\n")
-
-
-@pytest.mark.skipif(threads.fcntl is None, reason="claims need flock()")
-def test_default_threads_follow_other_jobs_claims(keep_threads, tmp_path):
-    """The default counts threads other live jobs have claimed as busy (even while they sleep), drops claims of
-    dead processes, lowers a training run's threads to its share while others claim theirs and restores them when
-    they finish; an explicit count is claimed and kept."""
+def test_threads_flag_values(keep_threads):
+    """-threads N; else OMP_NUM_THREADS; else the cores divided among torchrun's local processes; 0 leaves
+    PyTorch's count; nothing is written anywhere (no state shared between processes)."""
     keep_threads.delenv("OMP_NUM_THREADS", raising=False)
-    keep_threads.setattr(threads, "busy_cores", lambda: 0.0)  # the other jobs are asleep, as when starting
-    keep_threads.setattr(threads.os, "cpu_count", lambda: 4)
-    claims = tmp_path / "claims"
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    try:
-        claim(claims, dead.pid, 3)
-        claim(claims, other.pid, 3, started="1")  # a live process that is not the claimant (its pid reused)
-        assert threads.apply_threads(None) == 4  # neither claim counts
-        assert sorted(os.listdir(claims)) == [".lock", str(os.getpid())]
-        assert (claims / str(os.getpid())).read_text().split()[0] == "4"
-        claim(claims, other.pid, 3)
-        assert threads.refresh_threads() is None  # read at most every REFRESH_S seconds
-        assert threads._share.refresh(now=time.monotonic() + threads.REFRESH_S) == (4, 1)
-        assert torch.get_num_threads() == 1 and (claims / str(os.getpid())).read_text().split()[0] == "1"
-        assert threads.apply_threads(None) == 1  # a job starting now: the sleeping claimant's 3 are busy
-        other.kill()
-        other.wait()
-        assert threads._share.refresh(now=time.monotonic() + 2 * threads.REFRESH_S) is None  # its start-up choice: 1
-        assert threads.apply_threads(None) == 4  # the dead claimant's claim is dropped
-        assert sorted(os.listdir(claims)) == [".lock", str(os.getpid())]
-        claim(claims, os.getppid(), 2)
-        share = threads._share
-        assert share.refresh(now=time.monotonic() + 3 * threads.REFRESH_S) == (4, 2)
-        os.remove(claims / str(os.getppid()))
-        assert share.refresh(now=time.monotonic() + 4 * threads.REFRESH_S) == (2, 4)  # back up to its choice
-        claim(claims, dead.pid, 3)
-        assert threads.apply_threads(2) == 2  # an explicit count is claimed too, so default jobs count it
-        assert (claims / str(os.getpid())).read_text().split()[0] == "2"
-        assert not (claims / str(dead.pid)).exists()  # and a killed process's claim is cleared
-        claim(claims, os.getppid(), 3)
-        assert threads._share.refresh(now=time.monotonic() + 5 * threads.REFRESH_S) is None  # and never changes
-        assert torch.get_num_threads() == 2
-    finally:
-        other.kill()
-        other.wait()
-
-
-@pytest.mark.skipif(threads.fcntl is None, reason="claims need flock()")
-def test_thread_claims_of_torchrun_siblings_and_a_lost_folder(keep_threads, tmp_path):
-    """With torchrun's LOCAL_WORLD_SIZE the cores are already divided among the job's processes (which share a
-    parent), so their claims are not counted again; other jobs' are. A claims folder that becomes unusable
-    mid-run stops the following and keeps the count, it does not end the run."""
-    keep_threads.setattr(threads, "busy_cores", lambda: 0.0)
+    keep_threads.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert threads.apply_threads(1) == 1 and torch.get_num_threads() == 1
     keep_threads.setattr(threads.os, "cpu_count", lambda: 8)
-    claims = tmp_path / "siblings"
-    share = threads.ThreadShare(str(claims), processes=2)
-    claim(claims, os.getppid(), 4, ppid=share.ppid)  # a sibling: the same parent (a live process to stand for it)
-    assert share.start() == 4  # 8 cores / 2 processes; the sibling's 4 are not counted again
-    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        claim(claims, other.pid, 4, ppid=other.pid)  # another job
-        assert share.refresh(now=time.monotonic() + threads.REFRESH_S) == (4, 2)  # (8 - 4) / 2
-    finally:
-        other.kill()
-        other.wait()
-    share.release()
-    blocker = tmp_path / "gone"
-    lost = threads.ThreadShare(str(blocker), processes=1)
-    assert lost.start() >= 1
-    shutil.rmtree(blocker)
-    blocker.write_text("a file where the folder was")  # makedirs and open now fail with OSError
-    assert lost.refresh(now=time.monotonic() + threads.REFRESH_S) is None and lost.fixed
-    keep_threads.setenv(threads.CLAIMS_ENV, str(blocker / "claims"))  # unusable from the start: the guess alone
-    keep_threads.delenv("OMP_NUM_THREADS", raising=False)
-    assert threads.apply_threads(None) == 8 and threads._share is None
-    keep_threads.setenv(threads.CLAIMS_ENV, "off")
-    assert threads.apply_threads(3) == 3 and threads._share is None
-
-
-RACER = """
-import os, sys, time
-sys.path.insert(0, {root!r})
-from onmt_cont.utils import threads
-threads.os.cpu_count = lambda: 2
-threads.busy_cores = lambda: 0.0  # as when both start in the same second: neither sees the other run
-first = threads.apply_threads(None)
-
-
-def meet(name):  # wait for the other job to get here too
-    open(os.path.join({out!r}, f"{{name}}.{{os.getpid()}}"), "w").close()
-    while len([n for n in os.listdir({out!r}) if n.startswith(name)]) < 2:
-        time.sleep(0.01)
-
-
-meet("chosen")
-threads._share.refresh(now=time.monotonic() + threads.REFRESH_S)
-meet("refreshed")  # both claims stay until both have refreshed
-print(first, threads.torch.get_num_threads())
-"""
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(threads.fcntl is None, reason="claims need flock()")
-def test_two_jobs_started_together_share_the_cores(tmp_path):
-    """Two default jobs started at once on 2 cores: they take turns choosing, the second sees the first's claim
-    and takes 1, and the first drops to 1 at its next refresh (without claims both took 2 and crawled)."""
-    out = tmp_path / "ready"
-    out.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
-    env[threads.CLAIMS_ENV] = str(tmp_path / "claims")
-    code = RACER.format(root=ROOT, out=str(out))
-    jobs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE, text=True)
-            for _ in range(2)]
-    results = sorted(tuple(map(int, job.communicate(timeout=120)[0].split())) for job in jobs)
-    assert [job.returncode for job in jobs] == [0, 0]
-    assert results == [(1, 1), (2, 1)]
-    assert sorted(os.listdir(tmp_path / "claims")) == [".lock"]  # each removed its claim at exit
-
-
-def test_training_logs_a_thread_change(sample, tmp_path, keep_threads, monkeypatch):
-    changes = iter([(2, 1)])
-    monkeypatch.setattr(training, "refresh_threads", lambda: next(changes, None))
-    train.main(["-data", str(sample / "data"), "-tgt_emb", str(sample / "emb.pt"), "-save_model",
-                str(tmp_path / "m"), *TINY, "-log_file", str(tmp_path / "train.log")])
-    assert "threads 2 -> 1: other jobs now claim more cores" in (tmp_path / "train.log").read_text()
-
-
-def test_translate_follows_claims_per_batch(sample, tmp_path, keep_threads, monkeypatch):
-    train.main(["-data", str(sample / "data"), "-tgt_emb", str(sample / "emb.pt"), "-save_model",
-                str(tmp_path / "m"), *TINY])
-    calls = []
-    monkeypatch.setattr(translate, "refresh_threads", lambda: calls.append(1))
-    translate.main(["-model", str(tmp_path / "m_last.pt"), "-src", str(sample / "train.fr"), "-output",
-                    str(tmp_path / "pred.en"), "-max_length", "3", "-batch_size", "30"])
-    # once for the empty lines (none here: done at once) and once per batch: 100 sentences in batches of 30, 30, 30, 10
-    assert len(calls) == 5
+    assert threads.default_threads() == 8
+    assert threads.apply_threads(None) == 8
+    keep_threads.setenv("LOCAL_WORLD_SIZE", "2")
+    assert threads.apply_threads(None) == 4
+    keep_threads.setenv("LOCAL_WORLD_SIZE", "16")  # more processes than cores: one thread each
+    assert threads.apply_threads(None) == 1
+    keep_threads.setenv("OMP_NUM_THREADS", "3")  # an explicit setting wins over the cores
+    assert threads.apply_threads(None) == 3
+    torch.set_num_threads(2)
+    assert threads.apply_threads(0) == 2  # PyTorch's own count, untouched
+    with pytest.raises(UserError, match="-threads must be from 0"):
+        threads.apply_threads(-1)
+    with pytest.raises(UserError, match="-threads must be from 0"):
+        threads.apply_threads(threads.MAX_REQUEST + 1)
 
 
 def test_train_and_translate_take_threads(sample, tmp_path, keep_threads, capsys):

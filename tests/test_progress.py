@@ -12,7 +12,8 @@ import torch.nn.functional as F
 
 from onmt_cont.losses import LOSSES
 from onmt_cont.models.generators import ContinuousGenerator, SampledLogits, SoftmaxGenerator
-from onmt_cont.trainer import STATS, Meter, batch_stats, summarize
+from onmt_cont.train.log import Meter
+from onmt_cont.train.step import STATS, batch_stats, summarize
 from onmt_cont.utils.progress import progress
 
 
@@ -40,7 +41,7 @@ def test_batch_stats_continuous_hand_made():
 
 def test_batch_stats_chunks_rows(monkeypatch):
     """Scoring in row chunks (here one row at a time) gives the same sums as one [N, vocab] product."""
-    import onmt_cont.trainer as trainer
+    import onmt_cont.train.step as trainer
 
     gen = continuous_gen("vmf")
     pred = torch.randn(11, 3, generator=torch.Generator().manual_seed(0))
@@ -120,7 +121,7 @@ def tiny(tmp_path_factory):
 def test_training_log_reports_cosine_and_accuracy(tiny, loss, capsys, monkeypatch):
     """Every loss of the registry: each logged step shows its metrics; only logged steps are scored."""
     from onmt_cont.bin import train
-    from onmt_cont.trainer import Trainer
+    from onmt_cont.train.step import Trainer
 
     scored_steps = []
     real = batch_stats
@@ -130,7 +131,7 @@ def test_training_log_reports_cosine_and_accuracy(tiny, loss, capsys, monkeypatc
             scored_steps.append(gold.numel())
         return real(gen, output, gold, score)
 
-    monkeypatch.setattr("onmt_cont.trainer.batch_stats", spy)
+    monkeypatch.setattr("onmt_cont.train.step.batch_stats", spy)
     run = train.main(["-data", str(tiny / "data"), "-save_model", str(tiny / loss), "-tgt_emb", str(tiny / "emb.pt"),
                       "-loss", loss, "-rnn_size", "16", "-word_vec_size", "8", "-batch_size", "6",
                       "-train_steps", "6", "-report_every", "3", "-valid_steps", "100", "-dropout", "0"])

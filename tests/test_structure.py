@@ -17,8 +17,8 @@ LAYERS = [
     {"constants", "vmf", "outputs", "ann", "utils", "distributed", "evaluate", "text"},
     {"losses", "inputters", "opts", "align"},
     {"models"},
-    {"trainer", "translate"},
-    {"training"},
+    {"translate"},
+    {"train"},
     {"bin", "api"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}

@@ -1,6 +1,7 @@
 """train.py in-process: a generator x loss x tie_emb matrix of tiny models that learn a memorisation
 task, exact resumption, plain-data checkpoints, and bad input that fails before training."""
 
+import dataclasses
 import math
 import os
 import random
@@ -12,10 +13,10 @@ import torch
 import yaml
 
 import onmt_cont.losses
-from onmt_cont import training
+from onmt_cont.train import build as training
 from onmt_cont.bin import preprocess, train
 from onmt_cont.inputters.vocab import load_vocabs
-from onmt_cont.trainer import Trainer
+from onmt_cont.train.step import Trainer
 from onmt_cont.utils.errors import UserError
 
 EMB_DIM = 64
@@ -310,7 +311,7 @@ def test_nan_loss_stops(data, tmp_path, capsys, monkeypatch, save_every):
     real = onmt_cont.losses.LOSSES["l2"]
 
     def nan_at_step_3(opt, table):
-        fn, calls = real(opt, table), [0]
+        fn, calls = real.build(opt, table), [0]
 
         def loss(output, target):
             calls[0] += 1
@@ -319,7 +320,7 @@ def test_nan_loss_stops(data, tmp_path, capsys, monkeypatch, save_every):
 
         return loss
 
-    monkeypatch.setitem(onmt_cont.losses.LOSSES, "l2", nan_at_step_3)
+    monkeypatch.setitem(onmt_cont.losses.LOSSES, "l2", dataclasses.replace(real, build=nan_at_step_3))
     fails(capsys, argv(data, tmp_path, loss="l2", save_checkpoint_steps=save_every, epochs=3), "step 3", "nan")
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == (["m_step_1.pt", "m_step_2.pt"] if save_every == "1" else [])
@@ -392,7 +393,7 @@ def test_checkpoint_of_the_adam_loop_resumes_under_fused_adam(data, tmp_path, mo
     common = {"loss": "nllvmf", "dropout": "0", "epochs": "5", "train_steps": "8", "save_checkpoint_steps": "4",
               "valid_steps": "100"}
     real = training.make_optimizer
-    monkeypatch.setattr(training, "make_optimizer", lambda opt, model: real(opt, model, fused=False))
+    monkeypatch.setattr(training, "make_optimizer", lambda opt, model, fused=None: real(opt, model, fused=False))
     loop = run_train(data, tmp_path / "loop", **common)
     assert not loop.optimizer.defaults["fused"] and loop.progress["step"] == 8
     monkeypatch.setattr(training, "make_optimizer", real)
@@ -687,7 +688,7 @@ def test_valid_metric_accuracy_is_higher_better_and_drives_early_stopping(data, 
 
 
 def test_is_better_directions():
-    from onmt_cont.models.checkpoint import is_better
+    from onmt_cont.train.stopping import is_better
 
     assert is_better(3.0, None) and is_better(1.0, 2.0) and not is_better(2.0, 1.0)
     assert is_better(2.0, 1.0, higher=True) and not is_better(1.0, 2.0, higher=True)
@@ -698,7 +699,7 @@ def test_is_better_directions():
 def test_valid_bleu_without_shard_text_never_matches_unk():
     """Shards of an older preprocess.py: a reference <unk> must not reward an output <unk>."""
     from onmt_cont.inputters.vocab import Vocab
-    from onmt_cont.training import ValidBleu
+    from onmt_cont.train.validate import ValidBleu
 
     vocab = Vocab(["<blank>", "<unk>", "<s>", "</s>", "a", "b"])
     examples = [(torch.tensor([4, 5]), torch.tensor([4, 1, 5]))]
@@ -710,7 +711,7 @@ def test_valid_bleu_joins_bpe_pieces(monkeypatch):
     """-valid_remove_bpe: the output's and the references' pieces are joined before BLEU, so two
     segmentations of the same words score 100, and without it they do not."""
     from onmt_cont.inputters.vocab import Vocab
-    from onmt_cont.training import Translator, ValidBleu
+    from onmt_cont.train.validate import Translator, ValidBleu
 
     class Fake:
         unk_out, words_out = 0, 6
@@ -759,7 +760,7 @@ def test_parameter_average_by_hand():
     the first update (never the initialisation); then every -average_every steps only, the new
     parameters weighing what the steps since the last update would have weighed together; the
     model holds the average inside swapped() and its raw parameters after."""
-    from onmt_cont.trainer import ParameterAverage
+    from onmt_cont.train.average import ParameterAverage
 
     model = torch.nn.Linear(2, 1, bias=False)
     frozen = torch.nn.Parameter(torch.ones(1), requires_grad=False)
@@ -925,7 +926,7 @@ def punct_data(tmp_path_factory):
 
 def iterator_batches(ds, epoch, **kw):
     from onmt_cont.inputters.batching import ShardedIterator
-    from onmt_cont.training import shard_paths
+    from onmt_cont.inputters.corpus import shard_paths
 
     it = ShardedIterator(shard_paths(ds["prefix"], "train"), 5, "sents", 7, **kw)
     return [(b["src"].tolist(), b["tgt"].tolist()) for _, _, b in it.epoch(epoch)]

@@ -35,8 +35,9 @@ from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.losses import CONTINUOUS_LOSSES, LOSSES
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.models.model import build_model
-from onmt_cont.trainer import Trainer
-from onmt_cont.training import learning_rate, load_table
+from onmt_cont.train.build import load_table
+from onmt_cont.train.optim import learning_rate
+from onmt_cont.train.step import Trainer
 from onmt_cont.translate.search import beam_search, greedy_search
 from onmt_cont.translate.translator import Translator
 
@@ -220,7 +221,7 @@ def tiny_model(data, encoder_type="transformer", loss="cosine", position_encodin
         **TRANSFORMER, "encoder_type": encoder_type, "loss": loss, "position_encoding": position_encoding,
         "max_positions": "6", "dropout": "0.1", "attention_dropout": "0.1", "layers": None, "enc_layers": "2",
         "dec_layers": "3", "tgt_emb": data["emb"] if loss != "ce" else None}))
-    from onmt_cont.training import check_options
+    from onmt_cont.train.checks import check_options
 
     check_options(opt)
     src_vocab, tgt_vocab, _ = load_vocabs(data["prefix"] + ".vocab.pt")
@@ -347,7 +348,7 @@ def test_a_beam_step_within_the_sentences_keeps_the_source_keys(data):
 def _lstm_model(data, loss, seed):
     opt = train.build_parser().parse_args(argv(data, data["dir"], loss=loss, brnn=True,
                                                tgt_emb=data["emb"] if loss != "ce" else None))
-    from onmt_cont.training import check_options
+    from onmt_cont.train.checks import check_options
 
     check_options(opt)
     src_vocab, tgt_vocab, _ = load_vocabs(data["prefix"] + ".vocab.pt")
@@ -673,12 +674,12 @@ def test_two_gloo_ranks_match_one_process(data, tmp_path):
 
 def test_amp_bf16_transformer_loss_is_finite(data, tmp_path):
     from onmt_cont.losses import build_loss
-    from onmt_cont.trainer import TrainingForward
+    from onmt_cont.train.step import TrainingForward
     from onmt_cont.utils.amp import probe_autocast
 
     model, _, _ = tiny_model(data, loss="nllvmf")
     opt = train.build_parser().parse_args(argv(data, tmp_path, loss="nllvmf", **TRANSFORMER))
-    from onmt_cont.training import check_options
+    from onmt_cont.train.checks import check_options
 
     check_options(opt)
     error = probe_autocast(TrainingForward(model.train()), build_loss(opt, model.generator.table),

@@ -1,4 +1,4 @@
-"""train.py -seq_unlikelihood (onmt_cont.losses.unlikelihood, trainer.SequenceUnlikelihood): the
+"""train.py -seq_unlikelihood (onmt_cont.losses.unlikelihood, train.step.SequenceUnlikelihood): the
 repeated n-grams, −log(1 − p) against mpmath, the logits per loss, the joined forward, one update
 lowering the unlikelihood term, and the command line (train, resume, bad values)."""
 
@@ -13,7 +13,7 @@ from onmt_cont.inputters.corpus import load_shard, shard_paths
 from onmt_cont.losses.unlikelihood import repeated_ngrams, unlikelihood, word_logits
 from onmt_cont.models.generators import ContinuousGenerator, SoftmaxGenerator
 from onmt_cont.outputs import BiasedVector
-from onmt_cont.trainer import SequenceUnlikelihood, Trainer, TrainingForward
+from onmt_cont.train.step import SequenceUnlikelihood, Trainer, TrainingForward
 from onmt_cont.translate.search import greedy_search
 from tests.test_train import argv, assert_resumed_exactly, fails, memorisation_data, record_steps, run_train
 from tests.test_word_choice import WC

@@ -895,7 +895,7 @@ def test_stopping_rule_replays_train_py(tmp_path, capsys):
 def test_stopping_window_never_stops_sooner():
     """One deep dip lowers `window` means in a row; counting the mean alone would stop there.
     The rule resets on a new best score or a new best mean, so it goes on wherever window 1 does."""
-    from onmt_cont.models.checkpoint import track_validation
+    from onmt_cont.train.stopping import track_validation
 
     def bad_counts(scores, window):
         pr = {"best_score": None, "bad_validations": 0, "recent_scores": [], "best_window": None}
@@ -1177,7 +1177,7 @@ def test_quality_report_unfinished_decode_is_a_clear_error(tmp_path, capsys):
 def test_lazy_entries_keep_value_and_state(fused):
     """After a step in which only entry 0 has a gradient, the other entries have the value and the Adam state
     they had (dense Adam moves them on their momentum and decays it); entry 0 moves as dense Adam moves it."""
-    from onmt_cont.trainer import LazyEntries
+    from onmt_cont.train.step import LazyEntries
 
     def run(lazy):
         p = torch.nn.Parameter(torch.zeros(4))

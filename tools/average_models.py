@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
 
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
-from onmt_cont.training import MODEL_OPTS  # noqa: E402
+from onmt_cont.train.resume import MODEL_OPTS  # noqa: E402
 from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
 from onmt_cont.models.checkpoint import check_finite  # noqa: E402
 from onmt_cont.utils.io import Prefix, atomic_torch_save, refuse_output_over_inputs  # noqa: E402

@@ -11,30 +11,19 @@ over the frozen table built once when the loss is built (onmt_cont.losses.negati
 """
 
 from onmt_cont.losses import continuous, contrastive, softmax
+from onmt_cont.losses.spec import Loss
 
-LOSSES = {
-    "ce": softmax.build_ce,
-    "l2": continuous.build_l2,
-    "cosine": continuous.build_cosine,
-    "maxmargin": contrastive.build_maxmargin,
-    "synmargin_proj": continuous.build_synmargin("proj"),
-    "synmargin_diff": continuous.build_synmargin("diff"),
-    "margin_random": continuous.build_margin_random,
-    "nllvmf": continuous.build_nllvmf,
-    "infonce": contrastive.build_infonce,
-    "nllvmf_nce": contrastive.build_nllvmf_nce,
-}
+# -loss NAME -> its Loss (onmt_cont.losses.spec): what it is and how it is built
+LOSSES: dict[str, Loss] = {spec.name: spec for spec in softmax.SPECS + continuous.SPECS + contrastive.SPECS}
 
-CONTINUOUS_LOSSES = frozenset(name for name in LOSSES if name != "ce")
-
-# Which nearest-neighbour criterion a continuous model decodes with, per loss.
-DECODE_CRITERION = {"nllvmf": "vmf", "nllvmf_nce": "vmf", "l2": "l2"}
+CONTINUOUS_LOSSES = frozenset(name for name, spec in LOSSES.items() if spec.continuous)
 
 
 def build_loss(opt, table, log_prior=None):
     """``log_prior``: log p_train(w) [V], for -sampling_correction (infonce, nllvmf_nce) only."""
-    return LOSSES[opt.loss](opt, table) if log_prior is None else LOSSES[opt.loss](opt, table, log_prior)
+    return LOSSES[opt.loss](opt, table, log_prior)
 
 
-def decode_criterion(loss_name):
-    return DECODE_CRITERION.get(loss_name, "cosine")
+def decode_criterion(loss_name: str) -> str:
+    """The nearest-neighbour criterion a continuous model of this loss decodes with."""
+    return LOSSES[loss_name].criterion

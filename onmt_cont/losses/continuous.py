@@ -7,6 +7,7 @@ All return per-token losses [N]; constants come from the options with the papers
 import torch
 import torch.nn.functional as F
 
+from onmt_cont.losses.spec import Loss
 from onmt_cont.vmf import log_cmk, neg_log_cmk_approx
 
 
@@ -144,3 +145,15 @@ def build_margin_random(opt, table):
 def build_nllvmf(opt, table):
     kw = vmf_options(opt)
     return lambda output, target: nll_vmf(output, table[target], **kw)
+
+
+SPECS = [
+    Loss("l2", build_l2, "squared distance to the target vector", criterion="l2"),
+    Loss("cosine", build_cosine, "1 - cosine to the target vector"),
+    Loss("synmargin_proj", build_synmargin("proj"), "syn-margin, the synthetic negative by projection (Bhat et al.)"),
+    Loss("synmargin_diff", build_synmargin("diff"), "syn-margin, the synthetic negative by difference (Bhat et al.)"),
+    Loss("margin_random", build_margin_random, "margin against -num_negatives uniformly drawn words",
+         num_negatives=5),
+    Loss("nllvmf", build_nllvmf, "von Mises-Fisher negative log-likelihood (Kumar & Tsvetkov)", criterion="vmf",
+         vocab_logits="dot", vmf=True),
+]

@@ -30,6 +30,7 @@ from onmt_cont.losses.negatives import (
     invalid,
     parse_sources,
 )
+from onmt_cont.losses.spec import Loss
 from onmt_cont.outputs import BiasedVector
 from onmt_cont.utils.amp import outside_autocast
 
@@ -144,12 +145,8 @@ def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx
     return nll_vmf(pred, gold, lambda1, lambda2, approx, form, vmf_lambda) + weight * contrast
 
 
-# Which sources each loss uses when -negatives is not given.
-DEFAULT_NEGATIVES = {"maxmargin": "exact", "infonce": "inbatch,random,gold_nn", "nllvmf_nce": "inbatch,random,gold_nn"}
-
-
 def build_negatives(opt, table, log_prior=None):
-    sources = parse_sources(opt.negatives or DEFAULT_NEGATIVES[opt.loss])
+    sources = parse_sources(opt.negatives or next(s.negatives for s in SPECS if s.name == opt.loss))
     window = getattr(opt, "prefix_window", None) or PREFIX_WINDOW
     counts = getattr(opt, "expected_counts", None) or "unigram"  # options saved before it: the unigram rule
     return Negatives(sources, table, opt.num_sampled, opt.ann_candidates, log_prior=log_prior, prefix_window=window,
@@ -183,3 +180,13 @@ def build_nllvmf_nce(opt, table, log_prior=None):
                            correct, kw["form"], kw["vmf_lambda"])
 
     return loss
+
+
+SPECS = [
+    Loss("maxmargin", build_maxmargin, "max-margin against the -num_negatives hardest of -negatives (Lazaridou et al.)",
+         negatives="exact", num_negatives=1),
+    Loss("infonce", build_infonce, "cross-entropy of the gold word among -negatives, cosine logits / -temperature",
+         vocab_logits="cosine", negatives="inbatch,random,gold_nn", candidate_logits=True, temperature=True),
+    Loss("nllvmf_nce", build_nllvmf_nce, "NLLvMF + -contrastive_weight x the vMF renormalised over -negatives",
+         criterion="vmf", vocab_logits="dot", negatives="inbatch,random,gold_nn", candidate_logits=True, vmf=True),
+]

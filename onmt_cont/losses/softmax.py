@@ -5,6 +5,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from onmt_cont.losses.continuous import cosine, l2
+from onmt_cont.losses.spec import Loss
 from onmt_cont.outputs import SampledLogits
 
 # ReWE's regression loss between the head's ê [N, m] and e(y) [N, m] -> [N]: the cosine embedding
@@ -75,3 +76,6 @@ def build_ce(opt, table=None):
         return lambda output, target: cross_entropy(output, target, smoothing)
     rewe_loss = opt.rewe_loss
     return lambda output, target: nll_plus_rewe(output, target, table[target], rewe_lambda, rewe_loss, smoothing)
+
+
+SPECS = [Loss("ce", build_ce, "softmax cross-entropy", continuous=False, criterion="softmax", vocab_logits="logits")]

@@ -24,10 +24,9 @@ import torch
 import torch.nn.functional as F
 
 from onmt_cont.constants import BOS_ID, PAD_ID
+from onmt_cont.losses import LOSSES
 from onmt_cont.outputs import BiasedVector, ReWEOutput, prediction
 
-# The losses whose scores have a softmax over the vocabulary (see the module docstring).
-UNLIKELIHOOD_LOSSES = ("ce", "nllvmf", "nllvmf_nce", "infonce")
 # -seq_unlikelihood_ngram's default: repeated 3-grams are common in a greedy model's loops and rare in
 # the references; 2-grams would also push down correct repeats, 4-grams would see fewer loops.
 NGRAM = 3
@@ -53,18 +52,20 @@ def repeated_ngrams(seqs, n):
 
 def word_logits(gen, output, loss, temperature=1.0):
     """The training-time softmax logits [N, vocab] (with gradients) of a generator's ``output`` for
-    N positions (what its forward returned for them), per the module docstring."""
+    N positions (what its forward returned for them), per the module docstring; ``loss``: the -loss
+    name, whose ``vocab_logits`` says which softmax (onmt_cont.losses.spec)."""
+    cosine = LOSSES[loss].vocab_logits == "cosine"
     if not gen.continuous:
         logits = (output.logits if isinstance(output, ReWEOutput) else output).float()
     else:
         vec = prediction(output).float()
-        if loss == "infonce":
+        if cosine:
             vec = F.normalize(vec, dim=-1, eps=1e-8)
         logits = vec @ gen.table.float().t()
         bias = output.bias if isinstance(output, BiasedVector) else None
         if bias is not None:
             logits = logits + bias.float()
-        if loss == "infonce":
+        if cosine:
             logits = logits / temperature
     return logits.index_fill(-1, torch.tensor([PAD_ID, BOS_ID], device=logits.device), float("-inf"))
 

@@ -4,7 +4,7 @@ import torch
 from torch import nn
 
 from onmt_cont.constants import PAD_ID
-from onmt_cont.losses import CONTINUOUS_LOSSES, decode_criterion
+from onmt_cont.losses import LOSSES, decode_criterion
 from onmt_cont.models.decoder import InputFeedRNNDecoder, TargetEmbeddings
 from onmt_cont.models.encoder import RNNEncoder
 from onmt_cont.models.generators import (
@@ -56,10 +56,10 @@ class NMTModel(nn.Module):
         return dec_out, attn
 
 
-def _generator_kind(opt):
+def generator_kind(opt):
     """Check that -generator, -loss and -rewe_lambda fit together; return 'softmax', 'rewe',
     'joint' or 'continuous'."""
-    if opt.loss in CONTINUOUS_LOSSES:
+    if LOSSES[opt.loss].continuous:
         if opt.generator not in ("linear", "nonlinear"):
             raise ValueError(f"-loss {opt.loss} needs a continuous generator (-generator linear|nonlinear), "
                              f"not -generator {opt.generator}")
@@ -150,7 +150,7 @@ def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
 
     ``tgt_table`` [tgt_vocab, m]: the pretrained target vectors (normalised here), needed by
     continuous losses, by ``-tie_emb`` and by ``-rewe_lambda``."""
-    kind = _generator_kind(opt)
+    kind = generator_kind(opt)
     if tgt_table is not None:
         tgt_table = normalize_table(tgt_table)
     if (kind in ("continuous", "rewe") or opt.tie_emb) and tgt_table is None:

@@ -32,7 +32,7 @@ from collections import Counter
 import torch
 
 from onmt_cont.inputters.vocab import has_word_counts
-from onmt_cont.translate.options import MAX_DECODE_PRIOR, MAX_OFFSET
+from onmt_cont.translate.checks import MAX_DECODE_PRIOR, MAX_OFFSET
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import atomic_write_text
 

@@ -1,68 +1,120 @@
-"""The ranges of the decoding options (translate.py's flags, :class:`~onmt_cont.translate.translator.Translator`'s
-and the Python API's keywords), checked before any model is loaded.
+"""translate.py's options: the parser. The ranges of the decoding values are checked in
+translate/checks.py (before any model is loaded) and the Translator."""
 
-Each is a finite number in a range that decoding can use: NaN and infinities would make every
-score NaN or ±inf (a beam search that never ends, outputs of <unk> or padding, or empty lines),
-and a finite value can still overflow (β · log p of 1e308) or ask for a search no machine runs.
-"""
 
-import math
 
+from onmt_cont import opts
+from onmt_cont.models.transformer import parse_alignment_layer
 from onmt_cont.translate.search import MAX_OUTPUT_LENGTH
-from onmt_cont.utils.errors import UserError
-
-# -decode_prior β: beyond it the prior alone picks every word (its log p_train(w) terms span some
-# 15 nats), and β · log p stays finite in float32
-MAX_DECODE_PRIOR = 1000.0
-MAX_ALPHA = 10.0  # -alpha of -length_penalty wu (GNMT uses 0.6 to 1)
-# -freq_offsets: no bin's offset goes further from 0 (in the scores' units; log-probabilities for
-# softmax models): far past any useful calibration, and score + offset stays finite
-MAX_OFFSET = 1e4
-MAX_FAISS_INT = 2**31 - 1  # faiss's int parameters
+from onmt_cont.utils import numbers
+from onmt_cont.utils.device import gpu_option
+from onmt_cont.utils.threads import add_threads_arg
 
 
-def check_number(flag, value, low=-math.inf, high=math.inf, integer=False, expected=None):
-    """UserError unless ``value`` is a finite number (an int where ``integer``) in [low, high].
-    ``expected``: the message's description of a good value (default: from the bounds)."""
-    good = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
-    good = good and (isinstance(value, int) or math.isfinite(value)) and low <= value <= high
-    if good:
-        return
-    if expected is None:
-        bounds = []
-        if low > -math.inf:
-            bounds.append(f"at least {low:g}" if isinstance(low, float) else f"at least {low}")
-        if high < math.inf:
-            bounds.append(f"at most {high:g}" if isinstance(high, float) else f"at most {high}")
-        expected = " ".join(["an integer" if integer else "a finite number", " and ".join(bounds)]).strip()
-    raise UserError(f"-{flag} must be {expected}, got {value!r}")
-
-
-def check_decoding_options(beam_size=1, max_length=None, max_length_ratio=2.0, alpha=0.0, decode_prior=0.0,
-                           decode_prior_cap=0, csls=0, block_ngram_repeat=0, freq_offsets=None, ann=None):
-    """Refuse decoding options no search can use (translate.py's names in the messages). The
-    checks that need the model (-beam_size and -csls against its vocabulary) are the Translator's."""
-    check_number("beam_size", beam_size, 1, integer=True)
-    if max_length is not None:
-        check_number("max_length", max_length, 0, MAX_OUTPUT_LENGTH, integer=True,
-                     expected=f"an integer from 0 to {MAX_OUTPUT_LENGTH} (the longest output there is)")
-    check_number("max_length_ratio", max_length_ratio, 0)
-    check_number("alpha", alpha, 0, MAX_ALPHA)
-    check_number("decode_prior", decode_prior, -MAX_DECODE_PRIOR, MAX_DECODE_PRIOR,
-                 expected=f"a finite number within ±{MAX_DECODE_PRIOR:g} (0: off; useful values are about 0.1 to 1)")
-    check_number("decode_prior_cap", decode_prior_cap, 0, integer=True)
-    if decode_prior_cap and not decode_prior:
-        raise UserError("-decode_prior_cap shapes the prior of -decode_prior BETA: give -decode_prior too")
-    if decode_prior_cap and decode_prior_cap < 2:
-        raise UserError(f"-decode_prior_cap must be at least 2 training occurrences (0: off), got {decode_prior_cap}")
-    check_number("csls", csls, 0, integer=True, expected="at least 0 (0: off), a whole number")
-    check_number("block_ngram_repeat", block_ngram_repeat, 0, integer=True,
-                 expected="0 (off) or a positive n-gram size")
-    if freq_offsets is not None:
-        for offset in freq_offsets:
-            check_number("freq_offsets", offset, -MAX_OFFSET, MAX_OFFSET,
-                         expected=f"finite numbers within ±{MAX_OFFSET:g}")
-    if ann is not None:
-        for key, low in (("nlist", 1), ("nprobe", 1), ("hnsw_m", 2), ("ef_search", 1)):
-            if ann.get(key) is not None:
-                check_number(f"ann_{key}", ann[key], low, MAX_FAISS_INT, integer=True)
+def build_parser():
+    p = opts.new_parser("Translate a tokenized source file (one sentence per line) with a trained model.")
+    g = p.add_argument_group("Data")
+    g.add_argument("-model", help="checkpoint written by train.py")
+    g.add_argument("-src", help="source text, one sentence per line: tokenized as the training data, or raw "
+                   "text with -src_lang; - (or a pipe) is read once, as it comes")
+    g.add_argument("-output", help="where to write the translations (one line per input line); absent or -: "
+                   "standard output")
+    g.add_argument("-tgt", help="tokenized reference: report BLEU (sacreBLEU on detokenized text + tokenized BLEU)")
+    g.add_argument("-tgt_lang", default="en", help="target language for Moses detokenization (BLEU, -detokenize)")
+    g = p.add_argument_group("Raw text (docs/recipes/own_data.sh)")
+    g.add_argument("-src_lang", default=None, help="-src is raw text in this language: Moses-tokenize it (no "
+                   "escaping, aggressive hyphen splitting) and lowercase it, as tools/moses_tok.py does")
+    g.add_argument("-src_bpe_codes", default=None, help="subword-nmt codes the model's source side was cut with: "
+                   "cut -src into the same pieces (after -src_lang's tokenization)")
+    g.add_argument("-detokenize", action="store_true", help="write running text: Moses-detokenized in -tgt_lang, "
+                   "each sentence's first letter in upper case (BLEU with -tgt still scores the tokens)")
+    g = p.add_argument_group("Decoding")
+    g.add_argument("-batch_size", type=int, default=32, help="sentences per batch (-batch_type sents), or "
+                   "padded source tokens per batch (-batch_type tokens)")
+    g.add_argument("-batch_type", choices=["sents", "tokens"], default="sents",
+                   help="what -batch_size counts; tokens: the longest source of a batch times its sentences (the "
+                   "input is sorted by length, so long sentences share small batches)")
+    g.add_argument("-chunk_size", type=int, default=10000, help="source lines read, translated and written at "
+                   "a time: memory grows with it, not with the file. Batches are sorted by length within a chunk")
+    g.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative")
+    add_threads_arg(g)
+    g.add_argument("-max_length", type=int, default=None,
+                   help=f"longest output in words, at most {MAX_OUTPUT_LENGTH}; default -max_length_ratio × source "
+                   f"length + 10, capped at {MAX_OUTPUT_LENGTH}")
+    g.add_argument("-max_length_ratio", type=float, default=2.0, help="see -max_length")
+    g.add_argument("-beam_size", type=int, default=1, help="1: greedy. Beam search sums log-probabilities: a "
+                   "softmax model's, or for continuous models a softmax over the vocabulary of the generator's word "
+                   "scores (criterion, word bias, prior, offsets) at the model's own temperature times "
+                   "-beam_temperature (docs/usage.md, section 6)")
+    g.add_argument("-length_penalty", choices=["none", "avg", "wu"], default="avg",
+                   help="beam search: rank finished hypotheses by score / length (avg) or GNMT's penalty (wu). "
+                   "Continuous models: per-step scores (cosines, vMF log-densities) are mostly positive, so "
+                   "'none' favours long outputs; 'avg' ranks by the mean per-step score")
+    g.add_argument("-alpha", type=float, default=0.0, help="exponent of -length_penalty wu")
+    g.add_argument("-beam_temperature", type=float, default=1.0, help="continuous models, -beam_size > 1: beam "
+                   "search scores each word by the log of a softmax of the word scores over the vocabulary, at the "
+                   "model's own temperature (nllvmf_nce 1: its contrastive distribution; infonce its -temperature) "
+                   "times this")
+    g.add_argument("-ban_unk_token", action="store_true", help="never produce <unk> (OpenNMT-py's flag). For "
+                   "continuous models whose training targets had no <unk> (preprocess.py -tgt_emb), its row, the "
+                   "mean of the out-of-vocabulary vectors, is a hub that uncertain predictions fall on")
+    g.add_argument("-block_ngram_repeat", type=int, default=0, help="never put out a word that would repeat an "
+                   "n-gram of this size already in the sentence's output (OpenNMT-py's flag; greedy and beam, every "
+                   "model; over the model's tokens, so BPE pieces with -remove_bpe). 1: no word twice; 0 (default): "
+                   "off. A greedy sentence whose every candidate is blocked ends there")
+    g.add_argument("-replace_unk", action="store_true", help="replace each <unk> through the attention: the "
+                   "most-attended source word, translated by -lookup_dict, or copied when it is not there")
+    g.add_argument("-alignment_layer", type=parse_alignment_layer, default=None, help="Transformer decoder: "
+                   "the attention -replace_unk reads: mean (default: the cross-attention of every layer and head, "
+                   "averaged) or one layer's, averaged over its heads (0-based, -1 the last); default: the "
+                   "checkpoint's")
+    g.add_argument("-lookup_dict", help="bilingual lexicon: 'source_word target_word' per line (build_lexicon.py)")
+    g.add_argument("-remove_bpe", action="store_true", help="the model's target side is subword-nmt BPE: join "
+                   "the pieces ('@@ ' and a final '@@' removed) before writing the output and scoring it")
+    g = p.add_argument_group("Word choice (continuous models; -freq_offsets: any model)")
+    g.add_argument("-decode_prior", type=float, default=0.0, help="score each word by the nearest-neighbour score "
+                   "+ this beta x log p_train(w), its add-one smoothed frequency in the training targets (stored in "
+                   "checkpoints of this version): a frequency prior that nearest-neighbour search lacks. Pick beta on "
+                   "validation BLEU; negative values favour rarer words; 0 (default): off")
+    g.add_argument("-decode_prior_cap", type=int, default=0, help="with -decode_prior: the prior is flat (0) for "
+                   "words seen at least this many times in training and log((c+1)/(cap+1)) for a word seen c < cap "
+                   "times, so it only penalises rare words instead of pushing every word towards the most frequent "
+                   "ones; at least 2; 0 (default): the plain prior")
+    g.add_argument("-freq_offsets", help="add to each word's score the offset of its bin of training counts (1, "
+                   "2-4, 5-9, 10-99, 100-999, 1000+) from this file, written by tools/calibrate_offsets.py, which "
+                   "fits them on validation so that every bin comes out as often as in the reference. Give the "
+                   "-decode_prior beta the file was fitted under (it says which). Softmax models too: their "
+                   "log-probabilities plus the offsets")
+    g.add_argument("-csls", type=int, default=0, help="rank words by CSLS (Conneau et al. 2018): 2 cos(e^, e_w) - "
+                   "r(w), r(w) the mean cosine of e_w to its K nearest table words (a penalty for hubs), in the "
+                   "decoding criterion's units; K > 0 turns it on (the paper: 10)")
+    g = p.add_argument_group("Open vocabulary and approximate search (continuous models)")
+    g.add_argument("-tgt_emb_extend", help="decode over every word of this table too (.vec/.vec.gz, or a .pt "
+                   "written by embeddings_to_torch.py with -tgt_emb_extend_vocab): the training target "
+                   "vocabulary keeps its rows, the other words are appended, unit length. Tied models feed a "
+                   "new word's vector to the next step, untied ones feed <unk>")
+    g.add_argument("-tgt_emb_extend_vocab", help="the vocabulary (PREFIX.vocab.pt or PREFIX.vocab.tgt.txt) whose "
+                   "rows a .pt -tgt_emb_extend follows")
+    g.add_argument("-ann", choices=["faiss"], default=None,
+                   help="approximate nearest-neighbour search (faiss-cpu) instead of exact search, for tables "
+                   "of 300K words and more; the index proposes beam_size+2 words, rescored exactly")
+    g.add_argument("-ann_index", choices=["ivf", "hnsw"], default="ivf",
+                   help="IndexIVFFlat (k-means cells, built in seconds) or IndexHNSWFlat (minutes to build at "
+                   "300K words on one core); inner product on unit rows. See docs/open_vocabulary.md")
+    g.add_argument("-ann_nlist", type=int, default=None,
+                   help="ivf: number of cells (default 4·sqrt(words), faiss's guideline)")
+    g.add_argument("-ann_nprobe", type=int, default=64, help="ivf: cells searched per query")
+    g.add_argument("-ann_hnsw_m", type=int, default=16, help="hnsw: links per node")
+    g.add_argument("-ann_ef_search", type=int, default=64, help="hnsw: candidate list size when searching")
+    g.add_argument("-n_best", type=int, default=1, help="write the N best hypotheses of each sentence, best first, "
+                   "N lines per input line (at most -beam_size; BLEU scores the first)")
+    g.add_argument("-with_score", action="store_true", help="append a tab and the hypothesis's score to each "
+                   "output line: its log-probability under beam search's scores divided by the length penalty "
+                   "(greedy: beam 1, the same words)")
+    g.add_argument("-log_file", help="also write what translate.py prints on standard error to this file")
+    g.add_argument("-verbose", action="store_true", help="print each source and translation (with its score when "
+                   "-with_score or -n_best give one) on standard error")
+    for action in p._actions:  # every float option: nan, inf and a non-zero value that rounds to 0 are refused
+        if action.type is float:
+            action.type = numbers.finite_float
+    return p

@@ -8,10 +8,11 @@ from onmt_cont.ann import FaissIndex
 from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.batching import collate
 from onmt_cont.inputters.vocab import capped_log_prior, unigram_log_prior
+from onmt_cont.losses import LOSSES
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.translate.calibration import model_record, offset_vector
+from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.open_vocab import extend_model, read_extension
-from onmt_cont.translate.options import check_decoding_options
 from onmt_cont.translate.search import BANNED, BANNED_WITH_UNK, beam_search, greedy_search, length_limits
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError
@@ -61,7 +62,8 @@ class Translator:
         opt = opt or {}
         base = 1.0
         if gen.criterion == "cosine":
-            base = float(opt.get("temperature") or 0.1) if opt.get("loss") == "infonce" else 0.1
+            spec = LOSSES.get(opt.get("loss"))  # a loss with -temperature trained at that scale
+            base = float(opt.get("temperature") or 0.1) if spec is not None and spec.temperature else 0.1
         gen.set_beam_scale(base * temperature)
 
     @classmethod

@@ -63,7 +63,7 @@ def _probe_batch(device):
 def probe_autocast(forward, loss_fn, device, dtype):
     """Run ``loss_fn(*forward(src, src_lengths, tgt)).sum().backward()`` once under autocast(``dtype``).
 
-    ``forward`` is a :class:`onmt_cont.trainer.TrainingForward` (not a DistributedDataParallel
+    ``forward`` is a :class:`onmt_cont.train.step.TrainingForward` (not a DistributedDataParallel
     wrapper: its gradient hooks would fire). Leaves no trace: gradients are reset to None, the
     train/eval mode and the random state (dropout, sampling) are restored.
     Returns None when it works, else the error message of the failing operation."""

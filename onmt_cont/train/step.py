@@ -1,8 +1,6 @@
 """One training step and validation: generator -> loss -> backward, nothing hidden."""
 
 import math
-import time
-from contextlib import contextmanager
 
 import torch
 import torch.nn.functional as F
@@ -25,6 +23,8 @@ class NonFiniteLoss(RuntimeError):
 # -seq_unlikelihood, the tokens of the model's own greedy decodes, those of them in a repeated n-gram,
 # and the sum of their −log(1 − p) (SequenceUnlikelihood).
 STATS = ("tokens", "scored", "correct", "cosine", "nll", "sampled", "ul_decoded", "ul_flagged", "ul_loss")
+
+
 # Scores are computed this many [rows, vocab] elements at a time (64 MB of float32), so that a
 # large batch against a 50K-word table does not allocate a [tokens, vocab] matrix at once.
 SCORE_CHUNK = 1 << 24
@@ -312,148 +312,3 @@ class Trainer:
             sums += batch_stats(gen, output, gold).cpu()
         stats = summarize(sums, gen.continuous)
         return {"loss": total / max(stats["tokens"], 1), **stats}
-
-
-class ParameterAverage:
-    """An exponential moving average of a model's trainable parameters (-average_decay), with
-    OpenNMT-py's schedule: the average starts as the parameters after the first update (as
-    OpenNMT-py's does; the random initialisation never enters it), and at step s the new
-    parameters weigh d_s = max(decay, 1 − (s + 1)/(s + 10)), so the average weighs recent steps
-    more while training is short. Updated every ``every`` steps, the average takes the parameters
-    of step s with the weight the ``every`` steps since the last update would have had together,
-    1 − ∏(1 − d_t) over t in (s − every, s]: a per-step average that sees only every ``every``-th
-    step's parameters, not one whose window would be ``every`` times longer (with OpenNMT-py's
-    weight d_s alone, 60 steps at -average_every 30 kept two thirds of the first step's model).
-
-    :meth:`swapped` puts the average into the model for validation and saving and the raw
-    parameters back afterwards. Every rank of a distributed run keeps the same average (its
-    parameters are the same after each step)."""
-
-    # -train_table's table is left out (kept as trained): an average of unit rows is no unit row,
-    # and its rows move only when their words are candidates
-    UNAVERAGED = ("generator.table",)
-
-    def __init__(self, model, decay, every=1):
-        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad and n not in self.UNAVERAGED]
-        self.params = [p for _, p in named]
-        self.names = [n for n, _ in named]
-        self.decay, self.every = decay, every
-        self.average = None  # set by the first update (or by load_state_dict)
-
-    def weight(self, step):
-        """d_s, the weight of step ``step``'s parameters in a per-step average."""
-        return max(self.decay, 1.0 - (step + 1) / (step + 10))
-
-    def span_weight(self, step):
-        """The weight of step ``step``'s parameters when the average is updated every ``every``
-        steps: 1 − ∏(1 − d_t) over the steps since the last update (from step 2 on: step 1 is the start)."""
-        keep = 1.0
-        for t in range(max(step - self.every + 1, 2), step + 1):
-            w = self.weight(t)
-            if w == self.decay:  # d_t only falls: the decay from here on
-                keep *= (1.0 - self.decay) ** (step - t + 1)
-                break
-            keep *= 1.0 - w
-        return 1.0 - keep
-
-    @torch.no_grad()
-    def update(self, step):
-        if self.average is None:  # the first update: the average starts as these parameters
-            self.average = [p.detach().float().clone() for p in self.params]
-            return
-        if step % self.every:
-            return
-        w = self.span_weight(step)
-        for avg, p in zip(self.average, self.params, strict=True):
-            avg.mul_(1.0 - w).add_(p.detach().float(), alpha=w)
-
-    @contextmanager
-    def swapped(self):
-        """The model holds the average inside the block; yields {name: raw parameter}. Before the
-        first update there is no average yet: the model holds its parameters."""
-        raw = {n: p.detach().clone() for n, p in zip(self.names, self.params, strict=True)}
-        if self.average is None:
-            yield raw
-            return
-        with torch.no_grad():
-            for avg, p in zip(self.average, self.params, strict=True):
-                p.copy_(avg)
-        try:
-            yield raw
-        finally:
-            with torch.no_grad():
-                for n, p in zip(self.names, self.params, strict=True):
-                    p.copy_(raw[n])
-
-    def load_state_dict(self, state):
-        missing = set(self.names) - set(state)
-        if missing:
-            raise ValueError(f"the checkpoint's average lacks {sorted(missing)[:3]}")
-        self.average = [state[n].detach().float().clone().to(p.device) for n, p in zip(self.names, self.params,
-                                                                                          strict=True)]
-
-
-class Meter:
-    """The training log over the last report window: loss, mean cosine to the target (continuous
-    models) and tokens/s over every step of the window; top-1 accuracy (nearest neighbour for
-    continuous models) and perplexity (softmax) of the last scored batch (Trainer.measure_every),
-    whose step and size the line names."""
-
-    def __init__(self, continuous=False):
-        self.continuous = continuous
-        self.reset()
-
-    def reset(self):
-        self.loss, self.tokens, self.src_tokens, self.start = 0.0, 0, 0, time.time()
-        self.sums = torch.zeros(len(STATS), dtype=torch.float64)
-        self.scored = None  # (step, sums) of the last scored batch
-
-    def update(self, loss, tokens, src_tokens, stats=None, step=None):
-        """``stats``: the step's batch_stats sums (Trainer.last_stats), or None."""
-        self.loss += loss
-        self.tokens += tokens
-        self.src_tokens += src_tokens
-        if stats is not None:
-            self.sums += stats
-            if stats[STATS.index("scored")] > 0:
-                self.scored = (step, stats)
-
-    def scalars(self, lr):
-        """The window's numbers by name (what the line prints; -tensorboard's training scalars)."""
-        elapsed = max(time.time() - self.start, 1e-9)
-        out = {"loss": self.loss / max(self.tokens, 1)}
-        if self.continuous and self.sums[0] > 0:
-            out["cosine"] = summarize(self.sums, True)["cosine"]
-        if self.scored is not None:
-            s = summarize(self.scored[1], self.continuous)
-            out["accuracy"] = s["accuracy"]
-            if not self.continuous and not s["sampled"]:
-                out["ppl"] = s["ppl"]
-        whole = summarize(self.sums, self.continuous)
-        if "ul_loss" in whole:  # -seq_unlikelihood's steps of the window
-            out.update({k: whole[k] for k in ("ul_flagged_share", "ul_loss")})
-        out.update({"lr": lr, "src_tokens_per_s": self.src_tokens / elapsed,
-                    "tgt_tokens_per_s": self.tokens / elapsed})
-        return out
-
-    def line(self, step, lr):
-        v = self.scalars(lr)
-        parts = [f"step {step}: loss {v['loss']:.4f}"]
-        if "cosine" in v:
-            parts.append(f"cosine {v['cosine']:.4f}")
-        if self.scored is not None:
-            at, sums = self.scored
-            s = summarize(sums, self.continuous)
-            where = f"on step {at}'s batch ({s['scored']:,} tokens)"
-            if self.continuous:
-                parts.append(f"nn accuracy {s['accuracy']:.2%} {where}")
-            elif s["sampled"]:
-                parts.append(f"accuracy among the sampled candidates {s['accuracy']:.2%} {where}")
-            else:
-                parts.append(f"ppl {s['ppl']:.2f}, accuracy {s['accuracy']:.2%} {where}")
-        if "ul_loss" in v:
-            parts.append(f"own decodes: {v['ul_flagged_share']:.2%} of tokens in a repeated n-gram, "
-                         f"-log(1-p) {v['ul_loss']:.3f}")
-        parts.append(f"lr {lr:.2e}")
-        parts.append(f"{v['src_tokens_per_s']:.0f} src tok/s, {v['tgt_tokens_per_s']:.0f} tgt tok/s")
-        return "; ".join(parts)

@@ -1,0 +1,94 @@
+"""From options to the parts of a run: the target table, the model, the loss, the optimiser and
+the Trainer; train.py's Run and the benchmarks build them the same way."""
+
+import os
+import random
+from argparse import Namespace
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from onmt_cont import distributed
+from onmt_cont.inputters.vocab import Vocab
+from onmt_cont.losses import build_loss
+from onmt_cont.models.model import architecture, build_model
+from onmt_cont.train.average import ParameterAverage
+from onmt_cont.train.optim import make_optimizer
+from onmt_cont.train.step import SequenceUnlikelihood, Trainer, TrainingForward
+from onmt_cont.utils.amp import avoid_per_shape_attention, require_autocast
+from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.io import load_checkpoint_data
+
+
+def load_table(path: str, tgt_vocab: Vocab) -> torch.Tensor:
+    """-tgt_emb: the target table [vocab, dim] embeddings_to_torch.py wrote, checked against the vocabulary."""
+    if not os.path.isfile(path):
+        raise UserError(f"-tgt_emb {path}: no such file")
+    try:
+        table = load_checkpoint_data(path, "a tensor file written by embeddings_to_torch.py")
+    except UserError as exc:  # a text, .vec.gz, checkpoint or otherwise unreadable file
+        raise UserError(f"-tgt_emb {exc}") from None
+    if not isinstance(table, torch.Tensor) or table.dim() != 2 or not table.is_floating_point():
+        raise UserError(f"-tgt_emb {path}: expected a float tensor [vocab, dim] written by embeddings_to_torch.py")
+    if table.size(0) != len(tgt_vocab):
+        raise UserError(f"-tgt_emb {path} has {table.size(0)} rows but the target vocabulary has {len(tgt_vocab)} "
+                        "words: run embeddings_to_torch.py with this -data's vocab.pt")
+    if not torch.isfinite(table).all():
+        raise UserError(f"-tgt_emb {path} holds NaN or inf")
+    return table
+
+
+def amp_dtype(opt):
+    """-amp -amp_dtype: the autocast dtype, or None without -amp."""
+    return {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if getattr(opt, "amp", False) else None
+
+
+@dataclass
+class Parts:
+    """What :func:`build` makes: the model and what trains it."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    loss_fn: Callable
+    trainer: Trainer
+    average: ParameterAverage | None  # -average_decay
+    amp_note: str | None  # a line for the log about attention under autocast, or None
+
+
+def build(opt: Namespace, src_size: int, tgt_size: int, table: torch.Tensor | None, device: torch.device,
+          ctx: distributed.Context | None = None, log_prior: torch.Tensor | None = None,
+          amp: torch.dtype | None | str = "opt", fused: bool | None = None) -> Parts:
+    """The model (seeded with -seed), its optimiser, loss and Trainer as train.py builds them from the
+    checked options ``opt``. ``table``: the target table [tgt_size, dim] (None where the model keeps
+    none); ``log_prior``: log p_train(w) for -sampling_correction's unigram and sentence rules;
+    ``ctx``: under torchrun the forward is wrapped in DistributedDataParallel; ``amp``: the autocast
+    dtype, by default -amp's; ``fused``: make_optimizer's choice of Adam (None: by device)."""
+    ctx = ctx if ctx is not None else distributed.Context()
+    torch.manual_seed(opt.seed)
+    random.seed(opt.seed)
+    try:
+        model = build_model(opt, src_size, tgt_size, table).to(device)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    optimizer = make_optimizer(opt, model, fused=fused)
+    forward = TrainingForward(model)
+    loss_fn = build_loss(opt, getattr(model.generator, "table", None), log_prior)
+    amp = amp_dtype(opt) if amp == "opt" else amp
+    if amp is not None:  # before DDP wraps the model and before any log or checkpoint is written
+        require_autocast(forward, loss_fn, device, amp)
+    # only the Transformer attends through scaled_dot_product_attention
+    amp_note = avoid_per_shape_attention(device, amp) if "transformer" in architecture(opt) else None
+    if ctx.distributed:
+        # a ReWE head at lambda 0 is left out of the graph: DDP must be told some parameters go unused
+        unused = getattr(opt, "rewe_lambda", None) == 0
+        forward = distributed.wrap(forward, device, find_unused_parameters=unused)
+    seq_ul = SequenceUnlikelihood(opt.seq_unlikelihood, opt.seq_unlikelihood_ngram, opt.seq_unlikelihood_every,
+                                  opt.loss, opt.temperature) if opt.seq_unlikelihood else None
+    lazy = [model.generator.bias] if getattr(opt, "word_bias_update", "dense") == "lazy" else None
+    trainer = Trainer(model, loss_fn, optimizer, opt.max_grad_norm, forward, ctx, amp,
+                      measure_every=opt.report_every, seq_unlikelihood=seq_ul, lazy=lazy,
+                      normalization=getattr(opt, "normalization", "tokens"))
+    # -average_decay: validation and checkpoints see the average, training the raw parameters
+    average = ParameterAverage(model, opt.average_decay, opt.average_every) if opt.average_decay else None
+    return Parts(model, optimizer, loss_fn, trainer, average, amp_note)

@@ -1,0 +1,277 @@
+"""train.py's checks that argparse cannot make: ranges, option combinations, the model's size,
+and the defaults that depend on other options."""
+
+import math
+import os
+from argparse import Namespace
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from onmt_cont.losses import LOSSES
+from onmt_cont.losses.negatives import parse_sources
+from onmt_cont.losses.unlikelihood import NGRAM
+from onmt_cont.models.model import architecture, build_model, generator_kind
+from onmt_cont.models.transformer import check_alignment_layer, check_sizes
+from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.numbers import SEED_MAX
+from onmt_cont.utils.threads import MAX_REQUEST
+
+# -num_sampled, -ann_candidates, -num_negatives, -prefix_window: words drawn or compared per batch
+# or per token; a step's memory grows with them ([tokens, K] scores), and no vocabulary needs more
+MAX_CANDIDATES = 1 << 16
+
+
+MAX_LAYERS = 1000  # the deepest Transformers trained (DeepNet, 2022) have 1,000 layers
+
+
+def _check_numbers(opt):
+    """Values no combination makes usable: non-finite floats (bin/train.py's parser refuses them
+    already; a Namespace built otherwise may hold one), seeds beyond what the generators take,
+    negative weights, and counts that would only exhaust the memory."""
+    for name, value in sorted(vars(opt).items()):
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UserError(f"-{name} must be a finite number, got {value}")
+    if not 0 <= opt.seed <= SEED_MAX:
+        raise UserError(f"-seed must be an integer from 0 to {SEED_MAX}, got {opt.seed}")
+    for name, why in (("param_init", "0: PyTorch's init"), ("max_grad_norm", "0: no clipping"), ("margin", ""),
+                      ("lambda1", ""), ("lambda2", ""), ("vmf_lambda", "")):
+        if getattr(opt, name) < 0:
+            raise UserError(f"-{name} must be at least 0{f' ({why})' if why else ''}, got {getattr(opt, name)}")
+    for name in ("adam_beta1", "adam_beta2"):
+        if not 0.0 <= getattr(opt, name) < 1.0:
+            raise UserError(f"-{name} must be in [0, 1), got {getattr(opt, name)}")
+    for name in ("enc_layers", "dec_layers"):  # building the model loops over them: bounded before
+        if getattr(opt, name) is not None and getattr(opt, name) > MAX_LAYERS:
+            raise UserError(f"-{name} must be at most {MAX_LAYERS}, got {getattr(opt, name)}")
+    if opt.threads is not None and opt.threads > MAX_REQUEST:  # apply_threads' bound, checked before anything
+        raise UserError(f"-threads must be at most {MAX_REQUEST}, got {opt.threads}")
+    if not opt.dist_timeout > 0:
+        raise UserError(f"-dist_timeout must be a positive number of seconds, got {opt.dist_timeout}")
+    for name in ("num_sampled", "ann_candidates", "num_negatives", "prefix_window"):
+        if getattr(opt, name) is not None and getattr(opt, name) > MAX_CANDIDATES:
+            raise UserError(f"-{name} must be at most {MAX_CANDIDATES} (words per batch or per token; a step's "
+                            f"memory grows with it), got {getattr(opt, name)}")
+
+
+def check_model_size(opt: Namespace, src_size: int, tgt_size: int, table: torch.Tensor | None,
+                     device: torch.device) -> None:
+    """Refuse a model whose parameters, their gradients and the optimiser's state would not fit in
+    the memory of ``device``, before any of it is allocated: the model is built on PyTorch's meta
+    device (shapes, no storage), so -rnn_size 100000 is an error at once, not an allocation that
+    fails after minutes or takes the machine's memory. Sizes beyond what a tensor can have are
+    refused the same way."""
+    try:
+        with torch.device("meta"):
+            model = build_model(opt, src_size, tgt_size, table)
+    except ValueError as exc:  # a wrong combination: build_model says which
+        raise UserError(str(exc)) from None
+    except (RuntimeError, TypeError, OverflowError, MemoryError) as exc:
+        raise UserError(f"no model of this size can be built (-rnn_size {opt.rnn_size}, -word_vec_size "
+                        f"{opt.word_vec_size}, -enc_layers {opt.enc_layers}, -dec_layers {opt.dec_layers}, ...): "
+                        f"a size is beyond what a tensor can hold ({str(exc).splitlines()[0][:80]})") from None
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
+    per_param = 16 if opt.optim == "adam" else 8  # float32 value and gradient, Adam's two moments
+    need = trained * per_param + frozen * 4
+    if device.type == "cuda":
+        have, where = torch.cuda.get_device_properties(device).total_memory, f"GPU {device}"
+    else:
+        try:
+            have, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), "this machine"
+        except (ValueError, OSError, AttributeError):  # no sysconf: no limit known
+            return
+    if need > have:
+        raise UserError(f"the model of these options has {trained:,} trained parameters: with their gradients and "
+                        f"the optimiser's state {need / 2**30:,.1f} GiB, more than the {have / 2**30:,.1f} GiB of "
+                        f"memory of {where} (-rnn_size {opt.rnn_size}, -word_vec_size {opt.word_vec_size}, "
+                        f"-enc_layers {opt.enc_layers}, -dec_layers {opt.dec_layers}, ...): choose smaller sizes")
+
+
+def _losses_with(field):
+    """The -loss names whose Loss has ``field`` set, for messages: 'a, b and c'."""
+    names = [name for name, spec in LOSSES.items() if getattr(spec, field)]
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def check_options(opt: Namespace) -> None:
+    """The checks argparse cannot make (option combinations, ranges); fills in defaults that
+    depend on other options (learning rate, -num_negatives, -negatives)."""
+    _check_numbers(opt)
+    if opt.early_stopping < 0:
+        raise UserError(f"-early_stopping must be 0 (off) or a number of validations, got {opt.early_stopping}")
+    if opt.early_stopping_window < 1:
+        raise UserError(f"-early_stopping_window must be at least 1 (a number of validations), "
+                        f"got {opt.early_stopping_window}")
+    spec = LOSSES[opt.loss]
+    if spec.continuous and not opt.tgt_emb:
+        raise UserError(f"-loss {opt.loss} predicts pretrained target vectors: give -tgt_emb OUT.dec.pt")
+    if opt.tie_emb and not opt.tgt_emb:
+        raise UserError("-tie_emb uses the pretrained target vectors: give -tgt_emb OUT.dec.pt")
+    try:
+        generator_kind(opt)  # -loss, -generator and -rewe_lambda fit together
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    if opt.generator != "joint":
+        for name in ("joint_sample", "joint_dropout"):
+            if getattr(opt, name) is not None:
+                raise UserError(f"-{name} is only used with -generator joint (got -generator {opt.generator})")
+    if opt.rewe_lambda is None and opt.rewe_hidden is not None:
+        raise UserError("-rewe_hidden is only used with -rewe_lambda")
+    if opt.rewe_lambda is not None:
+        if not opt.tgt_emb:
+            raise UserError("-rewe_lambda regresses the pretrained target vectors: give -tgt_emb OUT.dec.pt")
+        if not opt.rewe_lambda >= 0:
+            raise UserError(f"-rewe_lambda must be at least 0, got {opt.rewe_lambda}")
+    if opt.joint_sample is not None and not 0.0 < opt.joint_sample <= 1.0:
+        raise UserError(f"-joint_sample must be in (0, 1], got {opt.joint_sample}")
+    if opt.joint_dropout is not None and not 0.0 <= opt.joint_dropout < 1.0:
+        raise UserError(f"-joint_dropout must be in [0, 1), got {opt.joint_dropout}")
+    _check_negatives(opt)
+    _check_seq_unlikelihood(opt)
+    _check_architecture(opt)
+    if opt.valid_remove_bpe and opt.valid_metric != "bleu" and not opt.valid_bleu:
+        raise UserError(f"-valid_remove_bpe joins BPE pieces before validation BLEU: it needs -valid_metric bleu "
+                        f"or -valid_bleu, not -valid_metric {opt.valid_metric} alone")
+    for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "src_word_vec_size",
+                 "tgt_word_vec_size", "epochs", "report_every",
+                 "save_checkpoint_steps", "save_checkpoint_epochs", "train_steps", "joint_dim",
+                 "num_negatives", "rewe_hidden", "num_sampled", "ann_candidates", "prefix_window",
+                 "seq_unlikelihood_ngram", "seq_unlikelihood_every"):
+        if getattr(opt, name) is not None and getattr(opt, name) < 1:
+            raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
+    if opt.valid_steps < 0:
+        raise UserError(f"-valid_steps must be at least 0 (0: at each epoch's end only), got {opt.valid_steps}")
+    if not 0.0 <= opt.label_smoothing < 1.0:
+        raise UserError(f"-label_smoothing must be in [0, 1), got {opt.label_smoothing}")
+    if opt.label_smoothing and spec.continuous:
+        raise UserError(f"-label_smoothing smooths the softmax's target distribution: it needs -loss ce, "
+                        f"not -loss {opt.loss}")
+    if opt.learning_rate is not None and not opt.learning_rate > 0:
+        raise UserError(f"-learning_rate must be positive, got {opt.learning_rate}")
+    if opt.warmup_steps < 1:
+        raise UserError(f"-warmup_steps must be at least 1, got {opt.warmup_steps}")
+    if not 0.0 <= opt.average_decay <= 1.0:
+        raise UserError(f"-average_decay must be in [0, 1] (0: off; e.g. 1e-4), got {opt.average_decay}")
+    if not 0.0 <= opt.drop_final_punct <= 1.0:
+        raise UserError(f"-drop_final_punct is a probability in [0, 1] (0: off; e.g. 0.05), got {opt.drop_final_punct}")
+    if opt.average_every < 1:
+        raise UserError(f"-average_every must be at least 1, got {opt.average_every}")
+    if opt.vmf_form != "paper" and not spec.vmf:
+        raise UserError(f"-vmf_form {opt.vmf_form} picks the form of the NLLvMF loss: it needs -loss "
+                        f"{_losses_with('vmf')}, not -loss {opt.loss}")
+    if opt.ff_dropout is not None and not 0.0 <= opt.ff_dropout < 1.0:
+        raise UserError(f"-ff_dropout must be in [0, 1), got {opt.ff_dropout}")
+    if opt.learning_rate is None:
+        if opt.decay_method == "inverse_sqrt":
+            raise UserError("-decay_method inverse_sqrt needs -learning_rate, its peak (e.g. 0.005)")
+        if opt.decay_method == "noam":
+            opt.learning_rate = 2.0  # OpenNMT's Transformer factor
+        else:
+            opt.learning_rate = 5e-4 if spec.continuous else 2e-4
+
+
+def expand_layers(opt: Namespace, default: Callable[[str], Any]) -> None:
+    """-layers N sets -enc_layers and -dec_layers; refused next to either of them."""
+    if opt.layers is None:
+        return
+    given = [f"-{k}" for k in ("enc_layers", "dec_layers") if getattr(opt, k) != default(k)]
+    if given:
+        raise UserError(f"-layers sets both -enc_layers and -dec_layers: give it or {' / '.join(given)}, not both")
+    if opt.layers < 1:
+        raise UserError(f"-layers must be at least 1, got {opt.layers}")
+    if opt.layers > MAX_LAYERS:
+        raise UserError(f"-layers must be at most {MAX_LAYERS}, got {opt.layers}")
+    opt.enc_layers = opt.dec_layers = opt.layers
+    opt.layers = None  # a resumed run reads -enc_layers / -dec_layers from the checkpoint
+
+
+def _check_architecture(opt):
+    """-encoder_type / -decoder_type and the Transformer's sizes, before anything is built."""
+    try:
+        enc, dec = architecture(opt)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    for name in ("enc_layers", "dec_layers"):
+        if getattr(opt, name) < 1:
+            raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
+    if "transformer" in (enc, dec):
+        for name in ("heads", "transformer_ff", "max_positions"):
+            if getattr(opt, name) < 1:
+                raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
+        if not 0.0 <= opt.attention_dropout < 1.0:
+            raise UserError(f"-attention_dropout must be in [0, 1), got {opt.attention_dropout}")
+    sides = (("encoder", enc, "src_word_vec_size"), ("decoder", dec, "tgt_word_vec_size"))
+    if opt.alignment_layer is not None and dec != "transformer":
+        raise UserError("-alignment_layer picks a Transformer decoder layer's cross-attention: it needs "
+                        f"-decoder_type transformer (got -decoder_type {dec})")
+    try:
+        if "transformer" in (enc, dec):
+            check_sizes(opt.rnn_size, opt.heads, [(side, key, getattr(opt, key) or opt.word_vec_size)
+                                                  for side, name, key in sides if name == "transformer"])
+        check_alignment_layer(opt.alignment_layer, opt.dec_layers)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+
+
+def bleu_validated(opt):
+    """Whether validation decodes: -valid_metric bleu, or -valid_bleu beside another metric."""
+    return opt.valid_metric == "bleu" or getattr(opt, "valid_bleu", False)
+
+
+def _check_seq_unlikelihood(opt):
+    """-seq_unlikelihood and its two settings; their defaults filled in where it is on."""
+    alpha = opt.seq_unlikelihood
+    if not (math.isfinite(alpha) and alpha >= 0):
+        raise UserError(f"-seq_unlikelihood is a weight: at least 0 (0: off), got {alpha}")
+    if alpha == 0:
+        for name in ("seq_unlikelihood_ngram", "seq_unlikelihood_every"):
+            if getattr(opt, name) is not None:
+                raise UserError(f"-{name} sets how -seq_unlikelihood works: give -seq_unlikelihood WEIGHT too")
+        return
+    if LOSSES[opt.loss].vocab_logits is None:
+        raise UserError(f"-seq_unlikelihood needs a softmax over the vocabulary: -loss "
+                        f"{_losses_with('vocab_logits')}, not -loss {opt.loss}")
+    if opt.joint_sample is not None:
+        raise UserError("-seq_unlikelihood scores every word: it does not work with -joint_sample")
+    if opt.seq_unlikelihood_ngram is None:
+        opt.seq_unlikelihood_ngram = NGRAM
+    if opt.seq_unlikelihood_every is None:
+        opt.seq_unlikelihood_every = 1
+
+
+def _check_negatives(opt):
+    """The contrastive options: refused where the loss does not use them; defaults filled in."""
+    spec = LOSSES[opt.loss]
+    if opt.num_negatives is not None and spec.num_negatives is None:
+        raise UserError(f"-num_negatives is used by -loss {_losses_with('num_negatives')}, not -loss {opt.loss}")
+    if opt.negatives is not None and spec.negatives is None:
+        raise UserError(f"-negatives is used by -loss {_losses_with('negatives')}, not -loss {opt.loss}")
+    if spec.num_negatives is not None and opt.num_negatives is None:
+        opt.num_negatives = spec.num_negatives
+    if spec.negatives is not None:
+        try:
+            sources = parse_sources(opt.negatives or spec.negatives)
+        except ValueError as exc:
+            raise UserError(f"-negatives: {exc}") from None
+        opt.negatives = ",".join(sources)
+    if opt.prefix_window is not None and "prefix" not in (opt.negatives or "").split(","):
+        raise UserError("-prefix_window sets how many earlier words -negatives prefix takes: add prefix to "
+                        f"-negatives (with -loss {_losses_with('negatives')})")
+    if not opt.temperature > 0:
+        raise UserError(f"-temperature must be positive, got {opt.temperature}")
+    if not opt.contrastive_weight >= 0:
+        raise UserError(f"-contrastive_weight must be at least 0, got {opt.contrastive_weight}")
+    for name, what in (("word_bias", "changes the logits of"), ("sampling_correction", "changes the logits of"),
+                       ("train_table", "trains the target table through the candidates (they keep its words "
+                                       "apart) of")):
+        if getattr(opt, name) and not spec.candidate_logits:
+            raise UserError(f"-{name} {what} -loss {_losses_with('candidate_logits')}, not -loss {opt.loss}")
+    if getattr(opt, "word_bias_update", "dense") == "lazy" and not opt.word_bias:
+        raise UserError("-word_bias_update lazy updates the word bias: it needs -word_bias")
+    if opt.table_lr_scale != 1 and not opt.train_table:
+        raise UserError(f"-table_lr_scale {opt.table_lr_scale} scales the learning rate of a trained target "
+                        "table: it needs -train_table")
+    if not opt.table_lr_scale > 0:
+        raise UserError(f"-table_lr_scale must be positive, got {opt.table_lr_scale}")

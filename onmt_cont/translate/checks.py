@@ -1,0 +1,68 @@
+"""The checks of the decoding options: their ranges (translate.py's flags, :class:`~onmt_cont.translate.translator.Translator`'s
+and the Python API's keywords), checked before any model is loaded.
+
+Each is a finite number in a range that decoding can use: NaN and infinities would make every
+score NaN or ±inf (a beam search that never ends, outputs of <unk> or padding, or empty lines),
+and a finite value can still overflow (β · log p of 1e308) or ask for a search no machine runs.
+"""
+
+import math
+
+from onmt_cont.translate.search import MAX_OUTPUT_LENGTH
+from onmt_cont.utils.errors import UserError
+
+# -decode_prior β: beyond it the prior alone picks every word (its log p_train(w) terms span some
+# 15 nats), and β · log p stays finite in float32
+MAX_DECODE_PRIOR = 1000.0
+MAX_ALPHA = 10.0  # -alpha of -length_penalty wu (GNMT uses 0.6 to 1)
+# -freq_offsets: no bin's offset goes further from 0 (in the scores' units; log-probabilities for
+# softmax models): far past any useful calibration, and score + offset stays finite
+MAX_OFFSET = 1e4
+MAX_FAISS_INT = 2**31 - 1  # faiss's int parameters
+
+
+def check_number(flag, value, low=-math.inf, high=math.inf, integer=False, expected=None):
+    """UserError unless ``value`` is a finite number (an int where ``integer``) in [low, high].
+    ``expected``: the message's description of a good value (default: from the bounds)."""
+    good = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
+    good = good and (isinstance(value, int) or math.isfinite(value)) and low <= value <= high
+    if good:
+        return
+    if expected is None:
+        bounds = []
+        if low > -math.inf:
+            bounds.append(f"at least {low:g}" if isinstance(low, float) else f"at least {low}")
+        if high < math.inf:
+            bounds.append(f"at most {high:g}" if isinstance(high, float) else f"at most {high}")
+        expected = " ".join(["an integer" if integer else "a finite number", " and ".join(bounds)]).strip()
+    raise UserError(f"-{flag} must be {expected}, got {value!r}")
+
+
+def check_decoding_options(beam_size=1, max_length=None, max_length_ratio=2.0, alpha=0.0, decode_prior=0.0,
+                           decode_prior_cap=0, csls=0, block_ngram_repeat=0, freq_offsets=None, ann=None):
+    """Refuse decoding options no search can use (translate.py's names in the messages). The
+    checks that need the model (-beam_size and -csls against its vocabulary) are the Translator's."""
+    check_number("beam_size", beam_size, 1, integer=True)
+    if max_length is not None:
+        check_number("max_length", max_length, 0, MAX_OUTPUT_LENGTH, integer=True,
+                     expected=f"an integer from 0 to {MAX_OUTPUT_LENGTH} (the longest output there is)")
+    check_number("max_length_ratio", max_length_ratio, 0)
+    check_number("alpha", alpha, 0, MAX_ALPHA)
+    check_number("decode_prior", decode_prior, -MAX_DECODE_PRIOR, MAX_DECODE_PRIOR,
+                 expected=f"a finite number within ±{MAX_DECODE_PRIOR:g} (0: off; useful values are about 0.1 to 1)")
+    check_number("decode_prior_cap", decode_prior_cap, 0, integer=True)
+    if decode_prior_cap and not decode_prior:
+        raise UserError("-decode_prior_cap shapes the prior of -decode_prior BETA: give -decode_prior too")
+    if decode_prior_cap and decode_prior_cap < 2:
+        raise UserError(f"-decode_prior_cap must be at least 2 training occurrences (0: off), got {decode_prior_cap}")
+    check_number("csls", csls, 0, integer=True, expected="at least 0 (0: off), a whole number")
+    check_number("block_ngram_repeat", block_ngram_repeat, 0, integer=True,
+                 expected="0 (off) or a positive n-gram size")
+    if freq_offsets is not None:
+        for offset in freq_offsets:
+            check_number("freq_offsets", offset, -MAX_OFFSET, MAX_OFFSET,
+                         expected=f"finite numbers within ±{MAX_OFFSET:g}")
+    if ann is not None:
+        for key, low in (("nlist", 1), ("nprobe", 1), ("hnsw_m", 2), ("ef_search", 1)):
+            if ann.get(key) is not None:
+                check_number(f"ann_{key}", ann[key], low, MAX_FAISS_INT, integer=True)
