@@ -260,7 +260,7 @@ def test_calibrate_and_translate_end_to_end(data, wc_infonce, wc_ce, tmp_path, c
     assert not (tmp_path / "y.json").exists()
 
 
-# --- tools/score_calibration.py ---------------------------------------------------------------------
+# --- lab/tools/score_calibration.py ---------------------------------------------------------------------
 
 
 def ratios_printed(text, label):
