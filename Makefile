@@ -23,5 +23,5 @@ quickstart:
 	bash docs/quickstart.sh
 
 bench:
-	$(PYTHON) bench/train_speed.py -quick
-	$(PYTHON) bench/embeddings_speed.py
+	$(PYTHON) lab/bench/train_speed.py -quick
+	$(PYTHON) lab/bench/embeddings_speed.py

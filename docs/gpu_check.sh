@@ -6,7 +6,7 @@
 #   OUT=/tmp/gc bash docs/gpu_check.sh
 #   SKIP="train_speed" bash docs/gpu_check.sh   # leave out the named checks (a space list; each prints SKIP)
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
-# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+# file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -93,7 +93,7 @@ ann_decode() {
 check ann_decode ann_decode
 # last, as the longest: five rows (every row at three sizes took over 4 minutes on an H200: one worker process per row and size)
 ROWS="ce,nllvmf tied,nllvmf_nce tied both,ReWE,joint sampled"
-check train_speed python bench/train_speed.py -gpu 0 -sizes small,paper -vocabs 50000,300000 -rows "$ROWS" \
+check train_speed python lab/bench/train_speed.py -gpu 0 -sizes small,paper -vocabs 50000,300000 -rows "$ROWS" \
   -paper_rows "$ROWS" -sweep "" -reps 3 -paper_reps 3 -json "$OUT/train_speed.json"
 [ "$failed" = 0 ] && echo "gpu_check: all checks passed (logs in $OUT)" || echo "gpu_check: $failed check(s) failed (logs in $OUT)"
 exit $(( failed > 0 ))

@@ -13,7 +13,7 @@
 # with ARCH=lstm], EPOCHS [12], SRC_MERGES [0: whole words; N: the encoder reads N subword-nmt merges of the French
 # side, as the results recommend for a German source].
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
-# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+# file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -8,12 +8,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from lab.bench.ann_speed import exact_top1, synthetic_queries, synthetic_table
 from onmt_cont.constants import EOS_ID, PAD_ID
 from onmt_cont.models.generators import ContinuousGenerator
 from onmt_cont.utils.errors import UserError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from ann_speed import exact_top1, synthetic_queries, synthetic_table  # noqa: E402
 
 faiss = pytest.importorskip("faiss")
 from onmt_cont.ann import FaissIndex  # noqa: E402
@@ -96,7 +94,7 @@ def test_translate_with_ann(tmp_path, capsys, monkeypatch):
 
 
 def test_decode_speed_reports_ann_recall_and_speedup(capsys):
-    import decode_speed
+    from lab.bench import decode_speed
 
     decode_speed.main(["-sizes", "none", "-ann_sizes", "3000", "-ann_queries", "64", "-threads", "1"])
     out = capsys.readouterr().out
@@ -108,8 +106,9 @@ def test_decode_speed_reports_ann_recall_and_speedup(capsys):
 
 
 def test_gaussian_table_like_a_vector_file(tmp_path):
-    from ann_speed import gaussian_table_like
     from test_open_vocab import write_vec
+
+    from lab.bench.ann_speed import gaussian_table_like
 
     gen = torch.Generator().manual_seed(0)
     base = torch.randn(8, generator=gen)

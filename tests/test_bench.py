@@ -1,17 +1,11 @@
 """The benchmarks' FLOP model against hand counts, and their synthetic batches."""
 
-import os
-import sys
 
 import pytest
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "bench"))
-
-import benchlib  # noqa: E402
-import flops  # noqa: E402
-
-from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID  # noqa: E402
+from lab.bench import benchlib, flops
+from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
 
 H, E, V, M, B, S = 8, 6, 50, 300, 3, 5
 
@@ -20,7 +14,7 @@ def tiny_options(*row):
     opt = benchlib.train_cli.build_parser().parse_args(
         ["-rnn_size", str(H), "-word_vec_size", str(E), "-brnn", "-dec_layers", "2", "-tgt_emb", "x", *row]
     )
-    benchlib.training.check_options(opt)
+    benchlib.check_options(opt)
     return opt
 
 
@@ -112,17 +106,17 @@ def test_transformer_step_flops_match_a_hand_count(row, generator_fwd, tied):
         ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", str(H), "-word_vec_size",
          str(H), "-heads", "2", "-transformer_ff", str(FF), "-layers", str(LAYERS), "-tgt_emb", "x", *row]
     )
-    benchlib.training.expand_layers(opt, parser.get_default)
-    benchlib.training.check_options(opt)
+    benchlib.expand_layers(opt, parser.get_default)
+    benchlib.check_options(opt)
     batch = benchlib.synthetic_batch(B, V, V, "cpu", src_len=S)
     got = flops.step_flops(opt, V, V, batch, benchlib.needs_table(opt, V))["total"]
     assert got == transformer_hand_count(batch, generator_fwd, tied)
 
 
 def test_a_tiny_transformer_row_trains_in_the_worker(monkeypatch):
-    """What bench/train_speed.py's worker runs for the transformer size, at a tiny width: the row's
+    """What lab/bench/train_speed.py's worker runs for the transformer size, at a tiny width: the row's
     options through train.py's checks, build_model, two timed updates, the parameter counts."""
-    import train_worker
+    from lab.bench import train_worker
 
     tiny = ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", str(H), "-word_vec_size",
             str(H), "-heads", "2", "-transformer_ff", str(FF), "-layers", str(LAYERS), "-decay_method", "noam"]
@@ -161,11 +155,11 @@ def test_correction_and_trained_table_rows_are_counted():
 
 @pytest.mark.slow
 def test_amp_shapes_times_new_and_seen_shapes(tmp_path, capsys):
-    """bench/amp_shapes.py on CPU: one row, fp32, two updates per phase in a fresh worker process; the
+    """lab/bench/amp_shapes.py on CPU: one row, fp32, two updates per phase in a fresh worker process; the
     JSON holds both phases' times; a GPU-only mode without -gpu and an unknown row are refused."""
     import json
 
-    import amp_shapes
+    from lab.bench import amp_shapes
 
     out = tmp_path / "r.json"
     amp_shapes.main(["-rows", "ce", "-modes", "fp32", "-steps", "2", "-batch_size", "4", "-vocab", "50",
@@ -180,10 +174,9 @@ def test_amp_shapes_times_new_and_seen_shapes(tmp_path, capsys):
 
 
 def test_benchmarks_of_the_candidate_terms_compare_like_with_like(capsys):
-    """bench/expected_counts.py's former implementation gives the current one's bits (the claim it
-    prints), and bench/candidate_dots.py's three contenders run on a small batch."""
-    import candidate_dots
-    import expected_counts
+    """lab/bench/expected_counts.py's former implementation gives the current one's bits (the claim it
+    prints), and lab/bench/candidate_dots.py's three contenders run on a small batch."""
+    from lab.bench import candidate_dots, expected_counts
 
     expected_counts.main(["-tokens", "60", "-vocab", "300", "-num_sampled", "9", "-ann_candidates", "5", "-reps", "4"])
     assert "the same bits: True" in capsys.readouterr().out
@@ -192,8 +185,8 @@ def test_benchmarks_of_the_candidate_terms_compare_like_with_like(capsys):
 
 
 def test_dropout_benchmark_runs(capsys):
-    """bench/dropout_mask.py times both dropouts on every shape and prints their drop rates."""
-    import dropout_mask
+    """lab/bench/dropout_mask.py times both dropouts on every shape and prints their drop rates."""
+    from lab.bench import dropout_mask
 
     dropout_mask.main(["-batch", "2", "-reps", "4", "-p", "0.5"])
     out = capsys.readouterr().out
@@ -201,8 +194,8 @@ def test_dropout_benchmark_runs(capsys):
 
 
 def test_label_smoothing_bench_runs(capsys):
-    """bench/label_smoothing.py times both losses for every smoothing it is given."""
-    import label_smoothing
+    """lab/bench/label_smoothing.py times both losses for every smoothing it is given."""
+    from lab.bench import label_smoothing
 
     label_smoothing.main(["-tokens", "5", "-vocab", "11", "-reps", "4", "-smoothing", "0.1", "0"])
     out = capsys.readouterr().out
@@ -214,7 +207,7 @@ def test_label_smoothing_bench_runs(capsys):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_label_smoothing_bench_refuses_gpu_without_cuda(capsys):
-    import label_smoothing
+    from lab.bench import label_smoothing
 
     with pytest.raises(SystemExit) as err:
         label_smoothing.main(["-gpu", "0"])
@@ -222,10 +215,11 @@ def test_label_smoothing_bench_refuses_gpu_without_cuda(capsys):
 
 
 def test_profile_train_ranks_operators(tmp_path, capsys):
-    """bench/profile_train.py runs train.py under the profiler and lists its operators; without '--' it
+    """lab/bench/profile_train.py runs train.py under the profiler and lists its operators; without '--' it
     says what it needs."""
-    import profile_train
     from test_train import argv, memorisation_data
+
+    from lab.bench import profile_train
 
     data = memorisation_data(tmp_path, 8)
     profile_train.main(["-top", "5", "--", *argv(data, tmp_path, train_steps=2, log_file=str(tmp_path / "t.log"))])
@@ -236,72 +230,18 @@ def test_profile_train_ranks_operators(tmp_path, capsys):
 
 
 def test_logits_product_bench_checks_and_times_every_variant(capsys):
-    """bench/logits_product.py checks that its variants agree with F.linear, then times each."""
-    import logits_product
+    """lab/bench/logits_product.py checks that its variants agree with F.linear, then times each."""
+    from lab.bench import logits_product
 
     logits_product.main(["-tokens", "7", "-vocab", "13", "-dim", "4", "-reps", "4"])
     out = capsys.readouterr().out
     assert all(f"{name} " in out for name in logits_product.VARIANTS) and "[7, 4] x [4, 13]" in out
 
 
-# train.py on a simulated idle 2-core machine: every start-up guess would take both cores, so what
-# the jobs take depends on the claims alone, whatever else the machine runs. The threads a job takes
-# are recorded (and logged) but it computes with one, so that jobs which both take 2 do not slow
-# each other down: the test costs the same on any machine.
-IDLE_TWO_CORES = """import sys
-sys.path.insert(0, {root!r})
-import torch
-torch.set_num_threads(1)
-taken = [1]
-torch.set_num_threads = lambda n: taken.__setitem__(0, n)
-torch.get_num_threads = lambda: taken[0]
-from onmt_cont.utils import threads
-threads.os.cpu_count = lambda: 2
-threads.busy_cores = lambda: 0.0
-from onmt_cont.bin import train
-train.main(sys.argv[1:])
-"""
-
-
-@pytest.mark.slow
-def test_thread_claims_bench_runs(tmp_path, monkeypatch, capsys):
-    """bench/thread_claims.py runs both scenarios with claims on and off (8 train.py jobs) and
-    tabulates each job's threads. Its jobs run on a simulated idle 2-core machine (IDLE_TWO_CORES),
-    so the table must show what claims do: two jobs started together take 2 and 1 threads with
-    claims (the second to choose counts the first's claim), 2 and 2 without, and without claims no
-    job ever changes its threads."""
-    import thread_claims
-
-    with pytest.raises(SystemExit) as exc:
-        thread_claims.main(["-scenarios", "together,early"])
-    assert exc.value.code == 2 and "got early" in capsys.readouterr().err
-    script = tmp_path / "idle_two_cores.py"
-    script.write_text(IDLE_TWO_CORES.format(root=os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    real = thread_claims.train_command
-    monkeypatch.setattr(thread_claims, "train_command",
-                        lambda *a: [str(script) if c == "train.py" else c for c in real(*a)])
-    thread_claims.main(["-repeats", "1", "-train_steps", "2", "-delay", "1"])
-    out = capsys.readouterr().out
-    rows = [[cell.strip() for cell in line.split("|")[1:-1]] for line in out.splitlines()
-            if line.startswith(("| together", "| late"))]
-    assert [row[:2] for row in rows] == [["together", "on"], ["together", "off"], ["late", "on"], ["late", "off"]]
-    assert "2 updates per job" in out
-    starts = {}
-    for name, claims, seconds, threads, _ in rows:
-        assert float(seconds) > 0
-        jobs = threads.split(" / ")  # each job's "N" at start-up, then "->M" for each change
-        assert len(jobs) == 2 and all(part.isdigit() for job in jobs for part in job.split("->")), threads
-        starts[name, claims] = sorted(int(job.split("->")[0]) for job in jobs)
-        if claims == "off":
-            assert "->" not in threads, (name, threads)
-    assert starts["together", "on"] == [1, 2] and starts["together", "off"] == [2, 2], starts
-    assert starts["late", "off"] == [2, 2], starts
-
-
 def test_peer_early_steps_counts_loops_and_writes_the_variant_into_the_peer_config():
     import types
 
-    import peer_early_steps
+    from lab.bench import peer_early_steps
 
     assert peer_early_steps.loops(["a man in a man in a", "a man in a red shirt .", "two dogs"]) == 1 / 3
     args = types.SimpleNamespace(data="d", src="fr", tgt="en", out="o", steps=300, learning_rate=2.0,

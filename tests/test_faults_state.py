@@ -22,12 +22,13 @@ import torch
 from onmt_cont.bin import embeddings_to_torch, preprocess, train, translate
 from onmt_cont.models.checkpoint import load_checkpoint, newest_checkpoint
 from onmt_cont.train.step import Trainer
+from tests.test_tools import tool_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def load_tool(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, tool_path(name))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -73,7 +74,7 @@ def test_sigkill_then_resume_matches_uninterrupted(sample, tmp_path):
     appears, one inside a checkpoint write, half the file on disk), each followed by a resume from
     the newest loadable checkpoint: after each kill every checkpoint on disk loads; at the end every
     checkpoint (parameters, optimiser, progress, RNG) equals an uninterrupted run's bit for bit, and
-    the half-written temporary file is gone. tools/kill_resume.py runs the larger sweep."""
+    the half-written temporary file is gone. lab/tools/kill_resume.py runs the larger sweep."""
     steps = 12
     ref = tmp_path / "ref"
     ref.mkdir()
@@ -465,9 +466,9 @@ def test_pickled_code_refused_by_every_loader(sample, tmp_path, capsys):
 
 
 def test_every_torch_load_is_weights_only():
-    """Each torch.load call in the package, tools/, bench/ and the scripts is utils/io.py's, with
+    """Each torch.load call in the package, tools/, lab/bench/ and the scripts is utils/io.py's, with
     weights_only=True; nothing else unpickles (pickle.load(s), numpy's allow_pickle=True)."""
-    files = [p for d in ("onmt_cont", "tools", "bench") for p in (ROOT / d).rglob("*.py")] + list(ROOT.glob("*.py"))
+    files = [p for d in ("onmt_cont", "tools", "lab") for p in (ROOT / d).rglob("*.py")] + list(ROOT.glob("*.py"))
     found = []
     for path in files:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -506,7 +507,7 @@ def test_torchrun_restarts_resume_from_the_newest_checkpoint(tmp_path, monkeypat
     generators are made to differ (test_distributed.SKEWED_RANKS: on CPU they would stay equal,
     and a resume giving every rank rank 0's states would pass), and the checkpoints compared
     hold both ranks' states. ~30 s; the tool runs 10 kills:
-    python tools/kill_resume.py -out DIR -torchrun 2 -kills 10 -steps 40."""
+    python lab/tools/kill_resume.py -out DIR -torchrun 2 -kills 10 -steps 40."""
     from tests.test_distributed import SKEWED_RANKS
 
     script = tmp_path / "skewed_ranks.py"
@@ -527,7 +528,7 @@ def test_torchrun_restarts_resume_from_the_newest_checkpoint(tmp_path, monkeypat
 
 
 def test_compare_reports_every_difference(sample, tmp_path):
-    """tools/kill_resume.py's oracle: a copy of a run compares equal; one float one ulp off in one
+    """lab/tools/kill_resume.py's oracle: a copy of a run compares equal; one float one ulp off in one
     checkpoint's parameters, its optimiser state, progress or random state, a missing checkpoint and
     a leftover temporary file are each reported, and only where they are."""
     ref = sample["model"].parent

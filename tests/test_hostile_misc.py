@@ -1,4 +1,4 @@
-"""Hostile and careless input beyond translate.py and train.py (issue 56): the thread-claims folder,
+"""Hostile and careless input beyond translate.py and train.py (issue 56):
 tools/average_models.py, YAML configs, and a further attack on preprocess.py, embeddings_to_torch.py,
 build_lexicon.py and the tools. Each test is a row of docs/reliability.md."""
 
@@ -399,7 +399,7 @@ def test_open_vocab_eval_vocab_pt_and_bad_utf8(tiny, tmp_path, capsys):
 
 def test_report_tools_refuse_json_they_cannot_read(tmp_path, capsys):
     """A 100,000-deep JSON array (or another shape) in a run folder was a RecursionError (KeyError)
-    traceback in tools/quality_report.py and tools/m30k_report.py."""
+    traceback in lab/tools/quality_report.py and lab/tools/m30k_report.py."""
     deep = "[" * 100_000 + "]" * 100_000
     run = tmp_path / "q" / "r.s1"
     run.mkdir(parents=True)
@@ -407,9 +407,10 @@ def test_report_tools_refuse_json_they_cannot_read(tmp_path, capsys):
         (run / f"{test}.calibration.json").write_text(deep)
     tool_fails(capsys, "quality_report", [run], "calibration.json: not JSON (RecursionError)")
     (run / "test_2016_flickr.calibration.json").write_text('{"1": {"ref": 1}}')
-    tool_fails(capsys, "quality_report", [run], "expected tools/rare_word_f1.py -json's table")
+    tool_fails(capsys, "quality_report", [run], "expected lab/tools/rare_word_f1.py -json's table")
     (run / "test_2016_flickr.acc.txt").write_text(deep)
-    tool_fails(capsys, "m30k_report", ["-results", tmp_path / "q"], "acc.txt: not the JSON line of tools/accuracy_at_k")
+    tool_fails(capsys, "m30k_report", ["-results", tmp_path / "q"],
+               "acc.txt: not the JSON line of lab/tools/accuracy_at_k")
 
 
 def test_time_to_quality_log_that_is_not_utf8(tmp_path, capsys):

@@ -29,6 +29,7 @@ from onmt_cont.models.checkpoint import load_checkpoint
 from onmt_cont.train.average import ParameterAverage
 from onmt_cont.train.step import Trainer
 from onmt_cont.utils import numbers
+from tests.test_tools import tool_path
 from tests.test_train import memorisation_data
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -305,7 +306,7 @@ def test_read_only_folders(data, tmp_path):
 
 
 def load_tool(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, tool_path(name))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod

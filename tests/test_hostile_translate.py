@@ -30,6 +30,7 @@ from onmt_cont.translate import calibration, search
 from onmt_cont.translate import translator as translator_module
 from onmt_cont.utils.errors import UserError
 from tests import test_search as stub
+from tests.test_tools import tool_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,7 +74,7 @@ def assert_one_error(err, *needles):
 
 
 def load_tool(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, tool_path(name))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -608,7 +609,7 @@ def test_no_output_over_an_input(case, inputs, capsys, monkeypatch):
 
 
 def test_kill_resume_never_empties_a_folder_it_did_not_make(tmp_path, capsys, monkeypatch):
-    """tools/kill_resume.py empties -out first: not a folder with other files, nor the sample it reads."""
+    """lab/tools/kill_resume.py empties -out first: not a folder with other files, nor the sample it reads."""
     kr = load_tool("kill_resume")
     mine = tmp_path / "mine"
     mine.mkdir()

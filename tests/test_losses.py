@@ -415,8 +415,8 @@ def test_nllvmf_code_form_hand_value_and_float32():
 
 def test_nllvmf_nce_takes_the_form():
     """nllvmf_nce's NLLvMF term is the chosen form: with no negatives' weight it is nllvmf's value."""
-    from onmt_cont.losses.contrastive import nll_vmf_nce
     from onmt_cont.losses.continuous import nll_vmf
+    from onmt_cont.losses.contrastive import nll_vmf_nce
 
     pred = VMF_PRED[:, :3].float()
     table = TABLE3

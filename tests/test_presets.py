@@ -14,7 +14,7 @@ from onmt_cont.bin import embeddings_to_torch, preprocess, train, translate
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
 
-# The rows of docs/results.md as the recipes train them (docs/recipes/word_choice.sh's configurations and
+# The rows of docs/results.md as the recipes train them (lab/recipes/word_choice.sh's configurations and
 # papers.sh's nllvmf_reg12_tied), plus validation at each epoch's end with early stopping.
 TMODEL = ("-encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 -heads 4 "
           "-transformer_ff 512 -attention_dropout 0.1 -batch_size 64 -param_init 0 -param_init_glorot "
@@ -40,12 +40,12 @@ ROWS = {
     "lstm_continuous": f"{LMODEL} {NCE} -word_bias -average_decay 1e-4 {STOP}",
     # lstm_ce
     "lstm_softmax": f"{LMODEL} -loss ce {STOP}",
-    # docs/recipes/transformer_tiny.sh's rows: Transformer-Tiny (Wu et al. 2021) and the continuous model at its size
+    # lab/recipes/transformer_tiny.sh's rows: Transformer-Tiny (Wu et al. 2021) and the continuous model at its size
     "transformer_tiny_softmax": f"{TINY} -dropout 0.3 -share_embeddings -share_decoder_embeddings -loss ce "
                                 f"-label_smoothing 0.1 {TINY_STOP}",
     "transformer_tiny_continuous": f"{TINY} -dropout 0.1 {NCE} -sampling_correction -num_sampled 2048 -word_bias "
                                    f"-average_decay 1e-4 {TINY_STOP}",
-    # code_d0_conv of docs/recipes/vmf_paper_row.sh: the authors' code form, no dropout, to convergence
+    # code_d0_conv of lab/recipes/vmf_paper_row.sh: the authors' code form, no dropout, to convergence
     "lstm_nllvmf_paper": f"{LMODEL.replace('-dropout 0.3', '-dropout 0')} -loss nllvmf -vmf_form code "
                          f"-vmf_lambda 0.2 -tie_emb -epochs 30 -valid_steps 0 -valid_metric bleu -early_stopping 3 "
                          "-early_stopping_window 2",

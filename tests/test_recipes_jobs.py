@@ -1,4 +1,4 @@
-"""docs/recipes/word_choice.sh's JOBS: each row and seed trained once, with a stub python (a bash script that only
+"""lab/recipes/word_choice.sh's JOBS: each row and seed trained once, with a stub python (a bash script that only
 writes the files the recipe checks), even when the recipe file is edited while its main loop waits on its jobs."""
 
 import os
@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-RECIPES = ROOT / "docs" / "recipes"
+RECIPES = ROOT / "lab" / "recipes"
 
 # train.py: the continuous row inserts a 304-byte line near the top of the recipe, in place (same inode, as an editor or
 # a commit of the same checkout does), and ends; the ce row ends 3 s later, so the main loop is still waiting
@@ -34,7 +34,7 @@ case $script in
     echo hyp > "$(get -output "$@")"
     echo "sacreBLEU (detokenized): 30.00  nrefs:1"
     echo "without -replace_unk (the model's own words, 1.0% <unk>): sacreBLEU 29.00, tokenized BLEU 30.00" ;;
-  tools/rare_word_f1.py) echo '{}' > "$(get -json "$@")" ;;
+  lab/tools/rare_word_f1.py) echo '{}' > "$(get -json "$@")" ;;
   *) echo "stub python: unexpected $script" >&2; exit 3 ;;
 esac
 """
@@ -42,9 +42,9 @@ esac
 
 def run_recipe(tmp_path, seeds, recipe=RECIPES / "word_choice.sh"):
     repo = tmp_path / "repo"
-    (repo / "docs" / "recipes").mkdir(parents=True)
-    shutil.copy(recipe, repo / "docs" / "recipes" / "word_choice.sh")
-    shutil.copy(RECIPES / "prepare_m30k.sh", repo / "docs" / "recipes")
+    (repo / "lab" / "recipes").mkdir(parents=True)
+    shutil.copy(recipe, repo / "lab" / "recipes" / "word_choice.sh")
+    shutil.copy(RECIPES / "prepare_m30k.sh", repo / "lab" / "recipes")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "python").write_text(STUB)
@@ -56,12 +56,12 @@ def run_recipe(tmp_path, seeds, recipe=RECIPES / "word_choice.sh"):
             (out / "tok" / f"{split}.{lang}").write_text("x\n")
     for name in ("data.vocab.pt", "emb.dec.pt", "lexicon.txt"):
         (out / name).write_text("x\n")
-    script = repo / "docs" / "recipes" / "word_choice.sh"
+    script = repo / "lab" / "recipes" / "word_choice.sh"
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "OUT": str(out), "SRC": "en",
            "TGT": "de", "CONFIGS": "t_ce_d01_avg t_nce_both_avg_d00_lr1", "SEEDS": seeds, "JOBS": "2",
            "STUB_EDIT": str(script)}
     res = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=120)
-    assert (tmp_path / "repo" / "docs" / "recipes" / "word_choice.sh.done").is_dir()  # the edit happened
+    assert (tmp_path / "repo" / "lab" / "recipes" / "word_choice.sh.done").is_dir()  # the edit happened
     return res
 
 
@@ -78,12 +78,13 @@ def test_jobs_train_each_run_once_when_the_recipe_is_edited(tmp_path, seeds):
 SOURCED = {"prepare_m30k.sh"}  # read with "." by other recipes: an exit there would end its caller
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in RECIPES.glob("*.sh") if p.name not in SOURCED)
-                         + ["../quickstart.sh", "../gpu_check.sh"])
+@pytest.mark.parametrize("script", sorted(f"lab/recipes/{p.name}" for p in RECIPES.glob("*.sh")
+                                          if p.name not in SOURCED)
+                         + ["docs/recipes/own_data.sh", "docs/quickstart.sh", "docs/gpu_check.sh"])
 def test_every_script_is_parsed_whole_before_it_runs(script):
     """Bash reads a script as it runs it, so a script that waits on long jobs (training, decoding) and is edited
     meanwhile goes on at its old byte offset in the new text. Each script is one { ... } block ending in exit."""
-    lines = [line for line in (RECIPES / script).read_text().splitlines() if line.strip()]
+    lines = [line for line in (ROOT / script).read_text().splitlines() if line.strip()]
     code = [line for line in lines if not line.startswith("#")]
     assert code[0] == "{" and code[-2:] == ["exit", "}"], script
-    assert subprocess.run(["bash", "-n", str(RECIPES / script)]).returncode == 0
+    assert subprocess.run(["bash", "-n", str(ROOT / script)]).returncode == 0

@@ -90,3 +90,23 @@ def test_the_package_takes_a_torch_range_and_requirements_pin_it():
     (torch_spec,) = [d for d in deps if re.match(r"torch\b", d)]
     assert "==" not in torch_spec and ">=" in torch_spec and "<3" in torch_spec
     assert "torch==2.13.0" in (root / "requirements.txt").read_text(encoding="utf-8").splitlines()
+
+
+def test_the_package_is_in_rooms_and_the_lab_stays_outside():
+    """No module of onmt_cont/ is over 500 lines (issue 68: the 1,118-line training file became
+    onmt_cont/train/); nothing in it imports the lab; the lab and the tools import the installed
+    packages instead of editing sys.path."""
+    root = PKG.parent
+    long = {str(p.relative_to(root)): n for p in PKG.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
+    assert long == {}
+    into_lab = []
+    for path in PKG.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            into_lab += [f"{path.relative_to(root)}: {n}" for n in names if n.split(".")[0] == "lab"]
+    assert into_lab == []
+    hacks = [str(p.relative_to(root)) for folder in ("lab", "tools") for p in (root / folder).rglob("*.py")
+             if "sys.path.insert" in p.read_text(encoding="utf-8")]
+    assert hacks == []

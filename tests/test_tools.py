@@ -1,4 +1,4 @@
-"""tools/rare_word_f1.py and tools/accuracy_at_k.py on hand-made inputs."""
+"""lab/tools/rare_word_f1.py and lab/tools/accuracy_at_k.py on hand-made inputs."""
 
 import importlib.util
 import math
@@ -15,11 +15,16 @@ from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.models.generators import ContinuousGenerator, SoftmaxGenerator
 
-TOOLS = Path(__file__).resolve().parent.parent / "tools"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def tool_path(name):
+    """tools/NAME.py, the user's tools, or lab/tools/NAME.py, those that serve only the results."""
+    return next(p for d in ("tools", "lab/tools") if (p := ROOT / d / f"{name}.py").exists())
 
 
 def load_tool(name):
-    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, tool_path(name))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -168,7 +173,7 @@ def test_accuracy_at_k_softmax_and_unk():
 
 
 def test_report_seed_table(tmp_path):
-    """tools/m30k_report.py: mean ± sample std over seeds, only for rows with two or more seeds."""
+    """lab/tools/m30k_report.py: mean ± sample std over seeds, only for rows with two or more seeds."""
     report = load_tool("m30k_report")
     sig = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
     scores = {"ce.s1": (10.0, 20.0), "ce.s2": (12.0, 23.0), "joint.s1": (30.0, 31.0)}
@@ -281,7 +286,7 @@ def test_strip_final_punct_by_hand(tmp_path, capsys):
 
 
 def test_bin_bootstrap(tmp_path, capsys):
-    """tools/bin_bootstrap.py: the quotient of two systems' bin ratios, its interval over resampled
+    """lab/tools/bin_bootstrap.py: the quotient of two systems' bin ratios, its interval over resampled
     sentences, and the share of resamples beyond the tolerance."""
     bb = load_tool("bin_bootstrap")
     train = ["zebra"] + ["dog cat"] * 20  # zebra seen once; dog, cat 20 times

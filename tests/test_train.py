@@ -13,9 +13,9 @@ import torch
 import yaml
 
 import onmt_cont.losses
-from onmt_cont.train import build as training
 from onmt_cont.bin import preprocess, train
 from onmt_cont.inputters.vocab import load_vocabs
+from onmt_cont.train import build as training
 from onmt_cont.train.step import Trainer
 from onmt_cont.utils.errors import UserError
 
@@ -1036,4 +1036,4 @@ def test_each_run_marks_its_start_in_an_appended_log(data, tmp_path):
     starts = re.findall(r"train\.py started \(PID \d+\), (.*)", text)
     assert starts == ["from step 0", f"from {tmp_path / 'm_last.pt'} at step {2 * BATCHES_PER_EPOCH}"]
     ckpt = torch.load(tmp_path / "m_last.pt", weights_only=True)
-    assert ckpt["progress"]["epoch"] == 3  # what docs/recipes/multi30k.sh now reads, not the log's lines
+    assert ckpt["progress"]["epoch"] == 3  # what lab/recipes/multi30k.sh now reads, not the log's lines

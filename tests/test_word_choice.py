@@ -253,7 +253,7 @@ def test_corrected_normaliser_is_unbiased_on_the_batch_as_it_is(counts):
 def bin_push(num_sampled, vocab=300, batches=400):
     """How hard the sampled negatives (in-batch, -num_sampled uniform, 3 gold neighbours; the unigram rule on the
     true unigram) push the word biases of the 10 most frequent words, the next 40, the rest, and </s>, over the full
-    softmax's push (bench/correction_push.py's measure): summed over ``batches`` batches of 8 Zipf sentences, each
+    softmax's push (lab/bench/correction_push.py's measure): summed over ``batches`` batches of 8 Zipf sentences, each
     token's prediction near its gold word's own vector, the loss's own gradient on each negative's logit."""
     gen = torch.Generator().manual_seed(7)
     table = F.normalize(torch.randn(vocab, 8, generator=gen), dim=-1)
@@ -860,7 +860,7 @@ def test_faiss_is_needed_only_where_an_index_is_built(data, tmp_path, monkeypatc
     assert not list(bad.iterdir())
 
 
-# --- tools/time_to_quality.py and quality_report.py's calibration table ------------------------------
+# --- lab/tools/time_to_quality.py and quality_report.py's calibration table ------------------------------
 
 
 def write_log(path, lines):
@@ -1103,7 +1103,7 @@ def test_quality_report_calibration_against_a_reference_row(tmp_path, capsys):
 
 def test_quality_report_outputs_and_correct_tokens_per_bin(tmp_path, capsys):
     """-calibration_ref also tabulates each row's mean output tokens per bin and how many of them are
-    correct, from the counts tools/rare_word_f1.py writes; files without them leave the table out."""
+    correct, from the counts lab/tools/rare_word_f1.py writes; files without them leave the table out."""
     import json
 
     from tests.test_tools import load_tool

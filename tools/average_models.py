@@ -18,17 +18,17 @@ import argparse
 import glob
 import os
 import re
-import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
-
-from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint  # noqa: E402
-from onmt_cont.train.resume import MODEL_OPTS  # noqa: E402
-from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
-from onmt_cont.models.checkpoint import check_finite  # noqa: E402
-from onmt_cont.utils.io import Prefix, atomic_torch_save, refuse_output_over_inputs  # noqa: E402
+from onmt_cont.models.checkpoint import (
+    check_finite,
+    load_checkpoint,
+    model_from_checkpoint,
+)
+from onmt_cont.train.resume import MODEL_OPTS
+from onmt_cont.utils.errors import UserError, cli_main
+from onmt_cont.utils.io import Prefix, atomic_torch_save, refuse_output_over_inputs
 
 
 def last_epochs(prefix, n):

@@ -21,27 +21,24 @@ Tune on validation data, never on a test set.
 import argparse
 import math
 import os
-import sys
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
-
-from onmt_cont.evaluate import tokenized_bleu  # noqa: E402
-from onmt_cont.translate.calibration import (  # noqa: E402
+from onmt_cont.evaluate import tokenized_bleu
+from onmt_cont.translate.calibration import (
     FREQ_BINS,
     bin_tokens,
     fit_offsets,
     ratios,
     save_offsets,
 )
-from onmt_cont.translate.options import check_decoding_options  # noqa: E402
-from onmt_cont.translate.translator import Translator  # noqa: E402
-from onmt_cont.utils import numbers  # noqa: E402
-from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
-from onmt_cont.utils.io import check_readable, read_lines, refuse_output_over_inputs  # noqa: E402
-from onmt_cont.utils.threads import add_threads_arg, apply_threads, refresh_threads  # noqa: E402
-from onmt_cont.utils.writable import check_writable_folder  # noqa: E402
+from onmt_cont.translate.options import check_decoding_options
+from onmt_cont.translate.translator import Translator
+from onmt_cont.utils import numbers
+from onmt_cont.utils.errors import UserError, cli_main
+from onmt_cont.utils.io import check_readable, read_lines, refuse_output_over_inputs
+from onmt_cont.utils.threads import add_threads_arg, apply_threads
+from onmt_cont.utils.writable import check_writable_folder
 
 MAX_ROUNDS = 1000
 MAX_STEP = 10.0
@@ -144,10 +141,8 @@ def main(argv=None):
     def decode(offsets):
         translator.set_freq_offsets(offsets)
         with torch.no_grad():
-            # a dozen decodes: follow other jobs' thread claims, as translate.py does
             # lower: as translate.py, the source is lowercased for a model trained on lowercased text
-            return translator.translate_lines(src, batch_size=args.batch_size, lower=translator.lower,
-                                              on_batch=lambda _: refresh_threads())
+            return translator.translate_lines(src, batch_size=args.batch_size, lower=translator.lower)
 
     names = [n for n, _, _ in FREQ_BINS]
     print(f"bins {' '.join(f'{n:>5}' for n in names)}")

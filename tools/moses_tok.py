@@ -5,12 +5,9 @@
 """
 
 import argparse
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
-
-from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
+from onmt_cont.utils.errors import UserError, cli_main
 
 
 def stdin_lines(stream):

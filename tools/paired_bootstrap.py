@@ -19,17 +19,13 @@ The scores are sacreBLEU's: -tokenize none (default) for tokenized files, as tra
 """
 
 import argparse
-import os
-import sys
 
 import numpy as np
 from sacrebleu.metrics.bleu import BLEU
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # run from anywhere
-
-from onmt_cont.utils import numbers  # noqa: E402
-from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
-from onmt_cont.utils.io import read_lines  # noqa: E402
+from onmt_cont.utils import numbers
+from onmt_cont.utils.errors import UserError, cli_main
+from onmt_cont.utils.io import read_lines
 
 MAX_RESAMPLES = 1_000_000  # 1000 is the usual count; more only costs time
 

@@ -21,17 +21,13 @@ time, memory chunk x rows floats). With several tables a markdown table compares
 """
 
 import argparse
-import os
-import sys
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from onmt_cont.constants import SPECIALS, UNK_ID  # noqa: E402
-from onmt_cont.inputters.vocab import load_vocabs  # noqa: E402
-from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
-from onmt_cont.utils.io import load_checkpoint_data  # noqa: E402
+from onmt_cont.constants import SPECIALS, UNK_ID
+from onmt_cont.inputters.vocab import load_vocabs
+from onmt_cont.utils.errors import UserError, cli_main
+from onmt_cont.utils.io import load_checkpoint_data
 
 
 def k_occurrence(units, k, chunk=1024):

@@ -15,16 +15,12 @@ Needs gensim (``pip install gensim``).
 
 import argparse
 import gzip
-import os
-import sys
 from collections import Counter
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-
-from onmt_cont.inputters.embeddings import MAX_DIM  # noqa: E402
-from onmt_cont.utils import numbers  # noqa: E402
-from onmt_cont.utils.errors import UserError, cli_main  # noqa: E402
-from onmt_cont.utils.io import atomic_path, read_lines, refuse_output_over_inputs  # noqa: E402
+from onmt_cont.inputters.embeddings import MAX_DIM
+from onmt_cont.utils import numbers
+from onmt_cont.utils.errors import UserError, cli_main
+from onmt_cont.utils.io import atomic_path, read_lines, refuse_output_over_inputs
 
 MAX_EPOCHS = 10_000
 

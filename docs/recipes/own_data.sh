@@ -25,7 +25,7 @@
 #   TRAIN_FLAGS  more train.py flags, which override the preset's (e.g. "-epochs 2" for a first try, "-gpu 0")
 #   THREADS      CPU threads for training and translation [train.py's default]
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
-# file while it runs cannot change what the running script does (docs/recipes/word_choice.sh says why).
+# file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -179,7 +179,7 @@ class Negatives:
         masked). With E_i(j) = c(j) + the other terms, the expected value over the random draws of
         Σ over the candidates of exp(logit_j) / E_i(j) is Σ_{j ≠ gold} exp(logit_j) exactly: the
         normaliser's estimate is unbiased on the batch as it is. The loss divides by that estimate, so
-        the gradient is still not the full softmax's (bench/correction_push.py measures the rules).
+        the gradient is still not the full softmax's (lab/bench/correction_push.py measures the rules).
         ``counts="sentence"``: unbiased over how batches are formed, given the token: its own sentence is
         always in the batch and counted exactly, the batch's </s> exactly, the other sentences' words as
         draws from the training word frequencies (:meth:`_sentence_expected`).
@@ -346,7 +346,7 @@ class _TokenDots(torch.autograd.Function):
     this product's time on the CPU, and the backward gathered them again. On the CPU the products
     are one sampled dense-dense product (torch.sparse.sampled_addmm: only the N·C entries of
     vec · tableᵀ, reading each table row in place), and the prediction's gradient
-    Σ_c grad[n, c] · table[ids[n, c]] is one weighted embedding bag (bench/candidate_dots.py times
+    Σ_c grad[n, c] · table[ids[n, c]] is one weighted embedding bag (lab/bench/candidate_dots.py times
     it against gathering). Other devices gather the rows (in one chunk: a GPU's allocator caches
     its blocks). The CPU's products and
     gradient agree with gathering to float rounding, not bit for bit (another order of the sums).

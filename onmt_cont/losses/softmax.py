@@ -19,7 +19,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     −(1 − ε)·log p_y − ε/V·Σ_w log p_w, and its gradient g·(p − ε/V) − g·(1 − ε) at y.
     The backward pass is one exp and one fused multiply-add over [N, V] plus N entries at the
     targets; PyTorch's builds the smoothed target's gradient from fills and adds, then runs
-    log_softmax's backward (bench/label_smoothing.py times the two, forward and backward)."""
+    log_softmax's backward (lab/bench/label_smoothing.py times the two, forward and backward)."""
 
     @staticmethod
     def forward(ctx, logits, target, eps):

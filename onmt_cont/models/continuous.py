@@ -137,7 +137,7 @@ class ContinuousGenerator(nn.Module):
         the last layer where that is cheaper. That layer is ê = W x + b (x = dec_out for the linear
         generator); the criterion needs êᵀe(w) = xᵀ(Wᵀe(w)) + bᵀe(w), so with the table folded once,
         F = table · W [vocab, d] and c = table · b, each step is an [n, d] x [d, vocab] product instead
-        of [n, m] x [m, vocab]: 0.4x the time at d 128, m 300 (bench/folded_table.py). The scores agree
+        of [n, m] x [m, vocab]: 0.4x the time at d 128, m 300 (lab/bench/folded_table.py). The scores agree
         to float rounding (as a change of BLAS kernel or thread count would give). Used in evaluation
         mode without an approximate index, and where d < m; the fold is built on first use and again
         after :meth:`set_table` or a move to another device."""

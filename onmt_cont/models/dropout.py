@@ -2,7 +2,7 @@
 
 On the CPU, ``nn.Dropout`` draws its mask with ``bernoulli_``: one generator call and a float
 conversion per element, a visible share of a small model's update on one thread
-(bench/dropout_mask.py times both masks). Here one 64-bit draw of the same generator
+(lab/bench/dropout_mask.py times both masks). Here one 64-bit draw of the same generator
 (``torch.manual_seed`` seeds it, checkpoints save it) gives four 16-bit lanes, and a lane
 keeps its element when it is at or above ``round(p * 65536)`` of 65536: the drop probability is ``p``
 rounded to a multiple of 1/65536 (0.1 becomes 0.1000061), and kept elements are scaled by the

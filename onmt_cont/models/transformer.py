@@ -13,7 +13,7 @@ heads, and by default over every layer as well (``-alignment_layer mean``), or o
 (``-alignment_layer N``). Garg et al. (2019) find the penultimate layer of a 6-layer model the
 best aligner; on our 2-layer Multi30k models the better layer differs between the softmax and
 the continuous model, and the mean is the better compromise for the continuous models that
-``-replace_unk`` serves (tools/replacement_accuracy.py measures it on the validation set).
+``-replace_unk`` serves (lab/tools/replacement_accuracy.py measures it on the validation set).
 """
 
 import argparse

@@ -21,7 +21,7 @@ def make_optimizer(opt: Namespace, model: torch.nn.Module, fused: bool | None = 
 
     Adam on the CPU is fused (one kernel over every tensor): PyTorch's default there is a loop over
     the tensors, and the fused step is several times faster, which shows in a small model's update
-    on one thread (bench/optimizer_step.py). The result agrees with the loop to float rounding. On a
+    on one thread (lab/bench/optimizer_step.py). The result agrees with the loop to float rounding. On a
     GPU PyTorch's default (foreach) stays. ``fused``: True or False forces it either way (the benchmark's comparison);
     None chooses as above."""
     table = getattr(model.generator, "table", None)

@@ -223,7 +223,7 @@ def build_parser():
                    "which neither the score nor the mean of the last N scores (fewer at the start) beat its best, "
                    "so a plateau whose mean still rises does not stop the run, and no run stops sooner than with "
                    "1 (each score alone). PREFIX_best.pt follows each score. -train_from keeps the checkpoint's "
-                   "unless given. tools/stopping_rule.py replays the rule on finished runs' logs")
+                   "unless given. lab/tools/stopping_rule.py replays the rule on finished runs' logs")
     g.add_argument("-valid_metric", choices=["loss", "accuracy", "bleu"], default="loss",
                    help="what PREFIX_best.pt and -early_stopping follow: the validation loss (lower is better), "
                    "the teacher-forced accuracy (softmax argmax / nearest neighbour), or BLEU of greedy decoding "
@@ -231,7 +231,7 @@ def build_parser():
                    "validation target text). Loss and accuracy need not track BLEU for continuous models")
     g.add_argument("-valid_bleu", action="store_true", help="also decode the validation set greedily and log its "
                    "BLEU when -valid_metric is loss or accuracy (the log then shows the BLEU curve that "
-                   "tools/time_to_quality.py reads; PREFIX_best.pt and -early_stopping still follow -valid_metric)")
+                   "lab/tools/time_to_quality.py reads; PREFIX_best.pt and -early_stopping still follow -valid_metric)")
     g.add_argument("-valid_remove_bpe", action="store_true", help="with -valid_metric bleu (or -valid_bleu) and "
                    "a subword-nmt BPE target side: join the pieces ('@@ ') of the output and of the references before BLEU, so "
                    "model selection sees word BLEU, as translate.py -remove_bpe scores a test set")

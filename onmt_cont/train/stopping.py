@@ -23,7 +23,7 @@ def track_validation(progress: dict, score: float, higher: bool, window: int = 1
     ``window`` scores (fewer at the start) beat its best so far. A window of 1 is the plain rule;
     a longer one only adds reasons to go on (a plateau whose mean still rises), so it never stops
     a run sooner. (Counting the mean alone would: one deep dip lowers ``window`` means in a row.)
-    train.py and tools/stopping_rule.py (which replays logs) share this rule."""
+    train.py and lab/tools/stopping_rule.py (which replays logs) share this rule."""
     new_best = is_better(score, progress["best_score"], higher=higher)
     if new_best:
         progress["best_score"] = score

@@ -9,7 +9,7 @@ puts several times the reference's mass on the rare bins, and a bias refitted to
 makes greedy search pick them even less (docs/results/log.md, "5c, continued (9)").
 
 So the offsets are fitted on what decoding puts out. Each word gets the offset δ_k of its bin k
-of training counts (1, 2-4, 5-9, 10-99, 100-999, 1000+; the bins of tools/rare_word_f1.py
+of training counts (1, 2-4, 5-9, 10-99, 100-999, 1000+; the bins of lab/tools/rare_word_f1.py
 -bins calibration). Starting from 0, each round decodes a held-out set (validation) and moves
 every bin by step · log((target_k · ref_k + 1) / (hyp_k + 1)), hyp_k and ref_k the bin's tokens
 in the output and the reference; target_k is 1 (the reference's profile) or another system's

@@ -95,7 +95,7 @@ def avoid_per_shape_attention(device, dtype):
     For bfloat16 (and float16) inputs on Hopper, ``scaled_dot_product_attention`` picks cuDNN's fused
     attention, and cuDNN builds an execution plan for every new shape. Training batches bring new
     lengths at almost every step, and building a plan costs many times a small model's update, so
-    training pays it again and again (``bench/amp_shapes.py`` times updates on new and on known
+    training pays it again and again (``lab/bench/amp_shapes.py`` times updates on new and on known
     shapes). PyTorch's memory-efficient kernels need no plan per shape. The switch is process-wide;
     the CPU has no cuDNN attention."""
     if device.type != "cuda" or dtype is None or not torch.backends.cuda.cudnn_sdp_enabled():

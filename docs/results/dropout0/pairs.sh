@@ -2,8 +2,8 @@
 # The dropout-0 continuous rows side by side with ce from the same minute, one thread each (issue 21's time to
 # quality as wall clock, not validation counts x epoch cost). Each run repeats a finished recipe run of the same
 # seed and flags (docs/results/word_choice_*/<row>.sN), so ce stops once it passes its full run's best - 1
-# (tools/time_to_quality.py -best_from checks that it repeats that run's curve). Then, per pair:
-#   python tools/time_to_quality.py -ref $SCREENS/<ce>/train.log -runs $SCREENS/<cont>/train.log \
+# (lab/tools/time_to_quality.py -best_from checks that it repeats that run's curve). Then, per pair:
+#   python lab/tools/time_to_quality.py -ref $SCREENS/<ce>/train.log -runs $SCREENS/<cont>/train.log \
 #     -best_from docs/results/word_choice_*/<ce row>.sN/train.log
 # Usage: SCREENS=runs/s52/screens bash docs/results/dropout0/pairs.sh [de] [fr]
 cd "$(dirname "$0")/../../.."  # the repository root

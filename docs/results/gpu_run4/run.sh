@@ -14,7 +14,7 @@ fi
 python -c "import torch,faiss,sys;print(sys.version.split()[0], torch.__version__, faiss.__version__)" >> "$O/env.txt" 2>&1
 cat "$O/env.txt"
 echo "== amp_shapes $(date +%T)"
-timeout ${T1:-150} python bench/amp_shapes.py $G ${AS:-} -json "$O/amp_shapes.json" 2>&1 | tee "$O/amp_shapes.txt"
+timeout ${T1:-150} python lab/bench/amp_shapes.py $G ${AS:-} -json "$O/amp_shapes.json" 2>&1 | tee "$O/amp_shapes.txt"
 echo "== end to end $(date +%T)"
 D=/tmp/e2e; mkdir -p $D  # the sample's data and table, as docs/gpu_check.sh prepares them
 python preprocess.py -train_src data/train.fr -train_tgt data/train.en -valid_src data/valid.fr -valid_tgt data/valid.en \

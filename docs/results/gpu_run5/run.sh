@@ -24,14 +24,14 @@ timeout 120 python -m pytest -q -p no:cacheprovider -rs tests/test_losses.py tes
   -k "gpu or cuda" 2>&1 | tail -5
 
 echo "== ce loss on the GPU $(date +%T)"
-timeout 90 python bench/label_smoothing.py -gpu 0 -tokens 830 3320 13280 -vocab 9799 50000 2>&1 | tee "$O/label_smoothing.txt"
+timeout 90 python lab/bench/label_smoothing.py -gpu 0 -tokens 830 3320 13280 -vocab 9799 50000 2>&1 | tee "$O/label_smoothing.txt"
 
 echo "== gpu_check $(date +%T)"
 SKIP="train_speed" OUT=/tmp/gc timeout 150 bash docs/gpu_check.sh 2>&1 | tee "$O/gpu_check.txt"
 
 echo "== fr->en epoch cost $(date +%T)"
 D=.dev/fr
-# docs/recipes/word_choice.sh's TMODEL, rows t_ce_d01_avg and t_nce_both_avg_d01_lr1, float32
+# lab/recipes/word_choice.sh's TMODEL, rows t_ce_d01_avg and t_nce_both_avg_d01_lr1, float32
 TM="-encoder_type transformer -decoder_type transformer -rnn_size 128 -word_vec_size 128 -layers 2 -heads 4
 -transformer_ff 512 -dropout 0.1 -attention_dropout 0.1 -param_init 0 -param_init_glorot -decay_method noam
 -warmup_steps 1000 -adam_beta2 0.998 -average_decay 1e-4 -seed 1 -valid_metric bleu -valid_steps 1000000

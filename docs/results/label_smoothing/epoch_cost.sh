@@ -5,7 +5,7 @@
 #   1. fr->en: the word row (t_nce_both_avg_d01_lr1) beside word ce with the average (t_ce_d01_avg);
 #   2. de->en: the source-piece row (t_srcbpe_nce_both_avg_dfp_d01_lr1) beside BPE ce with the average (t_bpe_ce_avg_d01);
 #   3. fr->en word ce with the average: this checkout beside OLD.
-# Needs the recipe's data in runs/word_choice_{fr,de}-en (docs/recipes/word_choice.sh prepares it).
+# Needs the recipe's data in runs/word_choice_{fr,de}-en (lab/recipes/word_choice.sh prepares it).
 # Times: docs/results/label_smoothing/times.txt (whole runs, start-up included) and the runs' logs (a line per 100
 # updates, for the time from update 100 to 300).
 cd /work/main

@@ -7,7 +7,7 @@ seed=$1
 R=runs/word_choice_de-en; W=runs/wc_win2_de-en; M=$W/t_nce_both_avg_dfp.s$seed.more; F=$W/t_nce_both_avg_dfp.s$seed
 if [ "$seed" = 1 ]; then PREV=runs/wc_more_de-en/t_nce_both_avg_dfp.s1; LOGS=$R/t_nce_both_avg_dfp.s1/train.log,$PREV/train.log
 else PREV=$R/t_nce_both_avg_dfp.s2; LOGS=$PREV/train.log; fi
-row=$(python tools/stopping_rule.py -windows 2 -runs $LOGS,$M/train.log | tail -1)
+row=$(python lab/tools/stopping_rule.py -windows 2 -runs $LOGS,$M/train.log | tail -1)
 echo "$row"
 case "$row" in *"runs past"*) echo "the continuation ended before the rule stops (at most 40 epochs: the recipe's cap)";; esac
 j=$(echo "$row" | awk -F'|' '{print $5}' | sed 's/^ *\([0-9]*\),.*/\1/')

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The de->en continuous Transformer rows (t_nce_both_avg_dfp) ran 32 epochs; the window-2 rule from epoch 1 runs past
 # 32 on both seeds. Continue each from its epoch-32 checkpoint up to the recipe's 40 epochs without its own stop
-# (a resumed run from before the option restarts its count), and end it where tools/stopping_rule.py, replayed
+# (a resumed run from before the option restarts its count), and end it where lab/tools/stopping_rule.py, replayed
 # on the joined logs, stops.   bash runs/t_more40.sh SEED
 set -euo pipefail
 cd /work/main
@@ -24,8 +24,8 @@ pid=$!
 while kill -0 $pid 2>/dev/null; do
   sleep 20
   grep -q "greedy BLEU" $M/train.log || continue
-  row=$(python tools/stopping_rule.py -windows 2 -runs $LOGS,$M/train.log | tail -1)
+  row=$(python lab/tools/stopping_rule.py -windows 2 -runs $LOGS,$M/train.log | tail -1)
   case "$row" in *"runs past"*) ;; *) echo "stopped by the replay: $row"; sleep 5; kill $pid; break;; esac
 done
 wait $pid || true
-python tools/stopping_rule.py -windows 2 -runs $LOGS,$M/train.log
+python lab/tools/stopping_rule.py -windows 2 -runs $LOGS,$M/train.log

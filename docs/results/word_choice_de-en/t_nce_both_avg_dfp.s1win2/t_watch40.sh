@@ -9,7 +9,7 @@ else LOGS=$R/t_nce_both_avg_dfp.s2/train.log; fi
 while kill -0 "$pid" 2>/dev/null; do
   sleep 20
   grep -q "greedy BLEU" $M/train.log || continue
-  row=$(python tools/stopping_rule.py -windows 2 -runs $LOGS,$M/train.log | tail -1)
+  row=$(python lab/tools/stopping_rule.py -windows 2 -runs $LOGS,$M/train.log | tail -1)
   case "$row" in *"runs past"*) ;; *) echo "stopped by the replay: $row"; sleep 5; kill "$pid"; break;; esac
 done
-python tools/stopping_rule.py -windows 2 -runs $LOGS,$M/train.log
+python lab/tools/stopping_rule.py -windows 2 -runs $LOGS,$M/train.log

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# screen ROW NAME EPOCHS SEED [FLAGS...]: a validation-only screen of one of docs/recipes/word_choice.sh's rows with
+# screen ROW NAME EPOCHS SEED [FLAGS...]: a validation-only screen of one of lab/recipes/word_choice.sh's rows with
 # FLAGS appended last (the last value of a repeated flag wins: e.g. -valid_steps 227 validates every half epoch),
 # 1 thread, into $SCREENS/NAME [runs/s44/screens]. ROW:
 #   nce_fr  fr->en continuous word row (t_nce_both_avg_d01)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # lstm_ce_dfp.s2.more stopped at epoch 26 by its own (restarted) count; the window-2 rule from epoch 1 goes on:
-# continue without early stopping into the same folder and log, and stop it where tools/stopping_rule.py says
+# continue without early stopping into the same folder and log, and stop it where lab/tools/stopping_rule.py says
 set -euo pipefail
 cd /work/main
 R=runs/word_choice_lstm_de-en; W=runs/wc_win2_lstm_de-en; M=$W/lstm_ce_dfp.s2.more
@@ -13,7 +13,7 @@ python train.py -train_from $M/model_resume2.pt -data $R/data -save_model $M/mod
 pid=$!
 while kill -0 $pid 2>/dev/null; do
   sleep 15
-  row=$(python tools/stopping_rule.py -windows 2 -runs $R/lstm_ce_dfp.s2/train.log,$M/train.log | tail -1)
+  row=$(python lab/tools/stopping_rule.py -windows 2 -runs $R/lstm_ce_dfp.s2/train.log,$M/train.log | tail -1)
   case "$row" in *"runs past"*) ;; *) echo "stopped by the replay: $row"; sleep 5; kill $pid; break;; esac
 done
 wait $pid || true

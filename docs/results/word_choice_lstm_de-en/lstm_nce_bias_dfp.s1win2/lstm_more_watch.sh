@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # continue runs/word_choice_lstm_de-en/CFG.sSEED without early stopping and stop it where
-# tools/stopping_rule.py (window 2, patience 3, on the joined logs) says the rule from epoch 1 stops
+# lab/tools/stopping_rule.py (window 2, patience 3, on the joined logs) says the rule from epoch 1 stops
 set -euo pipefail
 cd /work/main
 cfg=$1; seed=$2; shift 2
@@ -15,7 +15,7 @@ pid=$!
 while kill -0 $pid 2>/dev/null; do
   sleep 15
   [ -s $M/train.log ] || continue
-  row=$(python tools/stopping_rule.py -windows 2 -runs $R/$cfg.s$seed/train.log,$M/train.log 2>/dev/null | tail -1) || continue
+  row=$(python lab/tools/stopping_rule.py -windows 2 -runs $R/$cfg.s$seed/train.log,$M/train.log 2>/dev/null | tail -1) || continue
   case "$row" in *"runs past"*) ;; *) echo "stopped by the replay: $row"; sleep 5; kill $pid; break;; esac
 done
 wait $pid || true

@@ -5,7 +5,7 @@ set -euo pipefail
 cd /work/main
 cfg=$1; seed=2
 R=runs/word_choice_lstm_de-en; W=runs/wc_win2_lstm_de-en; M=$W/$cfg.s$seed.more; F=$W/$cfg.s$seed
-row=$(python tools/stopping_rule.py -windows 2 -runs $R/$cfg.s$seed/train.log,$M/train.log | tail -1)
+row=$(python lab/tools/stopping_rule.py -windows 2 -runs $R/$cfg.s$seed/train.log,$M/train.log | tail -1)
 echo "$row"
 j=$(echo "$row" | awk -F'|' '{print $5}' | sed 's/^ *\([0-9]*\),.*/\1/')
 k=$(echo "$row" | awk -F'|' '{print $5}' | sed 's/.*(\([0-9]*\)).*/\1/')

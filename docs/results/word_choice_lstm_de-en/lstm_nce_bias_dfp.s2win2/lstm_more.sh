@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # continue runs/word_choice_lstm_de-en/CFG.sSEED under -early_stopping 3 -early_stopping_window 2 (at most 40
-# epochs), every epoch kept; the exact window-2 stop is then found by tools/stopping_rule.py on the joined logs
+# epochs), every epoch kept; the exact window-2 stop is then found by lab/tools/stopping_rule.py on the joined logs
 set -euo pipefail
 cd /work/main
 cfg=$1; seed=$2; shift 2

@@ -1,0 +1,20 @@
+"""The lab beside the toolkit: the benchmarks (lab/bench), the research tools that serve only the results
+(lab/tools) and the recipes that reproduce the results tables (lab/recipes). None of it is part of onmt_cont;
+it is installed with it (``pip install -e .``, the last line of requirements.txt) so that its scripts import
+``lab`` and ``onmt_cont`` as packages from a checkout, wherever they are started."""
+
+import importlib.util
+import os
+
+# The checkout the lab lives in: the recipes, the sample data and the root scripts the benchmarks run.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def repo_module(path):
+    """A script of the checkout outside the installed packages (tools/, tests/), loaded from its file ``path``
+    (relative to ROOT), as the tests load the tools."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

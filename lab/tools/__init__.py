@@ -1,0 +1,1 @@
+"""Research tools that serve only the results tables (docs/results.md): each script's -h says more."""
