@@ -15,6 +15,7 @@
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
 # file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-runs/quickstart}
@@ -36,36 +37,36 @@ mkdir -p "$OUT"
 SRC_TXT=data
 if [ "$SRC_MERGES" != 0 ]; then
   SRC_TXT=$OUT
-  python -m subword_nmt.learn_bpe -s "$SRC_MERGES" < data/train.fr > "$OUT/codes.fr"
+  "$PYTHON" -m subword_nmt.learn_bpe -s "$SRC_MERGES" < data/train.fr > "$OUT/codes.fr"
   for split in train valid test; do
-    python -m subword_nmt.apply_bpe -c "$OUT/codes.fr" < "data/$split.fr" > "$OUT/$split.fr"
+    "$PYTHON" -m subword_nmt.apply_bpe -c "$OUT/codes.fr" < "data/$split.fr" > "$OUT/$split.fr"
   done
 fi
 
-python preprocess.py -train_src "$SRC_TXT/train.fr" -train_tgt data/train.en \
+"$PYTHON" preprocess.py -train_src "$SRC_TXT/train.fr" -train_tgt data/train.en \
   -valid_src "$SRC_TXT/valid.fr" -valid_tgt data/valid.en \
   -save_data "$OUT/data" -tgt_emb data/en.vec.gz -shard_size 1000 -shuffle
 
-python embeddings_to_torch.py -emb_file_dec data/en.vec.gz -dict_file "$OUT/data.vocab.pt" \
+"$PYTHON" embeddings_to_torch.py -emb_file_dec data/en.vec.gz -dict_file "$OUT/data.vocab.pt" \
   -output_file "$OUT/emb" -normalize
 
-python build_lexicon.py -src data/train.fr -tgt data/train.en -output "$OUT/lexicon.txt"
+"$PYTHON" build_lexicon.py -src data/train.fr -tgt data/train.en -output "$OUT/lexicon.txt"
 
 # The preset, with the sample's schedule: a fixed number of epochs, the best checkpoint by validation loss.
 # shellcheck disable=SC2086  # $SAMPLE holds several flags
-python train.py -config "configs/$PRESET.yaml" -data "$OUT/data" -tgt_emb "$OUT/emb.dec.pt" -save_model "$OUT/model" \
+"$PYTHON" train.py -config "configs/$PRESET.yaml" -data "$OUT/data" -tgt_emb "$OUT/emb.dec.pt" -save_model "$OUT/model" \
   $SAMPLE -epochs "${EPOCHS:-12}" -valid_metric loss -early_stopping 0 -report_every 50 -log_file "$OUT/train.log"
 
-python translate.py -model "$OUT/model_best.pt" -src "$SRC_TXT/test.fr" -output "$OUT/test.pred.en" \
+"$PYTHON" translate.py -model "$OUT/model_best.pt" -src "$SRC_TXT/test.fr" -output "$OUT/test.pred.en" \
   -tgt data/test.en -replace_unk -lookup_dict "$OUT/lexicon.txt"
 
 # Frequency-bin offsets (translate.py -freq_offsets): fitted on the validation set so that the words of each bin of
 # training counts come out as often as in its reference; validation BLEU picks how far the fit goes (-keep bleu,
 # round 0 = no offsets included). Then the test set again with them.
-python tools/calibrate_offsets.py -model "$OUT/model_best.pt" -src "$SRC_TXT/valid.fr" -tgt data/valid.en -keep bleu \
+"$PYTHON" tools/calibrate_offsets.py -model "$OUT/model_best.pt" -src "$SRC_TXT/valid.fr" -tgt data/valid.en -keep bleu \
   -output "$OUT/offsets.json" > "$OUT/offsets.log"
 tail -n 1 "$OUT/offsets.log"
-python translate.py -model "$OUT/model_best.pt" -src "$SRC_TXT/test.fr" -output "$OUT/test.calib.en" \
+"$PYTHON" translate.py -model "$OUT/model_best.pt" -src "$SRC_TXT/test.fr" -output "$OUT/test.calib.en" \
   -tgt data/test.en -replace_unk -lookup_dict "$OUT/lexicon.txt" -freq_offsets "$OUT/offsets.json"
 exit
 }

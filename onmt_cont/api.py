@@ -11,6 +11,8 @@
 Decoding options are translate.py's, as keyword arguments (docs/usage.md, "From Python").
 """
 
+import difflib
+import inspect
 import threading
 
 import torch
@@ -28,6 +30,8 @@ class Model:
     def __init__(self, checkpoint, *, src_lang=None, tgt_lang=None, bpe_codes=None, device="cpu", beam_size=1,
                  lexicon=None, freq_offsets=None, decode_prior=None, remove_target_bpe=False, batch_size=32,
                  **decoding):
+        replace_unk = decoding.pop("replace_unk", lexicon is not None)
+        _check_names(decoding)
         if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (beam_size, batch_size)):
             raise UserError(f"beam_size and batch_size must be at least 1, got {beam_size} and {batch_size}")
         offsets = offsets_model = None
@@ -37,7 +41,7 @@ class Model:
                 raise UserError(f"{freq_offsets} was fitted under decode_prior {fitted_beta:g}, not {decode_prior:g}")
             decode_prior = fitted_beta
         self.translator = Translator(
-            checkpoint, device=device, beam_size=beam_size, replace_unk=lexicon is not None,
+            checkpoint, device=device, beam_size=beam_size, replace_unk=bool(replace_unk),
             lexicon=read_lexicon(lexicon) if lexicon else None, freq_offsets=offsets,
             decode_prior=0.0 if decode_prior is None else decode_prior, **decoding)
         if freq_offsets is not None:
@@ -88,6 +92,27 @@ class Model:
         self.close()
 
 
+# translate.py's flag names that the API spells otherwise: both are accepted
+FLAG_NAMES = {"src_bpe_codes": "bpe_codes", "lookup_dict": "lexicon", "ban_unk_token": "ban_unk",
+              "remove_bpe": "remove_target_bpe"}
+# the decoding keywords the Translator takes (translate.py's flags of the same names)
+DECODING = [name for name in inspect.signature(Translator.__init__).parameters
+            if name not in ("self", "checkpoint_path", "device", "beam_size", "replace_unk", "lexicon", "freq_offsets",
+                            "decode_prior", "ann")]
+
+
+def _check_names(decoding):
+    """A keyword neither load() nor the Translator knows: a UserError naming load() and the closest
+    names, not a TypeError from inside the Translator."""
+    for name in decoding:
+        if name not in DECODING:
+            known = sorted(set(inspect.signature(Model.__init__).parameters) - {"self", "checkpoint", "decoding"}
+                           | set(DECODING) | set(FLAG_NAMES) | {"replace_unk", "gpu"})
+            close = difflib.get_close_matches(name, known, n=3)
+            hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+            raise UserError(f"onmt_cont.load(): unknown option {name!r}{hint}; it takes: {', '.join(known)}")
+
+
 def load(checkpoint, **options):
     """Load ``checkpoint`` (a train.py ``.pt`` file) for translation -> :class:`Model`.
 
@@ -99,5 +124,17 @@ def load(checkpoint, **options):
     through the attention), ``freq_offsets`` (a tools/calibrate_offsets.py file),
     ``device`` ("cpu", "cuda:0"), ``batch_size``, and translate.py's other options by their
     names in :class:`~onmt_cont.translate.translator.Translator` (``max_length_ratio``,
-    ``block_ngram_repeat``, ``length_penalty``, ``alpha``, ``ban_unk``, ``decode_prior``...)."""
+    ``block_ngram_repeat``, ``length_penalty``, ``alpha``, ``ban_unk``, ``decode_prior``...).
+    translate.py's own spellings work too: ``src_bpe_codes``, ``lookup_dict``, ``ban_unk_token``,
+    ``remove_bpe``, ``gpu``, ``replace_unk``. An unknown name is a UserError naming load()."""
+    for flag, name in FLAG_NAMES.items():  # translate.py's spelling
+        if flag in options:
+            if name in options:
+                raise UserError(f"onmt_cont.load(): {flag} and {name} are one option: give one of them")
+            options[name] = options.pop(flag)
+    if "gpu" in options:  # translate.py's -gpu N
+        gpu = options.pop("gpu")
+        if "device" in options:
+            raise UserError("onmt_cont.load(): gpu and device are one option: give one of them")
+        options["device"] = "cpu" if gpu is None else f"cuda:{gpu}" if isinstance(gpu, int) else gpu
     return Model(checkpoint, **options)

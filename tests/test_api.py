@@ -95,8 +95,9 @@ def test_api_decoding_options_and_errors(model):
     assert len(out) == 1 and 0 < len(out[0].split()) <= 6
     with pytest.raises(TypeError, match="list of sentences"):
         m.translate("un homme .")
-    with pytest.raises(TypeError):
-        onmt_cont.load(str(model / "m_last.pt"), beam=3)  # a misspelt option is not ignored
+    # a misspelt option is not ignored, and the error names load() and the closest names, not an internal class
+    with pytest.raises(UserError, match=r"onmt_cont.load\(\): unknown option 'beam' \(did you mean beam_size"):
+        onmt_cont.load(str(model / "m_last.pt"), beam=3)
     with pytest.raises(UserError, match="beam_size"):
         onmt_cont.load(str(model / "m_last.pt"), beam_size=0)
 
@@ -148,3 +149,15 @@ def test_a_bad_codes_file_names_itself_and_does_not_end_the_process(tmp_path):
     bad.write_text("#version: 0.2\na b c d\n", encoding="utf-8")
     with pytest.raises(UserError, match=rf"{bad}: not a subword-nmt codes file \(invalid line 2"):
         TextPipeline(bpe_codes=str(bad))
+
+
+def test_api_takes_translate_py_flag_names(model, tmp_path):
+    """Issue 70.7: the API's keywords are translate.py's flags too (-src_bpe_codes, -ban_unk_token, -gpu, ...):
+    the same translations as the API's own names; one option given both ways is refused."""
+    with onmt_cont.load(str(model / "m_last.pt"), src_lang="fr", bpe_codes=str(model / "codes.fr"), ban_unk=True) as a:
+        expected = a.translate(RAW_FR)
+    with onmt_cont.load(str(model / "m_last.pt"), src_lang="fr", src_bpe_codes=str(model / "codes.fr"),
+                        ban_unk_token=True, gpu=None) as b:
+        assert b.translate(RAW_FR) == expected
+    with pytest.raises(UserError, match="src_bpe_codes and bpe_codes are one option"):
+        onmt_cont.load(str(model / "m_last.pt"), src_bpe_codes="x", bpe_codes="x")

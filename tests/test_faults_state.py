@@ -278,6 +278,24 @@ def test_disk_full_in_embeddings_to_torch(sample, tmp_path, capsys, monkeypatch)
     assert os.listdir(tmp_path) == []
 
 
+def test_disk_full_on_the_second_table_keeps_the_earlier_outputs(sample, tmp_path, capsys, monkeypatch):
+    """Issue 69.18: the disk fills while the source table is written, after the target table: the run's
+    files are renamed into place only together, so the earlier run's files are all still there and the
+    message's "nothing was written" is true (before: e.dec.pt and its missing list were the new run's,
+    e.enc.pt the old one's, next to "nothing was written")."""
+    vec = str(ROOT / "data" / "en.vec.gz")
+    args = ["-emb_file_dec", vec, "-emb_file_enc", vec, "-dict_file", sample["data"] + ".vocab.pt",
+            "-output_file", str(tmp_path / "e")]
+    names = ["e.dec.missing.txt", "e.dec.pt", "e.enc.missing.txt", "e.enc.pt"]
+    for name in names:
+        (tmp_path / name).write_text("earlier run\n", encoding="utf-8")
+    enospc_on_save(monkeypatch, fail_at=2)
+    exits_2(capsys, embeddings_to_torch.main, args, f"cannot write {tmp_path / 'e.enc.pt'}: no space left on device",
+            "nothing was written")
+    assert sorted(os.listdir(tmp_path)) == names
+    assert all((tmp_path / name).read_text(encoding="utf-8") == "earlier run\n" for name in names)
+
+
 REAL_FS_CHILD = textwrap.dedent("""
     import contextlib, io, json, os, subprocess, sys
     import torch

@@ -16,9 +16,9 @@ def cut(src, dst, n):
     dst.write_text("".join(src.read_text(encoding="utf-8").splitlines(keepends=True)[:n]), encoding="utf-8")
 
 
-def recipe(tmp_path, **env):
+def recipe(tmp_path, cwd=None, **env):
     return subprocess.run(["bash", str(ROOT / "docs" / "recipes" / "own_data.sh")], capture_output=True, text=True,
-                          env={**os.environ, **env}, timeout=600)
+                          env={**os.environ, **env}, timeout=600, cwd=cwd)
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +60,18 @@ def test_own_data_recipe_refuses_a_missing_file_before_doing_anything(corpus, tm
     res = recipe(tmp_path, OUT=str(out), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
                  VALID=str(corpus / "valid"), TEST=str(corpus / "test"), PRESET="nope")
     assert res.returncode == 2 and "no configs/nope.yaml" in res.stderr
+
+
+def test_own_data_recipe_reads_relative_paths_from_the_callers_folder(corpus, tmp_path):
+    """Issue 69.18: TRAIN=train from the corpus folder means that folder's train.LANG (before: the checkout's, so
+    "no such file: train.fr"); OUT and VECTORS likewise. Here the corpus files are found, and the missing VECTORS
+    file, named from the caller's folder, stops it before anything is written."""
+    res = recipe(tmp_path, cwd=str(corpus), OUT="run", SRC_LANG="fr", TGT_LANG="en", TRAIN="train", VALID="valid",
+                 TEST="test", VECTORS="none.vec")
+    assert res.returncode == 2 and f"no such file: {corpus / 'none.vec'}" in res.stderr, res.stderr
+    assert not (corpus / "run").exists()
+    res = recipe(tmp_path, cwd=str(corpus), SRC_LANG="fr", TGT_LANG="en", TRAIN="train", VALID="nope", TEST="test")
+    assert res.returncode == 2 and f"no such file: {corpus / 'nope'}.fr" in res.stderr, res.stderr
 
 
 def test_own_data_recipe_takes_a_random_table_for_too_little_target_text(corpus, tmp_path):

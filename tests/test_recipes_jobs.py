@@ -57,7 +57,7 @@ def run_recipe(tmp_path, seeds, recipe=RECIPES / "word_choice.sh"):
     for name in ("data.vocab.pt", "emb.dec.pt", "lexicon.txt"):
         (out / name).write_text("x\n")
     script = repo / "lab" / "recipes" / "word_choice.sh"
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "OUT": str(out), "SRC": "en",
+    env = {**os.environ, "PYTHON": str(bin_dir / "python"), "OUT": str(out), "SRC": "en",
            "TGT": "de", "CONFIGS": "t_ce_d01_avg t_nce_both_avg_d00_lr1", "SEEDS": seeds, "JOBS": "2",
            "STUB_EDIT": str(script)}
     res = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=120)
@@ -88,3 +88,20 @@ def test_every_script_is_parsed_whole_before_it_runs(script):
     code = [line for line in lines if not line.startswith("#")]
     assert code[0] == "{" and code[-2:] == ["exit", "}"], script
     assert subprocess.run(["bash", "-n", str(ROOT / script)]).returncode == 0
+
+
+# the recipes and the scripts the docs give (not the records of past runs under docs/results/)
+SCRIPTS = sorted(str(p.relative_to(ROOT)) for p in [*RECIPES.glob("*.sh"), *(ROOT / "docs").glob("*.sh"),
+                                                     *(ROOT / "docs" / "recipes").glob("*.sh"),
+                                                     *(ROOT / "lab" / "bench").glob("*.sh")])
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_scripts_call_python3_not_python(script):
+    """Issue 69.18 / 70.7: with only /usr/bin on the PATH there may be no `python`: every script runs "$PYTHON",
+    python3 unless the caller sets it, as the README's commands do."""
+    code = [line for line in (ROOT / script).read_text().splitlines() if not line.lstrip().startswith("#")]
+    bare = [line for line in code if re.search(r"(^|[\s(;|&`])python\s", line)]
+    assert bare == [], script
+    if any('"$PYTHON"' in line for line in code):
+        assert any(line.startswith("PYTHON=${PYTHON:-python3}") for line in code), script

@@ -387,6 +387,31 @@ def test_resume_is_exact(data, tmp_path, monkeypatch, loss):
         assert resumed.progress == full.progress
 
 
+def test_why_a_run_stopped_is_in_the_log_file(data, tmp_path, capsys, monkeypatch):
+    """Issue 69.18: a run that stops on an error (here the loss turns NaN at step 3) says why in -log_file,
+    not only on the console; a run stopped before its log exists writes none."""
+    real = onmt_cont.losses.LOSSES["l2"]
+
+    def nan_at_step_3(opt, table):
+        fn, calls = real.build(opt, table), [0]
+
+        def loss(output, target):
+            calls[0] += 1
+            return fn(output, target) * (float("nan") if calls[0] == 3 else 1.0)
+
+        return loss
+
+    monkeypatch.setitem(onmt_cont.losses.LOSSES, "l2", dataclasses.replace(real, build=nan_at_step_3))
+    log = tmp_path / "train.log"
+    fails(capsys, argv(data, tmp_path, loss="l2", epochs=3, log_file=str(log)), "step 3", "nan")
+    last = log.read_text(encoding="utf-8").splitlines()[-1]
+    assert "error: " in last and "step 3" in last and "nan" in last, last
+    assert capsys.readouterr().out.count("error: ") == 0  # the console has it once, on stderr
+    fails(capsys, argv(data, tmp_path, loss="l2", epochs=3, rnn_size="0", log_file=str(tmp_path / "t2.log")),
+          "-rnn_size")
+    assert not (tmp_path / "t2.log").exists()
+
+
 def test_checkpoint_of_the_adam_loop_resumes_under_fused_adam(data, tmp_path, monkeypatch):
     """Every checkpoint written before train.py fused Adam on the CPU holds the per-tensor loop's state: it resumes
     under the fused kernel and ends where the loop would have, up to float rounding; the optimiser is fused."""
@@ -1037,3 +1062,22 @@ def test_each_run_marks_its_start_in_an_appended_log(data, tmp_path):
     assert starts == ["from step 0", f"from {tmp_path / 'm_last.pt'} at step {2 * BATCHES_PER_EPOCH}"]
     ckpt = torch.load(tmp_path / "m_last.pt", weights_only=True)
     assert ckpt["progress"]["epoch"] == 3  # what lab/recipes/multi30k.sh now reads, not the log's lines
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["-margin", "0.3"], "-margin does nothing for -loss l2 (it is read by -loss synmargin_proj"),
+    (["-temperature", "0.05"], "-temperature does nothing for -loss l2"),
+    (["-lambda2", "0.5"], "-lambda2 does nothing for -loss l2"),
+    (["-heads", "4"], "-heads does nothing without a Transformer side"),
+    (["-rewe_loss", "mse"], "-rewe_loss picks the ReWE head's loss: without -rewe_lambda it does nothing"),
+])
+def test_options_that_do_nothing_are_named_in_the_log(data, tmp_path, capsys, extra, needle):
+    """Issue 69.18: an option the chosen model and loss never read was accepted without a word; now the
+    log warns (the run itself is as before: warning, not refusal, so configs shared between models work)."""
+    log = tmp_path / "train.log"
+    train.main(argv(data, tmp_path, loss="l2", train_steps="1", log_file=str(log)) + extra)
+    text = log.read_text(encoding="utf-8")
+    assert f"warning: {needle}" in text, text
+    train.main(argv(data, tmp_path / "..", loss="l2", train_steps="1", save_model=str(tmp_path / "n"),
+                    log_file=str(tmp_path / "plain.log")))
+    assert "does nothing" not in (tmp_path / "plain.log").read_text(encoding="utf-8")

@@ -32,7 +32,7 @@ from onmt_cont.translate.calibration import (
     ratios,
     save_offsets,
 )
-from onmt_cont.translate.options import check_decoding_options
+from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.translator import Translator
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main

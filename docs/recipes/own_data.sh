@@ -9,7 +9,8 @@
 # $TEST.$TGT_LANG as well, the output is scored with sacreBLEU. One sentence per line, UTF-8, raw text.
 #
 # Environment (defaults in brackets):
-#   OUT          where everything goes [runs/own_data]
+#   OUT          where everything goes [runs/own_data in the checkout]
+# Relative paths (TRAIN, VALID, TEST, OUT, VECTORS, VEC_TEXT) are read from the folder you run the recipe in.
 #   VECTORS      a fastText .vec/.vec.gz file for the target language, made from text tokenized as here (Moses, no
 #                escaping, lowercase; ../shared/data/embeddings are); "random": a random unit vector per target word;
 #                "train": vectors trained on the target training side plus VEC_TEXT (more raw monolingual target
@@ -27,10 +28,17 @@
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
 # file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
-cd "$(dirname "$0")/../.."
 : "${SRC_LANG:?set SRC_LANG, e.g. de}" "${TGT_LANG:?set TGT_LANG, e.g. en}"
 : "${TRAIN:?set TRAIN, the path of the training files without .LANG}" "${VALID:?set VALID}" "${TEST:?set TEST}"
+# the paths a caller gives are relative to where the caller stands, not to the checkout the recipe runs in
+from_caller() { case $1 in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+TRAIN=$(from_caller "$TRAIN"); VALID=$(from_caller "$VALID"); TEST=$(from_caller "$TEST")
+[ -n "${OUT:-}" ] && OUT=$(from_caller "$OUT")
+[ -n "${VEC_TEXT:-}" ] && VEC_TEXT=$(from_caller "$VEC_TEXT")
+case ${VECTORS:-} in ""|random|train) ;; *) VECTORS=$(from_caller "$VECTORS") ;; esac
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-runs/own_data}
 PRESET=${PRESET:-transformer_continuous}
 VECTORS=${VECTORS:-}
@@ -59,18 +67,18 @@ log "1. tokenize (Moses, lowercase)"
 for split in train valid; do
   path=$TRAIN; [ $split = valid ] && path=$VALID
   for lang in "$SRC_LANG" "$TGT_LANG"; do
-    python tools/moses_tok.py -lang "$lang" < "$path.$lang" > "$TOK/$split.$lang"
+    "$PYTHON" tools/moses_tok.py -lang "$lang" < "$path.$lang" > "$TOK/$split.$lang"
   done
 done
-[ -f "$TEST.$TGT_LANG" ] && python tools/moses_tok.py -lang "$TGT_LANG" < "$TEST.$TGT_LANG" > "$TOK/test.$TGT_LANG"
+[ -f "$TEST.$TGT_LANG" ] && "$PYTHON" tools/moses_tok.py -lang "$TGT_LANG" < "$TEST.$TGT_LANG" > "$TOK/test.$TGT_LANG"
 
 SRC_TXT=$TOK; codes=()
 if [ "$SRC_MERGES" != 0 ]; then
   log "2. $SRC_MERGES subword merges on the source side"
   SRC_TXT=$OUT/pieces; mkdir -p "$SRC_TXT"
-  python -m subword_nmt.learn_bpe -s "$SRC_MERGES" < "$TOK/train.$SRC_LANG" > "$OUT/codes.$SRC_LANG"
+  "$PYTHON" -m subword_nmt.learn_bpe -s "$SRC_MERGES" < "$TOK/train.$SRC_LANG" > "$OUT/codes.$SRC_LANG"
   for split in train valid; do
-    python -m subword_nmt.apply_bpe -c "$OUT/codes.$SRC_LANG" < "$TOK/$split.$SRC_LANG" > "$SRC_TXT/$split.$SRC_LANG"
+    "$PYTHON" -m subword_nmt.apply_bpe -c "$OUT/codes.$SRC_LANG" < "$TOK/$split.$SRC_LANG" > "$SRC_TXT/$split.$SRC_LANG"
   done
   codes=(-src_bpe_codes "$OUT/codes.$SRC_LANG")
 fi
@@ -91,35 +99,35 @@ if [ "$VECTORS" = train ]; then
   log "3. target vectors trained on the target side"
   inputs=(-input "$TOK/train.$TGT_LANG")
   if [ -n "$VEC_TEXT" ]; then
-    python tools/moses_tok.py -lang "$TGT_LANG" < "$VEC_TEXT" > "$TOK/vec_text.$TGT_LANG"
+    "$PYTHON" tools/moses_tok.py -lang "$TGT_LANG" < "$VEC_TEXT" > "$TOK/vec_text.$TGT_LANG"
     inputs+=(-input "$TOK/vec_text.$TGT_LANG")
   fi
-  python tools/train_vectors.py "${inputs[@]}" -output "$OUT/vectors.$TGT_LANG.vec.gz" -dim "$VEC_DIM" \
+  "$PYTHON" tools/train_vectors.py "${inputs[@]}" -output "$OUT/vectors.$TGT_LANG.vec.gz" -dim "$VEC_DIM" \
     -epochs "$VEC_EPOCHS"
 fi
 
 log "4. preprocess and the target table"
-python preprocess.py -train_src "$SRC_TXT/train.$SRC_LANG" -train_tgt "$TOK/train.$TGT_LANG" \
+"$PYTHON" preprocess.py -train_src "$SRC_TXT/train.$SRC_LANG" -train_tgt "$TOK/train.$TGT_LANG" \
   -valid_src "$SRC_TXT/valid.$SRC_LANG" -valid_tgt "$TOK/valid.$TGT_LANG" \
   -save_data "$OUT/data" "${tgt_emb[@]}" -shuffle
-python embeddings_to_torch.py "${table[@]}" -dict_file "$OUT/data.vocab.pt" -output_file "$OUT/emb" -normalize
+"$PYTHON" embeddings_to_torch.py "${table[@]}" -dict_file "$OUT/data.vocab.pt" -output_file "$OUT/emb" -normalize
 
 log "5. train configs/$PRESET.yaml"
 dfp=(); [ "$SRC_LANG" = de ] && dfp=(-drop_final_punct 0.05)  # German sources often lack a final . ! ?
 # shellcheck disable=SC2086  # TRAIN_FLAGS holds several flags
-python train.py -config "configs/$PRESET.yaml" -data "$OUT/data" -tgt_emb "$OUT/emb.dec.pt" -save_model "$OUT/model" \
+"$PYTHON" train.py -config "configs/$PRESET.yaml" -data "$OUT/data" -tgt_emb "$OUT/emb.dec.pt" -save_model "$OUT/model" \
   "${dfp[@]}" "${threads[@]}" ${EPOCHS:+-epochs "$EPOCHS"} ${TRAIN_FLAGS:-} -log_file "$OUT/train.log"
 model=$OUT/model_best.pt; [ -f "$model" ] || model=$OUT/model_last.pt
 
 log "6. translate the raw test source into running text"
 ref=(); [ -f "$TOK/test.$TGT_LANG" ] && ref=(-tgt "$TOK/test.$TGT_LANG")
-python translate.py -model "$model" -src "$TEST.$SRC_LANG" -src_lang "$SRC_LANG" "${codes[@]}" -detokenize \
+"$PYTHON" translate.py -model "$model" -src "$TEST.$SRC_LANG" -src_lang "$SRC_LANG" "${codes[@]}" -detokenize \
   -tgt_lang "$TGT_LANG" "${ref[@]}" "${threads[@]}" -output "$OUT/test.$TGT_LANG"
 if [ -f "$TEST.$TGT_LANG" ]; then
   echo "sacreBLEU of $OUT/test.$TGT_LANG against the raw reference $TEST.$TGT_LANG (case-insensitive; the model writes lowercase):"
-  python -m sacrebleu "$TEST.$TGT_LANG" -i "$OUT/test.$TGT_LANG" -lc -b
+  "$PYTHON" -m sacrebleu "$TEST.$TGT_LANG" -i "$OUT/test.$TGT_LANG" -lc -b
 fi
 log "done: the model is $model; translate more raw text with
-  python translate.py -model $model -src FILE -src_lang $SRC_LANG ${codes[*]} -detokenize -tgt_lang $TGT_LANG -output OUT"
+  "$PYTHON" translate.py -model $model -src FILE -src_lang $SRC_LANG ${codes[*]} -detokenize -tgt_lang $TGT_LANG -output OUT"
 exit
 }

@@ -6,6 +6,7 @@
 #   bash lab/bench/freed_memory_train.sh            # seconds per run: round, preset, mode
 #
 # Environment: OUT [runs/word_choice_fr-en], REPS [2], WORK [/tmp/freed_memory_train].
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-runs/word_choice_fr-en}
@@ -18,10 +19,10 @@ for rep in $(seq "$REPS"); do
       env=(ONMT_CONT_KEEP_FREED_MEMORY=1)
       [ "$mode" = default ] && env=(ONMT_CONT_KEEP_FREED_MEMORY=0)
       start=$(date +%s.%N)
-      env "${env[@]}" python train.py -data "$OUT/data" -tgt_emb "$OUT/emb.dec.pt" \
+      env "${env[@]}" "$PYTHON" train.py -data "$OUT/data" -tgt_emb "$OUT/emb.dec.pt" \
         -config "configs/transformer_$cfg.yaml" -train_steps 250 -epochs 1 -valid_steps 100000 -threads 1 \
         -save_model "$WORK/m" -save_checkpoint_steps 100000 -seed 3 > "$WORK/$cfg.$mode.out" 2>&1
-      echo "$rep $cfg $mode $(python -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f} s')" \
+      echo "$rep $cfg $mode $("$PYTHON" -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f} s')" \
         "$start" "$(date +%s.%N)")"
     done
   done

@@ -16,6 +16,7 @@
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
 # file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}
@@ -43,7 +44,7 @@ for t in test_2016_flickr test_2017_flickr; do
   for b in 1 2-4 5-9 10-99 100-999 1000+; do
     for d in block matchce; do  # the row as validation picked it, and with the offsets
       echo "== $t, bin $b: $CONT .$d against word ce (${#ce[@]} seeds)"
-      python lab/tools/bin_bootstrap.py -train "$OUT/tok/train.en" -ref "$OUT/tok/$t.en" -bin "$b" \
+      "$PYTHON" lab/tools/bin_bootstrap.py -train "$OUT/tok/train.en" -ref "$OUT/tok/$t.en" -bin "$b" \
         -a "${cont[@]/%//$t.$d.en}" -b "${ce[@]/%//$t.block.en}"
     done
   done

@@ -15,6 +15,7 @@
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
 # file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -49,7 +50,7 @@ config_flags() {
 
 # 1. the data, the unit table and the lexicon
 . lab/recipes/prepare_m30k.sh
-[ -s "$OUT/emb_center.dec.pt" ] || python embeddings_to_torch.py -emb_file_dec "$EMB" -dict_file "$OUT/data.vocab.pt" \
+[ -s "$OUT/emb_center.dec.pt" ] || "$PYTHON" embeddings_to_torch.py -emb_file_dec "$EMB" -dict_file "$OUT/data.vocab.pt" \
   -output_file "$OUT/emb_center" -normalize -center
 
 # 2. train (validation BLEU at every epoch's end picks model_best.pt), 3. translate both test sets
@@ -63,13 +64,13 @@ for cfg in $CONFIGS; do
       log "train $cfg seed $seed"
       start=$(date +%s)
       # shellcheck disable=SC2086
-      python train.py -data "$OUT/data" -save_model "$run/model" -tgt_emb "$table" $flags $MODEL \
+      "$PYTHON" train.py -data "$OUT/data" -save_model "$run/model" -tgt_emb "$table" $flags $MODEL \
         -epochs "$EPOCHS" -seed "$seed" -threads "$THREADS" -valid_metric bleu -valid_steps 1000000 \
         -save_checkpoint_steps 1000000 -report_every 100 -log_file "$run/train.log" > "$run/train.stdout" 2>&1
       echo "train_wall_s $(( $(date +%s) - start ))" > "$run/train_time.txt"
     fi
     for t in test_2016_flickr test_2017_flickr; do
-      [ -s "$run/$t.bleu.txt" ] || python translate.py -model "$run/model_best.pt" -src "$TOK/$t.$SRC" \
+      [ -s "$run/$t.bleu.txt" ] || "$PYTHON" translate.py -model "$run/model_best.pt" -src "$TOK/$t.$SRC" \
         -output "$run/$t.$TGT" -tgt "$TOK/$t.$TGT" -tgt_lang "$TGT" -threads "$THREADS" \
         -replace_unk -lookup_dict "$OUT/lexicon.txt" > "$run/$t.bleu.txt" 2>&1
       log "$cfg seed $seed $t: $(grep -h '^sacreBLEU' "$run/$t.bleu.txt" | cut -c1-30) | $(grep -h '^without' "$run/$t.bleu.txt")"

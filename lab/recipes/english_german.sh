@@ -18,6 +18,7 @@
 # vocabulary: 0.49 and 0.64 (SRC=en TGT=de [OUT=...] bash lab/recipes/epoch_cost.sh)].
 # One { ... } block that ends in exit (lab/recipes/word_choice.sh says why).
 {
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export SRC=en TGT=de SHARED=${SHARED:-../shared/data} THREADS=1 BEAM=${BEAM:-5}
@@ -31,7 +32,7 @@ M30K_OUT=runs/word_choice_en-de_m30kvec
 VEC=$SHARED_OUT/de.m30k.vec.gz
 
 OUT=$SHARED_OUT PREPARE_ONLY=1 CONFIGS="$CE $CONT" bash $WC  # the tokenized German training side
-[ -s "$VEC" ] || python tools/train_vectors.py -input "$SHARED_OUT/tok/train.de" -output "$VEC"
+[ -s "$VEC" ] || "$PYTHON" tools/train_vectors.py -input "$SHARED_OUT/tok/train.de" -output "$VEC"
 OUT=$M30K_OUT EMB=$VEC CONFIGS="$CE $CONT" SEEDS="$SEEDS" JOBS=$JOBS bash $WC
 OUT=$SHARED_OUT CONFIGS="$CE $CONT" SEEDS="$SEEDS" JOBS=$JOBS bash $WC
 
@@ -39,11 +40,11 @@ report() {  # OUT EPOCH_COST
   local ce=() cont=() s
   for s in $SEEDS; do ce+=("$1/$CE.s$s"); cont+=("$1/$CONT.s$s"); done
   {
-    python lab/tools/quality_report.py -suffix .block -calibration_ref "$CE" "${ce[@]}" "${cont[@]}"
+    "$PYTHON" lab/tools/quality_report.py -suffix .block -calibration_ref "$CE" "${ce[@]}" "${cont[@]}"
     echo
-    python lab/tools/quality_report.py -suffix .beam$BEAM "${ce[@]}" "${cont[@]}"
+    "$PYTHON" lab/tools/quality_report.py -suffix .beam$BEAM "${ce[@]}" "${cont[@]}"
     echo
-    python lab/tools/time_to_quality.py -ref "${ce[@]/%//train.log}" -runs "${cont[@]/%//train.log}" -epoch_cost "$2"
+    "$PYTHON" lab/tools/time_to_quality.py -ref "${ce[@]/%//train.log}" -runs "${cont[@]/%//train.log}" -epoch_cost "$2"
   } > "$1/report.md"
   echo "wrote $1/report.md"
 }

@@ -13,6 +13,7 @@
 # run, e.g. "-num_sampled 64" for the preset as it was], WORK [runs/epoch_cost_$SRC, or runs/epoch_cost_$SRC-$TGT].
 # One { ... } block that ends in exit (lab/recipes/word_choice.sh says why).
 {
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -28,13 +29,13 @@ case $SRC-$TGT in
       cont=(-data "$OUT/srcbpe/data" -tgt_emb "$OUT/srcbpe/emb.dec.pt" -drop_final_punct 0.05) ;;
   *) echo "SRC-TGT must be fr-en, de-en or en-de, got $SRC-$TGT" >&2; exit 2 ;;
 esac
-python train.py "${ce[@]}" -config configs/transformer_softmax.yaml -save_model "$WORK/ce" "${common[@]}" \
+"$PYTHON" train.py "${ce[@]}" -config configs/transformer_softmax.yaml -save_model "$WORK/ce" "${common[@]}" \
   -log_file "$WORK/ce.log" > "$WORK/ce.out" 2>&1 &
 # shellcheck disable=SC2086
-python train.py "${cont[@]}" -config configs/transformer_continuous.yaml $FLAGS -save_model "$WORK/cont" \
+"$PYTHON" train.py "${cont[@]}" -config configs/transformer_continuous.yaml $FLAGS -save_model "$WORK/cont" \
   "${common[@]}" -log_file "$WORK/cont.log" > "$WORK/cont.out" 2>&1 &
 wait
-python - "$WORK/ce.log" "$WORK/cont.log" <<'EOF'
+"$PYTHON" - "$WORK/ce.log" "$WORK/cont.log" <<'EOF'
 import re, sys
 from datetime import datetime
 

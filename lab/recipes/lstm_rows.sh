@@ -13,6 +13,7 @@
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
 # file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}
@@ -30,9 +31,9 @@ CONFIGS="$CE $CONT" SEEDS="1 2" JOBS=$JOBS bash $WC
 CONFIGS=$CONT SEEDS="1 2" JOBS=$JOBS CALIBRATE=1 CAL_NAME=match CAL_MATCH_RUNS="$CE.s1 $CE.s2" bash $WC
 {
   echo "## $SRC->en LSTM: BLEU mean ± std over 2 seeds (TEST.block.*), <unk> rate"
-  python lab/tools/quality_report.py -suffix .block "$OUT/$CE".s{1,2} "$OUT/$CONT".s{1,2}
+  "$PYTHON" lab/tools/quality_report.py -suffix .block "$OUT/$CE".s{1,2} "$OUT/$CONT".s{1,2}
   echo "## the continuous LSTM with the offsets (TEST.match.*)"
-  python lab/tools/quality_report.py -suffix .match "$OUT/$CONT".s{1,2}
+  "$PYTHON" lab/tools/quality_report.py -suffix .match "$OUT/$CONT".s{1,2}
 } | tee "$OUT/lstm_rows.md"
 exit
 }

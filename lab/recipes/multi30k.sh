@@ -27,6 +27,7 @@
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
 # file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -79,7 +80,7 @@ variant() { case $1 in ce_word2bpe) echo tgtbpe ;; ce_bpe2bpe) echo bpe2bpe ;; n
 # 1. tokenize exactly as the shared README says (Moses, no escaping, lowercase)
 for split in train val $TESTS; do
   for l in $SRC $TGT; do
-    [ -s "$TOK/$split.$l" ] || python tools/moses_tok.py -lang $l < "$SHARED/multi30k/$split.$l" > "$TOK/$split.$l"
+    [ -s "$TOK/$split.$l" ] || "$PYTHON" tools/moses_tok.py -lang $l < "$SHARED/multi30k/$split.$l" > "$TOK/$split.$l"
   done
 done
 
@@ -93,9 +94,9 @@ prepare() {  # prepare VARIANT: sets DIR (data, table, lexicon) and SRC_TXT / TG
   if [ "$v" != word ]; then
     DIR=$OUT/$v; mkdir -p "$DIR" "$OUT/bpe"
     for l in $SRC $TGT; do
-      [ -s "$OUT/bpe/codes.$l" ] || python -m subword_nmt.learn_bpe -s "$BPE_MERGES" < "$TOK/train.$l" > "$OUT/bpe/codes.$l"
+      [ -s "$OUT/bpe/codes.$l" ] || "$PYTHON" -m subword_nmt.learn_bpe -s "$BPE_MERGES" < "$TOK/train.$l" > "$OUT/bpe/codes.$l"
       for split in train val $TESTS; do
-        [ -s "$OUT/bpe/$split.$l" ] || python -m subword_nmt.apply_bpe -c "$OUT/bpe/codes.$l" \
+        [ -s "$OUT/bpe/$split.$l" ] || "$PYTHON" -m subword_nmt.apply_bpe -c "$OUT/bpe/codes.$l" \
           < "$TOK/$split.$l" > "$OUT/bpe/$split.$l"
       done
     done
@@ -103,12 +104,12 @@ prepare() {  # prepare VARIANT: sets DIR (data, table, lexicon) and SRC_TXT / TG
     [ $tgt_bpe = 1 ] && TGT_TXT=$OUT/bpe
   fi
   local emb=(-tgt_emb "$EMB"); [ $tgt_bpe = 1 ] && emb=()
-  [ -s "$DIR/data.vocab.pt" ] || python preprocess.py -train_src "$SRC_TXT/train.$SRC" -train_tgt "$TGT_TXT/train.$TGT" \
+  [ -s "$DIR/data.vocab.pt" ] || "$PYTHON" preprocess.py -train_src "$SRC_TXT/train.$SRC" -train_tgt "$TGT_TXT/train.$TGT" \
     -valid_src "$SRC_TXT/val.$SRC" -valid_tgt "$TGT_TXT/val.$TGT" -save_data "$DIR/data" "${emb[@]}" -shuffle \
     2>&1 | tee "$DIR/preprocess.log"
-  [ $tgt_bpe = 1 ] || [ -s "$DIR/emb.dec.pt" ] || python embeddings_to_torch.py -emb_file_dec "$EMB" \
+  [ $tgt_bpe = 1 ] || [ -s "$DIR/emb.dec.pt" ] || "$PYTHON" embeddings_to_torch.py -emb_file_dec "$EMB" \
     -dict_file "$DIR/data.vocab.pt" -output_file "$DIR/emb" -normalize 2>&1 | tee "$DIR/emb.log"
-  [ -s "$DIR/lexicon.txt" ] || python build_lexicon.py -src "$SRC_TXT/train.$SRC" -tgt "$TGT_TXT/train.$TGT" \
+  [ -s "$DIR/lexicon.txt" ] || "$PYTHON" build_lexicon.py -src "$SRC_TXT/train.$SRC" -tgt "$TGT_TXT/train.$TGT" \
     -output "$DIR/lexicon.txt" 2>&1 | tee "$DIR/lexicon.log"
   [ "$v" = word ] || cp "$DIR/preprocess.log" "$RESULTS/preprocess.$v.log"
   TRAIN_TABLE=(-tgt_emb "$DIR/emb.dec.pt"); DECODE_BPE=()
@@ -129,7 +130,7 @@ for cfg in $CONFIGS; do
     # a finished run with fewer epochs than EPOCHS is resumed exactly (-train_from) up to EPOCHS
     # the epochs the last checkpoint has done, read from it: the appended train.log of a retrained run counts twice
     done_epochs=0
-    [ -s "$run/model_last.pt" ] && done_epochs=$(python -c "import sys, torch
+    [ -s "$run/model_last.pt" ] && done_epochs=$("$PYTHON" -c "import sys, torch
 print(torch.load(sys.argv[1], weights_only=True)['progress']['epoch'])" "$run/model_last.pt")
     if [ "$done_epochs" -lt "$EPOCHS" ]; then
       log "train $cfg seed $seed (epochs $done_epochs -> $EPOCHS)"
@@ -137,7 +138,7 @@ print(torch.load(sys.argv[1], weights_only=True)['progress']['epoch'])" "$run/mo
       rm -f "$run"/test_*.txt   # evaluation of the old best checkpoint
       start=$(date +%s)
       # shellcheck disable=SC2086
-      python train.py -data "$DIR/data" -save_model "$run/model" "${TRAIN_TABLE[@]}" $flags $MODEL \
+      "$PYTHON" train.py -data "$DIR/data" -save_model "$run/model" "${TRAIN_TABLE[@]}" $flags $MODEL \
         -epochs "$EPOCHS" -seed "$seed" -valid_steps 1000000 -save_checkpoint_steps "$SAVE_STEPS" \
         -save_checkpoint_epochs 1 -report_every 50 -log_file "$run/train.log" "${resume[@]}" >> "$run/train.stdout" 2>&1
       echo "train_wall_s $(( $(date +%s) - start )) epochs $done_epochs-$EPOCHS" >> "$run/train_time.txt"
@@ -149,18 +150,18 @@ print(torch.load(sys.argv[1], weights_only=True)['progress']['epoch'])" "$run/mo
         pred=$run/$t.beam$b.$TGT
         if [ ! -s "$pred.bleu.txt" ]; then
           log "translate $cfg seed $seed $t beam $b"
-          python translate.py -model "$run/model_best.pt" -src "$SRC_TXT/$t.$SRC" -output "$pred" -tgt "$TOK/$t.$TGT" \
+          "$PYTHON" translate.py -model "$run/model_best.pt" -src "$SRC_TXT/$t.$SRC" -output "$pred" -tgt "$TOK/$t.$TGT" \
             -tgt_lang "$TGT" -beam_size "$b" -replace_unk -lookup_dict "$DIR/lexicon.txt" "${DECODE_BPE[@]}" \
             > "$pred.bleu.txt" 2>&1
         fi
         cp "$pred.bleu.txt" "$res/"
-        [ -s "$pred.f1.txt" ] || python lab/tools/rare_word_f1.py -train "$TOK/train.$TGT" -ref "$TOK/$t.$TGT" \
+        [ -s "$pred.f1.txt" ] || "$PYTHON" lab/tools/rare_word_f1.py -train "$TOK/train.$TGT" -ref "$TOK/$t.$TGT" \
           -hyp "$pred" > "$pred.f1.txt"
         cp "$pred.f1.txt" "$res/"
       done
       # accuracy@k ranks target words; a BPE target's positions are pieces, not words: left out
       [ ${#DECODE_BPE[@]} = 0 ] || continue
-      [ -s "$run/$t.acc.txt" ] || python lab/tools/accuracy_at_k.py -model "$run/model_best.pt" -src "$SRC_TXT/$t.$SRC" \
+      [ -s "$run/$t.acc.txt" ] || "$PYTHON" lab/tools/accuracy_at_k.py -model "$run/model_best.pt" -src "$SRC_TXT/$t.$SRC" \
         -tgt "$TOK/$t.$TGT" -threads "${THREADS:-2}" > "$run/$t.acc.txt"
       cp "$run/$t.acc.txt" "$res/"
     done
@@ -174,7 +175,7 @@ print(torch.load(sys.argv[1], weights_only=True)['progress']['epoch'])" "$run/mo
       f=$run/val.$tag.bleu.txt
       if [ ! -s "$f" ]; then
         log "val BLEU $cfg seed $seed $tag"
-        python translate.py -model "$ck" -src "$SRC_TXT/val.$SRC" -output "$run/val.$tag.$TGT" \
+        "$PYTHON" translate.py -model "$ck" -src "$SRC_TXT/val.$SRC" -output "$run/val.$tag.$TGT" \
           -tgt "$TOK/val.$TGT" -tgt_lang "$TGT" -replace_unk -lookup_dict "$DIR/lexicon.txt" "${DECODE_BPE[@]}" > "$f" 2>&1
       fi
       cp "$f" "$res/"

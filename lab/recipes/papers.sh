@@ -15,6 +15,7 @@
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
 # file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export SHARED=${SHARED:-../shared/data} THREADS=${THREADS:-1}
@@ -59,10 +60,10 @@ OUT=$RUNS/quality256_fr-en CONFIGS="infonce maxmargin_flat ce" \
   bash lab/recipes/continuous_quality.sh
 # 6. the tables
 for d in m30k_fr-en m30k_de-en m30k_long_fr-en; do
-  python lab/tools/m30k_report.py -results "$RESULTS/$d" -png "$RESULTS/$d/convergence.png" \
+  "$PYTHON" lab/tools/m30k_report.py -results "$RESULTS/$d" -png "$RESULTS/$d/convergence.png" \
     -converge ce nllvmf_reg12_tied synmargin_proj joint rewe maxmargin margin_random > "$RESULTS/$d/tables.md"
 done
-python lab/tools/quality_report.py "$RUNS"/quality_fr-en/*.s[0-9] | tee "$RESULTS/quality_fr-en.md"
-python lab/tools/quality_report.py "$RUNS"/quality256_fr-en/*.s[0-9] | tee "$RESULTS/quality256_fr-en.md"
+"$PYTHON" lab/tools/quality_report.py "$RUNS"/quality_fr-en/*.s[0-9] | tee "$RESULTS/quality_fr-en.md"
+"$PYTHON" lab/tools/quality_report.py "$RUNS"/quality256_fr-en/*.s[0-9] | tee "$RESULTS/quality256_fr-en.md"
 exit
 }

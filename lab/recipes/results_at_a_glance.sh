@@ -22,6 +22,7 @@
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
 # file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}
@@ -59,14 +60,14 @@ runs() {  # ROW SEEDS...: the run folders
 # shellcheck disable=SC2046,SC2086
 {
   echo "## $SRC->en: BLEU (the decode validation picked: TEST.block.*), mean ± std over seeds, <unk> rate"
-  python lab/tools/quality_report.py -suffix .block $(runs $CE $CE_SEEDS) $(runs $CONT $CONT_SEEDS) $(runs $NOW $NOW_SEEDS)
+  "$PYTHON" lab/tools/quality_report.py -suffix .block $(runs $CE $CE_SEEDS) $(runs $CONT $CONT_SEEDS) $(runs $NOW $NOW_SEEDS)
   echo "## time to ce's best validation BLEU - 1, the pair trained side by side"
-  python lab/tools/time_to_quality.py -ref "$OUT/$CE.s$CE_PAIR/train.log" -runs "$OUT/$CONT.s$CONT_PAIR/train.log"
+  "$PYTHON" lab/tools/time_to_quality.py -ref "$OUT/$CE.s$CE_PAIR/train.log" -runs "$OUT/$CONT.s$CONT_PAIR/train.log"
   echo "## the same over every pair of seeds: validations x $EPOCH_COST"
-  python lab/tools/time_to_quality.py -ref $(runs $CE $CE_SEEDS | sed 's|$|/train.log|') \
+  "$PYTHON" lab/tools/time_to_quality.py -ref $(runs $CE $CE_SEEDS | sed 's|$|/train.log|') \
     -runs $(runs $CONT $CONT_SEEDS | sed 's|$|/train.log|') -epoch_cost "$EPOCH_COST"
   echo "## the preset as it is (2,048 random negatives), over every pair of seeds: validations x $NOW_COST"
-  python lab/tools/time_to_quality.py -ref $(runs $CE $CE_SEEDS | sed 's|$|/train.log|') \
+  "$PYTHON" lab/tools/time_to_quality.py -ref $(runs $CE $CE_SEEDS | sed 's|$|/train.log|') \
     -runs $(runs $NOW $NOW_SEEDS | sed 's|$|/train.log|') -epoch_cost "$NOW_COST"
 } | tee "$OUT/results_at_a_glance.md"
 exit

@@ -16,6 +16,7 @@
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
 # file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}
@@ -64,15 +65,15 @@ for r in "${CONTINUOUS[@]}"; do IFS='|' read -r row seeds _ <<< "$r"; mapfile -t
 IFS='|' read -r ref ref_seeds <<< "${SOFTMAX[0]}"
 {
   echo "## $SRC->en: every Transformer row, BLEU mean ± std over seeds (TEST.block.*), <unk> rate"
-  python lab/tools/quality_report.py -suffix .block "${all[@]}" "${cont[@]}"
+  "$PYTHON" lab/tools/quality_report.py -suffix .block "${all[@]}" "${cont[@]}"
   echo "## the continuous rows with the offsets (TEST.matchce.*)"
-  python lab/tools/quality_report.py -suffix .matchce "${cont[@]}"
+  "$PYTHON" lab/tools/quality_report.py -suffix .matchce "${cont[@]}"
   for r in "${CONTINUOUS[@]}"; do
     IFS='|' read -r row seeds cost <<< "$r"
     [ "$cost" = - ] && continue
     echo "## $row: time to $ref's best validation BLEU - 1, validations x $cost"
     # shellcheck disable=SC2046
-    python lab/tools/time_to_quality.py -ref $(runs "$ref" "$ref_seeds" train.log) -runs $(runs "$row" "$seeds" train.log) \
+    "$PYTHON" lab/tools/time_to_quality.py -ref $(runs "$ref" "$ref_seeds" train.log) -runs $(runs "$row" "$seeds" train.log) \
       -epoch_cost "$cost" | tail -1
   done
 } | tee "$OUT/transformer_rows.md"

@@ -11,6 +11,7 @@
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
 # file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -30,13 +31,13 @@ for run in "$OUT"/*.s[0-9]*; do
       if [ ! -s "$f" ]; then
         echo "[$(date -u +%H:%M:%S)] $row $t $mode"
         flags=(); [ $mode = banunk ] && flags=(-ban_unk_token -replace_unk -lookup_dict "$dict")
-        python translate.py -model "$run/model_best.pt" -src "$src_txt/$t.$SRC" -tgt "$OUT/tok/$t.$TGT" \
+        "$PYTHON" translate.py -model "$run/model_best.pt" -src "$src_txt/$t.$SRC" -tgt "$OUT/tok/$t.$TGT" \
           -tgt_lang "$TGT" -output "$run/$t.$mode.$TGT" "${flags[@]}" > "$f" 2>&1
       fi
       cp "$f" "$RESULTS/$row/"
     done
     # rare-word F1 of the raw output: which rare words the model itself produces
-    [ -s "$run/$t.raw.f1.txt" ] || python lab/tools/rare_word_f1.py -train "$OUT/tok/train.$TGT" -ref "$OUT/tok/$t.$TGT" \
+    [ -s "$run/$t.raw.f1.txt" ] || "$PYTHON" lab/tools/rare_word_f1.py -train "$OUT/tok/train.$TGT" -ref "$OUT/tok/$t.$TGT" \
       -hyp "$run/$t.raw.$TGT" > "$run/$t.raw.f1.txt"
     cp "$run/$t.raw.f1.txt" "$RESULTS/$row/"
   done

@@ -65,6 +65,7 @@
 # it read on at the old byte offset of the new text, which fell inside the loop, and the loop started every row
 # again, a second training of a row that was still training into the same folder.
 {
+PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
@@ -153,9 +154,9 @@ segment_bpe() {  # LANG...
   mkdir -p "$OUT/bpe"
   local l split
   for l in "$@"; do
-    [ -s "$OUT/bpe/codes.$l" ] || python -m subword_nmt.learn_bpe -s "$BPE_MERGES" < "$TOK/train.$l" > "$OUT/bpe/codes.$l"
+    [ -s "$OUT/bpe/codes.$l" ] || "$PYTHON" -m subword_nmt.learn_bpe -s "$BPE_MERGES" < "$TOK/train.$l" > "$OUT/bpe/codes.$l"
     for split in train val test_2016_flickr test_2017_flickr; do
-      [ -s "$OUT/bpe/$split.$l" ] || python -m subword_nmt.apply_bpe -c "$OUT/bpe/codes.$l" < "$TOK/$split.$l" \
+      [ -s "$OUT/bpe/$split.$l" ] || "$PYTHON" -m subword_nmt.apply_bpe -c "$OUT/bpe/codes.$l" < "$TOK/$split.$l" \
         > "$OUT/bpe/$split.$l"
     done
   done
@@ -171,23 +172,23 @@ prepare() {  # ROW
   case $mode in
     bpe|bpe_sphere)
       segment_bpe "$SRC" "$TGT"
-      [ -s "$OUT/bpe/data.vocab.pt" ] || python preprocess.py -train_src "$OUT/bpe/train.$SRC" -train_tgt \
+      [ -s "$OUT/bpe/data.vocab.pt" ] || "$PYTHON" preprocess.py -train_src "$OUT/bpe/train.$SRC" -train_tgt \
         "$OUT/bpe/train.$TGT" -valid_src "$OUT/bpe/val.$SRC" -valid_tgt "$OUT/bpe/val.$TGT" -save_data "$OUT/bpe/data" \
         -shuffle > /dev/null
       DATA=$OUT/bpe/data; SRC_TXT=$OUT/bpe; WORD_TGT=0; TGT_EMB=(); BPE_TRAIN=(-valid_remove_bpe)
       BPE_DECODE=(-remove_bpe)
       if [ "$mode" = bpe_sphere ]; then  # a random unit table over the target pieces
-        [ -s "$OUT/bpe/sphere.dec.pt" ] || python embeddings_to_torch.py -init random_sphere -dim 300 \
+        [ -s "$OUT/bpe/sphere.dec.pt" ] || "$PYTHON" embeddings_to_torch.py -init random_sphere -dim 300 \
           -dict_file "$OUT/bpe/data.vocab.pt" -output_file "$OUT/bpe/sphere" > /dev/null
         TGT_EMB=(-tgt_emb "$OUT/bpe/sphere.dec.pt")
       fi ;;
     srcbpe)  # -replace_unk keeps the word lexicon (it joins the attended source pieces into their word first)
       segment_bpe "$SRC"
       mkdir -p "$OUT/srcbpe"
-      [ -s "$OUT/srcbpe/data.vocab.pt" ] || python preprocess.py -train_src "$OUT/bpe/train.$SRC" -train_tgt \
+      [ -s "$OUT/srcbpe/data.vocab.pt" ] || "$PYTHON" preprocess.py -train_src "$OUT/bpe/train.$SRC" -train_tgt \
         "$TOK/train.$TGT" -valid_src "$OUT/bpe/val.$SRC" -valid_tgt "$TOK/val.$TGT" -save_data "$OUT/srcbpe/data" \
         -tgt_emb "$EMB" -shuffle > /dev/null
-      [ -s "$OUT/srcbpe/emb.dec.pt" ] || python embeddings_to_torch.py -emb_file_dec "$EMB" \
+      [ -s "$OUT/srcbpe/emb.dec.pt" ] || "$PYTHON" embeddings_to_torch.py -emb_file_dec "$EMB" \
         -dict_file "$OUT/srcbpe/data.vocab.pt" -output_file "$OUT/srcbpe/emb" -normalize > /dev/null
       DATA=$OUT/srcbpe/data; SRC_TXT=$OUT/bpe; TGT_EMB=(-tgt_emb "$OUT/srcbpe/emb.dec.pt") ;;
   esac
@@ -198,7 +199,7 @@ valid_bleu() {  # CHECKPOINT BETA [BLOCK [OFFSETS NAME]] -> sacreBLEU of the val
   local prior=(); [ "$2" != 0 ] && prior=(-decode_prior "$2")
   local block=${3:-0} calib=
   [ -n "${4:-}" ] && { prior+=(-freq_offsets "$4"); calib=.$5; }
-  python translate.py -model "$1" -src "$SRC_TXT/val.$SRC" -output "$1.val.$2.$block$calib.$TGT" \
+  "$PYTHON" translate.py -model "$1" -src "$SRC_TXT/val.$SRC" -output "$1.val.$2.$block$calib.$TGT" \
     -tgt "$TOK/val.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" -block_ngram_repeat "$block" \
     "${BPE_DECODE[@]}" 2>&1 | sed -n 's/^sacreBLEU (detokenized): \([0-9.]*\).*/\1/p'
 }
@@ -206,11 +207,11 @@ valid_bleu() {  # CHECKPOINT BETA [BLOCK [OFFSETS NAME]] -> sacreBLEU of the val
 test_decode() {  # SUFFIX BLOCK [FLAGS...]: both tests with step 3's checkpoint and prior into $run/TEST$SUFFIX.*
   local t extra=("${@:3}")
   for t in test_2016_flickr test_2017_flickr; do
-    [ -s "$run/$t$1.bleu.txt" ] || python translate.py -model "$run/$ckpt" -src "$SRC_TXT/$t.$SRC" \
+    [ -s "$run/$t$1.bleu.txt" ] || "$PYTHON" translate.py -model "$run/$ckpt" -src "$SRC_TXT/$t.$SRC" \
       -output "$run/$t$1.$TGT" -tgt "$TOK/$t.$TGT" -tgt_lang "$TGT" -threads "$THREADS" "${prior[@]}" \
       -block_ngram_repeat "$2" "${BPE_DECODE[@]}" "${extra[@]}" -replace_unk -lookup_dict "$OUT/lexicon.txt" \
       > "$run/$t$1.bleu.txt" 2>&1
-    [ -s "$run/$t$1.calibration.json" ] || python lab/tools/rare_word_f1.py -train "$TOK/train.$TGT" -ref "$TOK/$t.$TGT" \
+    [ -s "$run/$t$1.calibration.json" ] || "$PYTHON" lab/tools/rare_word_f1.py -train "$TOK/train.$TGT" -ref "$TOK/$t.$TGT" \
       -hyp "$run/$t$1.$TGT" -bins calibration -json "$run/$t$1.calibration.json" > /dev/null
     log "$cfg seed $seed $t$1: $(grep -h '^sacreBLEU' "$run/$t$1.bleu.txt" | cut -c1-30) |" \
       "$(grep -h '^without' "$run/$t$1.bleu.txt")"
@@ -252,7 +253,7 @@ calibrate_step() {  # 6. frequency-bin offsets fitted on validation under every 
   [ -s "$run/block.txt" ] && read -r _ block _ < "$run/block.txt"
   if [ ! -s "$run/$CAL_NAME.txt" ]; then
     for b in $betas; do
-      [ -s "$run/$off.$b.json" ] || python tools/calibrate_offsets.py -model "$run/$ckpt" -src "$SRC_TXT/val.$SRC" \
+      [ -s "$run/$off.$b.json" ] || "$PYTHON" tools/calibrate_offsets.py -model "$run/$ckpt" -src "$SRC_TXT/val.$SRC" \
         -tgt "$TOK/val.$TGT" -decode_prior "$b" -block_ngram_repeat "$block" -rounds "$CAL_ROUNDS" "${match[@]}" \
         -keep "$CAL_KEEP" -threads "$THREADS" -output "$run/$off.$b.json" > "$run/$off.$b.log"
       bleu=$(valid_bleu "$run/$ckpt" "$b" "$block" "$run/$off.$b.json" "$CAL_NAME")
@@ -291,7 +292,7 @@ train_and_score() {  # ROW SEED: steps 2-7 (prepare ROW first)
     local start; start=$(date +%s)
     local early=(-early_stopping "$EARLY"); [ "$EARLY" != 0 ] && early+=(-early_stopping_window "$WINDOW")
     # shellcheck disable=SC2086
-    python train.py -data "$DATA" -save_model "$run/model" "${TGT_EMB[@]}" $flags -epochs "$EPOCHS" -resume auto \
+    "$PYTHON" train.py -data "$DATA" -save_model "$run/model" "${TGT_EMB[@]}" $flags -epochs "$EPOCHS" -resume auto \
       "${early[@]}" "${BPE_TRAIN[@]}" -seed "$seed" -threads "$THREADS" \
       -save_checkpoint_steps 1000000 -save_checkpoint_epochs 1 -report_every 100 -log_file "$run/train.log" \
       > "$run/train.stdout" 2>&1
@@ -301,7 +302,7 @@ train_and_score() {  # ROW SEED: steps 2-7 (prepare ROW first)
   if [ ! -s "$run/choice.txt" ]; then
     local n best best_bleu avg_bleu b bleu
     n=$(ls "$run"/model_epoch_*.pt | wc -l)
-    python tools/average_models.py -last $(( n < AVG ? n : AVG )) -prefix "$run/model" -output "$run/model_avg.pt"
+    "$PYTHON" tools/average_models.py -last $(( n < AVG ? n : AVG )) -prefix "$run/model" -output "$run/model_avg.pt"
     best=model_best.pt; best_bleu=$(valid_bleu "$run/model_best.pt" 0)
     avg_bleu=$(valid_bleu "$run/model_avg.pt" 0)
     if awk "BEGIN{exit !($avg_bleu > $best_bleu)}"; then best=model_avg.pt; best_bleu=$avg_bleu; fi

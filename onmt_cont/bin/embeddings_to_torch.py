@@ -11,6 +11,7 @@ had no vector (``.enc.*`` likewise for the source with ``-emb_file_enc``).
 import argparse
 import os
 import time
+from contextlib import ExitStack
 
 import numpy as np
 import torch
@@ -28,7 +29,7 @@ from onmt_cont.inputters.tables import (
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import Prefix, atomic_torch_save, atomic_write_text, refuse_output_over_inputs
+from onmt_cont.utils.io import Prefix, atomic_path, refuse_output_over_inputs, torch_save_to
 from onmt_cont.utils.progress import summary
 
 ROWS_HELP = """\
@@ -219,14 +220,21 @@ def main(argv=None):
         n_read += n_vectors
 
     written = []
-    for suffix, table, missing, report in results:
-        pt_path = f"{opt.output_file}.{suffix}.pt"
-        missing_path = f"{opt.output_file}.{suffix}.missing.txt"
-        atomic_torch_save(torch.from_numpy(np.ascontiguousarray(table, dtype=np.float32)), pt_path)
+    # the tables and their missing-word lists belong together: each is written to a temporary file, and
+    # all are renamed into place only once every one is written (a full disk leaves the earlier files as
+    # they were, none of this run's)
+    with ExitStack() as outputs:
+        for suffix, table, missing, _ in results:
+            pt_path = f"{opt.output_file}.{suffix}.pt"
+            missing_path = f"{opt.output_file}.{suffix}.missing.txt"
+            torch_save_to(torch.from_numpy(np.ascontiguousarray(table, dtype=np.float32)),
+                          outputs.enter_context(atomic_path(pt_path)))
+            written.append(f"{pt_path} [{table.shape[0]}, {table.shape[1]}] float32")
+            if missing is not None:  # None: no vector file, so no word can be missing from it
+                with open(outputs.enter_context(atomic_path(missing_path)), "w", encoding="utf-8") as f:
+                    f.write("".join(tok + "\n" for tok in missing))
+                written.append(f"{missing_path} ({len(missing):,} words without a vector)")
+    for *_, report in results:
         print("\n".join(report))
-        written.append(f"{pt_path} [{table.shape[0]}, {table.shape[1]}] float32")
-        if missing is not None:  # None: no vector file, so no word can be missing from it
-            atomic_write_text(missing_path, "".join(tok + "\n" for tok in missing))
-            written.append(f"{missing_path} ({len(missing):,} words without a vector)")
     files = " and ".join(path for _, path, _, _ in jobs if path) or "no vector file"
     summary(f"read {n_read:,} vectors from {files}", time.perf_counter() - start, written)

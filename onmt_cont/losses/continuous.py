@@ -147,13 +147,18 @@ def build_nllvmf(opt, table):
     return lambda output, target: nll_vmf(output, table[target], **kw)
 
 
+# the options of the NLLvMF terms (vmf_options)
+VMF_OPTIONS = frozenset({"lambda1", "lambda2", "vmf_approx", "vmf_lambda"})
+
 SPECS = [
     Loss("l2", build_l2, "squared distance to the target vector", criterion="l2"),
     Loss("cosine", build_cosine, "1 - cosine to the target vector"),
-    Loss("synmargin_proj", build_synmargin("proj"), "syn-margin, the synthetic negative by projection (Bhat et al.)"),
-    Loss("synmargin_diff", build_synmargin("diff"), "syn-margin, the synthetic negative by difference (Bhat et al.)"),
+    Loss("synmargin_proj", build_synmargin("proj"), "syn-margin, the synthetic negative by projection (Bhat et al.)",
+         reads=frozenset({"margin"})),
+    Loss("synmargin_diff", build_synmargin("diff"), "syn-margin, the synthetic negative by difference (Bhat et al.)",
+         reads=frozenset({"margin"})),
     Loss("margin_random", build_margin_random, "margin against -num_negatives uniformly drawn words",
-         num_negatives=5),
+         num_negatives=5, reads=frozenset({"margin"})),
     Loss("nllvmf", build_nllvmf, "von Mises-Fisher negative log-likelihood (Kumar & Tsvetkov)", criterion="vmf",
-         vocab_logits="dot", vmf=True),
+         vocab_logits="dot", vmf=True, reads=VMF_OPTIONS),
 ]

@@ -21,7 +21,7 @@ All return per-token losses [N] in float32. infonce and nllvmf_nce also take
 import torch
 import torch.nn.functional as F
 
-from onmt_cont.losses.continuous import nll_vmf, vmf_options
+from onmt_cont.losses.continuous import VMF_OPTIONS, nll_vmf, vmf_options
 from onmt_cont.losses.negatives import (
     PREFIX_WINDOW,
     Negatives,
@@ -184,9 +184,11 @@ def build_nllvmf_nce(opt, table, log_prior=None):
 
 SPECS = [
     Loss("maxmargin", build_maxmargin, "max-margin against the -num_negatives hardest of -negatives (Lazaridou et al.)",
-         negatives="exact", num_negatives=1),
+         negatives="exact", num_negatives=1, reads=frozenset({"margin"})),
     Loss("infonce", build_infonce, "cross-entropy of the gold word among -negatives, cosine logits / -temperature",
-         vocab_logits="cosine", negatives="inbatch,random,gold_nn", candidate_logits=True, temperature=True),
+         vocab_logits="cosine", negatives="inbatch,random,gold_nn", candidate_logits=True, temperature=True,
+         reads=frozenset({"temperature"})),
     Loss("nllvmf_nce", build_nllvmf_nce, "NLLvMF + -contrastive_weight x the vMF renormalised over -negatives",
-         criterion="vmf", vocab_logits="dot", negatives="inbatch,random,gold_nn", candidate_logits=True, vmf=True),
+         criterion="vmf", vocab_logits="dot", negatives="inbatch,random,gold_nn", candidate_logits=True, vmf=True,
+         reads=VMF_OPTIONS | {"contrastive_weight"}),
 ]

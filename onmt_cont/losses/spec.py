@@ -24,6 +24,8 @@ class Loss:
       -sampling_correction and -train_table change.
     - ``vmf``: NLLvMF's terms, which -vmf_form picks the form of.
     - ``temperature``: -temperature divides its logits (so it is the beam's scale too).
+    - ``reads``: the other loss options its builder reads (-margin, -contrastive_weight, ...); train.py
+      warns about one given to a loss that does not read it.
     """
 
     name: str
@@ -37,6 +39,7 @@ class Loss:
     candidate_logits: bool = False
     vmf: bool = False
     temperature: bool = False
+    reads: frozenset[str] = frozenset()
 
     def __call__(self, opt, table, log_prior=None):
         return self.build(opt, table) if log_prior is None else self.build(opt, table, log_prior)

@@ -275,3 +275,35 @@ def _check_negatives(opt):
                         "table: it needs -train_table")
     if not opt.table_lr_scale > 0:
         raise UserError(f"-table_lr_scale must be positive, got {opt.table_lr_scale}")
+
+
+# Options only a Transformer side reads
+TRANSFORMER_OPTIONS = ("heads", "transformer_ff", "position_encoding", "max_positions", "attention_dropout",
+                       "ff_dropout", "layer_norm")
+# -negatives sources and the options that size them
+SOURCE_OPTIONS = {"num_sampled": ("random",), "ann_candidates": ("gold_nn", "ann")}
+
+
+def ineffective_options(opt: Namespace, default: Callable[[str], Any]) -> list[str]:
+    """The options given (not at their default) that the chosen model and loss never read, one line
+    each for the log: train.py warns instead of training as if they had an effect."""
+    given = [name for name, value in vars(opt).items() if value is not None and value != default(name)]
+    spec, lines = LOSSES[opt.loss], []
+    read_by_some = frozenset().union(*(s.reads for s in LOSSES.values()))
+    for name in given:
+        if name in read_by_some and name not in spec.reads:
+            readers = [n for n, s in LOSSES.items() if name in s.reads]
+            lines.append(f"-{name} does nothing for -loss {opt.loss} (it is read by -loss {', '.join(readers)})")
+    if "transformer" not in architecture(opt):
+        lines += [f"-{name} does nothing without a Transformer side (-encoder_type/-decoder_type transformer)"
+                  for name in TRANSFORMER_OPTIONS if name in given]
+    sources = (opt.negatives or "").split(",")
+    for name, needs in SOURCE_OPTIONS.items():
+        if name in given and not any(source in sources for source in needs):
+            lines.append(f"-{name} sizes the -negatives source(s) {' / '.join(needs)}, which this run does not use "
+                         f"(-negatives {opt.negatives or 'none'})")
+    if "expected_counts" in given and not opt.sampling_correction:
+        lines.append("-expected_counts picks -sampling_correction's rule: without that flag it does nothing")
+    if "rewe_loss" in given and opt.rewe_lambda is None:
+        lines.append("-rewe_loss picks the ReWE head's loss: without -rewe_lambda it does nothing")
+    return lines

@@ -49,6 +49,15 @@ def setup_logging(log_file: str | None, main: bool = True) -> None:
         logger.addHandler(h)
 
 
+def to_log_file(line: str) -> None:
+    """Write ``line`` to -log_file only (not stdout): why a run stopped, which the console already
+    shows on standard error (cli_main's "error: ..." or Python's traceback)."""
+    record = logger.makeRecord(logger.name, logging.ERROR, __file__, 0, line, None, None)
+    for h in logger.handlers:
+        if isinstance(h, logging.FileHandler):
+            h.handle(record)
+
+
 def report_parameters(model: torch.nn.Module) -> None:
     """Log the parameter counts: encoder, decoder, input and output layers."""
     emb = model.decoder.embeddings

@@ -19,8 +19,8 @@ from onmt_cont.models.checkpoint import (
     resume_problem,
 )
 from onmt_cont.models.model import architecture
-from onmt_cont.train.checks import check_options, expand_layers
-from onmt_cont.train.log import logger, report_parameters, setup_logging
+from onmt_cont.train.checks import check_options, expand_layers, ineffective_options
+from onmt_cont.train.log import logger, report_parameters, setup_logging, to_log_file
 from onmt_cont.train.resume import check_resumable, kept_best, take_checkpoint_options
 from onmt_cont.train.session import Run
 from onmt_cont.train.step import NonFiniteLoss
@@ -57,6 +57,15 @@ def train(opt: Namespace, default: Callable[[str], Any]) -> "Run":
         else:  # before the log was set up
             print(line, file=sys.stderr)
         raise SystemExit(128 + signum) from None
+    except UserError as exc:  # the console shows it (cli_main); -log_file must say why the run stopped too
+        if start.logging:
+            to_log_file(f"error: {exc}")
+        raise
+    except Exception as exc:
+        if start.logging:
+            to_log_file(f"stopped by an unexpected error: {type(exc).__name__}: {str(exc)[:500]} (the traceback "
+                        "is on standard error)")
+        raise
 
 
 def _check_save_model(opt):
@@ -106,6 +115,7 @@ def _prepare(opt, default, start, held):
                             "-average_decay): leave the flag out")
         take_checkpoint_options(opt, ckpt, default)
     check_options(opt)
+    warnings += ineffective_options(opt, default)
     save_dir = _check_save_model(opt)
     if opt.log_file:
         check_log_file(opt.log_file)

@@ -238,16 +238,23 @@ def pid_alive(pid):
 def atomic_torch_save(obj, path):
     """``torch.save`` to a temporary file, then rename, so readers never see half a file."""
     with atomic_path(path) as tmp:
-        with open(tmp, "wb") as f:
-            writer = _ErrorKeepingWriter(f)
-            try:
-                torch.save(obj, writer)
-            except Exception:
-                # torch's C++ writer turns a failed write (a full disk) into "unexpected pos ...":
-                # re-raise the OSError behind it, which atomic_path reports with the path
-                if writer.error is not None:
-                    raise writer.error from None
-                raise
+        torch_save_to(obj, tmp)
+
+
+def torch_save_to(obj, path):
+    """``torch.save`` to ``path``, a failed write raising its OSError (inside :func:`atomic_path`,
+    which reports it with the path). Several files that belong together: enter an atomic_path
+    for each, write them all with this, and they are renamed into place only once all are written."""
+    with open(path, "wb") as f:
+        writer = _ErrorKeepingWriter(f)
+        try:
+            torch.save(obj, writer)
+        except Exception:
+            # torch's C++ writer turns a failed write (a full disk) into "unexpected pos ...":
+            # re-raise the OSError behind it
+            if writer.error is not None:
+                raise writer.error from None
+            raise
 
 
 class _ErrorKeepingWriter:
