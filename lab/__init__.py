@@ -3,6 +3,7 @@
 it is installed with it (``pip install -e .``, the last line of requirements.txt) so that its scripts import
 ``lab`` and ``onmt_cont`` as packages from a checkout, wherever they are started."""
 
+import gzip
 import importlib.util
 import os
 
@@ -18,3 +19,19 @@ def repo_module(path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def log_path(path):
+    """``path``, or ``path + ".gz"`` where only that exists: docs/results keeps the runs' logs gzipped
+    (``train.log.gz``) while the recipes' run folders hold plain ones, so a tool given ``.../train.log`` reads
+    whichever is there."""
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        return path + ".gz"
+    return path
+
+
+def open_text(path, errors="strict"):
+    """``path`` opened for reading as UTF-8 text, through gzip when its name ends in ``.gz``."""
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8", errors=errors)
+    return open(path, encoding="utf-8", errors=errors)

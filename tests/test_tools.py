@@ -379,3 +379,38 @@ def test_rare_word_f1_refuses_files_of_different_lengths(tmp_path, capsys):
         rwf.main(["-train", str(tmp_path / "train.en"), "-ref", str(tmp_path / "ref.en"), "-hyp",
                   str(tmp_path / "hyp.en")])
     assert exc.value.code == 2 and "hyp.en: 1 lines, but -ref" in capsys.readouterr().err
+
+
+def test_report_tools_read_a_gzipped_train_log_as_the_plain_one(tmp_path, capsys):
+    """docs/results keeps each run's train.log gzipped (train.log.gz): quality_report.py, m30k_report.py,
+    time_to_quality.py and stopping_rule.py print the same from it as from the plain log the recipes write,
+    whether given the .gz or the plain name it replaced."""
+    import gzip
+
+    log = ["[10:00:00] start", "[10:00:01] parameters: encoder 1,000; decoder 2,000",
+           "[10:00:30] validation at step 1: greedy BLEU 12.5", "[10:00:31] new best validation BLEU",
+           "[10:01:30] validation at step 2: greedy BLEU 14.0", "[10:01:31] new best validation BLEU",
+           "[10:02:30] validation at step 3: greedy BLEU 13.0"]
+    run = tmp_path / "m" / "t_x.s1"
+    run.mkdir(parents=True)
+    (run / "train.log").write_text("\n".join(log) + "\n", encoding="utf-8")
+    (run / "train_time.txt").write_text("train_wall_s 150 epochs 0-3\n")
+
+    def outputs(name):
+        got = []
+        for tool, argv in (("quality_report", [str(run)]), ("m30k_report", ["-results", str(tmp_path / "m")]),
+                           ("time_to_quality", ["-ref", str(run / name), "-runs", str(run / name)]),
+                           ("stopping_rule", ["-patience", "1", "-windows", "1", "-runs", str(run / name)])):
+            load_tool(tool).main(argv)
+            got.append(capsys.readouterr())
+        return got
+
+    plain = outputs("train.log")
+    assert "| t_x.s1 | – | – | – / – | – | 2 | 91 | 150 |" in plain[0].out  # best epoch and its seconds: the log
+    assert "| t_x.s1 | 0 | step None | – | 150 | – | 1,000 | 2,000 |" in plain[1].out  # parameters: the log
+    assert "| t_x.s1 | 14.00 |" in plain[2].out and not any(o.err for o in plain)
+    with open(run / "train.log", "rb") as f, gzip.open(run / "train.log.gz", "wb") as g:
+        g.write(f.read())
+    (run / "train.log").unlink()
+    assert outputs("train.log.gz") == plain
+    assert outputs("train.log") == plain  # a command naming the plain log reads its .gz

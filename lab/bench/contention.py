@@ -15,7 +15,7 @@ at start-up), ``0`` is PyTorch's own default (one thread per core), ``N`` is ``-
 OMP_NUM_THREADS is removed from the commands' environment, so the defaults are the real ones.
 
     python lab/bench/contention.py [-repeats 3] [-train_steps 30] [-busy 1] [-settings auto,0,1,2] 2> runs.log
-    python lab/bench/contention.py -summarize runs.log   # the table again from the per-run lines (also partial)
+    python lab/bench/contention.py -summarize runs.log   # the table again from the per-run lines (also partial; a .log.gz too)
 
 Prints a markdown table: median seconds idle and busy, busy/idle, and each cell over the
 fastest setting of its condition.
@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 
-from lab import ROOT
+from lab import ROOT, log_path, open_text
 
 # keeps one core busy; ends by itself once this script is gone (killed before it could stop it)
 BUSY_LOOP = "import os\np = os.getppid()\nwhile os.getppid() == p:\n    for _ in range(10**6):\n        pass\n"
@@ -143,7 +143,8 @@ def main():
 def summarize(path):
     """Rebuild the table from the per-run lines main() writes to stderr (cells may have fewer runs)."""
     times, used, settings = {}, {}, []
-    with open(path, encoding="utf-8") as f:
+    path = log_path(path)  # docs/results keeps its logs gzipped
+    with open_text(path) as f:
         for line in f:
             m = LINE.match(line.strip())
             if not m:

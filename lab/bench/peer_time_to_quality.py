@@ -30,7 +30,7 @@ import re
 import subprocess
 import sys
 
-from lab import ROOT
+from lab import ROOT, log_path, open_text
 from lab.bench import peerlib
 from lab.tools.time_to_quality import curve, time_to
 from onmt_cont.evaluate import tokenized_bleu
@@ -93,7 +93,7 @@ def run(cmd, env, log, **kw):
 def checkpoint_seconds(log_path):
     """{step: seconds from the log's first line to the line saving that step's checkpoint}."""
     first, out = None, {}
-    with open(log_path, encoding="utf-8", errors="replace") as f:
+    with open_text(log_path, errors="replace") as f:
         for line in f:
             m = LOG_LINE.match(line)
             if not m:
@@ -137,7 +137,7 @@ def main(argv=None):
         run(["onmt_train", "-config", config], env, os.path.join(args.out, "train.out"))
     if not glob.glob(os.path.join(args.out, "peer_step_*.pt")):
         sys.exit(f"error: -out {args.out}: no peer_step_*.pt checkpoint to score")
-    seconds = checkpoint_seconds(os.path.join(args.out, "train.out"))
+    seconds = checkpoint_seconds(log_path(os.path.join(args.out, "train.out")))  # or train.out.gz
     with open(os.path.join(args.data, f"val.{args.tgt}"), encoding="utf-8") as f:
         refs = f.read().splitlines()
     peer = []

@@ -21,7 +21,7 @@
 #                   (continuous rows decode greedily by nearest neighbour)
 #   CONVERGE        configurations whose per-epoch (and SAVE_STEPS) checkpoints are translated on val [ce nllvmf_reg12_tied synmargin_proj]
 #   SAVE_STEPS      also write PREFIX_step_N.pt every N steps (translated on val for CONVERGE rows) [1000000]
-#   RESULTS         where the small metric files and logs are copied [docs/results/m30k_$SRC-$TGT]
+#   RESULTS         where the small metric files and logs (gzipped: train.log.gz) are copied [docs/results/m30k_$SRC-$TGT]
 #   THREADS         torch/OMP threads per process [2]
 #   BPE_MERGES      subword-nmt merge operations per language for the *bpe* rows [10000]
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
@@ -111,13 +111,13 @@ prepare() {  # prepare VARIANT: sets DIR (data, table, lexicon) and SRC_TXT / TG
     -dict_file "$DIR/data.vocab.pt" -output_file "$DIR/emb" -normalize 2>&1 | tee "$DIR/emb.log"
   [ -s "$DIR/lexicon.txt" ] || "$PYTHON" build_lexicon.py -src "$SRC_TXT/train.$SRC" -tgt "$TGT_TXT/train.$TGT" \
     -output "$DIR/lexicon.txt" 2>&1 | tee "$DIR/lexicon.log"
-  [ "$v" = word ] || cp "$DIR/preprocess.log" "$RESULTS/preprocess.$v.log"
+  [ "$v" = word ] || gzip -9c "$DIR/preprocess.log" > "$RESULTS/preprocess.$v.log.gz"  # RESULTS keeps logs gzipped
   TRAIN_TABLE=(-tgt_emb "$DIR/emb.dec.pt"); DECODE_BPE=()
   [ $tgt_bpe = 1 ] && TRAIN_TABLE=() && DECODE_BPE=(-remove_bpe)
   return 0
 }
 prepare word
-cp "$OUT"/preprocess.log "$OUT"/emb.log "$RESULTS/" 2>/dev/null || true
+for f in preprocess emb; do if [ -f "$OUT/$f.log" ]; then gzip -9c "$OUT/$f.log" > "$RESULTS/$f.log.gz"; fi; done
 
 # 5. per configuration and seed: train, translate the tests, evaluate; then greedy val BLEU of the
 #    per-epoch (and, with SAVE_STEPS, per-N-step) checkpoints of the CONVERGE configurations
@@ -143,7 +143,7 @@ print(torch.load(sys.argv[1], weights_only=True)['progress']['epoch'])" "$run/mo
         -save_checkpoint_epochs 1 -report_every 50 -log_file "$run/train.log" "${resume[@]}" >> "$run/train.stdout" 2>&1
       echo "train_wall_s $(( $(date +%s) - start )) epochs $done_epochs-$EPOCHS" >> "$run/train_time.txt"
     fi
-    cp "$run/train.log" "$run/train_time.txt" "$res/"
+    gzip -9c "$run/train.log" > "$res/train.log.gz"; cp "$run/train_time.txt" "$res/"  # lab/tools read either
     beams=1; [ "$cfg" = ce ] && beams=$CE_BEAMS; case $cfg in rewe|joint|ce_*) beams=$SOFTMAX_BEAMS ;; esac
     for t in $TESTS; do
       for b in $beams; do

@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from lab import ROOT
+from lab import ROOT, open_text
 from onmt_cont.models.checkpoint import load_checkpoint, newest_checkpoint
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import refuse_output_over_inputs
@@ -269,7 +269,7 @@ def torchrun_cmd(data_args, save, loss, steps, nproc, restarts, extra=()):
 
 
 def _resumes_logged(path):
-    with open(path, encoding="utf-8", errors="replace") as f:
+    with open_text(path, errors="replace") as f:
         return len(re.findall(r"resumed from step \d+", f.read()))
 
 

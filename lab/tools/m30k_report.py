@@ -14,6 +14,7 @@ import re
 import statistics
 import sys
 
+from lab import log_path, open_text
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import refuse_output_over_inputs
 
@@ -22,7 +23,7 @@ BINS = ["0", "1", "2", "3", "4", "5-9", "10-99", "100-999", "1000+"]
 
 
 def read(path):
-    with open(path, encoding="utf-8") as f:
+    with open_text(path) as f:
         return f.read()
 
 
@@ -49,7 +50,7 @@ def bleu(path):
 
 
 def train_info(run_dir):
-    log = read(os.path.join(run_dir, "train.log"))
+    log = read(log_path(os.path.join(run_dir, "train.log")))  # docs/results: train.log.gz
     info = {}
     m = re.search(r"parameters: encoder ([\d,]+); decoder ([\d,]+)", log)
     info["encoder"], info["decoder"] = (m.group(1), m.group(2)) if m else ("?", "?")
@@ -202,7 +203,7 @@ def main(argv=None):
                "| decoder (excl. input layer) | input layer | output layer |")
     out.append("|---|---|---|---|---|---|---|---|---|---|")
     for d in runs:
-        if not os.path.exists(os.path.join(d, "train.log")):
+        if not os.path.exists(log_path(os.path.join(d, "train.log"))):
             continue
         i = train_info(d)
         bv = f"{i['best_val'][0]:.4f}; {i['best_val'][1]}" if i["best_val"] else "–"

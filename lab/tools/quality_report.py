@@ -1,5 +1,5 @@
 """Results tables (markdown) from the run folders that the recipes in lab/recipes/ write
-(train.log, train_time.txt, TEST.bleu.txt; word_choice.sh also choice.txt, the checkpoint and
+(train.log, or train.log.gz as docs/results keeps it, train_time.txt, TEST.bleu.txt; word_choice.sh also choice.txt, the checkpoint and
 -decode_prior picked on validation, and TEST.calibration.json, lab/tools/rare_word_f1.py's ratios):
 per run, BLEU on both test sets with and without -replace_unk, the <unk> rate and the training
 time; per row with two or more seeds, mean ± std.
@@ -20,6 +20,7 @@ import os
 import re
 import sys
 
+from lab import log_path, open_text
 from onmt_cont.utils.errors import UserError, cli_main
 
 TESTS = ("test_2016_flickr", "test_2017_flickr")
@@ -30,7 +31,7 @@ CALIBRATION_TOLERANCE = 1.3
 
 def read(path):
     try:
-        with open(path, encoding="utf-8") as f:
+        with open_text(path) as f:
             return f.read()
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}: invalid UTF-8 ({exc.reason} at byte {exc.start})") from None
@@ -71,7 +72,7 @@ def test_scores(run, test, suffix=""):
 
 
 def valid_bleus(run):
-    return [float(x) for x in re.findall(r"greedy BLEU ([\d.]+)", read(os.path.join(run, "train.log")))]
+    return [float(x) for x in re.findall(r"greedy BLEU ([\d.]+)", read(log_path(os.path.join(run, "train.log"))))]
 
 
 def wall_seconds(run):
@@ -84,7 +85,7 @@ def seconds_to_best(run):
     """Seconds from the first line of train.log to its last "new best validation" line (the
     log's [HH:MM:SS] stamps; a day boundary is crossed when a stamp goes backwards), or None."""
     stamps, best = [], None
-    for line in read(os.path.join(run, "train.log")).splitlines():
+    for line in read(log_path(os.path.join(run, "train.log"))).splitlines():
         m = re.match(r"\[(\d\d):(\d\d):(\d\d)\]", line)
         if not m:
             continue
@@ -255,7 +256,7 @@ def main(argv=None):
     per_seed = {}
     curves = []
     for run in args.runs:
-        if not os.path.exists(os.path.join(run, "train.log")):
+        if not os.path.exists(log_path(os.path.join(run, "train.log"))):
             print(f"{run}: no train.log", file=sys.stderr)
             continue
         name = os.path.basename(os.path.normpath(run))

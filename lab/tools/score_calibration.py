@@ -15,7 +15,7 @@ A softmax trained with cross-entropy has expected ≈ reference in every bin on 
 training dropout, by the full-softmax cross-entropy over the training shards (Adam,
 -refit_learning_rate), then report again. It tests whether the contrastive bias is merely
 mis-estimated: the refit brings expected ≈ reference, and shows what that does to the argmax
-(docs/results/log.md, "5c, continued (9)"). Nothing is written unless -output is given (a checkpoint
+(lab/log.md, "5c, continued (9)"). Nothing is written unless -output is given (a checkpoint
 with the refitted bias, written atomically).
 """
 

@@ -30,6 +30,7 @@ import os
 import re
 import statistics
 
+from lab import log_path
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import read_lines, refuse_output_over_inputs
 
@@ -42,7 +43,9 @@ PROCESS_START = ("-resume auto:", "warning: -train_from", "resumed from step", "
 
 
 def curve(path):
-    """-> [(seconds since the first line, validation BLEU)] of one train.log."""
+    """-> [(seconds since the first line, validation BLEU)] of one train.log (or train.log.gz: a .../train.log
+    that is not there is read from its .gz, as docs/results keeps the logs)."""
+    path = log_path(path)
     if not os.path.isfile(path):
         raise UserError(f"{path}: no such file")
     points, elapsed, last = [], 0, None

@@ -6,7 +6,7 @@ p_train(w), one slope over the whole frequency range; at the β validation BLEU 
 still come out far less often than in the reference while frequent ones are over-produced. The
 scores carry no calibrated probability to fix this with: over the whole vocabulary their softmax
 puts several times the reference's mass on the rare bins, and a bias refitted to that softmax
-makes greedy search pick them even less (docs/results/log.md, "5c, continued (9)").
+makes greedy search pick them even less (lab/log.md, "5c, continued (9)").
 
 So the offsets are fitted on what decoding puts out. Each word gets the offset δ_k of its bin k
 of training counts (1, 2-4, 5-9, 10-99, 100-999, 1000+; the bins of lab/tools/rare_word_f1.py
