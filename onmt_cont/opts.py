@@ -110,6 +110,29 @@ class _ConfigLoader(yaml.SafeLoader):
             self.depth -= 1
 
 
+    def construct_yaml_int(self, node):
+        """YAML 1.1 reads 010 as 8, 0x20 as 32, 0b11 as 3 and 1:30 as 90; the same text on the command
+        line is 10 or an error. A config must mean what the command line means: refused."""
+        body = str(node.value).replace("_", "").lstrip("+-")
+        if ":" in body or body[:2].lower() in ("0x", "0b") or (len(body) > 1 and body.startswith("0")):
+            kind = ("base 60" if ":" in body else "hexadecimal" if body[:2].lower() == "0x" else
+                    "binary" if body[:2].lower() == "0b" else "octal")
+            article = "an" if kind == "octal" else "a"
+            raise _Refused(problem=f"{node.value!r} is {article} {kind} number in YAML (the command line reads it "
+                           "otherwise): write the number in decimal, or quote it", problem_mark=node.start_mark)
+        return super().construct_yaml_int(node)
+
+    def construct_yaml_float(self, node):
+        if ":" in str(node.value):  # YAML 1.1's base-60 floats: 1:30.5 is 90.5
+            raise _Refused(problem=f"{node.value!r} is a base 60 number in YAML (the command line reads it "
+                           "otherwise): write the number in decimal, or quote it", problem_mark=node.start_mark)
+        return super().construct_yaml_float(node)
+
+
+_ConfigLoader.add_constructor("tag:yaml.org,2002:int", _ConfigLoader.construct_yaml_int)
+_ConfigLoader.add_constructor("tag:yaml.org,2002:float", _ConfigLoader.construct_yaml_float)
+
+
 def _short(value, limit=60):
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -12,6 +12,7 @@ sentence in upper case (the model's words are lowercase).
         text.decode("a dog runs through the grass .")          # "A dog runs through the grass."
 """
 
+import re
 import threading
 
 from mosestokenizer import MosesDetokenizer, MosesTokenizer
@@ -70,7 +71,10 @@ def _quietly_close(proc):
 
 
 def capitalize_first(line):
-    """The first letter in upper case: lowercased output becomes a sentence again."""
+    """The first letter in upper case: lowercased output becomes a sentence again. A first word
+    that is a special token (``<unk>``, left by a run without -replace_unk) is left as it is."""
+    if re.match(r"<[^<>\s]+>", line):
+        return line
     for i, ch in enumerate(line):
         if ch.isalpha():
             return line[:i] + ch.upper() + line[i + 1 :]

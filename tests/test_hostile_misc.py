@@ -441,3 +441,85 @@ def test_score_calibration_refit_learning_rate_nan(capsys):
     with pytest.raises(SystemExit) as exc:
         load_tool("score_calibration").main(["-model", "m.pt", "-data", "d", "-refit_learning_rate", "nan"])
     assert exc.value.code == 2 and "expected a finite number, got 'nan'" in capsys.readouterr().err
+
+
+# --- round 3's further attack (issue 69, "Beyond the list"): the defects it found ------------------------
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("text,kind", [("rnn_size: 010", "an octal"), ("seed: 1:30", "a base 60"),
+                                       ("rnn_size: 0x20", "a hexadecimal"), ("learning_rate: 1:30.5", "a base 60")])
+def test_config_numbers_mean_what_the_command_line_means(tmp_path, capsys, text, kind):
+    """YAML 1.1 read 010 as 8 and 1:30 as 90 where the command line reads 10 or refuses: refused, with the line."""
+    from onmt_cont.bin import train
+    from tests.test_faults import fails
+
+    (tmp_path / "c.yaml").write_text(text + "\n", encoding="utf-8")
+    fails(capsys, train.main, ["-config", str(tmp_path / "c.yaml"), "-save_config", str(tmp_path / "o.yaml")],
+          "c.yaml, line 1", f"is {kind} number in YAML")
+    assert not (tmp_path / "o.yaml").exists()
+    (tmp_path / "c.yaml").write_text("rnn_size: '010'\nseed: 0\n", encoding="utf-8")  # quoted: as on the command line
+    train.main(["-config", str(tmp_path / "c.yaml"), "-save_config", str(tmp_path / "o.yaml")])
+    assert "rnn_size: 10" in (tmp_path / "o.yaml").read_text(encoding="utf-8")
+
+
+def test_translate_into_a_reader_that_stops_early(tiny, tmp_path):
+    """`translate.py ... | head -1` ended with a BrokenPipeError traceback; now quietly, status 141, as a filter."""
+    import subprocess
+    import sys
+
+    src = tmp_path / "src.txt"
+    src.write_text("".join(open(tiny["src"], encoding="utf-8").readlines()[:3]) * 300, encoding="utf-8")
+    res = subprocess.run(f"{sys.executable} {ROOT}/translate.py -model {tiny['ckpt']} -src {src} -batch_size 2 "
+                         "-chunk_size 2 | head -1", shell=True, capture_output=True, text=True, timeout=300,
+                         executable="/bin/bash")
+    assert len(res.stdout.splitlines()) == 1
+    assert "Traceback" not in res.stderr and "BrokenPipe" not in res.stderr, res.stderr
+
+
+def test_an_output_name_of_255_bytes(tiny, tmp_path):
+    """A legal 255-byte name was refused ("file name too long") for its temporary file's longer name."""
+    from onmt_cont.bin import translate
+
+    out = tmp_path / ("x" * 251 + ".txt")
+    translate.main(["-model", tiny["ckpt"], "-src", tiny["src"], "-output", str(out)])
+    assert out.is_file() and sorted(os.listdir(tmp_path)) == [out.name]
+
+
+def test_an_all_zero_vector_is_malformed(tiny, tmp_path, capsys):
+    """A word with an all-zero vector became a zero row that cosine never ranks and NLLvMF never trains; it is
+    now a malformed line (as a NaN), so the word gets a random vector and the report names the line."""
+    from onmt_cont.bin import embeddings_to_torch
+    from onmt_cont.inputters.vocab import load_vocabs
+
+    _, tgt_vocab, _ = load_vocabs(tiny["prefix"] + ".vocab.pt")
+    words = [w for w in tgt_vocab.itos if not w.startswith("<")][:3]
+    vec = tmp_path / "v.vec"
+    vec.write_text(f"3 4\n{words[0]} 0 0 0 0\n{words[1]} 1 0 0 0\n{words[2]} 0 1 0 0\n", encoding="utf-8")
+    embeddings_to_torch.main(["-emb_file_dec", str(vec), "-dict_file", tiny["prefix"] + ".vocab.pt",
+                              "-output_file", str(tmp_path / "e")])
+    out = capsys.readouterr().out
+    assert "line 2: an all-zero vector" in out, out
+    table = torch.load(tmp_path / "e.dec.pt", weights_only=True)
+    assert table[tgt_vocab.stoi[words[0]]].norm() > 0
+    assert words[0] in (tmp_path / "e.dec.missing.txt").read_text(encoding="utf-8").split()
+
+
+def test_detokenized_output_keeps_a_leading_special_token():
+    """'<unk> .' was written '<Unk>.' (the first letter raised inside the token)."""
+    from onmt_cont.text import capitalize_first
+
+    assert capitalize_first("<unk>.") == "<unk>." and capitalize_first("a <unk> .") == "A <unk> ."
+    assert capitalize_first("« le chat »") == "« Le chat »"
+
+
+def test_closed_standard_input_is_named(tiny, tmp_path):
+    """-src - with standard input closed (`<&-`) was "/dev/stdin: no such file"."""
+    import subprocess
+    import sys
+
+    res = subprocess.run([sys.executable, f"{ROOT}/translate.py", "-model", tiny["ckpt"], "-src", "-"],
+                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+                         preexec_fn=lambda: os.close(0))
+    assert res.returncode == 2 and "standard input is closed" in res.stderr, res.stderr

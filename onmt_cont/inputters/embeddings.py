@@ -18,7 +18,8 @@ Line rules (the same in every parsing path):
   trailing whitespace is ignored; values are separated by single spaces (the fast path)
   or any other whitespace (read more slowly);
 * a line whose number of values is not ``dim`` (field count != dim + 1), or with a value
-  that is not a number or not finite in float32, or whose word is not valid UTF-8, is *malformed*: skipped,
+  that is not a number or not finite in float32, or whose values are all zero, or whose word is
+  not valid UTF-8, is *malformed*: skipped,
   counted and its line number reported. If most lines have the wrong count, the dimension
   itself is wrong and reading stops with an error;
 * a word seen before is a duplicate: the first vector wins, later ones are counted and
@@ -290,6 +291,11 @@ class _Reader:
         res = self.result
         res.n_lines += len(words)
         values, bad = parse_values(rests, res.dim, self.scratch)
+        # an all-zero vector has no direction: a word with it could never be told from another by cosine
+        # (and a zero target gives its NLLvMF term no gradient); it is malformed, as a NaN is
+        already = {i for i, _, _ in bad}
+        bad = list(bad) + [(int(i), "an all-zero vector (no direction)", None)
+                           for i in np.flatnonzero(~values.any(axis=1)) if int(i) not in already]
         self.block_malformed = []  # (line number, reason), reported in line order
         for i, reason, n_values in bad:
             if n_values is not None:

@@ -1,5 +1,6 @@
 """User-facing errors: a message that names the bad input, and a non-zero exit."""
 
+import os
 import sys
 from functools import wraps
 
@@ -9,7 +10,9 @@ class UserError(Exception):
 
 
 def cli_main(func):
-    """Wrap a script's ``main(argv)`` so a :class:`UserError` prints ``error: ...`` and exits 2."""
+    """Wrap a script's ``main(argv)`` so a :class:`UserError` prints ``error: ...`` and exits 2. A
+    reader of standard output that stops early (``translate.py ... | head``) ends the script quietly
+    with status 141 (128 + SIGPIPE), as any Unix filter, not with a BrokenPipeError traceback."""
 
     @wraps(func)
     def wrapper(argv=None):
@@ -18,5 +21,11 @@ def cli_main(func):
         except UserError as exc:
             print(f"error: {exc}", file=sys.stderr)
             raise SystemExit(2) from None
+        except BrokenPipeError:
+            # the rest of the output has no reader: point stdout at /dev/null so that the flush at exit
+            # does not fail again
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            raise SystemExit(141) from None
 
     return wrapper

@@ -59,8 +59,9 @@ def atomic_path(path):
         yield target
         return
     directory = os.path.dirname(os.path.abspath(target))
+    prefix = f".tmp-{os.getpid()}-"
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".tmp-{os.getpid()}-", suffix="-" + os.path.basename(target),
+        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix="-" + _temp_tail(os.path.basename(target), directory, prefix),
                                    dir=directory)
     except OSError as exc:
         raise _write_error(path, exc) from None
@@ -82,6 +83,19 @@ def atomic_path(path):
             raise _write_error(path, exc) from None
         raise
     _fsync_directory(directory)
+
+
+def _temp_tail(name, directory, prefix):
+    """``name`` as the end of a temporary file's name: cut (at a character) so that the whole name,
+    ``prefix`` + 8 random characters + "-" + it, stays within the file system's name limit. A 255-byte
+    -output was refused with "file name too long" for its temporary file alone."""
+    try:
+        limit = os.pathconf(directory, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):
+        limit = 255
+    room = max(1, limit - len(prefix.encode()) - 9)
+    raw = name.encode("utf-8", "surrogateescape")
+    return name if len(raw) <= room else raw[:room].decode("utf-8", "ignore")
 
 
 class Prefix:
@@ -309,6 +323,8 @@ def check_readable(path):
     that is plainly not UTF-8 text: gzip data without the ``.gz`` name, or UTF-16/32 (a
     byte-order mark; Windows' "Unicode"), which line counts would otherwise misread."""
     if not os.path.exists(path):
+        if path in ("/dev/stdin", "/proc/self/fd/0") and _closed(0):  # -src - under `<&-`
+            raise UserError(f"{path}: standard input is closed: give a file, or feed it text (a pipe or <)")
         raise UserError(f"{path}: no such file")
     if os.path.isdir(path):
         raise UserError(f"{path}: is a directory, expected a text file")
@@ -323,6 +339,14 @@ def check_readable(path):
         raise UserError(f"{path}: is gzip-compressed: name it {os.path.basename(path)}.gz (or gunzip it)")
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise UserError(f"{path}: is UTF-16 or UTF-32 text (it starts with a byte-order mark): save it as UTF-8")
+
+
+def _closed(fd):
+    try:
+        os.fstat(fd)
+    except OSError:
+        return True
+    return False
 
 
 def open_text(path, mode="rt"):
