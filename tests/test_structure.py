@@ -110,3 +110,21 @@ def test_the_package_is_in_rooms_and_the_lab_stays_outside():
     hacks = [str(p.relative_to(root)) for folder in ("lab", "tools") for p in (root / folder).rglob("*.py")
              if "sys.path.insert" in p.read_text(encoding="utf-8")]
     assert hacks == []
+
+
+def test_every_console_script_has_its_entry_and_the_tools_are_among_them():
+    """Issue 70.7: the user tools of tools/ are console scripts too (tests/test_install.py runs each -h from an
+    installed venv); here, that every entry of pyproject.toml exists and names a script with a main()."""
+    import tomllib
+
+    from onmt_cont.bin import launch
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    scripts = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    tools = sorted(p.stem for p in (root / "tools").glob("*.py") if p.stem != "__init__")
+    assert {f"onmt_cont_{name}" for name in tools} <= set(scripts)
+    for name, target in scripts.items():
+        module, attr = target.split(":")
+        assert module == "onmt_cont.bin.launch" and callable(getattr(launch, attr)), name
+    for name in tools:
+        assert "\ndef main(" in (root / "tools" / f"{name}.py").read_text(encoding="utf-8"), name

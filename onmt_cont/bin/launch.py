@@ -7,10 +7,10 @@ import importlib
 import sys
 
 
-def run(name, entry="main"):
-    """Import onmt_cont.bin.NAME and call its ``entry``; returns what it returns."""
+def run(name, entry="main", package="onmt_cont.bin"):
+    """Import PACKAGE.NAME and call its ``entry``; returns what it returns."""
     try:
-        module = importlib.import_module(f"onmt_cont.bin.{name}")
+        module = importlib.import_module(f"{package}.{name}")
     except KeyboardInterrupt:
         print(f"{name}.py: stopped by SIGINT (Ctrl-C) while starting: nothing was read or written", file=sys.stderr)
         raise SystemExit(130) from None
@@ -40,3 +40,20 @@ def translate():
 
 def release():
     run("release")
+
+
+# the user tools (tools/, installed as onmt_cont.tools)
+def _tool(name):
+    def console():
+        run(name, package="onmt_cont.tools")
+
+    console.__name__ = name
+    return console
+
+
+average_models = _tool("average_models")
+calibrate_offsets = _tool("calibrate_offsets")
+moses_tok = _tool("moses_tok")
+paired_bootstrap = _tool("paired_bootstrap")
+table_stats = _tool("table_stats")
+train_vectors = _tool("train_vectors")
