@@ -17,13 +17,17 @@ class CorpusBleu:
     serves every piece; use as a context manager, or call :meth:`close`.
 
     ``lang``: Moses detokenizer language; ``refs_tokenized``: references are tokenized (they are
-    detokenized like the outputs, and tokenized BLEU is reported too) or raw text."""
+    detokenized like the outputs, and tokenized BLEU is reported too) or raw text (scored as they
+    are; with ``tokenize_ref``, a function from a raw reference to the model's tokens, tokenized
+    BLEU is reported too); ``lowercase``: case-insensitive BLEU (for a model that writes lowercase;
+    the signature says ``case:lc``)."""
 
-    def __init__(self, lang="en", refs_tokenized=True, lowercase=False):
+    def __init__(self, lang="en", refs_tokenized=True, lowercase=False, tokenize_ref=None):
         self.metric = sacrebleu.BLEU(lowercase=lowercase)
         # force: scoring tokenized text is the point here, so no "forgot to detokenize" warning
-        self.tok_metric = sacrebleu.BLEU(tokenize="none", lowercase=lowercase, force=True) if refs_tokenized else None
-        self.refs_tokenized = refs_tokenized
+        tokenized = refs_tokenized or tokenize_ref is not None
+        self.tok_metric = sacrebleu.BLEU(tokenize="none", lowercase=lowercase, force=True) if tokenized else None
+        self.refs_tokenized, self.tokenize_ref = refs_tokenized, tokenize_ref
         self.lines = 0
         self._sums = self._tok_sums = None
         self._detok = MosesDetokenizer(lang)
@@ -48,8 +52,8 @@ class CorpusBleu:
         detok_refs = self._detokenize(refs) if self.refs_tokenized else [r.strip() for r in refs]
         self._sums = self._add(self._sums, self.metric, self._detokenize(hyps), detok_refs)
         if self.tok_metric is not None:
-            self._tok_sums = self._add(self._tok_sums, self.tok_metric, [h.strip() for h in hyps],
-                                       [r.strip() for r in refs])
+            tok_refs = [r.strip() for r in refs] if self.refs_tokenized else [self.tokenize_ref(r) for r in refs]
+            self._tok_sums = self._add(self._tok_sums, self.tok_metric, [h.strip() for h in hyps], tok_refs)
 
     def report(self):
         """-> (printable lines, detokenized score): detokenized sacreBLEU with its signature, then

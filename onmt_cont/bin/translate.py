@@ -22,6 +22,7 @@ BLEU keeps sacreBLEU's summed sentence statistics, not the lines (evaluate.Corpu
 """
 
 import os
+import re
 import stat
 import sys
 import time
@@ -138,6 +139,31 @@ def is_stream(path):
         return not stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return False
+
+
+# a word with punctuation stuck to it ("dog." or "l'herbe"): what Moses tokenization splits
+_UNTOKENIZED = re.compile(r"\w[.,!?;:)\"]|\w'\w|[(\"]\w")
+
+
+def reference_mismatch(refs, lower, raw):
+    """A warning when the reference does not look like what it is scored as, else None: a
+    tokenized reference (``raw`` False) with upper case for a lowercasing model or with punctuation
+    stuck to words; a raw one whose words are all split from their punctuation."""
+    lines = [r for r in refs if r.strip()][:200]
+    if not lines:
+        return None
+    untokenized = sum(bool(_UNTOKENIZED.search(r)) for r in lines) / len(lines)
+    if raw:
+        if untokenized == 0 and any(" . " in f"{r} " or r.rstrip().endswith(" .") for r in lines):
+            return ("it looks tokenized (punctuation split from the words), but with -detokenize it is scored as raw "
+                    "text: give -tgt_tokenized if it is the model's tokens")
+        return None
+    cased = lower and any(ch.isupper() for r in lines for ch in r)
+    if untokenized > 0.2 or cased:
+        what = "punctuation stuck to words" if untokenized > 0.2 else "upper-case letters (the model writes lowercase)"
+        return (f"it holds {what}: it looks like raw text, but it is scored as tokenized text; give -detokenize "
+                "-tgt_lang LANG to score a raw reference")
+    return None
 
 
 LOG_FILES = []  # -log_file's open file, while a run writes it
@@ -263,13 +289,31 @@ def run(opt, done):
         added = len(translator.tgt_vocab) - translator.n_train_words
         log(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
             f"+ {added:,} new words")
-    bleu_ctx = raw_ctx = nullcontext()
+    bleu_ctx = raw_ctx = ref_ctx = nullcontext()
+    raw_reference = bool(opt.tgt) and opt.detokenize and not opt.tgt_tokenized
+    # a model writes lowercase when its data was lowercased by preprocess.py or before it (no target word
+    # has an upper-case letter): BLEU is then case-insensitive, and says so (case:lc)
+    lowercase = translator.lower or not any(ch.isupper() for word in translator.tgt_vocab.itos
+                                             if not (word.startswith("<") and word.endswith(">")) for ch in word)
     if opt.tgt:
         from onmt_cont.evaluate import CorpusBleu  # sacreBLEU and the Moses detokenizer only when scoring
 
-        bleu_ctx = CorpusBleu(opt.tgt_lang)
+        # a raw reference is also Moses-tokenized (and lowercased) as the model's data, for tokenized BLEU
+        ref_ctx = TextPipeline(opt.tgt_lang, lower=lowercase) if raw_reference else nullcontext()
+        ref_text = ref_ctx if raw_reference else None
+
+        def scorer():
+            return CorpusBleu(opt.tgt_lang, refs_tokenized=not raw_reference, lowercase=lowercase,
+                              tokenize_ref=ref_text.encode if raw_reference else None)
+
+        bleu_ctx = scorer()
         if opt.replace_unk:  # also score the model's own output: how much of the BLEU is the lexicon's
-            raw_ctx = CorpusBleu(opt.tgt_lang)
+            raw_ctx = scorer()
+        if raw_reference:
+            log(f"-tgt {opt.tgt}: raw text (-detokenize): sacreBLEU on the written text"
+                f"{', case-insensitive (the model writes lowercase)' if lowercase else ''}; tokenized BLEU "
+                "against it Moses-tokenized as the model's data (-tgt_tokenized: the reference is tokenized)")
+    checked = [False]  # the reference's look is checked once, on its first lines
     n_lines, elapsed = 0, 0.0
     bar = progress(desc=f"translating {opt.src}", total=n_src, unit="sent")
 
@@ -277,7 +321,7 @@ def run(opt, done):
         bar.update(n)
 
     text = TextPipeline(opt.src_lang, opt.tgt_lang if opt.detokenize else None, opt.src_bpe_codes)
-    with bar, text, bleu_ctx as bleu, raw_ctx as raw_bleu, output_file(opt.output) as out:
+    with bar, text, ref_ctx, bleu_ctx as bleu, raw_ctx as raw_bleu, output_file(opt.output) as out:
         # islice takes at most sys.maxsize: a larger -chunk_size reads everything at once anyway
         for lines, refs in read_chunks(src, tgt, min(opt.chunk_size, sys.maxsize)):
             lines = [text.encode(line) for line in lines]  # tokenized input: only stripped
@@ -292,6 +336,11 @@ def run(opt, done):
                 outputs = [remove_bpe(o) for o in outputs]
                 raw = [remove_bpe(o) for o in raw] if raw is not None else None
                 nbest = None if nbest is None else [[(remove_bpe(h), sc) for h, sc in hyps] for hyps in nbest]
+            if refs is not None and not checked[0]:
+                checked[0] = True
+                warning = reference_mismatch(refs, lowercase, raw_reference)
+                if warning:
+                    log(f"warning: -tgt {opt.tgt}: {warning}")
             if raw_bleu is not None:
                 raw_bleu.add(raw, refs)
             if nbest is None:

@@ -19,7 +19,12 @@ def build_parser():
                    "text with -src_lang; - (or a pipe) is read once, as it comes")
     g.add_argument("-output", help="where to write the translations (one line per input line); absent or -: "
                    "standard output")
-    g.add_argument("-tgt", help="tokenized reference: report BLEU (sacreBLEU on detokenized text + tokenized BLEU)")
+    g.add_argument("-tgt", help="reference: report BLEU. With -detokenize it is raw text, scored as sacrebleu "
+                   "would score the written output (case-insensitive for a lowercasing model) and, Moses-tokenized "
+                   "as the model's data, by tokenized BLEU; without, it is tokenized as the model's output "
+                   "(-tgt_tokenized says so with -detokenize too)")
+    g.add_argument("-tgt_tokenized", action="store_true", help="-tgt is tokenized (and lowercased) as the model's "
+                   "output, also with -detokenize: it is detokenized for sacreBLEU, as without -detokenize")
     g.add_argument("-tgt_lang", default="en", help="target language for Moses detokenization (BLEU, -detokenize)")
     g = p.add_argument_group("Raw text (docs/recipes/own_data.sh)")
     g.add_argument("-src_lang", default=None, help="-src is raw text in this language: Moses-tokenize it (no "
