@@ -12,12 +12,55 @@ sentence in upper case (the model's words are lowercase).
         text.decode("a dog runs through the grass .")          # "A dog runs through the grass."
 """
 
+import hashlib
+import os
 import re
 import threading
 
 from mosestokenizer import MosesDetokenizer, MosesTokenizer
 
 from onmt_cont.utils.errors import UserError
+
+
+def text_record(src_lang=None, tgt_lang=None, bpe_codes=None, lower=True):
+    """What raw text a model's data was made from, for its checkpoint (preprocess.py -src_lang,
+    -tgt_lang, -src_bpe_codes): the Moses languages and settings, the lowercasing, and the source's
+    subword-nmt codes themselves with their sha256. None when no language is given."""
+    if not (src_lang or tgt_lang):
+        if bpe_codes:
+            raise UserError("-src_bpe_codes is recorded with the raw text's languages: give -src_lang (and -tgt_lang)")
+        return None
+    record = {"src_lang": src_lang, "tgt_lang": tgt_lang, "lower": bool(lower),
+              "moses": {"no_escape": True}, "src_bpe": None}
+    if bpe_codes:
+        read_bpe_codes(bpe_codes)  # a file subword-nmt cannot read is refused here, not at translation
+        with open(bpe_codes, encoding="utf-8") as f:
+            codes = f.read()
+        record["src_bpe"] = {"codes": codes, "sha256": hashlib.sha256(codes.encode("utf-8")).hexdigest(),
+                             "file": os.path.basename(bpe_codes)}
+    return record
+
+
+def checked_codes(record, where):
+    """The BPE codes a text record holds, checked against their sha256 (UserError naming ``where``)."""
+    bpe = (record or {}).get("src_bpe")
+    if not bpe:
+        return None
+    codes = bpe.get("codes")
+    if not isinstance(codes, str) or hashlib.sha256(codes.encode("utf-8")).hexdigest() != bpe.get("sha256"):
+        raise UserError(f"{where}: the BPE codes it carries do not match their checksum: the file is damaged")
+    return codes
+
+
+def describe_record(record):
+    """One line saying what a text record makes translate.py do."""
+    parts = [f"raw {record['src_lang']} text, Moses-tokenized" + (" and lowercased" if record.get("lower") else "")]
+    if record.get("src_bpe"):
+        parts.append(f"cut into its subword-nmt pieces ({record['src_bpe']['file']}, sha256 "
+                     f"{record['src_bpe']['sha256'][:12]})")
+    if record.get("tgt_lang"):
+        parts.append(f"output detokenized as {record['tgt_lang']}")
+    return "; ".join(parts)
 
 
 def read_bpe_codes(path):
@@ -30,7 +73,8 @@ def read_bpe_codes(path):
 
     said = io.StringIO()  # subword-nmt prints its complaint on stderr, then calls sys.exit(1)
     try:
-        with open(path, encoding="utf-8") as f, contextlib.redirect_stderr(said):
+        with (io.StringIO(path.text) if isinstance(path, CodesText) else open(path, encoding="utf-8")) as f, \
+                contextlib.redirect_stderr(said):
             return BPE(f)
     except OSError as exc:
         raise UserError(f"{path}: cannot read subword codes ({exc.strerror})") from None
@@ -68,6 +112,16 @@ def _quietly_close(proc):
     except (OSError, ValueError):
         pass
     proc.closed = True  # its __del__ would try the broken pipe again
+
+
+class CodesText:
+    """BPE codes given as their text (a checkpoint's record), where a codes file's path is expected."""
+
+    def __init__(self, text, name="the checkpoint's codes"):
+        self.text, self.name = text, name
+
+    def __str__(self):
+        return self.name
 
 
 def capitalize_first(line):

@@ -109,7 +109,7 @@ fi
 log "4. preprocess and the target table"
 "$PYTHON" preprocess.py -train_src "$SRC_TXT/train.$SRC_LANG" -train_tgt "$TOK/train.$TGT_LANG" \
   -valid_src "$SRC_TXT/valid.$SRC_LANG" -valid_tgt "$TOK/valid.$TGT_LANG" \
-  -save_data "$OUT/data" "${tgt_emb[@]}" -shuffle
+  -save_data "$OUT/data" "${tgt_emb[@]}" -shuffle -src_lang "$SRC_LANG" -tgt_lang "$TGT_LANG" "${codes[@]}"
 "$PYTHON" embeddings_to_torch.py "${table[@]}" -dict_file "$OUT/data.vocab.pt" -output_file "$OUT/emb" -normalize
 
 log "5. train configs/$PRESET.yaml"
@@ -119,15 +119,14 @@ dfp=(); [ "$SRC_LANG" = de ] && dfp=(-drop_final_punct 0.05)  # German sources o
   "${dfp[@]}" "${threads[@]}" ${EPOCHS:+-epochs "$EPOCHS"} ${TRAIN_FLAGS:-} -log_file "$OUT/train.log"
 model=$OUT/model_best.pt; [ -f "$model" ] || model=$OUT/model_last.pt
 
-log "6. translate the raw test source into running text"
-ref=(); [ -f "$TOK/test.$TGT_LANG" ] && ref=(-tgt "$TOK/test.$TGT_LANG")
-"$PYTHON" translate.py -model "$model" -src "$TEST.$SRC_LANG" -src_lang "$SRC_LANG" "${codes[@]}" -detokenize \
-  -tgt_lang "$TGT_LANG" "${ref[@]}" "${threads[@]}" -output "$OUT/test.$TGT_LANG"
+log "6. translate the raw test source into running text (the model records its preprocessing: no flags for it)"
+ref=(); [ -f "$TEST.$TGT_LANG" ] && ref=(-tgt "$TEST.$TGT_LANG")
+"$PYTHON" translate.py -model "$model" -src "$TEST.$SRC_LANG" "${ref[@]}" "${threads[@]}" -output "$OUT/test.$TGT_LANG"
 if [ -f "$TEST.$TGT_LANG" ]; then
   echo "sacreBLEU of $OUT/test.$TGT_LANG against the raw reference $TEST.$TGT_LANG (case-insensitive; the model writes lowercase):"
   "$PYTHON" -m sacrebleu "$TEST.$TGT_LANG" -i "$OUT/test.$TGT_LANG" -lc -b
 fi
 log "done: the model is $model; translate more raw text with
-  "$PYTHON" translate.py -model $model -src FILE -src_lang $SRC_LANG ${codes[*]} -detokenize -tgt_lang $TGT_LANG -output OUT"
+  "$PYTHON" translate.py -model $model -src FILE -output OUT   (raw $SRC_LANG in, running $TGT_LANG text out)"
 exit
 }

@@ -26,6 +26,7 @@ from onmt_cont.inputters.corpus import (
     write_manifest,
 )
 from onmt_cont.inputters.vocab import Vocab, build_vocab, read_vocab_text, save_vocabs
+from onmt_cont.text import text_record
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import pid_alive, refuse_output_over_inputs
@@ -45,6 +46,12 @@ def build_parser():
     g.add_argument("-shuffle", action="store_true", help="shuffle the training pairs (a full shuffle across shards)")
     g.add_argument("-seed", type=numbers.seed, default=3435, help="random seed for -shuffle: 0 to 2^32 - 1")
     g.add_argument("-lower", action="store_true", help="lowercase both sides")
+    g = p.add_argument_group("Raw text the data was made from (recorded in the vocabulary and every checkpoint, so "
+                             "that translate.py and onmt_cont.load() read and write raw text with no flags)")
+    g.add_argument("-src_lang", help="the source was raw text in this language, Moses-tokenized (no escaping) and "
+                   "lowercased as tools/moses_tok.py does")
+    g.add_argument("-tgt_lang", help="the target likewise: translations are Moses-detokenized in this language")
+    g.add_argument("-src_bpe_codes", help="the subword-nmt codes the source was cut with: embedded, with its sha256")
     g = p.add_argument_group("Vocabulary")
     g.add_argument("-src_vocab_size", type=int, default=50000, help="most frequent source words kept")
     g.add_argument("-tgt_vocab_size", type=int, default=50000, help="most frequent target words kept")
@@ -217,7 +224,7 @@ def main(argv=None):
     refuse_output_over_inputs({"-save_data": data_files(opt.save_data)}, {
         "-train_src": opt.train_src, "-train_tgt": opt.train_tgt, "-valid_src": opt.valid_src,
         "-valid_tgt": opt.valid_tgt, "-tgt_emb": opt.tgt_emb, "-src_vocab": opt.src_vocab, "-tgt_vocab": opt.tgt_vocab,
-        "-config": opt.config})
+        "-src_bpe_codes": opt.src_bpe_codes, "-config": opt.config})
     if opt.shard_size < 1:
         raise UserError(f"-shard_size must be at least 1, got {opt.shard_size}")
     for name in ("src_seq_length", "tgt_seq_length"):
@@ -235,6 +242,7 @@ def main(argv=None):
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise UserError(f"-save_data {opt.save_data}: {out_dir} is a file, not a folder")
     start = time.time()
+    text = text_record(opt.src_lang, opt.tgt_lang, opt.src_bpe_codes)  # bad codes: refused before any work
     n_train = check_parallel(opt.train_src, opt.train_tgt)
     n_valid = check_parallel(opt.valid_src, opt.valid_tgt)
 
@@ -293,6 +301,9 @@ def main(argv=None):
     with prefix_lock(opt.save_data, "-save_data"), _removed_on_failure(made):
         # an older run's PREFIX.shards.json stays until this run's replaces it: if this run is killed before,
         # the shards it rewrote no longer match that list, and train.py refuses the mix
+        if text is not None:  # lowercased here, or before (no word of either side has an upper-case letter)
+            text["lower"] = bool(opt.lower) or not any(ch.isupper() for v in (src_vocab, tgt_vocab) for w in v.itos
+                                                       if not (w.startswith("<") and w.endswith(">")) for ch in w)
         _remove_dead_work_folders(out_dir)
         written = []  # two runs on one prefix would replace each other's files: the lock refuses the second
         try:
@@ -302,7 +313,7 @@ def main(argv=None):
             valid = list(_kept_ids(opt.valid_src, opt.valid_tgt, opt, src_vocab, tgt_vocab, n_valid, valid_text))
             save_shard(written[-1], valid, valid_text, vocab_fingerprint(src_vocab, tgt_vocab))
             written += [f"{opt.save_data}.vocab.{x}" for x in ("src.txt", "tgt.txt", "pt")]
-            save_vocabs(opt.save_data, src_vocab, tgt_vocab, opt.lower)
+            save_vocabs(opt.save_data, src_vocab, tgt_vocab, opt.lower, text)
             written.append(manifest_path(opt.save_data))
             write_manifest(opt.save_data, n_shards)  # last: it commits this run's shards as a set
         except BaseException:

@@ -33,7 +33,7 @@ import torch
 
 from onmt_cont import opts
 from onmt_cont.inputters.corpus import count_lines
-from onmt_cont.text import TextPipeline
+from onmt_cont.text import CodesText, TextPipeline, checked_codes, describe_record
 from onmt_cont.translate.calibration import load_offsets
 from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.options import build_parser
@@ -145,25 +145,41 @@ def is_stream(path):
 _UNTOKENIZED = re.compile(r"\w[.,!?;:)\"]|\w'\w|[(\"]\w")
 
 
-def reference_mismatch(refs, lower, raw):
-    """A warning when the reference does not look like what it is scored as, else None: a
-    tokenized reference (``raw`` False) with upper case for a lowercasing model or with punctuation
-    stuck to words; a raw one whose words are all split from their punctuation."""
+def reference_mismatch(refs, lower, raw, hint_raw="give -detokenize -tgt_lang LANG to score a raw reference",
+                       hint_tok="give -tgt_tokenized if it is the model's tokens", scored="scored"):
+    """A warning when the text does not look like what it is read as, else None: tokenized text
+    (``raw`` False) with upper case for a lowercasing model or with punctuation stuck to words; raw
+    text whose words are all split from their punctuation. The hints say what to do instead."""
     lines = [r for r in refs if r.strip()][:200]
     if not lines:
         return None
     untokenized = sum(bool(_UNTOKENIZED.search(r)) for r in lines) / len(lines)
     if raw:
         if untokenized == 0 and any(" . " in f"{r} " or r.rstrip().endswith(" .") for r in lines):
-            return ("it looks tokenized (punctuation split from the words), but with -detokenize it is scored as raw "
-                    "text: give -tgt_tokenized if it is the model's tokens")
+            return f"it looks tokenized (punctuation split from the words), but it is {scored} as raw text: {hint_tok}"
         return None
     cased = lower and any(ch.isupper() for r in lines for ch in r)
     if untokenized > 0.2 or cased:
         what = "punctuation stuck to words" if untokenized > 0.2 else "upper-case letters (the model writes lowercase)"
-        return (f"it holds {what}: it looks like raw text, but it is scored as tokenized text; give -detokenize "
-                "-tgt_lang LANG to score a raw reference")
+        return f"it holds {what}: it looks like raw text, but it is {scored} as tokenized text; {hint_raw}"
     return None
+
+
+def apply_text_record(opt, translator):
+    """A checkpoint that records the raw text its data was made from (preprocess.py -src_lang ...):
+    unless -tokenized, or raw-text flags of the user's own, translate.py reads and writes raw text as
+    it says, and says so once. -> (the BPE codes for the source: a path, the record's text or None,
+    whether the tokenizer lowercases)."""
+    record = translator.text_record
+    if record is None or opt.tokenized or opt.src_lang or opt.src_bpe_codes or opt.detokenize:
+        return opt.src_bpe_codes, True if record is None else bool(record.get("lower", True))
+    opt.src_lang = record.get("src_lang")
+    codes = checked_codes(record, opt.model)
+    if record.get("tgt_lang"):
+        opt.detokenize, opt.tgt_lang = True, record["tgt_lang"]
+    log(f"{opt.model} records the text it was trained on: {describe_record(record)} (-tokenized: read and write "
+        "its tokens instead)")
+    return (CodesText(codes, f"{opt.model}'s codes") if codes else None), bool(record.get("lower", True))
 
 
 LOG_FILES = []  # -log_file's open file, while a run writes it
@@ -290,6 +306,7 @@ def run(opt, done):
         log(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
             f"+ {added:,} new words")
     bleu_ctx = raw_ctx = ref_ctx = nullcontext()
+    codes, text_lower = apply_text_record(opt, translator)
     raw_reference = bool(opt.tgt) and opt.detokenize and not opt.tgt_tokenized
     # a model writes lowercase when its data was lowercased by preprocess.py or before it (no target word
     # has an upper-case letter): BLEU is then case-insensitive, and says so (case:lc)
@@ -320,10 +337,11 @@ def run(opt, done):
     def on_batch(n):
         bar.update(n)
 
-    text = TextPipeline(opt.src_lang, opt.tgt_lang if opt.detokenize else None, opt.src_bpe_codes)
+    text = TextPipeline(opt.src_lang, opt.tgt_lang if opt.detokenize else None, codes, lower=text_lower)
     with bar, text, ref_ctx, bleu_ctx as bleu, raw_ctx as raw_bleu, output_file(opt.output) as out:
         # islice takes at most sys.maxsize: a larger -chunk_size reads everything at once anyway
         for lines, refs in read_chunks(src, tgt, min(opt.chunk_size, sys.maxsize)):
+            raw_lines = lines
             lines = [text.encode(line) for line in lines]  # tokenized input: only stripped
             start = time.time()
             raw = [] if raw_bleu is not None else None
@@ -336,11 +354,16 @@ def run(opt, done):
                 outputs = [remove_bpe(o) for o in outputs]
                 raw = [remove_bpe(o) for o in raw] if raw is not None else None
                 nbest = None if nbest is None else [[(remove_bpe(h), sc) for h, sc in hyps] for hyps in nbest]
+            if not checked[0] and opt.src_lang is None:  # tokens are expected: does the source look like them?
+                warning = reference_mismatch(raw_lines, lowercase, False, scored="read",
+                                             hint_raw="give -src_lang LANG (and -src_bpe_codes) to read raw text")
+                if warning:
+                    log(f"warning: -src {opt.src}: {warning}")
             if refs is not None and not checked[0]:
-                checked[0] = True
                 warning = reference_mismatch(refs, lowercase, raw_reference)
                 if warning:
                     log(f"warning: -tgt {opt.tgt}: {warning}")
+            checked[0] = True
             if raw_bleu is not None:
                 raw_bleu.add(raw, refs)
             if nbest is None:

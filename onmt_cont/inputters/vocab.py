@@ -165,11 +165,14 @@ def read_vocab_text(path):
     return Vocab(list(SPECIALS) + [t for t, _ in dedup], [0] * len(SPECIALS) + [c for _, c in dedup])
 
 
-def save_vocabs(prefix, src, tgt, lower):
-    """Write ``PREFIX.vocab.pt`` and the two text files, each atomically."""
+def save_vocabs(prefix, src, tgt, lower, text=None):
+    """Write ``PREFIX.vocab.pt`` and the two text files, each atomically. ``text``: the raw text the
+    data was made from (onmt_cont.text.text_record), or None."""
     from onmt_cont.utils.io import atomic_torch_save
 
     data = {"format_version": FORMAT_VERSION, "src": src.to_dict(), "tgt": tgt.to_dict(), "lower": lower}
+    if text is not None:
+        data["text"] = text
     atomic_write_text(prefix + ".vocab.src.txt", vocab_to_text(src))
     atomic_write_text(prefix + ".vocab.tgt.txt", vocab_to_text(tgt))
     atomic_torch_save(data, prefix + ".vocab.pt")

@@ -75,12 +75,13 @@ def restore_rng(saved, device=None, rank=0, world=1):
 
 
 def save_checkpoint(path, model, optimizer, opt, src_vocab, tgt_vocab, progress, lower=False, scaler=None,
-                    rng=None, train_params=None):
+                    rng=None, train_params=None, text=None):
     """Write atomically; refuse to write parameters that are not finite. ``scaler``: the fp16
     GradScaler, whose loss scale a resumed run must start from. ``rng``: the random states to keep
     (default: this process's, :func:`rng_state`; under torchrun, rank 0's with "ranks" added).
     ``train_params`` (-average_decay, where ``model`` holds the average): the raw trainable
-    parameters {name: tensor} that training goes on from, kept as "train_model"."""
+    parameters {name: tensor} that training goes on from, kept as "train_model". ``text``: the raw
+    text the data was made from (preprocess.py's record), kept as vocab["text"]."""
     state = model.state_dict()
     for name, tensor in state.items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
@@ -96,6 +97,8 @@ def save_checkpoint(path, model, optimizer, opt, src_vocab, tgt_vocab, progress,
         "progress": dict(progress),
         "rng": rng if rng is not None else rng_state(),
     }
+    if text is not None:
+        data["vocab"]["text"] = text
     if scaler is not None:
         data["scaler"] = scaler.state_dict()
     if train_params is not None:

@@ -35,6 +35,7 @@ class Run:
         self.ctx = ctx if ctx is not None else distributed.Context()
         self.src_vocab, self.tgt_vocab, vocab_data = load_vocabs(opt.data + ".vocab.pt")
         self.lower = bool(vocab_data.get("lower", False))  # translate.py lowercases input the same way
+        self.text = vocab_data.get("text")  # the raw text the data was made from: the checkpoints carry it
         self.notes, self.warnings = [], []  # for the log, once it is set up
         self.train_paths = shard_paths(opt.data, "train")
         valid_path = shard_paths(opt.data, "valid")[0]
@@ -193,7 +194,8 @@ class Run:
         with signals_deferred():  # a stop waits for the file, and for the record of it
             with self.averaged() as raw:
                 save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab,
-                                self.progress, lower=self.lower, scaler=self.trainer.scaler, rng=rng, train_params=raw)
+                                self.progress, lower=self.lower, scaler=self.trainer.scaler, rng=rng, train_params=raw,
+                                text=self.text)
             if name == "best":
                 self.best_saved = (path, self.progress["step"])
             else:

@@ -23,6 +23,9 @@ def build_parser():
                    "would score the written output (case-insensitive for a lowercasing model) and, Moses-tokenized "
                    "as the model's data, by tokenized BLEU; without, it is tokenized as the model's output "
                    "(-tgt_tokenized says so with -detokenize too)")
+    g.add_argument("-tokenized", action="store_true", help="-src is the model's tokens and the output is written as "
+                   "tokens, also for a model whose checkpoint records the raw text it was trained on (preprocess.py "
+                   "-src_lang/-tgt_lang/-src_bpe_codes: then raw text is read and written by default)")
     g.add_argument("-tgt_tokenized", action="store_true", help="-tgt is tokenized (and lowercased) as the model's "
                    "output, also with -detokenize: it is detokenized for sacreBLEU, as without -detokenize")
     g.add_argument("-tgt_lang", default="en", help="target language for Moses detokenization (BLEU, -detokenize)")

@@ -42,6 +42,7 @@ class Translator:
         data = load_checkpoint(checkpoint_path)
         model, _, src_vocab, tgt_vocab = model_from_checkpoint(data, device, checkpoint_path)
         lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
+        self.text_record = data["vocab"].get("text")  # the raw text the data was made from (preprocess.py)
         self._setup(model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
                     length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
                     alignment_layer, decode_prior, csls, block_ngram_repeat, decode_prior_cap, freq_offsets)
@@ -80,6 +81,7 @@ class Translator:
         unknown = set(options) - set(defaults)
         if unknown:
             raise TypeError(f"unknown translator options: {sorted(unknown)}")
+        self.text_record = None
         self._setup(model, src_vocab, tgt_vocab, lower, device, **{**defaults, **options})
         self.set_beam_distribution(getattr(model, "train_opt", None), temperature)
         return self
