@@ -301,6 +301,9 @@ def run(opt, done):
         translator.check_offsets_model(opt.freq_offsets, offsets_model)
     translator.set_n_best(opt.n_best)
     translator.set_with_score(opt.with_score)
+    translator.set_sampling(opt.random_sampling_topk, opt.random_sampling_topp, opt.random_sampling_temp, opt.seed)
+    if opt.tgt_prefix and not opt.tgt:
+        raise UserError("-tgt_prefix forces each output to start with its -tgt line: give -tgt")
     if opt.tgt_emb_extend:
         added = len(translator.tgt_vocab) - translator.n_train_words
         log(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
@@ -312,7 +315,7 @@ def run(opt, done):
     # has an upper-case letter): BLEU is then case-insensitive, and says so (case:lc)
     lowercase = translator.lower or not any(ch.isupper() for word in translator.tgt_vocab.itos
                                              if not (word.startswith("<") and word.endswith(">")) for ch in word)
-    if opt.tgt:
+    if opt.tgt and not opt.tgt_prefix:
         from onmt_cont.evaluate import CorpusBleu  # sacreBLEU and the Moses detokenizer only when scoring
 
         # a raw reference is also Moses-tokenized (and lowercased) as the model's data, for tokenized BLEU
@@ -348,7 +351,8 @@ def run(opt, done):
             nbest = [] if translator.scored else None
             with torch.no_grad():
                 outputs = translator.translate_lines(lines, opt.batch_size, batch_type=opt.batch_type,
-                                                     lower=translator.lower, on_batch=on_batch, raw=raw, nbest=nbest)
+                                                     lower=translator.lower, on_batch=on_batch, raw=raw, nbest=nbest,
+                                                     prefixes=refs if opt.tgt_prefix else None)
             elapsed += time.time() - start
             if opt.remove_bpe:
                 outputs = [remove_bpe(o) for o in outputs]
@@ -359,7 +363,7 @@ def run(opt, done):
                                              hint_raw="give -src_lang LANG (and -src_bpe_codes) to read raw text")
                 if warning:
                     log(f"warning: -src {opt.src}: {warning}")
-            if refs is not None and not checked[0]:
+            if refs is not None and not checked[0] and not opt.tgt_prefix:
                 warning = reference_mismatch(refs, lowercase, raw_reference)
                 if warning:
                     log(f"warning: -tgt {opt.tgt}: {warning}")

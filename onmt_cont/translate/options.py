@@ -119,6 +119,18 @@ def build_parser():
     g.add_argument("-with_score", action="store_true", help="append a tab and the hypothesis's score to each "
                    "output line: its log-probability under beam search's scores divided by the length penalty "
                    "(greedy: beam 1, the same words)")
+    g.add_argument("-random_sampling_topk", type=int, default=0, help="draw each word instead of the argmax "
+                   "(OpenNMT-py's name; back-translation): -1 from the whole distribution, K > 1 from the K most "
+                   "likely words; 0 or 1: off. A continuous model draws from its beam distribution "
+                   "(softmax(score / tau), -beam_temperature). Needs -beam_size 1")
+    g.add_argument("-random_sampling_topp", type=float, default=0.0, help="draw each word from the smallest set of "
+                   "most likely words whose probability reaches P (nucleus sampling), 0 < P < 1; 0: off")
+    g.add_argument("-random_sampling_temp", type=float, default=1.0, help="divide the scores by this before sampling")
+    g.add_argument("-seed", type=int, default=0, help="random sampling's seed: the same seed, batches and device "
+                   "draw the same words")
+    g.add_argument("-tgt_prefix", action="store_true", help="each output starts with its -tgt line (tokens, as the "
+                   "model writes), forced, and decoding goes on from there (OpenNMT-py's -tgt_prefix); no BLEU. "
+                   "Greedy search or sampling")
     g.add_argument("-log_file", help="also write what translate.py prints on standard error to this file")
     g.add_argument("-verbose", action="store_true", help="print each source and translation (with its score when "
                    "-with_score or -n_best give one) on standard error")

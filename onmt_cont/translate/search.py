@@ -71,9 +71,44 @@ def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False, ba
     return scores, (attn[:, 0] if need_attn and attn is not None else None), state
 
 
+class Sampler:
+    """Random sampling instead of the argmax (translate.py -random_sampling_topk/-topp/-temp, OpenNMT-py's
+    names): each step draws the next word from the model's distribution over the words (a softmax model's
+    log-probabilities; a continuous model's beam distribution, softmax(score / τ), see
+    ContinuousGenerator.set_beam_scale), divided by ``temp``, restricted to the ``topk`` most likely words
+    (-1 or 0: all) and to the smallest set whose probability reaches ``topp`` (0 or 1: all), from a generator
+    seeded with ``seed``: the same seed, batches and device give the same draws."""
+
+    def __init__(self, topk=-1, topp=0.0, temp=1.0, seed=0):
+        self.topk, self.topp, self.temp = topk, topp, temp
+        self.seed, self._gen = seed, {}
+
+    def pick(self, scores):
+        """scores [batch, vocab] (log-probabilities, -inf for banned words) -> drawn ids [batch]; a row with no
+        candidate draws </s>."""
+        device = scores.device
+        gen = self._gen.get(device)
+        if gen is None:
+            gen = self._gen[device] = torch.Generator(device=device).manual_seed(self.seed)
+        logits = scores.float() / self.temp
+        if self.topk > 0 and self.topk < logits.size(-1):
+            kth = logits.topk(self.topk, dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if 0 < self.topp < 1:
+            sorted_logits, order = logits.sort(dim=-1, descending=True)
+            probs = sorted_logits.softmax(-1)
+            before = probs.cumsum(-1) - probs  # the mass of the more likely words
+            drop = (before >= self.topp).scatter(-1, order, before >= self.topp)
+            logits = logits.masked_fill(drop, float("-inf"))
+        dead = torch.isinf(logits).all(-1) | torch.isnan(logits).any(-1)
+        probs = torch.where(dead.unsqueeze(1), torch.ones_like(logits), logits.softmax(-1).nan_to_num(0.0))
+        drawn = torch.multinomial(probs, 1, generator=gen).squeeze(1)
+        return torch.where(dead, torch.full_like(drawn, EOS_ID), drawn)
+
+
 @torch.no_grad()
 def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_every=None, block_ngram_repeat=0,
-                  need_attn=True):
+                  need_attn=True, sampler=None, prefix=None):
     """Batched greedy decoding; the chosen word's embedding feeds the next step.
 
     src: [batch, src_len]; max_lengths: [batch] longest output (without </s>); banned: ids never
@@ -85,7 +120,10 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
     ``block_ngram_repeat`` n > 0: a word that would repeat an n-gram of its sentence's output is
     not chosen (:func:`blocked_words`; it reads the outputs on the host at every step); a sentence
     whose every word is blocked ends. ``need_attn`` False: no attention is kept (translate.py
-    without -replace_unk reads none), and each sentence's attention is None.
+    without -replace_unk reads none), and each sentence's attention is None. ``sampler``: a
+    :class:`Sampler` draws each word instead of the argmax. ``prefix``: per sentence, the ids its output
+    starts with (translate.py -tgt_prefix): forced, then decoding goes on from them; they are part of
+    the output.
     Returns (list of id lists without </s>, list of attention tensors [len, src_len] on the CPU)."""
     memory_bank, src_mask, state = model.encode(src, src_lengths)
     batch, device = src.size(0), src.device
@@ -99,19 +137,32 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     steps = 0
     prefixes = [[] for _ in range(batch)] if block_ngram_repeat else None  # each sentence's words so far
+    forced = forced_len = None
+    if prefix is not None and any(prefix):  # [batch, longest prefix] of forced ids, and each one's length
+        forced_len = torch.tensor([len(p) for p in prefix], device=device)
+        forced = torch.full((batch, int(forced_len.max())), PAD_ID, dtype=torch.long, device=device)
+        for b, p in enumerate(prefix):
+            forced[b, : len(p)] = torch.tensor(p, dtype=torch.long)
+        max_lengths = torch.maximum(max_lengths, forced_len)
+        limit = max(limit, int(forced_len.max()))
+        out = torch.full((batch, max(limit, 1)), PAD_ID, dtype=torch.long, device=device)
+        out_attn = torch.zeros(batch, max(limit, 1), src.size(1), device=device) if need_attn else None
     for t in range(limit):  # a sentence still going at the limit ends there
         scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=t == 0, banned=banned,
-                                          greedy=True, need_attn=need_attn)
+                                          greedy=sampler is None, need_attn=need_attn)
+        rows_now = rows.tolist() if prefixes is not None else None
         if prefixes is not None:
-            rows_now = rows.tolist()
             scores = block_repeats(scores, [prefixes[b] for b in rows_now], block_ngram_repeat)
-            best = scores.max(-1)
-            last = torch.where(best.values == float("-inf"), torch.full_like(best.indices, EOS_ID), best.indices)
-            for b, w in zip(rows_now, last.tolist(), strict=True):
-                prefixes[b].append(w)
+        if sampler is not None:
+            last = sampler.pick(scores)
         else:
             best = scores.max(-1)  # a row with no candidate (every score -inf) ends its sentence
             last = torch.where(best.values == float("-inf"), torch.full_like(best.indices, EOS_ID), best.indices)
+        if forced is not None and t < forced.size(1):  # -tgt_prefix: the prefix's word while it lasts
+            last = torch.where(forced_len[rows] > t, forced[rows, t], last)
+        if prefixes is not None:
+            for b, w in zip(rows_now, last.tolist(), strict=True):
+                prefixes[b].append(w)
         last = torch.where(max_lengths <= t, torch.full_like(last, EOS_ID), last)
         out[rows, t] = last.masked_fill(done, PAD_ID)
         if need_attn:

@@ -13,7 +13,7 @@ from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.translate.calibration import model_record, offset_vector
 from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.open_vocab import extend_model, read_extension
-from onmt_cont.translate.search import BANNED, BANNED_WITH_UNK, beam_search, greedy_search, length_limits
+from onmt_cont.translate.search import BANNED, BANNED_WITH_UNK, Sampler, beam_search, greedy_search, length_limits
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError
 
@@ -95,6 +95,7 @@ class Translator:
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.block_ngram_repeat = block_ngram_repeat
         self.n_best, self._with_score, self.last_nbest = 1, False, None  # set_n_best, set_with_score
+        self.sampler = None  # set_sampling
         self.train_vocab = tgt_vocab  # before -tgt_emb_extend adds words
         words = len(tgt_vocab)
         if csls > max(words - 2, 0):  # the K nearest other words (padding left out): there are V - 2
@@ -221,23 +222,44 @@ class Translator:
                             "hypotheses")
         self.n_best = n
 
-    def translate_batch(self, token_lists, attention=None):
+    def set_sampling(self, topk=0, topp=0.0, temp=1.0, seed=0):
+        """Random sampling instead of search (translate.py -random_sampling_topk/-topp/-temp/-seed, as
+        OpenNMT-py names them): on when ``topk`` is -1 (the whole distribution) or above 1, or ``topp`` is
+        in (0, 1); ``topk`` 0 or 1 with ``topp`` 0 is the argmax (off). Greedy search only (-beam_size 1)."""
+        if not (isinstance(topk, int) and -1 <= topk) or not (0.0 <= topp <= 1.0) or not (0.0 < temp <= 100.0):
+            raise UserError(f"-random_sampling_topk must be -1 (all words), 0 (off) or a count, -random_sampling_topp "
+                            f"in [0, 1] and -random_sampling_temp in (0, 100]; got {topk}, {topp}, {temp}")
+        on = topk == -1 or topk > 1 or 0.0 < topp < 1.0
+        if on and (self.beam_size > 1 or self.scored):
+            raise UserError("random sampling draws one hypothesis per sentence: it needs -beam_size 1 and no -n_best "
+                            "or -with_score")
+        self.sampler = Sampler(topk, topp, temp, seed) if on else None
+
+    def translate_batch(self, token_lists, attention=None, prefixes=None):
         """token_lists: non-empty source sentences (lists of tokens) -> (outputs, attentions).
         ``attention``: whether to keep each output word's attention over the source (None: only
         where -replace_unk reads it); without it the attentions are None and a Transformer's step
-        skips the weights."""
+        skips the weights. ``prefixes``: per sentence, the target words its output starts with
+        (-tgt_prefix; greedy search and sampling)."""
         attention = self.replace_unk if attention is None else attention
         examples = [(torch.tensor(self.src_vocab.encode(toks)), torch.tensor([UNK_ID])) for toks in token_lists]
         batch = collate(examples, list(range(len(examples))), self.device)
         max_lengths = self._max_lengths(batch["src_lengths"])
         nbest = [] if self.scored else None
+        prefix = None
+        if prefixes is not None:
+            if self.beam_size > 1 or nbest is not None:
+                raise UserError("-tgt_prefix forces each output's first words in greedy search or sampling: it needs "
+                                "-beam_size 1 and no -n_best or -with_score")
+            prefix = [self.tgt_vocab.encode(words) for words in prefixes]
         if self.beam_size > 1 or nbest is not None:
             ids, attns = beam_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
                                      self.length_penalty, self.alpha, self.banned, self.block_ngram_repeat,
                                      need_attn=attention, nbest_out=nbest, n_best=self.n_best)
         else:
             ids, attns = greedy_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.banned,
-                                       block_ngram_repeat=self.block_ngram_repeat, need_attn=attention)
+                                       block_ngram_repeat=self.block_ngram_repeat, need_attn=attention,
+                                       sampler=self.sampler, prefix=prefix)
         outputs, self.last_raw = [], []
         for toks, seq, attn in zip(token_lists, ids, attns, strict=True):
             self.words_out += len(seq)
@@ -261,13 +283,14 @@ class Translator:
         return self.n_best > 1 or self._with_score
 
     def translate_lines(self, lines, batch_size=32, lower=False, on_batch=None, raw=None, batch_type="sents",
-                        nbest=None):
+                        nbest=None, prefixes=None):
         """Translate sentences (strings); an empty line gives an empty line. Order is kept.
         ``on_batch(n)``: called with the number of lines done (a progress bar's update);
         ``raw``: a list that receives the outputs before ``<unk>`` replacement, in the same order
         (translate.py scores them too, so the lexicon's share of BLEU is visible);
         ``nbest``: a list that receives, per line, its hypotheses as (text, score), best first (see
-        :meth:`set_n_best` and :meth:`set_with_score`; an empty line: one empty hypothesis, score 0)."""
+        :meth:`set_n_best` and :meth:`set_with_score`; an empty line: one empty hypothesis, score 0);
+        ``prefixes``: per line, the target text its translation starts with (tokens, as the model writes)."""
         token_lists = [(line.lower() if lower else line).split() for line in lines]
         order = sorted((i for i, t in enumerate(token_lists) if t), key=lambda i: len(token_lists[i]))
         results = [""] * len(lines)
@@ -276,7 +299,8 @@ class Translator:
         if on_batch:
             on_batch(len(lines) - len(order))  # the empty lines are done
         for chunk in length_batches(order, [len(t) for t in token_lists], batch_size, batch_type):
-            outputs, _ = self.translate_batch([token_lists[i] for i in chunk])
+            outputs, _ = self.translate_batch([token_lists[i] for i in chunk], prefixes=None if prefixes is None else
+                                              [prefixes[i].split() for i in chunk])
             for k, (i, words, own) in enumerate(zip(chunk, outputs, self.last_raw, strict=True)):
                 results[i] = " ".join(words)
                 if raw is not None:

@@ -1,0 +1,82 @@
+"""Random sampling (-random_sampling_topk/-topp/-temp with -seed) and -tgt_prefix (issue 70.6), on a softmax and
+a continuous model: draws come from the top-k / nucleus support only, the same seed draws the same words, and
+a forced prefix starts every output."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from onmt_cont.bin import embeddings_to_torch
+from onmt_cont.constants import EOS_ID
+from onmt_cont.translate.search import Sampler
+from tests.test_outputs import sample_data, trained
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
+
+
+def test_sampler_draws_from_the_top_k_and_the_nucleus_only():
+    logp = torch.log_softmax(torch.tensor([[4.0, 3.0, 2.0, 1.0, 0.0, -1.0]]).repeat(2000, 1), -1)
+    logp[:, 0] = float("-inf")  # a banned word (padding) is never drawn
+    full = Sampler(-1, seed=1).pick(logp)
+    assert set(full.tolist()) == {1, 2, 3, 4, 5} and 0 not in full.tolist()
+    assert set(Sampler(2, seed=1).pick(logp).tolist()) == {1, 2}
+    # nucleus 0.7: p = 0.665, 0.245, ...: the two most likely words reach it
+    assert set(Sampler(topp=0.7, seed=1).pick(logp).tolist()) == {1, 2}
+    assert torch.equal(Sampler(-1, seed=3).pick(logp), Sampler(-1, seed=3).pick(logp))
+    assert not torch.equal(Sampler(-1, seed=3).pick(logp), Sampler(-1, seed=4).pick(logp))
+    cold = Sampler(-1, temp=0.05, seed=1).pick(logp)  # a low temperature is nearly the argmax
+    assert (cold == 1).float().mean() > 0.99
+    dead = torch.full((1, 6), float("-inf"))
+    assert Sampler(-1).pick(dead).tolist() == [EOS_ID]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("sampling")
+    prefix = sample_data(d, DATA / "en.vec.gz")
+    embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", prefix + ".vocab.pt",
+                              "-output_file", str(d / "emb"), "-normalize"])
+    common = ["-rnn_size", "32", "-word_vec_size", "32", "-train_steps", "60", "-dropout", "0"]
+    return {"softmax": trained(prefix, str(d / "ce"), "-loss", "ce", *common),
+            "continuous": trained(prefix, str(d / "vmf"), "-loss", "nllvmf", "-tie_emb", "-tgt_emb",
+                                  str(d / "emb.dec.pt"), *common)}
+
+
+def translate(model, src, *args, ok=True):
+    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-model", model, "-src", str(src), "-threads",
+                          "1", "-max_length", "12", *map(str, args)], capture_output=True, text=True, timeout=300)
+    assert (res.returncode == 0) == ok, res.stderr
+    return res.stdout.splitlines() if ok else res.stderr
+
+
+@pytest.mark.parametrize("kind", ["softmax", "continuous"])
+def test_sampling_is_seeded_and_differs_from_search(models, kind, tmp_path):
+    src = tmp_path / "src.fr"
+    src.write_text("".join(open(DATA / "test.fr", encoding="utf-8").readlines()[:30]), encoding="utf-8")
+    greedy = translate(models[kind], src)
+    one = translate(models[kind], src, "-random_sampling_topk", "-1", "-seed", "1")
+    assert one == translate(models[kind], src, "-random_sampling_topk", "-1", "-seed", "1")
+    assert one != translate(models[kind], src, "-random_sampling_topk", "-1", "-seed", "2")
+    assert one != greedy and len(one) == 30
+    nucleus = translate(models[kind], src, "-random_sampling_topp", "0.5", "-seed", "1")
+    assert len(nucleus) == 30
+    err = translate(models[kind], src, "-random_sampling_topk", "-1", "-beam_size", "3", ok=False)
+    assert "random sampling draws one hypothesis per sentence: it needs -beam_size 1" in err
+
+
+@pytest.mark.parametrize("kind", ["softmax", "continuous"])
+def test_tgt_prefix_starts_every_output(models, kind, tmp_path):
+    src, pre = tmp_path / "src.fr", tmp_path / "pre.en"
+    src.write_text("".join(open(DATA / "test.fr", encoding="utf-8").readlines()[:4]), encoding="utf-8")
+    pre.write_text("a dog\nthe man is\n\ntwo\n", encoding="utf-8")
+    out = translate(models[kind], src, "-tgt", pre, "-tgt_prefix")
+    assert out[0].startswith("a dog") and out[1].startswith("the man is") and out[3].startswith("two"), out
+    sampled = translate(models[kind], src, "-tgt", pre, "-tgt_prefix", "-random_sampling_topk", "-1")
+    assert sampled[0].startswith("a dog") and sampled[1].startswith("the man is")
+    assert "needs -beam_size 1" in translate(models[kind], src, "-tgt", pre, "-tgt_prefix", "-beam_size", "2",
+                                             ok=False)
+    assert "give -tgt" in translate(models[kind], src, "-tgt_prefix", ok=False)
