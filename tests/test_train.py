@@ -1081,3 +1081,19 @@ def test_options_that_do_nothing_are_named_in_the_log(data, tmp_path, capsys, ex
     train.main(argv(data, tmp_path / "..", loss="l2", train_steps="1", save_model=str(tmp_path / "n"),
                     log_file=str(tmp_path / "plain.log")))
     assert "does nothing" not in (tmp_path / "plain.log").read_text(encoding="utf-8")
+
+
+def test_checkpoints_of_one_state_are_one_file(data, tmp_path):
+    """Issue 70.7: PREFIX_step_N, _last and _best of the same step and progress were three full copies of one
+    model; now they are names of one file (a hard link), and a checkpoint of another step is a file of its own."""
+    run = train.main(argv(data, tmp_path, loss="cosine", train_steps="6", save_checkpoint_steps="3",
+                          valid_steps="3", epochs="100"))
+    assert run.progress["step"] == 6
+    names = {n: os.stat(tmp_path / f"m_{n}.pt") for n in ("step_3", "step_6", "last", "best")}
+    assert names["step_6"].st_ino == names["last"].st_ino and names["step_6"].st_nlink >= 2
+    assert names["step_3"].st_ino != names["step_6"].st_ino
+    best = torch.load(tmp_path / "m_best.pt", weights_only=True)["progress"]["step"]
+    assert (names["best"].st_ino == names[f"step_{best}"].st_ino)  # written at that step's validation
+    last = torch.load(tmp_path / "m_last.pt", weights_only=True)
+    step6 = torch.load(tmp_path / "m_step_6.pt", weights_only=True)
+    assert all(torch.equal(last["model"][k], step6["model"][k]) for k in last["model"])

@@ -1,6 +1,7 @@
 """A training run (Run): what it holds and its loop over epochs, with validation, model selection
 and checkpoints."""
 
+import copy
 import gc
 import hashlib
 import os
@@ -23,6 +24,7 @@ from onmt_cont.train.step import TrainingForward
 from onmt_cont.train.stopping import fresh_stopping, is_better, track_validation
 from onmt_cont.train.validate import VALID_SCALARS, ValidBleu
 from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.io import atomic_link
 from onmt_cont.utils.signals import signals_deferred
 
 
@@ -67,6 +69,7 @@ class Run:
         self.best_floor = None  # -resume auto: (score, step, path) of a PREFIX_best.pt to keep (kept_best)
         self.last_saved = None  # (path, step) of the newest step, epoch or last checkpoint of this run
         self.best_saved = None  # (path, step) of the PREFIX_best.pt this run wrote last
+        self._written = None  # (step, progress, path) of the checkpoint written last (save)
         self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
                                         self.ctx.rank, self.ctx.world, opt.drop_final_punct, self._punct_ids())
 
@@ -192,10 +195,16 @@ class Run:
             distributed.barrier(self.ctx)
             return path
         with signals_deferred():  # a stop waits for the file, and for the record of it
-            with self.averaged() as raw:
-                save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab,
-                                self.progress, lower=self.lower, scaler=self.trainer.scaler, rng=rng, train_params=raw,
-                                text=self.text)
+            # the same step and progress as the checkpoint written last (PREFIX_step_N, then _last, and _best
+            # at the run's end): the same bytes, so a second name of that file, not a second copy of the model
+            last = self._written
+            if not (last is not None and last[0] == self.progress["step"] and last[1] == self.progress
+                    and os.path.isfile(last[2]) and atomic_link(last[2], path)):
+                with self.averaged() as raw:
+                    save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab,
+                                    self.progress, lower=self.lower, scaler=self.trainer.scaler, rng=rng,
+                                    train_params=raw, text=self.text)
+            self._written = (self.progress["step"], copy.deepcopy(self.progress), path)
             if name == "best":
                 self.best_saved = (path, self.progress["step"])
             else:

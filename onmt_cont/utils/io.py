@@ -290,6 +290,28 @@ class _ErrorKeepingWriter:
         self.f.flush()
 
 
+def atomic_link(existing, path):
+    """Make ``path`` a second name of the regular file ``existing`` (a hard link), atomically: linked
+    under a temporary name beside ``path``, then renamed onto it. -> False, with nothing changed,
+    where the file system cannot link (the caller then writes a copy)."""
+    target, old = _existing_target(path)
+    if old is not None and not stat.S_ISREG(old.st_mode):
+        return False
+    directory = os.path.dirname(os.path.abspath(target))
+    tmp = os.path.join(directory, f".tmp-{os.getpid()}-link-{_temp_tail(os.path.basename(target), directory, '')}")
+    try:
+        os.link(existing, tmp)
+    except OSError:
+        return False
+    try:
+        os.replace(tmp, target)
+    except OSError as exc:
+        os.remove(tmp)
+        raise _write_error(path, exc) from None
+    _fsync_directory(directory)
+    return True
+
+
 def atomic_write_text(path, text):
     with atomic_path(path) as tmp:
         with open(tmp, "w", encoding="utf-8") as f:
