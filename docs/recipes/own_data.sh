@@ -25,6 +25,7 @@
 #   EPOCHS       at most this many epochs [the preset's]
 #   TRAIN_FLAGS  more train.py flags, which override the preset's (e.g. "-epochs 2" for a first try, "-gpu 0")
 #   THREADS      CPU threads for training and translation [train.py's default]
+#   DECODE       translate.py's search flags [-beam_size 5 -block_ngram_repeat 3]
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
 # file while it runs cannot change what the running script does (lab/recipes/word_choice.sh says why).
 {
@@ -121,7 +122,11 @@ model=$OUT/model_best.pt; [ -f "$model" ] || model=$OUT/model_last.pt
 
 log "6. translate the raw test source into running text (the model records its preprocessing: no flags for it)"
 ref=(); [ -f "$TEST.$TGT_LANG" ] && ref=(-tgt "$TEST.$TGT_LANG")
-"$PYTHON" translate.py -model "$model" -src "$TEST.$SRC_LANG" "${ref[@]}" "${threads[@]}" -output "$OUT/test.$TGT_LANG"
+# beam 5 with 3-gram blocking: ahead of greedy search on Multi30k (docs/results.md, "Beam search") and on the
+# quickstart's validation set; DECODE overrides it (e.g. DECODE="-beam_size 1" for greedy search)
+# shellcheck disable=SC2086  # DECODE holds several flags
+"$PYTHON" translate.py -model "$model" -src "$TEST.$SRC_LANG" "${ref[@]}" "${threads[@]}" ${DECODE:--beam_size 5 -block_ngram_repeat 3} \
+  -output "$OUT/test.$TGT_LANG"
 if [ -f "$TEST.$TGT_LANG" ]; then
   echo "sacreBLEU of $OUT/test.$TGT_LANG against the raw reference $TEST.$TGT_LANG (case-insensitive; the model writes lowercase):"
   "$PYTHON" -m sacrebleu "$TEST.$TGT_LANG" -i "$OUT/test.$TGT_LANG" -lc -b
