@@ -302,6 +302,9 @@ def run(opt, done):
     translator.set_n_best(opt.n_best)
     translator.set_with_score(opt.with_score)
     translator.set_sampling(opt.random_sampling_topk, opt.random_sampling_topp, opt.random_sampling_temp, opt.seed)
+    if opt.report_align and translator.scored:
+        raise UserError("-report_align writes one alignment per output line: not with -n_best or -with_score")
+    translator.report_align = opt.report_align
     if opt.tgt_prefix and not opt.tgt:
         raise UserError("-tgt_prefix forces each output to start with its -tgt line: give -tgt")
     if opt.tgt_emb_extend:
@@ -349,10 +352,11 @@ def run(opt, done):
             start = time.time()
             raw = [] if raw_bleu is not None else None
             nbest = [] if translator.scored else None
+            align = [] if opt.report_align else None
             with torch.no_grad():
                 outputs = translator.translate_lines(lines, opt.batch_size, batch_type=opt.batch_type,
                                                      lower=translator.lower, on_batch=on_batch, raw=raw, nbest=nbest,
-                                                     prefixes=refs if opt.tgt_prefix else None)
+                                                     prefixes=refs if opt.tgt_prefix else None, align=align)
             elapsed += time.time() - start
             if opt.remove_bpe:
                 outputs = [remove_bpe(o) for o in outputs]
@@ -370,7 +374,9 @@ def run(opt, done):
             checked[0] = True
             if raw_bleu is not None:
                 raw_bleu.add(raw, refs)
-            if nbest is None:
+            if align is not None:
+                out.writelines(f"{text.decode(o)} ||| {a}\n" for o, a in zip(outputs, align, strict=True))
+            elif nbest is None:
                 out.writelines(text.decode(o) + "\n" for o in outputs)
             else:
                 out.writelines(text.decode(h) + (f"\t{sc:.6f}" if opt.with_score else "") + "\n"

@@ -131,6 +131,10 @@ def build_parser():
     g.add_argument("-tgt_prefix", action="store_true", help="each output starts with its -tgt line (tokens, as the "
                    "model writes), forced, and decoding goes on from there (OpenNMT-py's -tgt_prefix); no BLEU. "
                    "Greedy search or sampling")
+    g.add_argument("-report_align", action="store_true", help="append ' ||| ' and each output's word alignment "
+                   "to its line, OpenNMT-py's format: 'S-T' (0-based) for each output token T and the source token S "
+                   "its attention weighs most (the model's tokens, before -detokenize; with -alignment_layer for a "
+                   "Transformer)")
     g.add_argument("-log_file", help="also write what translate.py prints on standard error to this file")
     g.add_argument("-verbose", action="store_true", help="print each source and translation (with its score when "
                    "-with_score or -n_best give one) on standard error")

@@ -96,6 +96,7 @@ class Translator:
         self.block_ngram_repeat = block_ngram_repeat
         self.n_best, self._with_score, self.last_nbest = 1, False, None  # set_n_best, set_with_score
         self.sampler = None  # set_sampling
+        self.report_align, self.last_align = False, None  # -report_align: each output's word alignment
         self.train_vocab = tgt_vocab  # before -tgt_emb_extend adds words
         words = len(tgt_vocab)
         if csls > max(words - 2, 0):  # the K nearest other words (padding left out): there are V - 2
@@ -241,7 +242,7 @@ class Translator:
         where -replace_unk reads it); without it the attentions are None and a Transformer's step
         skips the weights. ``prefixes``: per sentence, the target words its output starts with
         (-tgt_prefix; greedy search and sampling)."""
-        attention = self.replace_unk if attention is None else attention
+        attention = (self.replace_unk or self.report_align) if attention is None else attention
         examples = [(torch.tensor(self.src_vocab.encode(toks)), torch.tensor([UNK_ID])) for toks in token_lists]
         batch = collate(examples, list(range(len(examples))), self.device)
         max_lengths = self._max_lengths(batch["src_lengths"])
@@ -261,6 +262,8 @@ class Translator:
                                        block_ngram_repeat=self.block_ngram_repeat, need_attn=attention,
                                        sampler=self.sampler, prefix=prefix)
         outputs, self.last_raw = [], []
+        self.last_align = [alignment(attn, len(toks)) for toks, attn in zip(token_lists, attns, strict=True)] \
+            if self.report_align else None
         for toks, seq, attn in zip(token_lists, ids, attns, strict=True):
             self.words_out += len(seq)
             self.unk_out += seq.count(UNK_ID)
@@ -283,19 +286,21 @@ class Translator:
         return self.n_best > 1 or self._with_score
 
     def translate_lines(self, lines, batch_size=32, lower=False, on_batch=None, raw=None, batch_type="sents",
-                        nbest=None, prefixes=None):
+                        nbest=None, prefixes=None, align=None):
         """Translate sentences (strings); an empty line gives an empty line. Order is kept.
         ``on_batch(n)``: called with the number of lines done (a progress bar's update);
         ``raw``: a list that receives the outputs before ``<unk>`` replacement, in the same order
         (translate.py scores them too, so the lexicon's share of BLEU is visible);
         ``nbest``: a list that receives, per line, its hypotheses as (text, score), best first (see
         :meth:`set_n_best` and :meth:`set_with_score`; an empty line: one empty hypothesis, score 0);
-        ``prefixes``: per line, the target text its translation starts with (tokens, as the model writes)."""
+        ``prefixes``: per line, the target text its translation starts with (tokens, as the model writes);
+        ``align``: a list that receives, per line, its word alignment "SRC-TGT ..." (-report_align)."""
         token_lists = [(line.lower() if lower else line).split() for line in lines]
         order = sorted((i for i, t in enumerate(token_lists) if t), key=lambda i: len(token_lists[i]))
         results = [""] * len(lines)
         raw_results = [""] * len(lines)
         nbest_results = [[("", 0.0)] for _ in lines]
+        align_results = [""] * len(lines)
         if on_batch:
             on_batch(len(lines) - len(order))  # the empty lines are done
         for chunk in length_batches(order, [len(t) for t in token_lists], batch_size, batch_type):
@@ -305,6 +310,8 @@ class Translator:
                 results[i] = " ".join(words)
                 if raw is not None:
                     raw_results[i] = " ".join(own)
+                if align is not None and self.last_align is not None:
+                    align_results[i] = self.last_align[k]
                 if nbest is not None and self.last_nbest is not None:
                     nbest_results[i] = [(" ".join(w), score) for w, score in self.last_nbest[k]]
             if on_batch:
@@ -313,6 +320,8 @@ class Translator:
             raw.extend(raw_results)
         if nbest is not None:
             nbest.extend(nbest_results)
+        if align is not None:
+            align.extend(align_results)
         return results
 
     def set_with_score(self, on):
@@ -338,3 +347,12 @@ def length_batches(order, lengths, batch_size, batch_type="sents"):
     if current:
         batches.append(current)
     return batches
+
+
+def alignment(attn, src_len):
+    """A hypothesis's word alignment, OpenNMT-py's -report_align format: "s-t" for each output word t
+    (0-based) and the source word s (0-based) its attention weighs most, space-separated."""
+    if attn is None or attn.numel() == 0 or src_len == 0:
+        return ""
+    best = attn[:, :src_len].argmax(-1).tolist()
+    return " ".join(f"{s}-{t}" for t, s in enumerate(best))

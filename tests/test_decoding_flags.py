@@ -1,6 +1,7 @@
-"""Random sampling (-random_sampling_topk/-topp/-temp with -seed) and -tgt_prefix (issue 70.6), on a softmax and
-a continuous model: draws come from the top-k / nucleus support only, the same seed draws the same words, and
-a forced prefix starts every output."""
+"""translate.py's decoding flags under OpenNMT-py's names (issue 70.6), on a softmax and a continuous model:
+random sampling (-random_sampling_topk/-topp/-temp with -seed) draws from the top-k / nucleus support only and
+the same seed draws the same words; -tgt_prefix starts every output; -report_align writes each output's
+alignment."""
 
 import subprocess
 import sys
@@ -80,3 +81,22 @@ def test_tgt_prefix_starts_every_output(models, kind, tmp_path):
     assert "needs -beam_size 1" in translate(models[kind], src, "-tgt", pre, "-tgt_prefix", "-beam_size", "2",
                                              ok=False)
     assert "give -tgt" in translate(models[kind], src, "-tgt_prefix", ok=False)
+
+
+@pytest.mark.parametrize("kind", ["softmax", "continuous"])
+@pytest.mark.parametrize("beam", ["1", "3"])
+def test_report_align_gives_one_pair_per_output_token(models, kind, beam, tmp_path):
+    src = tmp_path / "src.fr"
+    lines = open(DATA / "test.fr", encoding="utf-8").readlines()[:6]
+    src.write_text("".join(lines) + "\n", encoding="utf-8")  # and an empty line
+    out = translate(models[kind], src, "-report_align", "-beam_size", beam)
+    assert len(out) == 7 and out[6] == " ||| "
+    plain = translate(models[kind], src, "-beam_size", beam)
+    for line, source, words in zip(out, lines, plain, strict=False):
+        hyp, align = line.split(" ||| ")
+        assert hyp == words
+        pairs = [tuple(map(int, p.split("-"))) for p in align.split()]
+        assert [t for _, t in pairs] == list(range(len(hyp.split())))
+        assert all(0 <= s < len(source.split()) for s, _ in pairs)
+    assert "not with -n_best" in translate(models[kind], src, "-report_align", "-n_best", "2", "-beam_size", "2",
+                                           ok=False)
