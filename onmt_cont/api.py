@@ -17,7 +17,7 @@ import threading
 
 import torch
 
-from onmt_cont.text import CodesText, TextPipeline, checked_codes
+from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm
 from onmt_cont.translate.calibration import load_offsets
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon, remove_bpe
@@ -29,7 +29,7 @@ class Model:
 
     def __init__(self, checkpoint, *, src_lang=None, tgt_lang=None, bpe_codes=None, device="cpu", beam_size=1,
                  lexicon=None, freq_offsets=None, decode_prior=None, remove_target_bpe=False, batch_size=32,
-                 tokenized=False, **decoding):
+                 tokenized=False, src_spm=None, tgt_spm=None, **decoding):
         replace_unk = decoding.pop("replace_unk", lexicon is not None)
         _check_names(decoding)
         if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (beam_size, batch_size)):
@@ -49,11 +49,14 @@ class Model:
         record, lower = self.translator.text_record, True
         if record is not None:
             lower = bool(record.get("lower", True))
-            if not (tokenized or src_lang or tgt_lang or bpe_codes):  # the checkpoint says what raw text it reads
+            if not (tokenized or src_lang or tgt_lang or bpe_codes or src_spm):  # the checkpoint says what it reads
                 src_lang, tgt_lang = record.get("src_lang"), record.get("tgt_lang")
                 codes = checked_codes(record, checkpoint)
                 bpe_codes = CodesText(codes) if codes else None
-        self.text = TextPipeline(src_lang, tgt_lang, bpe_codes, lower=lower)
+                src_spm = checked_spm(record, "src", checkpoint)
+            if not tokenized and tgt_spm is None:
+                tgt_spm = checked_spm(record, "tgt", checkpoint)
+        self.text = TextPipeline(src_lang, tgt_lang, bpe_codes, lower=lower, src_spm=src_spm, tgt_spm=tgt_spm)
         self.remove_target_bpe, self.batch_size = remove_target_bpe, batch_size
         self._lock = threading.Lock()  # one translation at a time: the translator keeps per-call state
 
@@ -81,12 +84,13 @@ class Model:
             finally:
                 self.translator.set_n_best(None)
                 self.translator.set_with_score(False)
+            def words(line):  # a subword target's pieces joined: SentencePiece's, or subword-nmt's
+                line = self.text.join_pieces(line)
+                return remove_bpe(line) if self.remove_target_bpe else line
+
             if nbest is not None:
-                return [[(self.text.decode(remove_bpe(h) if self.remove_target_bpe else h), score)
-                         for h, score in hyps] for hyps in nbest]
-            if self.remove_target_bpe:
-                outputs = [remove_bpe(o) for o in outputs]
-            return [self.text.decode(o) for o in outputs]
+                return [[(self.text.decode(words(h)), score) for h, score in hyps] for hyps in nbest]
+            return [self.text.decode(words(o)) for o in outputs]
 
     def close(self):
         """Stop the Moses processes of raw-text models (also done at exit)."""
@@ -126,9 +130,11 @@ def load(checkpoint, **options):
     Text: ``src_lang`` (the input is raw text in this language: Moses-tokenized and lowercased,
     as the recipes' training data), ``bpe_codes`` (subword-nmt codes of the model's source side),
     ``tgt_lang`` (write running text: Moses-detokenized, first letter upper case),
-    ``remove_target_bpe`` (join a subword target's pieces). A checkpoint whose data was made with
-    preprocess.py -src_lang/-tgt_lang/-src_bpe_codes reads and writes raw text as recorded when none of
-    these is given; ``tokenized=True`` reads and writes its tokens instead.
+    ``remove_target_bpe`` (join a subword target's pieces), ``src_spm`` / ``tgt_spm`` (SentencePiece
+    models of the source and the target, instead of ``bpe_codes`` / ``remove_target_bpe``). A
+    checkpoint whose data was made with preprocess.py -src_lang/-tgt_lang/-src_bpe_codes/-src_spm/-tgt_spm
+    reads and writes raw text as recorded when none of these is given; ``tokenized=True`` reads and
+    writes its tokens instead.
     Decoding: ``beam_size`` (1: greedy), ``lexicon`` (a build_lexicon.py file: replace ``<unk>``
     through the attention), ``freq_offsets`` (a tools/calibrate_offsets.py file),
     ``device`` ("cpu", "cuda:0"), ``batch_size``, and translate.py's other options by their

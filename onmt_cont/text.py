@@ -22,14 +22,25 @@ from mosestokenizer import MosesDetokenizer, MosesTokenizer
 from onmt_cont.utils.errors import UserError
 
 
-def text_record(src_lang=None, tgt_lang=None, bpe_codes=None, lower=True):
+def _spm_entry(path, flag):
+    """A SentencePiece model file -> its record entry (the model's bytes, their sha256, the name)."""
+    read_spm(path, flag)  # a file SentencePiece cannot load is refused here, not at translation
+    with open(path, "rb") as f:
+        data = f.read()
+    return {"model": data, "sha256": hashlib.sha256(data).hexdigest(), "file": os.path.basename(path)}
+
+
+def text_record(src_lang=None, tgt_lang=None, bpe_codes=None, lower=True, src_spm=None, tgt_spm=None):
     """What raw text a model's data was made from, for its checkpoint (preprocess.py -src_lang,
     -tgt_lang, -src_bpe_codes): the Moses languages and settings, the lowercasing, and the source's
     subword-nmt codes themselves with their sha256. None when no language is given."""
     if not (src_lang or tgt_lang):
-        if bpe_codes:
-            raise UserError("-src_bpe_codes is recorded with the raw text's languages: give -src_lang (and -tgt_lang)")
+        for flag, given in (("-src_bpe_codes", bpe_codes), ("-src_spm", src_spm), ("-tgt_spm", tgt_spm)):
+            if given:
+                raise UserError(f"{flag} is recorded with the raw text's languages: give -src_lang (and -tgt_lang)")
         return None
+    if bpe_codes and src_spm:
+        raise UserError("-src_bpe_codes and -src_spm both cut the source into pieces: give one of them")
     record = {"src_lang": src_lang, "tgt_lang": tgt_lang, "lower": bool(lower),
               "moses": {"no_escape": True}, "src_bpe": None}
     if bpe_codes:
@@ -38,7 +49,21 @@ def text_record(src_lang=None, tgt_lang=None, bpe_codes=None, lower=True):
             codes = f.read()
         record["src_bpe"] = {"codes": codes, "sha256": hashlib.sha256(codes.encode("utf-8")).hexdigest(),
                              "file": os.path.basename(bpe_codes)}
+    record["src_spm"] = _spm_entry(src_spm, "-src_spm") if src_spm else None
+    record["tgt_spm"] = _spm_entry(tgt_spm, "-tgt_spm") if tgt_spm else None
     return record
+
+
+def checked_spm(record, side, where):
+    """The SentencePiece model (as :class:`SpmModel`) a text record holds for ``side`` ("src" or "tgt"),
+    checked against its sha256; None where there is none."""
+    entry = (record or {}).get(f"{side}_spm")
+    if not entry:
+        return None
+    data = entry.get("model")
+    if not isinstance(data, bytes) or hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+        raise UserError(f"{where}: the SentencePiece model it carries does not match its checksum: the file is damaged")
+    return SpmModel(data, f"{where}'s {entry.get('file')}")
 
 
 def checked_codes(record, where):
@@ -55,6 +80,11 @@ def checked_codes(record, where):
 def describe_record(record):
     """One line saying what a text record makes translate.py do."""
     parts = [f"raw {record['src_lang']} text, Moses-tokenized" + (" and lowercased" if record.get("lower") else "")]
+    if record.get("src_spm"):
+        parts.append(f"cut into its SentencePiece pieces ({record['src_spm']['file']}, sha256 "
+                     f"{record['src_spm']['sha256'][:12]})")
+    if record.get("tgt_spm"):
+        parts.append(f"output pieces joined with its target SentencePiece model ({record['tgt_spm']['file']})")
     if record.get("src_bpe"):
         parts.append(f"cut into its subword-nmt pieces ({record['src_bpe']['file']}, sha256 "
                      f"{record['src_bpe']['sha256'][:12]})")
@@ -114,6 +144,34 @@ def _quietly_close(proc):
     proc.closed = True  # its __del__ would try the broken pipe again
 
 
+class SpmModel:
+    """A SentencePiece model given as its bytes (a checkpoint's record), where a model file is expected."""
+
+    def __init__(self, data, name="the checkpoint's SentencePiece model"):
+        self.data, self.name = data, name
+
+    def __str__(self):
+        return self.name
+
+
+def read_spm(model, flag="-src_spm"):
+    """A SentencePiece model (a path, or :class:`SpmModel`) -> a loaded SentencePieceProcessor; a file
+    it cannot load is a UserError naming ``flag``."""
+    import sentencepiece  # only when pieces are asked for
+
+    sp = sentencepiece.SentencePieceProcessor()
+    try:
+        if isinstance(model, SpmModel):
+            sp.LoadFromSerializedProto(model.data)
+        else:
+            if not os.path.isfile(model):
+                raise UserError(f"{flag} {model}: no such file")
+            sp.Load(model)
+    except (RuntimeError, OSError) as exc:
+        raise UserError(f"{flag} {model}: not a SentencePiece model ({str(exc).splitlines()[0][:120]})") from None
+    return sp
+
+
 class CodesText:
     """BPE codes given as their text (a checkpoint's record), where a codes file's path is expected."""
 
@@ -141,7 +199,9 @@ class TextPipeline:
     ``src_lang``: Moses tokenizer language of the raw input (None: the input is tokenized
     already); ``lower``: lowercase what it tokenizes (the shared vectors and the recipes' models are
     lowercase);
-    ``bpe_codes``: a subword-nmt codes file for the source side (None: whole words);
+    ``bpe_codes``: a subword-nmt codes file for the source side (None: whole words); ``src_spm``: a
+    SentencePiece model instead, applied to the tokenized source; ``tgt_spm``: the target's, whose
+    output pieces :meth:`join_pieces` joins;
     ``tgt_lang``: Moses detokenizer language of the output (None: keep the output tokenized);
     ``capitalize``: with ``tgt_lang``, upper-case each output's first letter.
 
@@ -150,10 +210,13 @@ class TextPipeline:
     (two writers on one pipe read each other's answers, or wait for ever); a line break inside a
     sentence, which would split it in two on the pipe, is refused, and a carriage return is a space."""
 
-    def __init__(self, src_lang=None, tgt_lang=None, bpe_codes=None, lower=True, capitalize=True):
+    def __init__(self, src_lang=None, tgt_lang=None, bpe_codes=None, lower=True, capitalize=True, src_spm=None,
+                 tgt_spm=None):
         self._lock = threading.Lock()
         self.lower, self.capitalize = lower, capitalize
         self._bpe = read_bpe_codes(bpe_codes) if bpe_codes else None
+        self._src_spm = read_spm(src_spm, "-src_spm") if src_spm else None
+        self._tgt_spm = read_spm(tgt_spm, "-tgt_spm") if tgt_spm else None
         self._tok = self._detok = None
         try:
             self._tok = _started(MosesTokenizer, src_lang, "tokenizer", "a .", no_escape=True) if src_lang else None
@@ -179,7 +242,20 @@ class TextPipeline:
                     line = line.lower()
             if self._bpe is not None:
                 line = self._bpe.process_line(line)
+            if self._src_spm is not None:
+                line = " ".join(self._src_spm.EncodeAsPieces(line))
         return line
+
+    @property
+    def target_pieces(self):
+        """Whether the model writes SentencePiece pieces that :meth:`join_pieces` turns into words."""
+        return self._tgt_spm is not None
+
+    def join_pieces(self, line):
+        """Output pieces of a target SentencePiece model -> its words (tokens, before detokenization)."""
+        if self._tgt_spm is None or not line.strip():
+            return line
+        return self._tgt_spm.DecodePieces(line.split())
 
     def decode(self, line):
         """One tokenized output line -> running text (unchanged without ``tgt_lang``)."""

@@ -109,3 +109,24 @@ def test_own_data_recipe_checks_its_numbers_first(corpus, tmp_path, name, value)
                  VALID=str(corpus / "valid"), TEST=str(corpus / "test"), **{name: value})
     assert res.returncode == 2 and f"{name} must be a whole number, got '{value}'" in res.stderr
     assert not out.exists()
+
+
+def test_own_data_recipe_with_sentencepiece(corpus, tmp_path):
+    """Issue 70.5: SUBWORD=sentencepiece cuts the source with a SentencePiece model, which the checkpoint carries:
+    the raw test source is translated into running text with no flags."""
+    import torch
+
+    out = tmp_path / "run"
+    res = recipe(tmp_path, OUT=str(out), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
+                 VALID=str(corpus / "valid"), TEST=str(corpus / "test"), SUBWORD="sentencepiece", SPM_VOCAB="300",
+                 VECTORS="random", VEC_DIM="16", THREADS="1", DECODE="-beam_size 1",
+                 TRAIN_FLAGS="-train_steps 4 -rnn_size 32 -word_vec_size 32 -transformer_ff 64 -heads 2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "\u2581" in (out / "pieces" / "train.fr").read_text(encoding="utf-8")
+    record = torch.load(out / "model_last.pt", weights_only=True)["vocab"]["text"]
+    assert record["src_spm"]["file"] == "spm.fr.model" and record["src_lang"] == "fr"
+    lines = (out / "test.en").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 12 and not any("\u2581" in line for line in lines)
+    bad = recipe(tmp_path, OUT=str(tmp_path / "x"), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
+                 VALID=str(corpus / "valid"), TEST=str(corpus / "test"), SUBWORD="wordpiece")
+    assert bad.returncode == 2 and "SUBWORD must be bpe or sentencepiece" in bad.stderr

@@ -21,6 +21,8 @@
 #   VEC_DIM, VEC_EPOCHS  size and passes of trained vectors [300, 10]
 #   SRC_MERGES   subword-nmt merges for the source side, 0 for whole words [10000 for de, else 0]: the results found
 #                pieces help a German source and change little for French (docs/results.md)
+#   SUBWORD      the source's subword tool: bpe (subword-nmt, SRC_MERGES merges) or sentencepiece (a unigram model of
+#                SPM_VOCAB pieces [8000], on the tokenized source) [bpe]; recorded in the checkpoint either way
 #   PRESET       a preset in configs/ [transformer_continuous]
 #   EPOCHS       at most this many epochs [the preset's]
 #   TRAIN_FLAGS  more train.py flags, which override the preset's (e.g. "-epochs 2" for a first try, "-gpu 0")
@@ -46,9 +48,11 @@ VECTORS=${VECTORS:-}
 VEC_TEXT=${VEC_TEXT:-}
 if [ "$SRC_LANG" = de ]; then SRC_MERGES=${SRC_MERGES:-10000}; else SRC_MERGES=${SRC_MERGES:-0}; fi
 MIN_VEC_LINES=${MIN_VEC_LINES:-20000}; VEC_DIM=${VEC_DIM:-300}; VEC_EPOCHS=${VEC_EPOCHS:-10}
+SUBWORD=${SUBWORD:-bpe}; SPM_VOCAB=${SPM_VOCAB:-8000}
+case $SUBWORD in bpe|sentencepiece) ;; *) echo "SUBWORD must be bpe or sentencepiece, got '$SUBWORD'" >&2; exit 2 ;; esac
 # every numeric setting is a whole number, checked here: a bad one inside a later `if [ ... ]` fails the test, which
 # set -e does not stop, and the recipe took a random table for MIN_VEC_LINES=abc, 1e1 or 20,000
-for v in SRC_MERGES MIN_VEC_LINES VEC_DIM VEC_EPOCHS ${THREADS:+THREADS} ${EPOCHS:+EPOCHS}; do
+for v in SRC_MERGES SPM_VOCAB MIN_VEC_LINES VEC_DIM VEC_EPOCHS ${THREADS:+THREADS} ${EPOCHS:+EPOCHS}; do
   [[ ${!v} =~ ^[0-9]+$ ]] || { echo "$v must be a whole number, got '${!v}'" >&2; exit 2; }
 done
 [ -f "configs/$PRESET.yaml" ] || { echo "PRESET: no configs/$PRESET.yaml" >&2; exit 2; }
@@ -74,7 +78,22 @@ done
 [ -f "$TEST.$TGT_LANG" ] && "$PYTHON" tools/moses_tok.py -lang "$TGT_LANG" < "$TEST.$TGT_LANG" > "$TOK/test.$TGT_LANG"
 
 SRC_TXT=$TOK; codes=()
-if [ "$SRC_MERGES" != 0 ]; then
+if [ "$SUBWORD" = sentencepiece ]; then
+  log "2. a SentencePiece model of $SPM_VOCAB pieces on the (tokenized) source side"
+  SRC_TXT=$OUT/pieces; mkdir -p "$SRC_TXT"
+  "$PYTHON" -c 'import sys, sentencepiece as s
+s.SentencePieceTrainer.train(input=sys.argv[1], model_prefix=sys.argv[2], vocab_size=int(sys.argv[3]),
+                             character_coverage=1.0, hard_vocab_limit=False, minloglevel=2)' \
+    "$TOK/train.$SRC_LANG" "$OUT/spm.$SRC_LANG" "$SPM_VOCAB"
+  for split in train valid; do
+    "$PYTHON" -c 'import sys, sentencepiece as s
+sp = s.SentencePieceProcessor(model_file=sys.argv[1])
+for line in sys.stdin:
+    print(" ".join(sp.encode(line.strip(), out_type=str)) if line.strip() else "")' \
+      "$OUT/spm.$SRC_LANG.model" < "$TOK/$split.$SRC_LANG" > "$SRC_TXT/$split.$SRC_LANG"
+  done
+  codes=(-src_spm "$OUT/spm.$SRC_LANG.model")
+elif [ "$SRC_MERGES" != 0 ]; then
   log "2. $SRC_MERGES subword merges on the source side"
   SRC_TXT=$OUT/pieces; mkdir -p "$SRC_TXT"
   "$PYTHON" -m subword_nmt.learn_bpe -s "$SRC_MERGES" < "$TOK/train.$SRC_LANG" > "$OUT/codes.$SRC_LANG"

@@ -52,6 +52,9 @@ def build_parser():
                    "lowercased as tools/moses_tok.py does")
     g.add_argument("-tgt_lang", help="the target likewise: translations are Moses-detokenized in this language")
     g.add_argument("-src_bpe_codes", help="the subword-nmt codes the source was cut with: embedded, with its sha256")
+    g.add_argument("-src_spm", help="or the SentencePiece model the (Moses-tokenized) source was cut with: embedded")
+    g.add_argument("-tgt_spm", help="the SentencePiece model the target was cut with (softmax models: a continuous "
+                   "model predicts the vectors of words): embedded; translations' pieces are joined with it")
     g = p.add_argument_group("Vocabulary")
     g.add_argument("-src_vocab_size", type=int, default=50000, help="most frequent source words kept")
     g.add_argument("-tgt_vocab_size", type=int, default=50000, help="most frequent target words kept")
@@ -224,7 +227,7 @@ def main(argv=None):
     refuse_output_over_inputs({"-save_data": data_files(opt.save_data)}, {
         "-train_src": opt.train_src, "-train_tgt": opt.train_tgt, "-valid_src": opt.valid_src,
         "-valid_tgt": opt.valid_tgt, "-tgt_emb": opt.tgt_emb, "-src_vocab": opt.src_vocab, "-tgt_vocab": opt.tgt_vocab,
-        "-src_bpe_codes": opt.src_bpe_codes, "-config": opt.config})
+        "-src_bpe_codes": opt.src_bpe_codes, "-src_spm": opt.src_spm, "-tgt_spm": opt.tgt_spm, "-config": opt.config})
     if opt.shard_size < 1:
         raise UserError(f"-shard_size must be at least 1, got {opt.shard_size}")
     for name in ("src_seq_length", "tgt_seq_length"):
@@ -242,7 +245,8 @@ def main(argv=None):
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise UserError(f"-save_data {opt.save_data}: {out_dir} is a file, not a folder")
     start = time.time()
-    text = text_record(opt.src_lang, opt.tgt_lang, opt.src_bpe_codes)  # bad codes: refused before any work
+    # bad codes or models: refused before any work
+    text = text_record(opt.src_lang, opt.tgt_lang, opt.src_bpe_codes, src_spm=opt.src_spm, tgt_spm=opt.tgt_spm)
     n_train = check_parallel(opt.train_src, opt.train_tgt)
     n_valid = check_parallel(opt.valid_src, opt.valid_tgt)
 

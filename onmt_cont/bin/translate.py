@@ -33,7 +33,7 @@ import torch
 
 from onmt_cont import opts
 from onmt_cont.inputters.corpus import count_lines
-from onmt_cont.text import CodesText, TextPipeline, checked_codes, describe_record
+from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm, describe_record
 from onmt_cont.translate.calibration import load_offsets
 from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.options import build_parser
@@ -171,15 +171,18 @@ def apply_text_record(opt, translator):
     it says, and says so once. -> (the BPE codes for the source: a path, the record's text or None,
     whether the tokenizer lowercases)."""
     record = translator.text_record
-    if record is None or opt.tokenized or opt.src_lang or opt.src_bpe_codes or opt.detokenize:
-        return opt.src_bpe_codes, True if record is None else bool(record.get("lower", True))
+    if record is None or opt.tokenized or opt.src_lang or opt.src_bpe_codes or opt.src_spm or opt.detokenize:
+        tgt_spm = opt.tgt_spm or (None if record is None or opt.tokenized else checked_spm(record, "tgt", opt.model))
+        return (opt.src_bpe_codes, opt.src_spm, tgt_spm,
+                True if record is None else bool(record.get("lower", True)))
     opt.src_lang = record.get("src_lang")
     codes = checked_codes(record, opt.model)
     if record.get("tgt_lang"):
         opt.detokenize, opt.tgt_lang = True, record["tgt_lang"]
     log(f"{opt.model} records the text it was trained on: {describe_record(record)} (-tokenized: read and write "
         "its tokens instead)")
-    return (CodesText(codes, f"{opt.model}'s codes") if codes else None), bool(record.get("lower", True))
+    return ((CodesText(codes, f"{opt.model}'s codes") if codes else None), checked_spm(record, "src", opt.model),
+            opt.tgt_spm or checked_spm(record, "tgt", opt.model), bool(record.get("lower", True)))
 
 
 LOG_FILES = []  # -log_file's open file, while a run writes it
@@ -247,7 +250,8 @@ def run(opt, done):
     refuse_output_over_inputs({"-output": opt.output, "-log_file": opt.log_file}, {
         "-model": opt.model, "-src": opt.src, "-tgt": opt.tgt, "-lookup_dict": opt.lookup_dict,
         "-freq_offsets": opt.freq_offsets, "-tgt_emb_extend": opt.tgt_emb_extend,
-        "-tgt_emb_extend_vocab": opt.tgt_emb_extend_vocab, "-src_bpe_codes": opt.src_bpe_codes, "-config": opt.config})
+        "-tgt_emb_extend_vocab": opt.tgt_emb_extend_vocab, "-src_bpe_codes": opt.src_bpe_codes,
+        "-src_spm": opt.src_spm, "-tgt_spm": opt.tgt_spm, "-config": opt.config})
     if opt.src == "-" and opt.tgt == "-":
         raise UserError("-src - and -tgt - would both read standard input: give one of them as a file")
     src = STDIN if opt.src == "-" else opt.src
@@ -312,7 +316,7 @@ def run(opt, done):
         log(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
             f"+ {added:,} new words")
     bleu_ctx = raw_ctx = ref_ctx = nullcontext()
-    codes, text_lower = apply_text_record(opt, translator)
+    codes, src_spm, tgt_spm, text_lower = apply_text_record(opt, translator)
     raw_reference = bool(opt.tgt) and opt.detokenize and not opt.tgt_tokenized
     # a model writes lowercase when its data was lowercased by preprocess.py or before it (no target word
     # has an upper-case letter): BLEU is then case-insensitive, and says so (case:lc)
@@ -343,7 +347,8 @@ def run(opt, done):
     def on_batch(n):
         bar.update(n)
 
-    text = TextPipeline(opt.src_lang, opt.tgt_lang if opt.detokenize else None, codes, lower=text_lower)
+    text = TextPipeline(opt.src_lang, opt.tgt_lang if opt.detokenize else None, codes, lower=text_lower,
+                        src_spm=src_spm, tgt_spm=tgt_spm)
     with bar, text, ref_ctx, bleu_ctx as bleu, raw_ctx as raw_bleu, output_file(opt.output) as out:
         # islice takes at most sys.maxsize: a larger -chunk_size reads everything at once anyway
         for lines, refs in read_chunks(src, tgt, min(opt.chunk_size, sys.maxsize)):
@@ -358,6 +363,10 @@ def run(opt, done):
                                                      lower=translator.lower, on_batch=on_batch, raw=raw, nbest=nbest,
                                                      prefixes=refs if opt.tgt_prefix else None, align=align)
             elapsed += time.time() - start
+            if text.target_pieces:  # a SentencePiece target: words before writing and scoring
+                outputs = [text.join_pieces(o) for o in outputs]
+                raw = [text.join_pieces(o) for o in raw] if raw is not None else None
+                nbest = None if nbest is None else [[(text.join_pieces(h), sc) for h, sc in hyps] for hyps in nbest]
             if opt.remove_bpe:
                 outputs = [remove_bpe(o) for o in outputs]
                 raw = [remove_bpe(o) for o in raw] if raw is not None else None

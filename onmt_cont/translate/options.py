@@ -23,6 +23,10 @@ def build_parser():
                    "would score the written output (case-insensitive for a lowercasing model) and, Moses-tokenized "
                    "as the model's data, by tokenized BLEU; without, it is tokenized as the model's output "
                    "(-tgt_tokenized says so with -detokenize too)")
+    g.add_argument("-src_spm", help="with -src_lang: a SentencePiece model the tokenized source is cut with "
+                   "(instead of -src_bpe_codes)")
+    g.add_argument("-tgt_spm", help="the target's SentencePiece model: the output's pieces are joined into words "
+                   "(before -detokenize and BLEU)")
     g.add_argument("-tokenized", action="store_true", help="-src is the model's tokens and the output is written as "
                    "tokens, also for a model whose checkpoint records the raw text it was trained on (preprocess.py "
                    "-src_lang/-tgt_lang/-src_bpe_codes: then raw text is read and written by default)")
