@@ -48,8 +48,11 @@ def models(tmp_path_factory):
 
 
 def translate(model, src, *args, ok=True):
-    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-model", model, "-src", str(src), "-threads",
-                          "1", "-max_length", "12", *map(str, args)], capture_output=True, text=True, timeout=300)
+    """translate.py -model MODEL [more .pt files in ``args``: an ensemble] -src SRC and the other ``args``."""
+    more = [str(a) for a in args if str(a).endswith(".pt")]
+    flags = [str(a) for a in args if not str(a).endswith(".pt")]
+    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-model", model, *more, "-src", str(src),
+                          "-threads", "1", "-max_length", "12", *flags], capture_output=True, text=True, timeout=300)
     assert (res.returncode == 0) == ok, res.stderr
     return res.stdout.splitlines() if ok else res.stderr
 
@@ -100,3 +103,36 @@ def test_report_align_gives_one_pair_per_output_token(models, kind, beam, tmp_pa
         assert all(0 <= s < len(source.split()) for s, _ in pairs)
     assert "not with -n_best" in translate(models[kind], src, "-report_align", "-n_best", "2", "-beam_size", "2",
                                            ok=False)
+
+
+@pytest.mark.parametrize("beam", ["1", "4"])
+def test_an_ensemble_of_softmax_and_continuous_models(models, beam, tmp_path):
+    """-model A.pt B.pt: an ensemble of one model with itself decodes as the model; a softmax and a continuous model
+    of one vocabulary decode together (the mean of their log-probabilities), with -n_best under beam search; a
+    member of another vocabulary is refused."""
+    src = tmp_path / "src.fr"
+    src.write_text("".join(open(DATA / "test.fr", encoding="utf-8").readlines()[:12]), encoding="utf-8")
+    for kind in ("softmax", "continuous"):
+        alone = translate(models[kind], src, "-beam_size", beam)
+        assert translate(models[kind], src, models[kind], "-beam_size", beam) == alone
+    both = translate(models["softmax"], src, models["continuous"], "-beam_size", beam)
+    assert len(both) == 12 and all(both)
+    assert both != translate(models["softmax"], src, "-beam_size", beam) or \
+        both != translate(models["continuous"], src, "-beam_size", beam)
+    if beam != "1":
+        nbest = translate(models["softmax"], src, models["continuous"], "-beam_size", beam, "-n_best", "2")
+        assert len(nbest) == 24 and nbest[::2] == both
+    other = tmp_path / "other"
+    other.mkdir()
+    from onmt_cont.bin import preprocess
+
+    head = tmp_path / "head"
+    for lang in ("fr", "en"):
+        (tmp_path / f"head.{lang}").write_text("".join(open(DATA / f"train.{lang}", encoding="utf-8").readlines()[:50]),
+                                               encoding="utf-8")
+    preprocess.main(["-train_src", f"{head}.fr", "-train_tgt", f"{head}.en", "-valid_src", f"{head}.fr",
+                     "-valid_tgt", f"{head}.en", "-save_data", str(other / "d")])
+    small = trained(str(other / "d"), str(other / "m"), "-loss", "ce", "-rnn_size", "8", "-word_vec_size", "8",
+                    "-train_steps", "1")
+    err = translate(models["softmax"], src, small, ok=False)
+    assert "an ensemble's members share one vocabulary" in err

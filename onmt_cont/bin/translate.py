@@ -229,6 +229,8 @@ def output_file(path):
 @cli_main
 def main(argv=None):
     opt = opts.parse(build_parser(), argv, required=("model", "src"))
+    opt.models = opt.model if isinstance(opt.model, list) else [opt.model]  # -model A.pt B.pt: an ensemble
+    opt.model = opt.models[0]
     if opt.output is None:
         opt.output = "-"
     done = {"lines": 0, "total": None}
@@ -248,7 +250,7 @@ def main(argv=None):
 def run(opt, done):
     """translate.py's work; ``done["lines"]``: the lines translated so far (for an interrupt's message)."""
     refuse_output_over_inputs({"-output": opt.output, "-log_file": opt.log_file}, {
-        "-model": opt.model, "-src": opt.src, "-tgt": opt.tgt, "-lookup_dict": opt.lookup_dict,
+        "-model": opt.models, "-src": opt.src, "-tgt": opt.tgt, "-lookup_dict": opt.lookup_dict,
         "-freq_offsets": opt.freq_offsets, "-tgt_emb_extend": opt.tgt_emb_extend,
         "-tgt_emb_extend_vocab": opt.tgt_emb_extend_vocab, "-src_bpe_codes": opt.src_bpe_codes,
         "-src_spm": opt.src_spm, "-tgt_spm": opt.tgt_spm, "-config": opt.config})
@@ -303,6 +305,13 @@ def run(opt, done):
                             opt.beam_temperature)
     if opt.freq_offsets:
         translator.check_offsets_model(opt.freq_offsets, offsets_model)
+    if len(opt.models) > 1:  # the other members, each set up with the same decoding options
+        others = [Translator(path, device, opt.beam_size, opt.max_length, opt.max_length_ratio, opt.length_penalty,
+                             opt.alpha, opt.replace_unk, lexicon, None, None, ann, opt.ban_unk_token,
+                             opt.alignment_layer, opt.decode_prior, opt.csls, opt.block_ngram_repeat,
+                             opt.decode_prior_cap, None, opt.beam_temperature) for path in opt.models[1:]]
+        translator.set_ensemble(others, opt.models)
+        log(f"an ensemble of {len(opt.models)} models: the mean of their log-probabilities at each step")
     translator.set_n_best(opt.n_best)
     translator.set_with_score(opt.with_score)
     translator.set_sampling(opt.random_sampling_topk, opt.random_sampling_topp, opt.random_sampling_temp, opt.seed)

@@ -14,7 +14,9 @@ from onmt_cont.utils.threads import add_threads_arg
 def build_parser():
     p = opts.new_parser("Translate a tokenized source file (one sentence per line) with a trained model.")
     g = p.add_argument_group("Data")
-    g.add_argument("-model", help="checkpoint written by train.py")
+    g.add_argument("-model", nargs="+", help="checkpoint written by train.py; several: an ensemble of models of one "
+                   "vocabulary, softmax or continuous, that decodes with the mean of their log-probabilities (a "
+                   "continuous model's: its beam distribution); the first model's options and record apply")
     g.add_argument("-src", help="source text, one sentence per line: tokenized as the training data, or raw "
                    "text with -src_lang; - (or a pipe) is read once, as it comes")
     g.add_argument("-output", help="where to write the translations (one line per input line); absent or -: "

@@ -12,6 +12,7 @@ from onmt_cont.losses import LOSSES
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.translate.calibration import model_record, offset_vector
 from onmt_cont.translate.checks import check_decoding_options
+from onmt_cont.translate.ensemble import Ensemble
 from onmt_cont.translate.open_vocab import extend_model, read_extension
 from onmt_cont.translate.search import BANNED, BANNED_WITH_UNK, Sampler, beam_search, greedy_search, length_limits
 from onmt_cont.translate.unk import replace_unk
@@ -96,6 +97,7 @@ class Translator:
         self.block_ngram_repeat = block_ngram_repeat
         self.n_best, self._with_score, self.last_nbest = 1, False, None  # set_n_best, set_with_score
         self.sampler = None  # set_sampling
+        self.search_model = self.model  # what the searches decode with: the model, or an ensemble (set_ensemble)
         self.report_align, self.last_align = False, None  # -report_align: each output's word alignment
         self.train_vocab = tgt_vocab  # before -tgt_emb_extend adds words
         words = len(tgt_vocab)
@@ -223,6 +225,18 @@ class Translator:
                             "hypotheses")
         self.n_best = n
 
+    def set_ensemble(self, others, names):
+        """Decode with this model and the models of the Translators ``others`` as one ensemble
+        (onmt_cont.translate.ensemble): every member must have this model's vocabularies. ``names``:
+        the checkpoints, for messages."""
+        for other, name in zip(others, names[1:], strict=True):
+            for side, mine, theirs in (("source", self.src_vocab, other.src_vocab),
+                                       ("target", self.tgt_vocab, other.tgt_vocab)):
+                if list(mine.itos) != list(theirs.itos):
+                    raise UserError(f"-model {name}: its {side} vocabulary ({len(theirs)} words) is not that of "
+                                    f"{names[0]} ({len(mine)} words): an ensemble's members share one vocabulary")
+        self.search_model = Ensemble([self.model] + [o.model for o in others]) if others else self.model
+
     def set_sampling(self, topk=0, topp=0.0, temp=1.0, seed=0):
         """Random sampling instead of search (translate.py -random_sampling_topk/-topp/-temp/-seed, as
         OpenNMT-py names them): on when ``topk`` is -1 (the whole distribution) or above 1, or ``topp`` is
@@ -254,11 +268,11 @@ class Translator:
                                 "-beam_size 1 and no -n_best or -with_score")
             prefix = [self.tgt_vocab.encode(words) for words in prefixes]
         if self.beam_size > 1 or nbest is not None:
-            ids, attns = beam_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
+            ids, attns = beam_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
                                      self.length_penalty, self.alpha, self.banned, self.block_ngram_repeat,
                                      need_attn=attention, nbest_out=nbest, n_best=self.n_best)
         else:
-            ids, attns = greedy_search(self.model, batch["src"], batch["src_lengths"], max_lengths, self.banned,
+            ids, attns = greedy_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths, self.banned,
                                        block_ngram_repeat=self.block_ngram_repeat, need_attn=attention,
                                        sampler=self.sampler, prefix=prefix)
         outputs, self.last_raw = [], []
