@@ -130,3 +130,23 @@ def test_own_data_recipe_with_sentencepiece(corpus, tmp_path):
     bad = recipe(tmp_path, OUT=str(tmp_path / "x"), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
                  VALID=str(corpus / "valid"), TEST=str(corpus / "test"), SUBWORD="wordpiece")
     assert bad.returncode == 2 and "SUBWORD must be bpe or sentencepiece" in bad.stderr
+
+
+def test_own_data_recipe_keeps_case(corpus, tmp_path):
+    """Issue 70.4: CASED=1 keeps case from the tokenization to the output: the data, the checkpoint's record (not
+    lowercased), translate.py's source (not lowercased) and a case-sensitive BLEU (case:mixed)."""
+    import torch
+
+    out = tmp_path / "run"
+    res = recipe(tmp_path, OUT=str(out), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
+                 VALID=str(corpus / "valid"), TEST=str(corpus / "test"), CASED="1", VECTORS="random", VEC_DIM="16",
+                 THREADS="1", DECODE="-beam_size 1", PRESET="transformer_softmax",
+                 TRAIN_FLAGS="-train_steps 4 -rnn_size 32 -word_vec_size 32 -transformer_ff 64 -heads 2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert any(ch.isupper() for ch in (out / "tok" / "train.en").read_text(encoding="utf-8"))
+    record = torch.load(out / "model_last.pt", weights_only=True)["vocab"]["text"]
+    assert record["lower"] is False
+    assert "case:mixed" in res.stderr + res.stdout and "case-sensitive" in res.stdout
+    bad = recipe(tmp_path, OUT=str(tmp_path / "x"), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
+                 VALID=str(corpus / "valid"), TEST=str(corpus / "test"), CASED="yes")
+    assert bad.returncode == 2 and "CASED must be 0 or 1" in bad.stderr

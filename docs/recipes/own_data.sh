@@ -23,6 +23,8 @@
 #                pieces help a German source and change little for French (docs/results.md)
 #   SUBWORD      the source's subword tool: bpe (subword-nmt, SRC_MERGES merges) or sentencepiece (a unigram model of
 #                SPM_VOCAB pieces [8000], on the tokenized source) [bpe]; recorded in the checkpoint either way
+#   CASED        1: keep case end to end (tokenization, vocabularies, vectors trained or random: the shipped and the
+#                shared vectors are lowercase), case-sensitive BLEU; 0: lowercase, as the shared vectors [0]
 #   PRESET       a preset in configs/ [transformer_continuous]
 #   EPOCHS       at most this many epochs [the preset's]
 #   TRAIN_FLAGS  more train.py flags, which override the preset's (e.g. "-epochs 2" for a first try, "-gpu 0")
@@ -48,7 +50,8 @@ VECTORS=${VECTORS:-}
 VEC_TEXT=${VEC_TEXT:-}
 if [ "$SRC_LANG" = de ]; then SRC_MERGES=${SRC_MERGES:-10000}; else SRC_MERGES=${SRC_MERGES:-0}; fi
 MIN_VEC_LINES=${MIN_VEC_LINES:-20000}; VEC_DIM=${VEC_DIM:-300}; VEC_EPOCHS=${VEC_EPOCHS:-10}
-SUBWORD=${SUBWORD:-bpe}; SPM_VOCAB=${SPM_VOCAB:-8000}
+SUBWORD=${SUBWORD:-bpe}; SPM_VOCAB=${SPM_VOCAB:-8000}; CASED=${CASED:-0}
+case $CASED in 0|1) ;; *) echo "CASED must be 0 or 1, got '$CASED'" >&2; exit 2 ;; esac
 case $SUBWORD in bpe|sentencepiece) ;; *) echo "SUBWORD must be bpe or sentencepiece, got '$SUBWORD'" >&2; exit 2 ;; esac
 # every numeric setting is a whole number, checked here: a bad one inside a later `if [ ... ]` fails the test, which
 # set -e does not stop, and the recipe took a random table for MIN_VEC_LINES=abc, 1e1 or 20,000
@@ -68,14 +71,16 @@ TOK=$OUT/tok
 mkdir -p "$TOK"
 log() { echo "[$(date -u +%H:%M:%S)] $*"; }
 
-log "1. tokenize (Moses, lowercase)"
+case_flag=(); [ "$CASED" = 1 ] && case_flag=(-no_lower)
+log "1. tokenize (Moses$([ "$CASED" = 1 ] && echo ", case kept" || echo ", lowercase"))"
 for split in train valid; do
   path=$TRAIN; [ $split = valid ] && path=$VALID
   for lang in "$SRC_LANG" "$TGT_LANG"; do
-    "$PYTHON" tools/moses_tok.py -lang "$lang" < "$path.$lang" > "$TOK/$split.$lang"
+    "$PYTHON" tools/moses_tok.py -lang "$lang" "${case_flag[@]}" < "$path.$lang" > "$TOK/$split.$lang"
   done
 done
-[ -f "$TEST.$TGT_LANG" ] && "$PYTHON" tools/moses_tok.py -lang "$TGT_LANG" < "$TEST.$TGT_LANG" > "$TOK/test.$TGT_LANG"
+[ -f "$TEST.$TGT_LANG" ] && "$PYTHON" tools/moses_tok.py -lang "$TGT_LANG" "${case_flag[@]}" < "$TEST.$TGT_LANG" \
+  > "$TOK/test.$TGT_LANG"
 
 SRC_TXT=$TOK; codes=()
 if [ "$SUBWORD" = sentencepiece ]; then
@@ -106,7 +111,8 @@ fi
 if [ -z "$VECTORS" ]; then
   lines=$(cat "$TOK/train.$TGT_LANG" ${VEC_TEXT:+"$VEC_TEXT"} | wc -l)
   if [ "$lines" -ge "$MIN_VEC_LINES" ]; then VECTORS=train
-  elif [ -f "data/$TGT_LANG.vec.gz" ]; then VECTORS=data/$TGT_LANG.vec.gz  # the shipped sample's vectors
+  elif [ -f "data/$TGT_LANG.vec.gz" ] && [ "$CASED" != 1 ]; then  # the shipped sample's (lowercase) vectors
+    VECTORS=data/$TGT_LANG.vec.gz
   else VECTORS=random; fi
   log "3. no VECTORS given: $lines lines of target text, so VECTORS=$VECTORS (MIN_VEC_LINES $MIN_VEC_LINES)"
 fi
@@ -119,7 +125,7 @@ if [ "$VECTORS" = train ]; then
   log "3. target vectors trained on the target side"
   inputs=(-input "$TOK/train.$TGT_LANG")
   if [ -n "$VEC_TEXT" ]; then
-    "$PYTHON" tools/moses_tok.py -lang "$TGT_LANG" < "$VEC_TEXT" > "$TOK/vec_text.$TGT_LANG"
+    "$PYTHON" tools/moses_tok.py -lang "$TGT_LANG" "${case_flag[@]}" < "$VEC_TEXT" > "$TOK/vec_text.$TGT_LANG"
     inputs+=(-input "$TOK/vec_text.$TGT_LANG")
   fi
   "$PYTHON" tools/train_vectors.py "${inputs[@]}" -output "$OUT/vectors.$TGT_LANG.vec.gz" -dim "$VEC_DIM" \
@@ -147,8 +153,13 @@ ref=(); [ -f "$TEST.$TGT_LANG" ] && ref=(-tgt "$TEST.$TGT_LANG")
 "$PYTHON" translate.py -model "$model" -src "$TEST.$SRC_LANG" "${ref[@]}" "${threads[@]}" ${DECODE:--beam_size 5 -block_ngram_repeat 3} \
   -output "$OUT/test.$TGT_LANG"
 if [ -f "$TEST.$TGT_LANG" ]; then
-  echo "sacreBLEU of $OUT/test.$TGT_LANG against the raw reference $TEST.$TGT_LANG (case-insensitive; the model writes lowercase):"
-  "$PYTHON" -m sacrebleu "$TEST.$TGT_LANG" -i "$OUT/test.$TGT_LANG" -lc -b
+  if [ "$CASED" = 1 ]; then
+    echo "sacreBLEU of $OUT/test.$TGT_LANG against the raw reference $TEST.$TGT_LANG (case-sensitive: the model keeps case):"
+    "$PYTHON" -m sacrebleu "$TEST.$TGT_LANG" -i "$OUT/test.$TGT_LANG" -b
+  else
+    echo "sacreBLEU of $OUT/test.$TGT_LANG against the raw reference $TEST.$TGT_LANG (case-insensitive; the model writes lowercase):"
+    "$PYTHON" -m sacrebleu "$TEST.$TGT_LANG" -i "$OUT/test.$TGT_LANG" -lc -b
+  fi
 fi
 log "done: the model is $model; translate more raw text with
   "$PYTHON" translate.py -model $model -src FILE -output OUT   (raw $SRC_LANG in, running $TGT_LANG text out)"
