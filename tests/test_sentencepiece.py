@@ -2,8 +2,6 @@
 model (softmax models), applied to the Moses-tokenized text, recorded in the checkpoint by preprocess.py
 -src_spm/-tgt_spm, so translate.py and onmt_cont.load() read raw text and write running text with no flags."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +12,7 @@ import onmt_cont
 from onmt_cont.bin import embeddings_to_torch, preprocess, train
 from onmt_cont.text import TextPipeline
 from onmt_cont.utils.errors import UserError
+from tests.test_text_record import translate
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -49,13 +48,6 @@ def train_model(d, name, tgt, *flags, pp_flags=()):
                 "-batch_size", "32", "-train_steps", "30", "-valid_steps", "1000", "-threads", "1", *flags])
     torch.set_num_threads(saved)
     return str(d / f"m_{name}_last.pt")
-
-
-def translate(*args):
-    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-threads", "1", *map(str, args)],
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
-    return res.stdout.splitlines(), res.stderr
 
 
 def test_softmax_model_with_source_and_target_pieces(corpus):
