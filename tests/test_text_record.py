@@ -96,3 +96,12 @@ def test_raw_input_to_a_model_of_tokens_gets_a_warning(model, tmp_path):
     assert "warning: -src" in err and "looks like raw text" in err and "-src_lang" in err
     _, err = translate("-model", tmp_path / "m_last.pt", "-src", model / "tok.test.fr")
     assert "warning" not in err
+
+
+def test_unsegmented_input_to_a_model_of_pieces_gets_a_warning(model):
+    """The model reads subword-nmt pieces: tokens without them (-tokenized, no codes) get one warning naming
+    -src_bpe_codes; the pieces themselves get none."""
+    _, err = translate("-model", model / "m_last.pt", "-src", model / "tok.test.fr", "-tokenized")
+    assert "warning: -src" in err and "reads subword-nmt pieces, but the input holds none" in err
+    _, err = translate("-model", model / "m_last.pt", "-src", model / "bpe.test.fr", "-tokenized")
+    assert "warning" not in err

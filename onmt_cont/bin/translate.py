@@ -165,6 +165,19 @@ def reference_mismatch(refs, lower, raw, hint_raw="give -detokenize -tgt_lang LA
     return None
 
 
+def unsegmented(lines, src_vocab):
+    """A warning when the model reads subword pieces (its source vocabulary holds many subword-nmt
+    "@@" or SentencePiece "▁" tokens) but the input holds none of them, else None."""
+    words = [w for w in src_vocab.itos if not (w.startswith("<") and w.endswith(">"))]
+    for mark, what, flag in (("@@", "subword-nmt pieces", "-src_bpe_codes"), ("\u2581", "SentencePiece pieces",
+                                                                            "-src_spm")):
+        if sum(mark in w for w in words) > 0.1 * max(len(words), 1):
+            if any(line.strip() for line in lines) and not any(mark in line for line in lines):
+                return (f"the model reads {what}, but the input holds none: give {flag} to cut it, or cut it "
+                        "as the training data was")
+    return None
+
+
 def apply_text_record(opt, translator):
     """A checkpoint that records the raw text its data was made from (preprocess.py -src_lang ...):
     unless -tokenized, or raw-text flags of the user's own, translate.py reads and writes raw text as
@@ -383,6 +396,10 @@ def run(opt, done):
             if not checked[0] and opt.src_lang is None:  # tokens are expected: does the source look like them?
                 warning = reference_mismatch(raw_lines, lowercase, False, scored="read",
                                              hint_raw="give -src_lang LANG (and -src_bpe_codes) to read raw text")
+                if warning:
+                    log(f"warning: -src {opt.src}: {warning}")
+            if not checked[0] and codes is None and src_spm is None:  # no pieces are cut here: are they there?
+                warning = unsegmented(lines, translator.src_vocab)
                 if warning:
                     log(f"warning: -src {opt.src}: {warning}")
             if refs is not None and not checked[0] and not opt.tgt_prefix:
