@@ -19,7 +19,7 @@ LAYERS = [
     {"models"},
     {"translate"},
     {"train"},
-    {"bin", "api"},
+    {"bin", "api", "serve"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 
@@ -128,3 +128,15 @@ def test_every_console_script_has_its_entry_and_the_tools_are_among_them():
         assert module == "onmt_cont.bin.launch" and callable(getattr(launch, attr)), name
     for name in tools:
         assert "\ndef main(" in (root / "tools" / f"{name}.py").read_text(encoding="utf-8"), name
+
+
+def test_every_package_folder_is_installed():
+    """A folder of onmt_cont/ (or lab/) with an __init__.py that pyproject.toml does not list would be missing
+    from a `pip install .` (the editable install and the checkout would not show it)."""
+    import tomllib
+
+    root = pathlib.Path(__file__).resolve().parents[1]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    found = {".".join(p.parent.relative_to(root).parts) for top in ("onmt_cont", "lab")
+             for p in (root / top).rglob("__init__.py")}
+    assert found <= listed, sorted(found - listed)

@@ -42,6 +42,10 @@ def release():
     run("release")
 
 
+def server():
+    run("server")
+
+
 # the user tools (tools/, installed as onmt_cont.tools)
 def _tool(name):
     def console():

@@ -1,0 +1,104 @@
+"""The server's HTTP side, on Flask (served by waitress, as OpenNMT-py's onmt_server is): OpenNMT-py's JSON API.
+
+- ``POST {url_root}/translate`` with ``[{"src": "...", "id": N}, ...]`` -> ``[[{"src", "tgt", "n_best",
+  "pred_score"}, ...]]``, one entry per input (``n_best`` entries per input with ``{"n_best": K}`` in an input);
+- ``GET {url_root}/models``: the configured models; ``GET /health``: status and counts.
+
+Every bad request gets ``{"error": "..."}`` and a 4xx status; the server stays up."""
+
+import threading
+
+from flask import Flask, jsonify, request
+from werkzeug.exceptions import HTTPException
+
+from onmt_cont.utils.errors import UserError
+
+MAX_SENTENCES = 1000  # per request
+MAX_CHARS = 100_000  # per sentence
+MAX_BODY = 16 << 20  # bytes of JSON per request
+
+
+class InFlight:
+    """The requests being answered, so that a stop waits for them."""
+
+    def __init__(self):
+        self.n, self._lock = 0, threading.Lock()
+
+    def __enter__(self):
+        with self._lock:
+            self.n += 1
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self.n -= 1
+
+
+def error(status, message):
+    response = jsonify({"error": message})
+    response.status_code = status
+    return response
+
+
+def create_app(entries, url_root="/translator", request_timeout=600.0):
+    """The Flask app over ``entries`` ({id: ModelEntry}, onmt_cont.serve.models)."""
+    app = Flask("onmt_cont.serve")
+    app.config["MAX_CONTENT_LENGTH"] = MAX_BODY
+    app.in_flight = InFlight()
+    app.stopping = False
+    root = "/" + url_root.strip("/") if url_root.strip("/") else ""
+
+    @app.errorhandler(HTTPException)
+    def http_error(exc):  # 404 of an unknown path, 405, 413 of an oversized body: JSON like every other error
+        return error(exc.code, exc.description)
+
+    @app.get("/health")
+    def health():
+        return jsonify({"status": "stopping" if app.stopping else "ok",
+                        "models": {str(m.id): {"loaded": m.model is not None, "batches": m.batches,
+                                               "sentences": m.sentences} for m in entries.values()}})
+
+    @app.get(f"{root}/models")
+    def models():
+        return jsonify([m.describe() for m in entries.values()])
+
+    @app.post(f"{root}/translate")
+    def translate():
+        if app.stopping:
+            return error(503, "the server is stopping")
+        with app.in_flight:
+            inputs = request.get_json(force=True, silent=True)
+            if inputs is None:
+                return error(400, "the body is not JSON: expected [{\"src\": \"...\", \"id\": N}, ...]")
+            if not isinstance(inputs, list) or not inputs:
+                return error(400, "expected a non-empty list [{\"src\": \"...\", \"id\": N}, ...]")
+            if len(inputs) > MAX_SENTENCES:
+                return error(413, f"{len(inputs)} inputs: at most {MAX_SENTENCES} a request")
+            groups = {}  # (model id, n_best) -> [(position, src)]
+            for i, item in enumerate(inputs):
+                if not isinstance(item, dict) or not isinstance(item.get("src"), str):
+                    return error(400, f"input {i}: expected {{\"src\": \"...\", \"id\": N}}")
+                src, mid, n_best = item["src"], item.get("id", next(iter(entries))), item.get("n_best", 1)
+                if len(src) > MAX_CHARS:
+                    return error(413, f"input {i}: {len(src):,} characters: at most {MAX_CHARS:,} a sentence")
+                if "\n" in src.strip():
+                    return error(400, f"input {i}: a sentence holds a line break: give one sentence per input")
+                if not isinstance(mid, int) or isinstance(mid, bool) or mid not in entries:
+                    return error(404, f"input {i}: no model with id {mid!r} (GET {root}/models lists them)")
+                if not isinstance(n_best, int) or isinstance(n_best, bool) or n_best < 1:
+                    return error(400, f"input {i}: \"n_best\" must be a positive integer")
+                groups.setdefault((mid, n_best), []).append((i, src))
+            futures = [(group, entries[mid].translate([s for _, s in group], n_best))
+                       for (mid, n_best), group in groups.items()]
+            out = [None] * len(inputs)
+            try:
+                for group, future in futures:
+                    for (i, src), hyps in zip(group, future.result(timeout=request_timeout), strict=True):
+                        out[i] = [{"src": src, "tgt": tgt, "n_best": k, "pred_score": score}
+                                  for k, (tgt, score) in enumerate(hyps)]
+            except UserError as exc:
+                return error(400, str(exc))
+            except TimeoutError:
+                return error(503, f"the translation took more than {request_timeout:g} s")
+            return jsonify([[hyp for hyps in out for hyp in hyps]])
+
+    return app
