@@ -1,5 +1,5 @@
-"""The checks of the decoding options: their ranges (translate.py's flags, :class:`~onmt_cont.translate.translator.Translator`'s
-and the Python API's keywords), checked before any model is loaded.
+"""The checks of the decoding options: their ranges (translate.py's flags, the Translator's and the
+Python API's keywords), checked before any model is loaded.
 
 Each is a finite number in a range that decoding can use: NaN and infinities would make every
 score NaN or ±inf (a beam search that never ends, outputs of <unk> or padding, or empty lines),
