@@ -160,3 +160,23 @@ def test_the_load_benchmark_runs_bounded_and_counts_no_error(model, capsys):
     assert server_load.main(["-model", model, "-requests", "6", "-levels", "1,3", "-time_limit", "120"]) == 0
     out = capsys.readouterr().out
     assert "| server, 3 client(s) |" in out and out.count("| 0 |") == 4
+
+
+def test_a_client_that_disconnects_leaves_the_server_up(model, tmp_path):
+    """A client that sends half a request and goes, or goes before its answer, costs nothing but its own answer."""
+    import socket
+
+    server = Server(config(tmp_path, model))
+    try:
+        host, port = server.url.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as s:  # half a request, then gone
+            s.sendall(b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n[{\"src\"")
+        body = json.dumps([{"src": s, "id": 100} for s in SENTENCES * 20]).encode()
+        with socket.create_connection((host, int(port)), timeout=10) as s:  # a whole request, gone before the answer
+            s.sendall(b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        time.sleep(0.5)
+        assert server.call("/translator/translate", [{"src": "un chien .", "id": 100}])[0] == 200
+        assert server.call("/health")[1]["status"] == "ok"
+    finally:
+        assert server.stop() == 0
