@@ -29,7 +29,8 @@ class Model:
 
     def __init__(self, checkpoint, *, src_lang=None, tgt_lang=None, bpe_codes=None, device="cpu", beam_size=1,
                  lexicon=None, freq_offsets=None, decode_prior=None, remove_target_bpe=False, batch_size=32,
-                 tokenized=False, src_spm=None, tgt_spm=None, **decoding):
+                 tokenized=False, src_spm=None, tgt_spm=None, ensemble=(), random_sampling_topk=0,
+                 random_sampling_topp=0.0, random_sampling_temp=1.0, seed=0, **decoding):
         replace_unk = decoding.pop("replace_unk", lexicon is not None)
         _check_names(decoding)
         if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (beam_size, batch_size)):
@@ -46,6 +47,15 @@ class Model:
             decode_prior=0.0 if decode_prior is None else decode_prior, **decoding)
         if freq_offsets is not None:
             self.translator.check_offsets_model(freq_offsets, offsets_model)
+        if isinstance(ensemble, str):
+            ensemble = [ensemble]
+        if ensemble:  # translate.py -model A B ...: the other members, with the same decoding options
+            others = [Translator(path, device=device, beam_size=beam_size, replace_unk=bool(replace_unk),
+                                 lexicon=read_lexicon(lexicon) if lexicon else None,
+                                 decode_prior=0.0 if decode_prior is None else decode_prior, **decoding)
+                      for path in ensemble]
+            self.translator.set_ensemble(others, [checkpoint, *ensemble])
+        self.translator.set_sampling(random_sampling_topk, random_sampling_topp, random_sampling_temp, seed)
         record, lower = self.translator.text_record, True
         if record is not None:
             lower = bool(record.get("lower", True))
@@ -137,7 +147,10 @@ def load(checkpoint, **options):
     writes its tokens instead.
     Decoding: ``beam_size`` (1: greedy), ``lexicon`` (a build_lexicon.py file: replace ``<unk>``
     through the attention), ``freq_offsets`` (a tools/calibrate_offsets.py file),
-    ``device`` ("cpu", "cuda:0"), ``batch_size``, and translate.py's other options by their
+    ``device`` ("cpu", "cuda:0"), ``batch_size``, ``ensemble`` (more checkpoints of the same vocabulary,
+    decoded with this one as an ensemble: translate.py -model A B), ``random_sampling_topk`` /
+    ``random_sampling_topp`` / ``random_sampling_temp`` / ``seed`` (sampling, as translate.py's flags),
+    and translate.py's other options by their
     names in :class:`~onmt_cont.translate.translator.Translator` (``max_length_ratio``,
     ``block_ngram_repeat``, ``length_penalty``, ``alpha``, ``ban_unk``, ``decode_prior``...).
     translate.py's own spellings work too: ``src_bpe_codes``, ``lookup_dict``, ``ban_unk_token``,

@@ -136,3 +136,16 @@ def test_an_ensemble_of_softmax_and_continuous_models(models, beam, tmp_path):
                     "-train_steps", "1")
     err = translate(models["softmax"], src, small, ok=False)
     assert "an ensemble's members share one vocabulary" in err
+
+
+def test_the_api_takes_ensembles_and_sampling(models, tmp_path):
+    """onmt_cont.load(ensemble=[...], random_sampling_topk=..., seed=...) decodes as translate.py's flags do."""
+    import onmt_cont
+
+    src = tmp_path / "src.fr"
+    lines = [line.strip() for line in open(DATA / "test.fr", encoding="utf-8").readlines()[:10]]
+    src.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    with onmt_cont.load(models["softmax"], ensemble=[models["continuous"]], beam_size=3, max_length=12) as m:
+        assert m.translate(lines) == translate(models["softmax"], src, models["continuous"], "-beam_size", "3")
+    with onmt_cont.load(models["continuous"], random_sampling_topk=-1, seed=5, max_length=12) as m:
+        assert m.translate(lines) == translate(models["continuous"], src, "-random_sampling_topk", "-1", "-seed", "5")
