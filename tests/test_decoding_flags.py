@@ -149,3 +149,23 @@ def test_the_api_takes_ensembles_and_sampling(models, tmp_path):
         assert m.translate(lines) == translate(models["softmax"], src, models["continuous"], "-beam_size", "3")
     with onmt_cont.load(models["continuous"], random_sampling_topk=-1, seed=5, max_length=12) as m:
         assert m.translate(lines) == translate(models["continuous"], src, "-random_sampling_topk", "-1", "-seed", "5")
+
+
+@pytest.mark.parametrize("kind", ["softmax", "continuous"])
+def test_attn_debug_prints_each_sentences_attention(models, kind, tmp_path):
+    """-attn_debug (OpenNMT-py's flag): on stderr, a row per output token and a column per source token, '*' at
+    each row's largest weight; the translations on stdout are unchanged."""
+    src = tmp_path / "src.fr"
+    lines = open(DATA / "test.fr", encoding="utf-8").readlines()[:3]
+    src.write_text("".join(lines), encoding="utf-8")
+    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-model", models[kind], "-src", str(src),
+                          "-threads", "1", "-max_length", "12", "-attn_debug"], capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == translate(models[kind], src)
+    blocks = res.stderr.split("ATTN ")[1:]
+    assert len(blocks) == 3
+    for block, line, out in zip(blocks, lines, res.stdout.splitlines(), strict=True):
+        head, *rows = block.splitlines()[1:1 + 1 + len(out.split())]
+        assert head.split() == line.split()
+        assert len(rows) == len(out.split()) and all(row.count("*") == 1 for row in rows)

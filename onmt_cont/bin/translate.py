@@ -165,6 +165,22 @@ def reference_mismatch(refs, lower, raw, hint_raw="give -detokenize -tgt_lang LA
     return None
 
 
+def attention_table(i, src, hyp, weights):
+    """-attn_debug's text for sentence ``i``: a row per output token, a column per source token, the
+    weights to 3 decimals and '*' at each row's largest."""
+    if weights is None or not hyp:
+        return f"ATTN {i}: (empty)"
+    width = max([len(t) for t in src] + [6])
+    head = " " * max(len(t) for t in hyp) + " " + " ".join(t.rjust(width) for t in src)
+    rows = []
+    for t, word in enumerate(hyp[: weights.size(0)]):
+        row = weights[t].tolist()
+        best = max(range(len(row)), key=row.__getitem__) if row else -1
+        cells = " ".join((f"*{w:.3f}" if j == best else f"{w:.3f}").rjust(width) for j, w in enumerate(row))
+        rows.append(word.ljust(max(len(x) for x in hyp)) + " " + cells)
+    return f"ATTN {i}:\n" + "\n".join([head, *rows])
+
+
 def unsegmented(lines, src_vocab):
     """A warning when the model reads subword pieces (its source vocabulary holds many subword-nmt
     "@@" or SentencePiece "▁" tokens) but the input holds none of them, else None."""
@@ -330,7 +346,7 @@ def run(opt, done):
     translator.set_sampling(opt.random_sampling_topk, opt.random_sampling_topp, opt.random_sampling_temp, opt.seed)
     if opt.report_align and translator.scored:
         raise UserError("-report_align writes one alignment per output line: not with -n_best or -with_score")
-    translator.report_align = opt.report_align
+    translator.report_align, translator.attn_debug = opt.report_align, opt.attn_debug
     if opt.tgt_prefix and not opt.tgt:
         raise UserError("-tgt_prefix forces each output to start with its -tgt line: give -tgt")
     if opt.tgt_emb_extend:
@@ -380,10 +396,12 @@ def run(opt, done):
             raw = [] if raw_bleu is not None else None
             nbest = [] if translator.scored else None
             align = [] if opt.report_align else None
+            attn = [] if opt.attn_debug else None
             with torch.no_grad():
                 outputs = translator.translate_lines(lines, opt.batch_size, batch_type=opt.batch_type,
                                                      lower=translator.lower, on_batch=on_batch, raw=raw, nbest=nbest,
-                                                     prefixes=refs if opt.tgt_prefix else None, align=align)
+                                                     prefixes=refs if opt.tgt_prefix else None, align=align,
+                                                     attn=attn)
             elapsed += time.time() - start
             if text.target_pieces:  # a SentencePiece target: words before writing and scoring
                 outputs = [text.join_pieces(o) for o in outputs]
@@ -421,6 +439,9 @@ def run(opt, done):
                 for i, (line, hyp) in enumerate(zip(lines, outputs, strict=True), n_lines + 1):
                     score = f"\nPRED SCORE {i}: {nbest[i - n_lines - 1][0][1]:.4f}" if nbest is not None else ""
                     log(f"SENT {i}: {line}\nPRED {i}: {hyp}{score}")
+            if attn is not None:
+                for i, (line, hyp, weights) in enumerate(zip(lines, outputs, attn, strict=True), n_lines + 1):
+                    log(attention_table(i, line.split(), hyp.split(), weights))
             if bleu is not None:
                 bleu.add(outputs, refs)
             n_lines += len(lines)

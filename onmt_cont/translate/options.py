@@ -141,6 +141,9 @@ def build_parser():
                    "to its line, OpenNMT-py's format: 'S-T' (0-based) for each output token T and the source token S "
                    "its attention weighs most (the model's tokens, before -detokenize; with -alignment_layer for a "
                    "Transformer)")
+    g.add_argument("-attn_debug", action="store_true", help="print each sentence's attention on standard error "
+                   "(OpenNMT-py's flag): a row per output token, a column per source token, '*' at each row's "
+                   "largest weight")
     g.add_argument("-log_file", help="also write what translate.py prints on standard error to this file")
     g.add_argument("-verbose", action="store_true", help="print each source and translation (with its score when "
                    "-with_score or -n_best give one) on standard error")

@@ -99,6 +99,7 @@ class Translator:
         self.sampler = None  # set_sampling
         self.search_model = self.model  # what the searches decode with: the model, or an ensemble (set_ensemble)
         self.report_align, self.last_align = False, None  # -report_align: each output's word alignment
+        self.attn_debug = False  # -attn_debug: keep every output's attention for translate_lines(attn=...)
         self.train_vocab = tgt_vocab  # before -tgt_emb_extend adds words
         words = len(tgt_vocab)
         if csls > max(words - 2, 0):  # the K nearest other words (padding left out): there are V - 2
@@ -256,7 +257,8 @@ class Translator:
         where -replace_unk reads it); without it the attentions are None and a Transformer's step
         skips the weights. ``prefixes``: per sentence, the target words its output starts with
         (-tgt_prefix; greedy search and sampling)."""
-        attention = (self.replace_unk or self.report_align) if attention is None else attention
+        if attention is None:  # what -replace_unk, -report_align and -attn_debug read
+            attention = self.replace_unk or self.report_align or self.attn_debug
         examples = [(torch.tensor(self.src_vocab.encode(toks)), torch.tensor([UNK_ID])) for toks in token_lists]
         batch = collate(examples, list(range(len(examples))), self.device)
         max_lengths = self._max_lengths(batch["src_lengths"])
@@ -300,7 +302,7 @@ class Translator:
         return self.n_best > 1 or self._with_score
 
     def translate_lines(self, lines, batch_size=32, lower=False, on_batch=None, raw=None, batch_type="sents",
-                        nbest=None, prefixes=None, align=None):
+                        nbest=None, prefixes=None, align=None, attn=None):
         """Translate sentences (strings); an empty line gives an empty line. Order is kept.
         ``on_batch(n)``: called with the number of lines done (a progress bar's update);
         ``raw``: a list that receives the outputs before ``<unk>`` replacement, in the same order
@@ -308,22 +310,27 @@ class Translator:
         ``nbest``: a list that receives, per line, its hypotheses as (text, score), best first (see
         :meth:`set_n_best` and :meth:`set_with_score`; an empty line: one empty hypothesis, score 0);
         ``prefixes``: per line, the target text its translation starts with (tokens, as the model writes);
-        ``align``: a list that receives, per line, its word alignment "SRC-TGT ..." (-report_align)."""
+        ``align``: a list that receives, per line, its word alignment "SRC-TGT ..." (-report_align);
+        ``attn``: a list that receives, per line, its attention [output len, source len] (None for an empty
+        line; -attn_debug)."""
         token_lists = [(line.lower() if lower else line).split() for line in lines]
         order = sorted((i for i, t in enumerate(token_lists) if t), key=lambda i: len(token_lists[i]))
         results = [""] * len(lines)
         raw_results = [""] * len(lines)
         nbest_results = [[("", 0.0)] for _ in lines]
         align_results = [""] * len(lines)
+        attn_results = [None] * len(lines)
         if on_batch:
             on_batch(len(lines) - len(order))  # the empty lines are done
         for chunk in length_batches(order, [len(t) for t in token_lists], batch_size, batch_type):
-            outputs, _ = self.translate_batch([token_lists[i] for i in chunk], prefixes=None if prefixes is None else
-                                              [prefixes[i].split() for i in chunk])
+            forced = None if prefixes is None else [prefixes[i].split() for i in chunk]
+            outputs, attns = self.translate_batch([token_lists[i] for i in chunk], prefixes=forced)
             for k, (i, words, own) in enumerate(zip(chunk, outputs, self.last_raw, strict=True)):
                 results[i] = " ".join(words)
                 if raw is not None:
                     raw_results[i] = " ".join(own)
+                if attn is not None and attns[k] is not None:
+                    attn_results[i] = attns[k][:, : len(token_lists[i])]
                 if align is not None and self.last_align is not None:
                     align_results[i] = self.last_align[k]
                 if nbest is not None and self.last_nbest is not None:
@@ -336,6 +343,8 @@ class Translator:
             nbest.extend(nbest_results)
         if align is not None:
             align.extend(align_results)
+        if attn is not None:
+            attn.extend(attn_results)
         return results
 
     def set_with_score(self, on):
