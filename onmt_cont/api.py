@@ -41,9 +41,10 @@ class Model:
             if decode_prior is not None and decode_prior != fitted_beta:
                 raise UserError(f"{freq_offsets} was fitted under decode_prior {fitted_beta:g}, not {decode_prior:g}")
             decode_prior = fitted_beta
+        words = read_lexicon(lexicon) if lexicon else None  # read once, shared by an ensemble's members
         self.translator = Translator(
             checkpoint, device=device, beam_size=beam_size, replace_unk=bool(replace_unk),
-            lexicon=read_lexicon(lexicon) if lexicon else None, freq_offsets=offsets,
+            lexicon=words, freq_offsets=offsets,
             decode_prior=0.0 if decode_prior is None else decode_prior, **decoding)
         if freq_offsets is not None:
             self.translator.check_offsets_model(freq_offsets, offsets_model)
@@ -51,7 +52,7 @@ class Model:
             ensemble = [ensemble]
         if ensemble:  # translate.py -model A B ...: the other members, with the same decoding options
             others = [Translator(path, device=device, beam_size=beam_size, replace_unk=bool(replace_unk),
-                                 lexicon=read_lexicon(lexicon) if lexicon else None,
+                                 lexicon=words,
                                  decode_prior=0.0 if decode_prior is None else decode_prior, **decoding)
                       for path in ensemble]
             self.translator.set_ensemble(others, [checkpoint, *ensemble])

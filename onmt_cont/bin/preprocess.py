@@ -25,7 +25,7 @@ from onmt_cont.inputters.corpus import (
     vocab_fingerprint,
     write_manifest,
 )
-from onmt_cont.inputters.vocab import Vocab, build_vocab, read_vocab_text, save_vocabs
+from onmt_cont.inputters.vocab import Vocab, build_vocab, lowercase_only, read_vocab_text, save_vocabs
 from onmt_cont.text import text_record
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
@@ -306,8 +306,7 @@ def main(argv=None):
         # an older run's PREFIX.shards.json stays until this run's replaces it: if this run is killed before,
         # the shards it rewrote no longer match that list, and train.py refuses the mix
         if text is not None:  # lowercased here, or before (no word of either side has an upper-case letter)
-            text["lower"] = bool(opt.lower) or not any(ch.isupper() for v in (src_vocab, tgt_vocab) for w in v.itos
-                                                       if not (w.startswith("<") and w.endswith(">")) for ch in w)
+            text["lower"] = bool(opt.lower) or lowercase_only(src_vocab, tgt_vocab)
         _remove_dead_work_folders(out_dir)
         written = []  # two runs on one prefix would replace each other's files: the lock refuses the second
         try:

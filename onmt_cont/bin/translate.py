@@ -33,6 +33,7 @@ import torch
 
 from onmt_cont import opts
 from onmt_cont.inputters.corpus import count_lines
+from onmt_cont.inputters.vocab import data_words, lowercase_only
 from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm, describe_record
 from onmt_cont.translate.calibration import load_offsets
 from onmt_cont.translate.checks import check_decoding_options
@@ -184,7 +185,7 @@ def attention_table(i, src, hyp, weights):
 def unsegmented(lines, src_vocab):
     """A warning when the model reads subword pieces (its source vocabulary holds many subword-nmt
     "@@" or SentencePiece "▁" tokens) but the input holds none of them, else None."""
-    words = [w for w in src_vocab.itos if not (w.startswith("<") and w.endswith(">"))]
+    words = data_words(src_vocab)
     for mark, what, flag in (("@@", "subword-nmt pieces", "-src_bpe_codes"), ("\u2581", "SentencePiece pieces",
                                                                             "-src_spm")):
         if sum(mark in w for w in words) > 0.1 * max(len(words), 1):
@@ -358,8 +359,7 @@ def run(opt, done):
     raw_reference = bool(opt.tgt) and opt.detokenize and not opt.tgt_tokenized
     # a model writes lowercase when its data was lowercased by preprocess.py or before it (no target word
     # has an upper-case letter): BLEU is then case-insensitive, and says so (case:lc)
-    lowercase = translator.lower or not any(ch.isupper() for word in translator.tgt_vocab.itos
-                                             if not (word.startswith("<") and word.endswith(">")) for ch in word)
+    lowercase = translator.lower or lowercase_only(translator.tgt_vocab)
     if opt.tgt and not opt.tgt_prefix:
         from onmt_cont.evaluate import CorpusBleu  # sacreBLEU and the Moses detokenizer only when scoring
 

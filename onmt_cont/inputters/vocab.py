@@ -165,6 +165,16 @@ def read_vocab_text(path):
     return Vocab(list(SPECIALS) + [t for t, _ in dedup], [0] * len(SPECIALS) + [c for _, c in dedup])
 
 
+def data_words(vocab):
+    """The vocabulary's words other than bracketed tokens (<blank>, <unk>, <s>, </s> and the like)."""
+    return [w for w in vocab.itos if not (w.startswith("<") and w.endswith(">"))]
+
+
+def lowercase_only(*vocabs):
+    """Whether no data word of these vocabularies has an upper-case letter: the text was lowercased."""
+    return not any(ch.isupper() for v in vocabs for w in data_words(v) for ch in w)
+
+
 def save_vocabs(prefix, src, tgt, lower, text=None):
     """Write ``PREFIX.vocab.pt`` and the two text files, each atomically. ``text``: the raw text the
     data was made from (onmt_cont.text.text_record), or None."""
