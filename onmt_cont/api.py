@@ -19,6 +19,7 @@ import torch
 
 from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm
 from onmt_cont.translate.calibration import load_offsets
+from onmt_cont.translate.ct2 import Ct2Translator, check_engine_options, read_record, resolve_engine
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon, remove_bpe
 from onmt_cont.utils.errors import UserError
@@ -30,11 +31,48 @@ class Model:
     def __init__(self, checkpoint, *, src_lang=None, tgt_lang=None, bpe_codes=None, device="cpu", beam_size=1,
                  lexicon=None, freq_offsets=None, decode_prior=None, remove_target_bpe=False, batch_size=32,
                  tokenized=False, src_spm=None, tgt_spm=None, ensemble=(), random_sampling_topk=0,
-                 random_sampling_topp=0.0, random_sampling_temp=1.0, seed=0, **decoding):
+                 random_sampling_topp=0.0, random_sampling_temp=1.0, seed=0, engine=None, **decoding):
         replace_unk = decoding.pop("replace_unk", lexicon is not None)
         _check_names(decoding)
         if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (beam_size, batch_size)):
             raise UserError(f"beam_size and batch_size must be at least 1, got {beam_size} and {batch_size}")
+        if engine not in (None, "torch", "ctranslate2"):
+            raise UserError(f"onmt_cont.load(): engine must be 'torch' or 'ctranslate2', got {engine!r}")
+        if resolve_engine(engine, checkpoint) == "ctranslate2":
+            self._load_ct2(checkpoint, device, beam_size, lexicon, replace_unk, freq_offsets, decode_prior, ensemble,
+                           decoding)
+        else:
+            self._load_torch(checkpoint, device, beam_size, lexicon, replace_unk, freq_offsets, decode_prior, ensemble,
+                             decoding)
+        self.translator.set_sampling(random_sampling_topk, random_sampling_topp, random_sampling_temp, seed)
+        record, lower = self.translator.text_record, True
+        if record is not None:
+            lower = bool(record.get("lower", True))
+            if not (tokenized or src_lang or tgt_lang or bpe_codes or src_spm):  # the checkpoint says what it reads
+                src_lang, tgt_lang = record.get("src_lang"), record.get("tgt_lang")
+                codes = checked_codes(record, checkpoint)
+                bpe_codes = CodesText(codes) if codes else None
+                src_spm = checked_spm(record, "src", checkpoint)
+            if not tokenized and tgt_spm is None:
+                tgt_spm = checked_spm(record, "tgt", checkpoint)
+        self.text = TextPipeline(src_lang, tgt_lang, bpe_codes, lower=lower, src_spm=src_spm, tgt_spm=tgt_spm)
+        self.remove_target_bpe, self.batch_size = remove_target_bpe, batch_size
+        self._lock = threading.Lock()  # one translation at a time: the translator keeps per-call state
+
+    def _load_ct2(self, path, device, beam_size, lexicon, replace_unk, freq_offsets, decode_prior, ensemble, decoding):
+        """A directory onmt_cont_convert wrote, decoded by CTranslate2 (engine="ctranslate2")."""
+        if ensemble:
+            raise UserError("onmt_cont.load(): engine ctranslate2 decodes one exported model, not an ensemble")
+        check_engine_options({**decoding, "decode_prior": decode_prior or 0.0, "freq_offsets": freq_offsets},
+                             read_record(path)[0])
+        kept = {k: decoding[k] for k in ("max_length", "max_length_ratio", "length_penalty", "alpha", "ban_unk",
+                                         "block_ngram_repeat") if k in decoding}
+        self.translator = Ct2Translator(path, device, beam_size, replace_unk=bool(replace_unk),
+                                        lexicon=read_lexicon(lexicon) if lexicon else None,
+                                        threads=torch.get_num_threads(), **kept)
+
+    def _load_torch(self, checkpoint, device, beam_size, lexicon, replace_unk, freq_offsets, decode_prior, ensemble,
+                    decoding):
         offsets = offsets_model = None
         if freq_offsets is not None:
             offsets, fitted_beta, offsets_model = load_offsets(freq_offsets, with_model=True)
@@ -56,20 +94,6 @@ class Model:
                                  decode_prior=0.0 if decode_prior is None else decode_prior, **decoding)
                       for path in ensemble]
             self.translator.set_ensemble(others, [checkpoint, *ensemble])
-        self.translator.set_sampling(random_sampling_topk, random_sampling_topp, random_sampling_temp, seed)
-        record, lower = self.translator.text_record, True
-        if record is not None:
-            lower = bool(record.get("lower", True))
-            if not (tokenized or src_lang or tgt_lang or bpe_codes or src_spm):  # the checkpoint says what it reads
-                src_lang, tgt_lang = record.get("src_lang"), record.get("tgt_lang")
-                codes = checked_codes(record, checkpoint)
-                bpe_codes = CodesText(codes) if codes else None
-                src_spm = checked_spm(record, "src", checkpoint)
-            if not tokenized and tgt_spm is None:
-                tgt_spm = checked_spm(record, "tgt", checkpoint)
-        self.text = TextPipeline(src_lang, tgt_lang, bpe_codes, lower=lower, src_spm=src_spm, tgt_spm=tgt_spm)
-        self.remove_target_bpe, self.batch_size = remove_target_bpe, batch_size
-        self._lock = threading.Lock()  # one translation at a time: the translator keeps per-call state
 
     def translate(self, sentences, n_best=None, with_score=False):
         """A list of source sentences (strings) -> their translations (strings), in order. An empty
@@ -155,7 +179,10 @@ def load(checkpoint, **options):
     names in :class:`~onmt_cont.translate.translator.Translator` (``max_length_ratio``,
     ``block_ngram_repeat``, ``length_penalty``, ``alpha``, ``ban_unk``, ``decode_prior``...).
     translate.py's own spellings work too: ``src_bpe_codes``, ``lookup_dict``, ``ban_unk_token``,
-    ``remove_bpe``, ``gpu``, ``replace_unk``. An unknown name is a UserError naming load()."""
+    ``remove_bpe``, ``gpu``, ``replace_unk``. An unknown name is a UserError naming load().
+    ``checkpoint`` may also be a directory onmt_cont_convert wrote: it is then decoded by CTranslate2
+    (``engine`` "ctranslate2"; "torch" for a checkpoint; default: read from ``checkpoint``), with the decoding
+    options fixed at conversion (decode_prior, beam_temperature, alignment_layer)."""
     for flag, name in FLAG_NAMES.items():  # translate.py's spelling
         if flag in options:
             if name in options:

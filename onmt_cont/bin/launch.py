@@ -46,6 +46,10 @@ def server():
     run("server")
 
 
+def convert():
+    run("convert")
+
+
 # the user tools (tools/, installed as onmt_cont.tools)
 def _tool(name):
     def console():

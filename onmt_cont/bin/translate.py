@@ -37,6 +37,7 @@ from onmt_cont.inputters.vocab import data_words, lowercase_only
 from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm, describe_record
 from onmt_cont.translate.calibration import load_offsets
 from onmt_cont.translate.checks import check_decoding_options
+from onmt_cont.translate.ct2 import Ct2Translator, check_engine_options, resolve_engine
 from onmt_cont.translate.options import build_parser
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon, remove_bpe
@@ -328,11 +329,22 @@ def run(opt, done):
         if fitted_beta != opt.decode_prior:
             raise UserError(f"-freq_offsets {opt.freq_offsets} was fitted under -decode_prior {fitted_beta:g}, but "
                             f"this run has -decode_prior {opt.decode_prior:g}: give -decode_prior {fitted_beta:g}")
-    translator = Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
-                            opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.tgt_emb_extend,
-                            opt.tgt_emb_extend_vocab, ann, opt.ban_unk_token, opt.alignment_layer,
-                            opt.decode_prior, opt.csls, opt.block_ngram_repeat, opt.decode_prior_cap, freq_offsets,
-                            opt.beam_temperature)
+    engine = resolve_engine(opt.engine, opt.model)
+    if engine == "ctranslate2":
+        if len(opt.models) > 1:
+            raise UserError("-engine ctranslate2 decodes one exported model; an ensemble needs the checkpoints "
+                            "(-engine torch)")
+        translator = Ct2Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
+                                   opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.ban_unk_token,
+                                   opt.block_ngram_repeat, torch.get_num_threads())
+        check_engine_options({**vars(opt), "ann": ann}, translator.record)
+        log(f"{opt.model}: decoding with CTranslate2 ({translator.record.get('quantization')} weights)")
+    else:
+        translator = Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
+                                opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.tgt_emb_extend,
+                                opt.tgt_emb_extend_vocab, ann, opt.ban_unk_token, opt.alignment_layer,
+                                opt.decode_prior, opt.csls, opt.block_ngram_repeat, opt.decode_prior_cap, freq_offsets,
+                                opt.beam_temperature)
     if opt.freq_offsets:
         translator.check_offsets_model(opt.freq_offsets, offsets_model)
     if len(opt.models) > 1:  # the other members, each set up with the same decoding options

@@ -7,8 +7,9 @@ Configuration (JSON, OpenNMT-py's ``conf.json`` shape)::
      "models": [{"id": 100, "model": "fr-en/model_best.pt", "load": true, "timeout": 600,
                  "opt": {"beam_size": 5, "block_ngram_repeat": 3}}]}
 
-``model`` is read under ``models_root`` (the configuration file's folder by default); ``opt`` holds
-``onmt_cont.load()``'s keywords (translate.py's flag names work too); ``timeout`` (seconds, -1: never)
+``model`` is read under ``models_root`` (the configuration file's folder by default): a checkpoint, or a
+directory onmt_cont_convert wrote (decoded by CTranslate2; ``"opt": {"engine": "ctranslate2"}`` says so too);
+``opt`` holds ``onmt_cont.load()``'s keywords (translate.py's flag names work too); ``timeout`` (seconds, -1: never)
 unloads a model idle that long; ``load`` false loads it on its first request. A request names a model only by
 its id: no request can make the server read another file."""
 
@@ -19,6 +20,7 @@ import time
 from concurrent.futures import Future
 
 from onmt_cont.api import load
+from onmt_cont.translate.ct2 import is_export
 from onmt_cont.utils.errors import UserError
 
 MAX_BATCH = 64  # sentences translated as one batch at most
@@ -56,8 +58,8 @@ def read_config(path):
         if unknown:
             raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
         model = os.path.join(root, m["model"])
-        if not os.path.isfile(model):
-            raise UserError(f"{where}: {model}: no such file")
+        if not (os.path.isfile(model) or is_export(model)):
+            raise UserError(f"{where}: {model}: no such file (a checkpoint, or a directory onmt_cont_convert wrote)")
         entries[mid] = ModelEntry(mid, model, opt, float(timeout), bool(m.get("load", True)))
     return entries
 

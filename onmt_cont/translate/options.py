@@ -50,6 +50,9 @@ def build_parser():
                    "input is sorted by length, so long sentences share small batches)")
     g.add_argument("-chunk_size", type=int, default=10000, help="source lines read, translated and written at "
                    "a time: memory grows with it, not with the file. Batches are sorted by length within a chunk")
+    g.add_argument("-engine", choices=["torch", "ctranslate2"], default=None,
+                   help="what decodes: torch (a train.py checkpoint) or ctranslate2 (a directory onmt_cont_convert "
+                        "wrote); default: read from -model")
     g.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative")
     add_threads_arg(g)
     g.add_argument("-max_length", type=int, default=None,
