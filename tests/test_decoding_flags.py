@@ -81,8 +81,9 @@ def test_tgt_prefix_starts_every_output(models, kind, tmp_path):
     assert out[0].startswith("a dog") and out[1].startswith("the man is") and out[3].startswith("two"), out
     sampled = translate(models[kind], src, "-tgt", pre, "-tgt_prefix", "-random_sampling_topk", "-1")
     assert sampled[0].startswith("a dog") and sampled[1].startswith("the man is")
-    assert "needs -beam_size 1" in translate(models[kind], src, "-tgt", pre, "-tgt_prefix", "-beam_size", "2",
-                                             ok=False)
+    beam = translate(models[kind], src, "-tgt", pre, "-tgt_prefix", "-beam_size", "3", "-n_best", "3")
+    assert len(beam) == 12 and all(h.startswith("a dog") for h in beam[:3]), beam
+    assert all(h.startswith("the man is") for h in beam[3:6]) and all(h.startswith("two") for h in beam[9:])
     assert "give -tgt" in translate(models[kind], src, "-tgt_prefix", ok=False)
 
 

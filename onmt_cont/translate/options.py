@@ -139,7 +139,7 @@ def build_parser():
                    "draw the same words")
     g.add_argument("-tgt_prefix", action="store_true", help="each output starts with its -tgt line (tokens, as the "
                    "model writes), forced, and decoding goes on from there (OpenNMT-py's -tgt_prefix); no BLEU. "
-                   "Greedy search or sampling")
+                   "Greedy search, sampling or beam search (every hypothesis starts with it)")
     g.add_argument("-report_align", action="store_true", help="append ' ||| ' and each output's word alignment "
                    "to its line, OpenNMT-py's format: 'S-T' (0-based) for each output token T and the source token S "
                    "its attention weighs most (the model's tokens, before -detokenize; with -alignment_layer for a "

@@ -200,7 +200,7 @@ def length_penalty(length, kind, alpha):
 
 @torch.no_grad()
 def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", alpha=0.0, banned=BANNED,
-                block_ngram_repeat=0, need_attn=True, nbest_out=None, n_best=1):
+                block_ngram_repeat=0, need_attn=True, nbest_out=None, n_best=1, prefix=None):
     """Beam search over a batch of sentences, each with its own beam of ``beam_size`` rows.
 
     A hypothesis's score is the sum of its per-step scores (log-probabilities, or the
@@ -218,11 +218,15 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
     n-grams (:func:`blocked_words`).
     Returns the same structure as :func:`greedy_search` (attention on the CPU). ``nbest_out``: a list
     that receives, per sentence, its ``n_best`` best finished hypotheses, best first, as
-    (score / length penalty, ids, attention) (beam 1 is greedy search with the scores)."""
+    (score / length penalty, ids, attention) (beam 1 is greedy search with the scores). ``prefix``: per sentence,
+    the ids every hypothesis starts with (translate.py -tgt_prefix): forced with the model's scores (0 where a
+    banned or blocked word scores -inf), the beam widening from their end; they are part of the output."""
     device, batch, k = src.device, src.size(0), beam_size
     memory_bank, src_mask, state = model.encode(src, src_lengths)
     width = 1  # rows per sentence: one (<s>) at the first step, then k; row i*width + j is beam j
     max_len = [int(x) for x in torch.as_tensor(max_lengths).tolist()]
+    if prefix is not None:  # a sentence runs at least as long as its prefix
+        max_len = [max(n, len(p)) for n, p in zip(max_len, prefix, strict=True)]
     live = list(range(batch))  # the sentences still in the batch, in row order
     seqs = {b: [[]] for b in live}  # each sentence's live hypotheses (at most k)
     # each live hypothesis's attention rows, a list of [src_len] views of the steps' CPU tensors (stacked
@@ -246,6 +250,11 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
                 eos = scores[i, :, EOS_ID].clone()
                 scores[i] = float("-inf")
                 scores[i, :, EOS_ID] = eos
+            if prefix is not None and t < len(prefix[b]):  # -tgt_prefix: only the prefix's word
+                word = prefix[b][t]
+                kept = torch.nan_to_num(scores[i, :, word], nan=0.0, neginf=0.0)
+                scores[i] = float("-inf")
+                scores[i, :, word] = kept
         cand = scores.add_(totals.unsqueeze(2)).view(len(live), -1)  # in place: the step's scores are its own
         # NaN scores and inf + (-inf): no candidate (in place, one pass; decode_step left NaN here)
         torch.nan_to_num_(cand, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))

@@ -265,14 +265,11 @@ class Translator:
         nbest = [] if self.scored else None
         prefix = None
         if prefixes is not None:
-            if self.beam_size > 1 or nbest is not None:
-                raise UserError("-tgt_prefix forces each output's first words in greedy search or sampling: it needs "
-                                "-beam_size 1 and no -n_best or -with_score")
             prefix = [self.tgt_vocab.encode(words) for words in prefixes]
         if self.beam_size > 1 or nbest is not None:
             ids, attns = beam_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
                                      self.length_penalty, self.alpha, self.banned, self.block_ngram_repeat,
-                                     need_attn=attention, nbest_out=nbest, n_best=self.n_best)
+                                     need_attn=attention, nbest_out=nbest, n_best=self.n_best, prefix=prefix)
         else:
             ids, attns = greedy_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths, self.banned,
                                        block_ngram_repeat=self.block_ngram_repeat, need_attn=attention,
