@@ -23,27 +23,14 @@ import argparse
 import importlib.util
 import json
 import os
-import subprocess
 import sys
-import time
 
 from lab import ROOT
 from lab.bench import peerlib
+from lab.bench.peer_decode import run
 from onmt_cont.evaluate import tokenized_bleu
 
 TIMER = os.path.join(ROOT, "lab", "bench", "decode_timer.py")
-
-
-def run(cmd, env, log):
-    with open(log, "a", encoding="utf-8") as f:
-        f.write("$ " + " ".join(cmd) + "\n")
-        f.flush()
-        start = time.perf_counter()
-        proc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, cwd=ROOT)
-        seconds = time.perf_counter() - start
-    if proc.returncode:
-        sys.exit(f"error: {' '.join(cmd[:4])} ... failed (exit {proc.returncode}); see {log}")
-    return seconds
 
 
 def convert_all(args, ours, priors, env, log):

@@ -64,6 +64,12 @@ def _norm(spec, norm):
     spec.beta = norm.bias.detach().float().contiguous()
 
 
+def _self_attention(spec, attn, norm):
+    _fused(spec.linear[0], attn.query, attn.key_value)
+    _linear(spec.linear[1], attn.out)
+    _norm(spec.layer_norm, norm)
+
+
 def _ffn(spec, norm, ff):
     _norm(spec.layer_norm, norm)
     _linear(spec.linear_0, ff.w1)
@@ -137,23 +143,18 @@ def build_spec(translator):
     spec.config.layer_norm_epsilon = float(epsilons.pop())
     with torch.no_grad():
         cpu = torch.device("cpu")
-        spec.encoder.embeddings[0].weight = enc.embeddings.weight.detach().float().contiguous()
-        spec.encoder.position_encodings.encodings = enc.positions(POSITIONS, 0, cpu).detach().float().contiguous()
-        if not post:
-            _norm(spec.encoder.layer_norm, enc.norm)
+        for side, ours, embeddings in ((spec.encoder, enc, enc.embeddings.weight),
+                                       (spec.decoder, dec, dec.embeddings.matrix())):
+            (side.embeddings[0] if side is spec.encoder else side.embeddings).weight = \
+                embeddings.detach().float().contiguous()
+            side.position_encodings.encodings = ours.positions(POSITIONS, 0, cpu).detach().float().contiguous()
+            if not post:
+                _norm(side.layer_norm, ours.norm)
         for out, layer in zip(spec.encoder.layer, enc.layers, strict=True):
-            _fused(out.self_attention.linear[0], layer.attn.query, layer.attn.key_value)
-            _linear(out.self_attention.linear[1], layer.attn.out)
-            _norm(out.self_attention.layer_norm, layer.norm_attn)
+            _self_attention(out.self_attention, layer.attn, layer.norm_attn)
             _ffn(out.ffn, layer.norm_ff, layer.ff)
-        spec.decoder.embeddings.weight = dec.embeddings.matrix().detach().float().contiguous()
-        spec.decoder.position_encodings.encodings = dec.positions(POSITIONS, 0, cpu).detach().float().contiguous()
-        if not post:
-            _norm(spec.decoder.layer_norm, dec.norm)
         for out, layer in zip(spec.decoder.layer, dec.layers, strict=True):
-            _fused(out.self_attention.linear[0], layer.self_attn.query, layer.self_attn.key_value)
-            _linear(out.self_attention.linear[1], layer.self_attn.out)
-            _norm(out.self_attention.layer_norm, layer.norm_self)
+            _self_attention(out.self_attention, layer.self_attn, layer.norm_self)
             _linear(out.attention.linear[0], layer.ctx_attn.query)
             _linear(out.attention.linear[1], layer.ctx_attn.key_value)
             _linear(out.attention.linear[2], layer.ctx_attn.out)
