@@ -110,12 +110,12 @@ def test_the_scores_are_translate_pys(models, exported):
         assert y[0][1] == pytest.approx(x[0][1], abs=1e-3)
 
 
-def test_int8_weights(models, tmp_path):
+def test_int8_weights(models, exported, tmp_path):
     convert(models["continuous"], str(tmp_path / "int8"), quantization="int8")
     float_bleu = _bleu(Translator(models["continuous"]).translate_lines(TEST, 32))
     int8 = Ct2Translator(str(tmp_path / "int8"), threads=1).translate_lines(TEST, 32)
-    assert os.path.getsize(tmp_path / "int8" / "model.bin") < 0.5 * os.path.getsize(
-        Path(models["continuous"]).parent / "cont_last.pt")
+    assert os.path.getsize(tmp_path / "int8" / "model.bin") < 0.4 * os.path.getsize(
+        Path(exported["continuous"]) / "model.bin")
     assert _bleu(int8) >= float_bleu - 1.5
 
 
