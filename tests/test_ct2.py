@@ -214,3 +214,5 @@ def test_an_existing_output_is_kept_without_force(models, tmp_path, capsys):
     assert "-force" in capsys.readouterr().err and (out / "keep.txt").read_text(encoding="utf-8") == "mine"
     convert_cli.main(["-model", models["continuous"], "-output", str(out), "-force"])
     assert (out / "model.bin").exists() and not (out / "keep.txt").exists()
+    convert_cli.main(["-model", models["continuous"], "-output", str(tmp_path / "new" / "folder")])  # created
+    assert (tmp_path / "new" / "folder" / "onmt_cont.json").exists()

@@ -202,9 +202,6 @@ def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prio
         raise UserError(f"-output {output}: exists; give -force to replace it")
     if os.path.exists(output) and not os.path.isdir(output):
         raise UserError(f"-output {output}: exists and is no directory")
-    parent = os.path.dirname(os.path.abspath(output))
-    if not os.path.isdir(parent):
-        raise UserError(f"-output {output}: directory {parent} does not exist")
     translator = Translator(model_path, "cpu", decode_prior=decode_prior, decode_prior_cap=decode_prior_cap,
                             beam_temperature=beam_temperature, alignment_layer=alignment_layer)
     spec = build_spec(translator)
@@ -218,6 +215,11 @@ def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prio
         "src_vocab": translator.src_vocab.to_dict(), "tgt_vocab": translator.tgt_vocab.to_dict(),
         "text": _jsonable(translator.text_record),
     }
+    parent = os.path.dirname(os.path.abspath(output))
+    try:
+        os.makedirs(parent, exist_ok=True)  # as preprocess.py -save_data creates its folder
+    except OSError as exc:
+        raise UserError(f"-output {output}: cannot create its folder {parent} ({exc.strerror or exc})") from None
     tmp = tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", suffix="-" + os.path.basename(output)[:100], dir=parent)
     try:
         spec.validate()
