@@ -60,15 +60,17 @@ def convert_all(args, ours, priors, env, log):
     return rows
 
 
-def command(kind, model, src, output, beam, batch, times, prior):
+def command(kind, model, src, output, beam, batch, times, prior, block):
     if kind in ("torch", "export"):
         extra = ["-decode_prior", prior] if kind == "torch" and prior else []
         return [sys.executable, TIMER, times, "onmt_cont", "translate.py", "-model", model, "-src", src, "-output",
-                output, "-beam_size", str(beam), "-batch_size", str(batch), "-threads", "1", "-tokenized", *extra]
+                output, "-beam_size", str(beam), "-batch_size", str(batch), "-threads", "1", "-tokenized",
+                "-block_ngram_repeat", str(block), *extra]
     if kind == "peer":
         return [sys.executable, TIMER, times, "opennmt-py", "-model", model, "-src", src, "-output", output,
-                "-beam_size", str(beam), "-batch_size", str(batch), "-batch_type", "sents"]
-    return [sys.executable, TIMER, times, "ctranslate2", model, src, output, str(beam), str(batch)]
+                "-beam_size", str(beam), "-batch_size", str(batch), "-batch_type", "sents", "-block_ngram_repeat",
+                str(block)]
+    return [sys.executable, TIMER, times, "ctranslate2", model, src, output, str(beam), str(batch), str(block)]
 
 
 def main(argv=None):
@@ -82,6 +84,7 @@ def main(argv=None):
     p.add_argument("-batch_size", type=int, default=64)
     p.add_argument("-beams", default="1,5")
     p.add_argument("-reps", type=int, default=3)
+    p.add_argument("-block_ngram_repeat", type=int, default=0, help="every row blocks repeated n-grams (0: none)")
     args = p.parse_args(argv)
     try:
         ours = dict(x.split("=", 1) for x in args.ours)
@@ -103,7 +106,8 @@ def main(argv=None):
             for r, (label, (kind, model, name)) in enumerate(rows.items()):
                 output = os.path.join(args.out, f"out_{r}_beam{beam}.txt")
                 times = os.path.join(args.out, f"times_{r}_beam{beam}.json")
-                seconds = run(command(kind, model, src, output, beam, args.batch_size, times, priors.get(name)),
+                seconds = run(command(kind, model, src, output, beam, args.batch_size, times, priors.get(name),
+                                      args.block_ngram_repeat),
                               env, log)
                 key = (label, beam)
                 whole[key] = min(whole.get(key, seconds), seconds)
@@ -112,7 +116,8 @@ def main(argv=None):
                 with open(output, encoding="utf-8") as f:
                     outputs[key] = f.read().splitlines()
     print(f"{args.test}.{args.src}: {n} sentences; 1 thread, batches of {args.batch_size}; the fastest of {args.reps} "
-          "runs, alternating; loop: the translation loop timed inside the process; whole: the process")
+          "runs, alternating; loop: the translation loop timed inside the process; whole: the process"
+          + (f"; -block_ngram_repeat {args.block_ngram_repeat}" if args.block_ngram_repeat else ""))
     anchor = "OpenNMT-py, CTranslate2 float32"
     for beam in beams:
         print(f"\n{'greedy' if beam == 1 else f'beam {beam}'}:\n")

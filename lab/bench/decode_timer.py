@@ -2,7 +2,7 @@
 
     python lab/bench/decode_timer.py TIMES.json onmt_cont translate.py ARGS...
     python lab/bench/decode_timer.py TIMES.json opennmt-py ARGS...
-    python lab/bench/decode_timer.py TIMES.json ctranslate2 MODEL_DIR SRC OUTPUT BEAM BATCH
+    python lab/bench/decode_timer.py TIMES.json ctranslate2 MODEL_DIR SRC OUTPUT BEAM BATCH [BLOCK]
 
 Runs our translate.py or OpenNMT-py's onmt_translate with ARGS as its own command line would, or
 (ctranslate2) a plain CTranslate2 loop over a model OpenNMT-py's converter wrote (ct2-opennmt-py-converter:
@@ -68,7 +68,7 @@ def main(argv):
         onmt_main()
 
 
-def ct2_loop(model, src, output, beam, batch, totals):
+def ct2_loop(model, src, output, beam, batch, block="0", totals=None):
     """Translate ``src`` (tokens) with the CTranslate2 model ``model``, one thread, into ``output``."""
     import ctranslate2
 
@@ -76,7 +76,8 @@ def ct2_loop(model, src, output, beam, batch, totals):
     wall, cpu = time.perf_counter(), time.process_time()
     with open(src, encoding="utf-8") as f:
         lines = [line.split() for line in f]
-    results = translator.translate_batch(lines, beam_size=int(beam), max_batch_size=int(batch))
+    results = translator.translate_batch(lines, beam_size=int(beam), max_batch_size=int(batch),
+                                         no_repeat_ngram_size=int(block))
     with open(output, "w", encoding="utf-8") as f:
         f.writelines(" ".join(r.hypotheses[0]) + "\n" for r in results)
     totals["wall"] += time.perf_counter() - wall

@@ -3,6 +3,7 @@ concurrent clients, each request one sentence, against a server started here and
 same sentences through onmt_cont.load() in this process, one call per sentence and one call for all.
 
     python3 lab/bench/server_load.py -model runs/quickstart/model_best.pt -requests 200 [-time_limit 300]
+    python3 lab/bench/server_load.py -model M.pt M_ct2 -requests 200     # a checkpoint and its CTranslate2 export
 
 Prints requests/s, sentences/s, p50 and p99 latency and the error count per level. The server runs with
 -threads 1 and this process with one thread too: compare the rows of one run, as ratios."""
@@ -71,27 +72,17 @@ def level(url, sentences, clients, deadline):
     return latencies, errors[0] + len(todo), time.perf_counter() - start
 
 
-def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("-model", required=True)
-    p.add_argument("-src", default=os.path.join(ROOT, "data", "test.fr"))
-    p.add_argument("-requests", type=int, default=200, help="requests (sentences) per concurrency level")
-    p.add_argument("-levels", default="1,8,32")
-    p.add_argument("-beam_size", type=int, default=1)
-    p.add_argument("-time_limit", type=float, default=300.0, help="seconds for the whole run; then it stops")
-    args = p.parse_args(argv)
-    torch.set_num_threads(1)
-    end = time.monotonic() + args.time_limit
-    with open(args.src, encoding="utf-8") as f:
-        sentences = [line.strip() for line in f if line.strip()][: args.requests]
-    proc, url, conf = start_server(args.model, {"beam_size": args.beam_size})
+def measure(model, args, sentences, end, named):
+    """The rows of one model: the server at each level, then onmt_cont.load() in this process."""
+    tag = f"{os.path.basename(os.path.normpath(model))}: " if named else ""
+    proc, url, conf = start_server(model, {"beam_size": args.beam_size})
     rows = []
     try:
         for clients in map(int, args.levels.split(",")):
             lat, errors, secs = level(url, sentences, clients, end)
             done = len(lat) - errors
             lat.sort()
-            rows.append((f"server, {clients} client(s)", done / secs, done / secs,
+            rows.append((f"{tag}server, {clients} client(s)", done / secs, done / secs,
                          1000 * statistics.median(lat) if lat else float("nan"),
                          1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan"), errors))
     finally:
@@ -100,7 +91,7 @@ def main(argv=None):
         os.unlink(conf)
     import onmt_cont
 
-    with onmt_cont.load(args.model, beam_size=args.beam_size) as m:
+    with onmt_cont.load(model, beam_size=args.beam_size) as m:
         per = []
         for s in sentences:
             if time.monotonic() > end:
@@ -112,10 +103,30 @@ def main(argv=None):
         start = time.perf_counter()
         m.translate(sentences)
         whole = time.perf_counter() - start
-    rows.append(("onmt_cont.load(), one call a sentence", len(per) / sum(per), len(per) / sum(per),
+    rows.append((f"{tag}onmt_cont.load(), one call a sentence", len(per) / sum(per), len(per) / sum(per),
                  1000 * statistics.median(per), 1000 * per[int(0.99 * (len(per) - 1))], 0))
-    rows.append(("onmt_cont.load(), one call for all (translate.py's batching)", float("nan"),
+    rows.append((f"{tag}onmt_cont.load(), one call for all (translate.py's batching)", float("nan"),
                  len(sentences) / whole, float("nan"), float("nan"), 0))
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("-model", required=True, nargs="+", help="checkpoints or CTranslate2 exports (onmt_cont_convert), "
+                   "each measured in turn")
+    p.add_argument("-src", default=os.path.join(ROOT, "data", "test.fr"))
+    p.add_argument("-requests", type=int, default=200, help="requests (sentences) per concurrency level")
+    p.add_argument("-levels", default="1,8,32")
+    p.add_argument("-beam_size", type=int, default=1)
+    p.add_argument("-time_limit", type=float, default=300.0, help="seconds for the whole run; then it stops")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    end = time.monotonic() + args.time_limit
+    with open(args.src, encoding="utf-8") as f:
+        sentences = [line.strip() for line in f if line.strip()][: args.requests]
+    rows = []
+    for model in args.model:
+        rows += measure(model, args, sentences, end, len(args.model) > 1)
     print(f"{len(sentences)} sentences of {args.src}, beam {args.beam_size}, one thread each side")
     print("| how | requests/s | sentences/s | p50 ms | p99 ms | errors |\n| --- | ---: | ---: | ---: | ---: | ---: |")
     for name, rps, sps, p50, p99, err in rows:
