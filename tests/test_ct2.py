@@ -88,7 +88,8 @@ def test_greedy_output_is_the_checkpoints(models, exported, kind):
 @pytest.mark.parametrize("kind", ["softmax", "continuous"])
 def test_beam_5_within_a_small_distance(models, exported, kind):
     """CTranslate2's beam keeps k live hypotheses when one ends (it draws 2k candidates); ours lets the beam narrow,
-    so a few sentences differ (docs/benchmarks.md measures it on Multi30k)."""
+    so a few sentences differ: on these 200 sentences and barely trained models up to 0.35 BLEU, on converged
+    Multi30k models 0.06 (docs/benchmarks.md, "CTranslate2")."""
     ours, theirs = _pair(models, exported, kind, beam_size=5)
     same = sum(a == b for a, b in zip(ours, theirs, strict=True))
     assert same >= 0.8 * len(TEST), same
