@@ -49,31 +49,34 @@ def convert_all(args, ours, priors, env, log):
             args.out, f"ct2_{name}_float32"), name)
     if args.theirs and importlib.util.find_spec("onmt") is not None:
         rows["OpenNMT-py, onmt_translate"] = ("peer", args.theirs, None)
-        convertible = scaled_dot(args.theirs, args.out)
         for quant in ("float32", "int8"):
             out = os.path.join(args.out, f"ct2_peer_{quant}")
             if not os.path.exists(out):
-                run(["ct2-opennmt-py-converter", "--model_path", convertible, "--output_dir", out,
-                     "--quantization", quant, "--unsafe_deserialization"], env, log)
+                convert_peer(args.theirs, out, quant)
             rows[f"OpenNMT-py, CTranslate2 {quant}"] = ("ct2", out, None)
     elif args.theirs:
         print("OpenNMT-py is not installed: its rows are left out (see lab/bench/peer_decode.py)")
     return rows
 
 
-def scaled_dot(checkpoint, out):
-    """OpenNMT-py 3.5's default -self_attn_type is scaled-dot-flash (the same attention through PyTorch's fused
-    kernel), which ct2-opennmt-py-converter refuses by name: a copy of the checkpoint saying scaled-dot, the
-    computation CTranslate2 implements, is what is converted."""
-    import torch
+def convert_peer(checkpoint, out, quantization):
+    """ct2-opennmt-py-converter's conversion of an OpenNMT-py checkpoint. OpenNMT-py 3.5's default -self_attn_type
+    is scaled-dot-flash (the same attention through PyTorch's fused kernel), which the converter refuses by name:
+    its option check is given scaled-dot, the computation CTranslate2 implements; the checkpoint is untouched."""
+    from ctranslate2.converters import opennmt_py
 
-    data = torch.load(checkpoint, map_location="cpu", weights_only=False)
-    if getattr(data["opt"], "self_attn_type", "scaled-dot") != "scaled-dot-flash":
-        return checkpoint
-    data["opt"].self_attn_type = "scaled-dot"
-    path = os.path.join(out, "peer_scaled_dot.pt")
-    torch.save(data, path)
-    return path
+    check = opennmt_py.check_opt
+
+    def check_as_scaled_dot(opt, num_source_embeddings):
+        if getattr(opt, "self_attn_type", "scaled-dot") == "scaled-dot-flash":
+            opt.self_attn_type = "scaled-dot"
+        return check(opt, num_source_embeddings)
+
+    opennmt_py.check_opt = check_as_scaled_dot
+    try:  # the converter's own loader (--unsafe_deserialization: OpenNMT-py's checkpoints hold its option objects)
+        opennmt_py.OpenNMTPyConverter(checkpoint, unsafe_deserialization=True).convert(out, quantization=quantization)
+    finally:
+        opennmt_py.check_opt = check
 
 
 def command(kind, model, src, output, beam, batch, times, prior, block):
