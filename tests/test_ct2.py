@@ -18,10 +18,11 @@ pytest.importorskip("ctranslate2")
 
 import onmt_cont  # noqa: E402
 from onmt_cont.bin import convert as convert_cli  # noqa: E402
-from onmt_cont.bin import embeddings_to_torch, preprocess, train  # noqa: E402
+from onmt_cont.bin import preprocess, train  # noqa: E402
 from onmt_cont.translate.ct2 import Ct2Translator, convert  # noqa: E402
 from onmt_cont.translate.translator import Translator  # noqa: E402
 from onmt_cont.utils.errors import UserError  # noqa: E402
+from tests.test_outputs import sample_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -49,11 +50,9 @@ def models(tmp_path_factory):
             "-valid_tgt", split["valid"][1]]
     preprocess.main([*args, "-save_data", str(d / "raw"), "-src_lang", "fr", "-tgt_lang", "en"])
     preprocess.main([*args, "-save_data", str(d / "vec"), "-tgt_emb", str(DATA / "en.vec.gz")])
-    embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", str(d / "vec.vocab.pt"),
-                              "-output_file", str(d / "emb"), "-normalize"])
     return {"softmax": _train(str(d / "raw"), str(d / "ce"), "-loss", "ce", "-label_smoothing", "0.1"),
             "continuous": _train(str(d / "vec"), str(d / "cont"), "-loss", "nllvmf_nce", "-tie_emb", "-tgt_emb",
-                                 str(d / "emb.dec.pt"), "-word_bias")}
+                                 sample_table(d, str(d / "vec")), "-word_bias")}
 
 
 @pytest.fixture(scope="module")
@@ -193,17 +192,11 @@ def test_what_has_no_exact_ctranslate2_form_is_refused_and_nothing_is_left(tmp_p
     with pytest.raises(UserError, match="Transformer models"):
         convert(lstm, str(tmp_path / "out"))
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".tmp", "out"))) == []
-    cos = _train(prefix, str(tmp_path / "cos"), "-loss", "cosine", "-tgt_emb", str(_table(tmp_path, prefix)),
+    cos = _train(prefix, str(tmp_path / "cos"), "-loss", "cosine", "-tgt_emb", sample_table(tmp_path, prefix),
                  "-train_steps", "2")
     with pytest.raises(UserError, match="cosine"):
         convert(cos, str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
-
-
-def _table(d, prefix):
-    embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", prefix + ".vocab.pt",
-                              "-output_file", str(d / "emb"), "-normalize"])
-    return d / "emb.dec.pt"
 
 
 def test_an_existing_output_is_kept_without_force(models, tmp_path, capsys):

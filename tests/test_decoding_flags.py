@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from onmt_cont.bin import embeddings_to_torch
 from onmt_cont.constants import EOS_ID
 from onmt_cont.translate.search import Sampler
-from tests.test_outputs import sample_data, trained
+from tests.test_outputs import sample_data, sample_table, trained
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -39,12 +38,11 @@ def test_sampler_draws_from_the_top_k_and_the_nucleus_only():
 def models(tmp_path_factory):
     d = tmp_path_factory.mktemp("sampling")
     prefix = sample_data(d, DATA / "en.vec.gz")
-    embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", prefix + ".vocab.pt",
-                              "-output_file", str(d / "emb"), "-normalize"])
+    table = sample_table(d, prefix)
     common = ["-rnn_size", "32", "-word_vec_size", "32", "-train_steps", "60", "-dropout", "0"]
     return {"softmax": trained(prefix, str(d / "ce"), "-loss", "ce", *common),
             "continuous": trained(prefix, str(d / "vmf"), "-loss", "nllvmf", "-tie_emb", "-tgt_emb",
-                                  str(d / "emb.dec.pt"), *common)}
+                                  table, *common)}
 
 
 def translate(model, src, *args, ok=True):

@@ -31,6 +31,16 @@ def sample_data(d, *vectors):
     return prefix
 
 
+def sample_table(d, prefix):
+    """The shipped vectors aligned to ``prefix``'s target vocabulary (embeddings_to_torch.py -normalize) in
+    folder ``d`` -> the table's path (EMB.dec.pt)."""
+    from onmt_cont.bin import embeddings_to_torch
+
+    embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", prefix + ".vocab.pt",
+                              "-output_file", str(d / "emb"), "-normalize"])
+    return str(d / "emb.dec.pt")
+
+
 def trained(prefix, save, *flags):
     """train.main on ``prefix`` with a small model, one thread (the caller's thread count restored)."""
     saved = torch.get_num_threads()
@@ -282,14 +292,10 @@ def test_ctrl_c_soon_after_start_prints_no_traceback(model):
 @pytest.fixture(scope="module")
 def continuous_model(tmp_path_factory):
     """A continuous model (nllvmf_nce, word bias) of a few steps on the sample."""
-    from onmt_cont.bin import embeddings_to_torch
-
     d = tmp_path_factory.mktemp("nbest")
     prefix = sample_data(d, DATA / "en.vec.gz")
-    embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", prefix + ".vocab.pt",
-                              "-output_file", str(d / "emb"), "-normalize"])
     return trained(prefix, str(d / "c"), "-loss", "nllvmf_nce", "-tie_emb", "-word_bias", "-tgt_emb",
-                   str(d / "emb.dec.pt"), "-train_steps", "20", "-rnn_size", "32", "-word_vec_size", "32",
+                   sample_table(d, prefix), "-train_steps", "20", "-rnn_size", "32", "-word_vec_size", "32",
                    "-learning_rate", "0.003")
 
 

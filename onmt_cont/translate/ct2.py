@@ -29,8 +29,10 @@ import torch
 
 from onmt_cont.constants import PAD_ID, UNK_ID
 from onmt_cont.inputters.vocab import Vocab
+from onmt_cont.models.transformer import TransformerDecoder, TransformerEncoder
 from onmt_cont.translate.search import BANNED
-from onmt_cont.translate.translator import Translator, length_limits
+from onmt_cont.translate.translator import Translator, alignment, length_limits
+from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError
 
 CONFIG_NAME = "onmt_cont.json"  # beside CTranslate2's model.bin: what translate.py needs besides the weights
@@ -119,9 +121,7 @@ def output_layer(gen):
 def build_spec(translator):
     """The CTranslate2 TransformerSpec of a Translator's model (decoding options already applied to
     its generator: -decode_prior, -beam_temperature). UserError for what CTranslate2 cannot express."""
-    from onmt_cont.models.transformer import TransformerDecoder, TransformerEncoder
-
-    ct2 = _ctranslate2()
+    _ctranslate2()  # a clear error when it is not installed
     from ctranslate2.specs import transformer_spec
 
     model = translator.model
@@ -163,7 +163,6 @@ def build_spec(translator):
         spec.decoder.projection.weight, spec.decoder.projection.bias = output_layer(model.generator)
     spec.register_source_vocabulary(list(translator.src_vocab.itos))
     spec.register_target_vocabulary(list(translator.tgt_vocab.itos))
-    del ct2
     return spec
 
 
@@ -294,25 +293,25 @@ class Ct2Translator(Translator):
     def set_sampling(self, topk=0, topp=0.0, temp=1.0, seed=0):
         super().set_sampling(topk, topp, temp, seed)
         if self.sampler is not None:
-            self.ct2_seed = seed
             _ctranslate2().set_random_seed(seed)
 
     def translate_batch(self, token_lists, attention=None, prefixes=None):
         if attention is None:
             attention = self.replace_unk or self.report_align or self.attn_debug
-        longest = max(len(t) for t in token_lists)
-        if longest > self.record.get("positions", POSITIONS):
+        longest, positions = max(len(t) for t in token_lists), self.record.get("positions", POSITIONS)
+        if longest > positions:
             raise UserError(f"a source sentence of {longest} tokens: the exported model has position vectors for "
-                            f"{self.record.get('positions', POSITIONS)}")
+                            f"{positions}")
         limits = length_limits(torch.tensor([len(t) for t in token_lists]), self.max_length,
-                               self.max_length_ratio).clamp(max=self.record.get("positions", POSITIONS) - 1).tolist()
+                               self.max_length_ratio).clamp(max=positions - 1).tolist()
+        steps = max(limits)
         stoi = self.src_vocab.stoi
         source = [[t if t in stoi else self.src_vocab.itos[UNK_ID] for t in toks] for toks in token_lists]
         options = {
             # every finished hypothesis: CTranslate2 divides its total by the length with </s>, ours (-length_penalty
             # avg) without it, so they are ranked again below. (Its length penalty 0 would give the totals, but
             # end the search as soon as the best hypothesis ends: a narrower search than ours.)
-            "beam_size": self.beam_size, "num_hypotheses": self.beam_size, "max_decoding_length": max(limits),
+            "beam_size": self.beam_size, "num_hypotheses": self.beam_size, "max_decoding_length": steps,
             "min_decoding_length": 1, "length_penalty": 1.0,
             "disable_unk": self.ban_unk, "no_repeat_ngram_size": self.block_ngram_repeat,
             "return_scores": True, "return_attention": bool(attention), "max_input_length": 0,
@@ -334,7 +333,7 @@ class Ct2Translator(Translator):
                 if attention and result.attention:
                     attn = torch.tensor(result.attention[h][: len(words)], dtype=torch.float32).reshape(
                         len(words), len(toks))
-                ended = len(result.hypotheses[h]) < max(limits)  # with </s> (its length counts it), or cut there
+                ended = len(result.hypotheses[h]) < steps  # with </s> (its length counts it), or cut there
                 total = result.scores[h] * (len(result.hypotheses[h]) + ended)
                 score = total / (max(len(words), 1) if self.length_penalty == "avg" else 1.0)
                 hyps.append((words, attn, score))
@@ -348,16 +347,12 @@ class Ct2Translator(Translator):
             outputs.append(self._replaced(words, attn, toks))
             attns.append(attn)
             nbest.append([(self._replaced(w, a, toks), s) for w, a, s in hyps])
-        from onmt_cont.translate.translator import alignment
-
         self.last_align = [alignment(a, len(t)) for t, a in zip(token_lists, attns, strict=True)] \
             if self.report_align else None
         self.last_nbest = nbest if self.scored else None
         return outputs, attns
 
     def _replaced(self, words, attn, src_tokens):
-        from onmt_cont.translate.unk import replace_unk
-
         return replace_unk(words, attn, src_tokens, self.lexicon) if self.replace_unk and attn is not None \
             else words
 
