@@ -22,6 +22,23 @@ class ReWEOutput(NamedTuple):
     embedding: torch.Tensor  # [N, m]
 
 
+class HiddenLogits(NamedTuple):
+    """A softmax's logits not yet computed (training and validation on the CPU, -loss ce): the decoder's
+    states and the output layer, for :func:`onmt_cont.losses.linear_ce.linear_cross_entropy`, which never
+    holds the [N, vocab] matrix. :func:`logits_of` computes rows of it where they are needed."""
+
+    hidden: torch.Tensor  # [N, hidden]
+    weight: torch.Tensor  # [vocab, hidden]
+    bias: torch.Tensor | None  # [vocab]
+
+
+def logits_of(output, rows=slice(None)):
+    """The logits at ``rows`` of a softmax's output: a tensor, or :class:`HiddenLogits` computed for those rows."""
+    if isinstance(output, HiddenLogits):
+        return torch.nn.functional.linear(output.hidden[rows], output.weight, output.bias)
+    return output[rows]
+
+
 class BiasedVector(NamedTuple):
     """A continuous generator's prediction ê and its learned per-word bias b (-word_bias), for
     the contrastive losses, whose logits of a candidate word j become score(ê, e_j) + b_j."""

@@ -119,7 +119,7 @@ def test_cpu_attention_with_dropout_is_sdpa_math():
     mask[..., 0] = True
     mask[1, 0, 2] = False  # query 2 of sentence 1 may attend nowhere
     q = attn._split(attn.query(x))
-    ours = attn._attend_dropout(q, k, v, mask)
+    ours = attn._attend_cpu_training(q, k, v, mask)
     sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
     torch.testing.assert_close(ours, sdpa, atol=1e-6, rtol=1e-5)
     assert ours[1, :, 2].abs().max() == 0
@@ -132,7 +132,7 @@ def test_cpu_attention_dropout_drops_probabilities():
     k, v = attn.keys_values(x)
     v = torch.ones_like(v)  # the context is then the sum of the kept (scaled) probabilities
     q = attn._split(attn.query(x))
-    ctx = attn._attend_dropout(q, k, v, None)
+    ctx = attn._attend_cpu_training(q, k, v, None)
     assert not torch.allclose(ctx, torch.ones_like(ctx))
     assert abs(ctx.mean().item() - 1.0) < 0.05
 

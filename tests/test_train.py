@@ -15,6 +15,7 @@ import yaml
 import onmt_cont.losses
 from onmt_cont.bin import preprocess, train
 from onmt_cont.inputters.vocab import load_vocabs
+from onmt_cont.outputs import logits_of
 from onmt_cont.train import build as training
 from onmt_cont.train.step import Trainer
 from onmt_cont.utils.errors import UserError
@@ -614,6 +615,7 @@ def test_log_file_and_validation_stats(data, tmp_path, capsys):
                     scores = output @ run.model.generator.table[1:].t()  # unit rows: best dot = nearest
                     right += (scores.argmax(-1) + 1 == gold).sum().item()
                 else:
+                    output = logits_of(output)  # -loss ce hands the loss the decoder states (HiddenLogits)
                     nll += torch.nn.functional.cross_entropy(output, gold, reduction="sum").item()
                     right += (output.argmax(-1) == gold).sum().item()
                 n += gold.numel()

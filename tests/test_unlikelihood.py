@@ -12,7 +12,7 @@ from onmt_cont.inputters.batching import collate, make_batches
 from onmt_cont.inputters.corpus import load_shard, shard_paths
 from onmt_cont.losses.unlikelihood import repeated_ngrams, unlikelihood, word_logits
 from onmt_cont.models.generators import ContinuousGenerator, SoftmaxGenerator
-from onmt_cont.outputs import BiasedVector
+from onmt_cont.outputs import BiasedVector, logits_of
 from onmt_cont.train.step import SequenceUnlikelihood, Trainer, TrainingForward
 from onmt_cont.translate.search import greedy_search
 from tests.test_train import argv, assert_resumed_exactly, fails, memorisation_data, record_steps, run_train
@@ -110,8 +110,8 @@ def test_joined_forward_is_the_batch_and_its_decodes(data, tmp_path, loss):
         (own, own_gold), total, flagged = ul.split(model.generator, out, gold, joined["tgt"], flags)
         alone, alone_gold = fwd(batch["src"], batch["src_lengths"], batch["tgt"])
     assert torch.equal(own_gold, alone_gold)
-    own_vec = own.vector if isinstance(own, BiasedVector) else own
-    alone_vec = alone.vector if isinstance(alone, BiasedVector) else alone
+    own_vec = own.vector if isinstance(own, BiasedVector) else logits_of(own)  # ce: HiddenLogits
+    alone_vec = alone.vector if isinstance(alone, BiasedVector) else logits_of(alone)
     torch.testing.assert_close(own_vec, alone_vec, rtol=1e-4, atol=1e-5)
     want_flags = repeated_ngrams(seqs, 1)
     assert flagged == sum(map(sum, want_flags)) > 0
@@ -122,7 +122,7 @@ def test_joined_forward_is_the_batch_and_its_decodes(data, tmp_path, loss):
             o, _ = fwd(batch["src"][b : b + 1, : int(batch["src_lengths"][b])], batch["src_lengths"][b : b + 1], tgt)
             for i, f in enumerate(want_flags[b]):
                 if f:
-                    row = BiasedVector(o.vector[i : i + 1], o.bias) if isinstance(o, BiasedVector) else o[i : i + 1]
+                    row = BiasedVector(o.vector[i : i + 1], o.bias) if isinstance(o, BiasedVector) else logits_of(o, slice(i, i + 1))
                     want += unlikelihood(word_logits(model.generator, row, loss), torch.tensor([q[i]])).item()
     assert total.item() == pytest.approx(want, rel=1e-4)
 

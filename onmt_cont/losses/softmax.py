@@ -6,7 +6,8 @@ from torch.autograd.function import once_differentiable
 
 from onmt_cont.losses.continuous import cosine, l2
 from onmt_cont.losses.spec import Loss
-from onmt_cont.outputs import SampledLogits
+from onmt_cont.losses.linear_ce import linear_cross_entropy
+from onmt_cont.outputs import HiddenLogits, SampledLogits
 
 # ReWE's regression loss between the head's ê [N, m] and e(y) [N, m] -> [N]: the cosine embedding
 # loss 1 − cos (the paper's best) or the squared error ‖ê − e(y)‖² summed over the dimensions.
@@ -48,9 +49,12 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
 
 
 def cross_entropy(output, target, label_smoothing=0.0):
-    """output: logits [N, vocab], or :class:`SampledLogits` (the softmax, and any label smoothing,
+    """output: logits [N, vocab], :class:`HiddenLogits` (computed in chunks by linear_cross_entropy) or
+    :class:`SampledLogits` (the softmax, and any label smoothing,
     then run over the candidates only); target: [N] word ids -> [N] per-token cross-entropy, the
     same as ``F.cross_entropy(..., reduction="none", label_smoothing=...)`` up to rounding."""
+    if isinstance(output, HiddenLogits):
+        return linear_cross_entropy(*output, target, label_smoothing)
     if isinstance(output, SampledLogits):
         output, target = output.logits, torch.searchsorted(output.candidates, target)
     return _SmoothedCrossEntropy.apply(output.float(), target, float(label_smoothing))

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from onmt_cont.constants import BOS_ID, PAD_ID
 from onmt_cont.losses import LOSSES
-from onmt_cont.outputs import BiasedVector, ReWEOutput, prediction
+from onmt_cont.outputs import BiasedVector, ReWEOutput, logits_of, prediction
 
 # -seq_unlikelihood_ngram's default: repeated 3-grams are common in a greedy model's loops and rare in
 # the references; 2-grams would also push down correct repeats, 4-grams would see fewer loops.
@@ -56,7 +56,7 @@ def word_logits(gen, output, loss, temperature=1.0):
     name, whose ``vocab_logits`` says which softmax (onmt_cont.losses.spec)."""
     cosine = LOSSES[loss].vocab_logits == "cosine"
     if not gen.continuous:
-        logits = (output.logits if isinstance(output, ReWEOutput) else output).float()
+        logits = logits_of(output.logits if isinstance(output, ReWEOutput) else output).float()
     else:
         vec = prediction(output).float()
         if cosine:

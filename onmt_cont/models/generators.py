@@ -24,7 +24,7 @@ from onmt_cont.models.continuous import (  # noqa: F401  (every generator is imp
     with_offsets,
 )
 from onmt_cont.models.dropout import Dropout
-from onmt_cont.outputs import ReWEOutput, SampledLogits
+from onmt_cont.outputs import HiddenLogits, ReWEOutput, SampledLogits
 
 
 class SoftmaxGenerator(nn.Module):
@@ -34,9 +34,14 @@ class SoftmaxGenerator(nn.Module):
         super().__init__()
         self.proj = nn.Linear(hidden_size, vocab_size)
         self.offsets = None  # [vocab] (decoding only): see set_offsets
+        # train.py sets it for -loss ce: with ``gold`` given on the CPU (training and validation) forward returns
+        # HiddenLogits, whose loss computes the logits in cache-sized chunks (onmt_cont.losses.linear_ce)
+        self.defer_logits = False
 
     def forward(self, dec_out, gold=None):
-        """dec_out: [..., hidden] -> logits [..., vocab]."""
+        """dec_out: [..., hidden] -> logits [..., vocab] (or, see ``defer_logits``, :class:`HiddenLogits`)."""
+        if self.defer_logits and gold is not None and dec_out.device.type == "cpu":
+            return HiddenLogits(dec_out, self.proj.weight, self.proj.bias)
         return self.proj(dec_out)
 
     def set_offsets(self, offsets):

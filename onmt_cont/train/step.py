@@ -9,7 +9,7 @@ from torch import nn
 from onmt_cont import distributed
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
 from onmt_cont.losses.unlikelihood import repeated_ngrams, unlikelihood, word_logits
-from onmt_cont.outputs import BiasedVector, ReWEOutput, SampledLogits, prediction
+from onmt_cont.outputs import BiasedVector, HiddenLogits, ReWEOutput, SampledLogits, logits_of, prediction
 from onmt_cont.translate.search import greedy_search, length_limits
 
 
@@ -57,10 +57,11 @@ def batch_stats(gen, output, gold, score=True):
         sums[5] = gold.numel()
         return sums
     logits = _logits(output)
-    vocab = gen.table.size(0) if gen.continuous else logits.size(-1)
+    vocab = gen.table.size(0) if gen.continuous else (logits.weight.size(0) if isinstance(logits, HiddenLogits)
+                                                      else logits.size(-1))
     rows = max(1, SCORE_CHUNK // max(vocab, 1))
     for i in range(0, gold.numel(), rows):
-        scores = gen.scores(logits[i : i + rows])  # [rows, vocab]
+        scores = gen.scores(logits_of(logits, slice(i, i + rows)))  # [rows, vocab]
         g = gold[i : i + rows]
         sums[2] += (scores.argmax(-1) == g).sum()
         if not gen.continuous:  # the loss is not the NLL under label smoothing
@@ -107,6 +108,8 @@ def _rows(output, rows):
         return BiasedVector(output.vector[rows], output.bias)
     if isinstance(output, ReWEOutput):
         return ReWEOutput(output.logits[rows], output.embedding[rows])
+    if isinstance(output, HiddenLogits):
+        return HiddenLogits(output.hidden[rows], output.weight, output.bias)
     return output[rows]
 
 

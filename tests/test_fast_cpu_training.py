@@ -1,0 +1,128 @@
+"""The CPU training path of the Transformer: the chunked output layer with its label-smoothed cross-entropy
+(onmt_cont.losses.linear_ce), the attention written out for training, and what -amp changes."""
+
+import mpmath
+import pytest
+import torch
+import torch.nn.functional as F
+
+from onmt_cont.losses import linear_ce
+from onmt_cont.losses.linear_ce import linear_cross_entropy
+from onmt_cont.models.transformer import MultiHeadAttention
+from onmt_cont.outputs import HiddenLogits, logits_of
+
+
+def _reference_loss(h, w, b, y, eps):
+    """Label-smoothed cross-entropy per row in 50-digit arithmetic (mpmath): the loss of the logits h·wᵀ + b."""
+    z = (h.double() @ w.double().t() + (b.double() if b is not None else 0)).tolist()
+    out = []
+    with mpmath.workdps(50):
+        for row, gold in zip(z, y.tolist(), strict=True):
+            lse = mpmath.log(mpmath.fsum(mpmath.exp(mpmath.mpf(v)) for v in row))
+            logp = [mpmath.mpf(v) - lse for v in row]
+            out.append(float(-(1 - eps) * logp[gold] - eps / len(row) * mpmath.fsum(logp)))
+    return torch.tensor(out, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("scale", [0.1, 3.0, 60.0])  # logits from near-uniform to one word at +2,000 above the rest
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.6])
+def test_loss_matches_high_precision(monkeypatch, scale, eps):
+    monkeypatch.setattr(linear_ce, "CHUNK_ELEMENTS", 7 * 37)  # 7 rows a chunk: 3 chunks, the last one short
+    gen = torch.Generator().manual_seed(int(scale * 10) + int(eps * 10))
+    h = torch.randn(19, 8, generator=gen) * scale
+    w, b = torch.randn(37, 8, generator=gen), torch.randn(37, generator=gen)
+    y = torch.randint(0, 37, (19,), generator=gen)
+    ours = linear_cross_entropy(h, w, b, y, eps).double()
+    ref = _reference_loss(h, w, b, y, eps)
+    torch.testing.assert_close(ours, ref, rtol=2e-6, atol=2e-5 * max(1.0, scale))
+    assert torch.isfinite(ours).all()
+
+
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("uniform", [True, False])
+def test_gradients_match_pytorch_in_float64(monkeypatch, bias, uniform):
+    """The gradients of h, W and b: kept from the forward when every row's gradient is one factor (a training
+    step), recomputed chunk by chunk with per-row weights otherwise."""
+    monkeypatch.setattr(linear_ce, "CHUNK_ELEMENTS", 5 * 23)
+    gen = torch.Generator().manual_seed(3)
+    h = torch.randn(17, 6, generator=gen, dtype=torch.float64).float().requires_grad_()
+    w = torch.randn(23, 6, generator=gen).requires_grad_()
+    b = torch.randn(23, generator=gen).requires_grad_() if bias else None
+    y = torch.randint(0, 23, (17,), generator=gen)
+    g = torch.full((17,), 0.37) if uniform else torch.rand(17, generator=gen)
+    inputs = [h, w] + ([b] if bias else [])
+    ours = torch.autograd.grad(linear_cross_entropy(h, w, b, y, 0.1), inputs, g)
+    doubles = [t.detach().double().requires_grad_() for t in inputs]
+    z = F.linear(doubles[0], doubles[1], doubles[2] if bias else None)
+    ref_loss = F.cross_entropy(z, y, reduction="none", label_smoothing=0.1)
+    ref = torch.autograd.grad(ref_loss, doubles, g.double())
+    for a, r in zip(ours, ref, strict=True):
+        torch.testing.assert_close(a.double(), r, rtol=1e-5, atol=1e-6)
+
+
+def test_bfloat16_products_stay_close_and_empty_input_works():
+    gen = torch.Generator().manual_seed(4)
+    h, w, b = torch.randn(50, 16, generator=gen), torch.randn(300, 16, generator=gen) * 0.3, torch.zeros(300)
+    y = torch.randint(0, 300, (50,), generator=gen)
+    exact = linear_cross_entropy(h, w, b, y, 0.1)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        low = linear_cross_entropy(h, w, b, y, 0.1)
+    assert low.dtype == torch.float32
+    assert (low - exact).abs().max() < 0.05  # logits rounded to bfloat16, as autocast's Linear rounds them
+    assert linear_cross_entropy(h[:0], w, b, y[:0], 0.1).shape == (0,)
+
+
+def test_hidden_logits_give_the_linear_layer_rows():
+    h, w, b = torch.randn(5, 4), torch.randn(9, 4), torch.randn(9)
+    out = HiddenLogits(h, w, b)
+    torch.testing.assert_close(logits_of(out, slice(1, 3)), F.linear(h, w, b)[1:3])
+    assert logits_of(F.linear(h, w, b), slice(0, 2)).shape == (2, 9)
+
+
+def test_training_attention_matches_sdpa_in_float32_and_bfloat16():
+    """The CPU training path of MultiHeadAttention.attend against SDPA, in float32 and under autocast."""
+    torch.manual_seed(6)
+    attn = MultiHeadAttention(32, 4).train()
+    x = torch.randn(3, 7, 32)
+    k, v = attn.keys_values(torch.randn(3, 9, 32))
+    mask = torch.rand(3, 1, 7, 9) > 0.3
+    mask[..., 0] = True
+    q = attn._split(attn.query(x))
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    torch.testing.assert_close(attn._attend_cpu_training(q, k, v, mask), ref, atol=1e-6, rtol=1e-5)
+    low = attn._attend_cpu_training(q.bfloat16(), k.bfloat16(), v.bfloat16(), mask)
+    assert low.dtype == torch.bfloat16 and (low.float() - ref).abs().max() < 0.05
+
+
+def _steps(defer, amp=None, steps=3):
+    """The parameters after ``steps`` updates of a small post-norm Transformer ce (label smoothing 0.1), as
+    train.py builds and steps it, with the output layer's logits deferred to the loss or not."""
+    from lab.bench import benchlib
+
+    opt = benchlib.row_options(["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "32",
+                                "-word_vec_size", "32", "-heads", "4", "-transformer_ff", "64", "-layers", "2",
+                                "-layer_norm", "post", "-dropout", "0.1", "-share_decoder_embeddings"],
+                               ["-loss", "ce", "-label_smoothing", "0.1"])
+    trainer = benchlib.build_trainer(opt, 40, 53, torch.device("cpu"), amp=amp)
+    gen = trainer.model.generator
+    assert gen.defer_logits
+    gen.defer_logits = defer
+    for step in range(1, steps + 1):
+        batch = benchlib.synthetic_batch(6, 40, 53, torch.device("cpu"), seed=step, src_len=7)
+        torch.manual_seed(step)  # the same dropout masks on both sides
+        benchlib.train_step(trainer, opt, batch, step)
+    return {k: v.clone() for k, v in trainer.model.state_dict().items()}
+
+
+def test_deferred_logits_train_as_the_plain_output_layer():
+    plain, deferred = _steps(False), _steps(True)
+    for name, value in plain.items():
+        torch.testing.assert_close(deferred[name], value, rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_deferred_logits_under_autocast_stay_near_float32():
+    """Under bfloat16 autocast the same three updates land near float32's (Adam's first steps move every
+    parameter by about the learning rate, whatever the gradient's size: a sign flip would show)."""
+    exact, low = _steps(True), _steps(True, amp=torch.bfloat16)
+    for name, value in exact.items():
+        assert (low[name] - value).abs().max() < 0.05, name
