@@ -63,9 +63,10 @@ def script(*args, stdin=None, timeout=120):
                           text=True, timeout=timeout, cwd=ROOT)
 
 
+@pytest.mark.parametrize("src", [["-src", "-"], []])  # no -src: standard input, as fairseq-interactive reads it
 @pytest.mark.parametrize("output", [[], ["-output", "-"]])
-def test_translations_alone_on_standard_output(model, output):
-    r = script("-model", model, "-src", "-", "-threads", "1", "-max_length", "5", *output,
+def test_translations_alone_on_standard_output(model, output, src):
+    r = script("-model", model, *src, "-threads", "1", "-max_length", "5", *output,
                stdin="le chat .\nun homme lit .\n")
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.splitlines()) == 2 and all(line.strip() for line in r.stdout.splitlines())

@@ -259,11 +259,16 @@ def output_file(path):
 
 @cli_main
 def main(argv=None):
-    opt = opts.parse(build_parser(), argv, required=("model", "src"))
+    opt = opts.parse(build_parser(), argv, required=("model",))
     opt.models = opt.model if isinstance(opt.model, list) else [opt.model]  # -model A.pt B.pt: an ensemble
     opt.model = opt.models[0]
     if opt.output is None:
         opt.output = "-"
+    if opt.src is None:  # a Unix filter, as fairseq-interactive: `cat f | translate.py -model M`
+        opt.src = "-"
+        if sys.stdin is not None and sys.stdin.isatty():
+            print("translate.py: no -src: reading sentences from standard input, one per line (Ctrl-D ends)",
+                  file=sys.stderr)
     done = {"lines": 0, "total": None}
     try:
         with sigterm_stops(), log_file(opt.log_file):

@@ -18,7 +18,7 @@ def build_parser():
                    "vocabulary, softmax or continuous, that decodes with the mean of their log-probabilities (a "
                    "continuous model's: its beam distribution); the first model's options and record apply")
     g.add_argument("-src", help="source text, one sentence per line: tokenized as the training data, or raw "
-                   "text with -src_lang; - (or a pipe) is read once, as it comes")
+                   "text with -src_lang; - or absent: standard input, read once, as it comes")
     g.add_argument("-output", help="where to write the translations (one line per input line); absent or -: "
                    "standard output")
     g.add_argument("-tgt", help="reference: report BLEU. With -detokenize it is raw text, scored as sacrebleu "
