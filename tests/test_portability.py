@@ -181,3 +181,78 @@ def test_amp_on_a_gpu_switches_off_cudnn_attention():
         assert avoid_per_shape_attention(cuda, torch.float16) is None  # already off: said once
     finally:
         torch.backends.cuda.enable_cudnn_sdp(True)
+
+
+TRANSFORMER_CE = ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "16",
+                  "-word_vec_size", "16", "-heads", "2", "-transformer_ff", "32", "-layers", "1", "-loss", "ce",
+                  "-label_smoothing", "0.1", "-batch_size", "16", "-train_steps", "2", "-valid_steps", "100",
+                  "-save_checkpoint_steps", "100"]
+
+
+def _amp_choice(argv, device="cpu"):
+    from onmt_cont.train.build import amp_dtype
+
+    opt = train.build_parser().parse_args(argv)
+    training.check_options(opt)
+    return amp_dtype(opt, torch.device(device))
+
+
+def test_amp_auto_picks_bfloat16_only_where_it_was_measured_to_pay(monkeypatch):
+    from onmt_cont.train import build
+
+    monkeypatch.setattr(build, "fast_bf16_cpu", lambda: (True, "this CPU has avx512_bf16"))
+    dtype, note = _amp_choice(TRANSFORMER_CE)
+    assert dtype == torch.bfloat16 and note.startswith("-amp auto: bfloat16 autocast (this CPU has avx512_bf16)")
+    assert _amp_choice(TRANSFORMER_CE + ["-amp", "false"]) == (None, None)
+    assert _amp_choice(TRANSFORMER_CE, "meta") == (None, None)  # not a CPU: float32, as before
+    assert _amp_choice(TINY + ["-tgt_emb", "x"]) == (None, None)  # an LSTM: not measured
+    monkeypatch.setattr(build, "fast_bf16_cpu", lambda: (False, "ONEDNN_MAX_CPU_ISA=AVX2 keeps oneDNN from it"))
+    dtype, note = _amp_choice(TRANSFORMER_CE)
+    assert dtype is None and "float32 (ONEDNN_MAX_CPU_ISA=AVX2 keeps" in note
+    assert _amp_choice(TRANSFORMER_CE + ["-amp"]) == (torch.bfloat16, None)  # asked for: whatever the speed
+
+
+def test_amp_values_from_the_command_line_and_yaml(tmp_path):
+    from onmt_cont import opts
+
+    parse = train.build_parser().parse_args
+    assert parse([]).amp == "auto" and parse(["-amp"]).amp is True and parse(["-amp", "off"]).amp is False
+    with pytest.raises((SystemExit, UserError)):
+        parse(["-amp", "maybe"])
+    config = tmp_path / "c.yaml"
+    config.write_text("amp: true\n", encoding="utf-8")
+    assert opts.parse(train.build_parser(), ["-config", str(config)]).amp is True
+
+
+def test_fast_bf16_reads_the_cpu_flags_and_the_isa_cap(monkeypatch):
+    from onmt_cont.utils import amp
+
+    monkeypatch.delenv("DNNL_MAX_CPU_ISA", raising=False)
+    monkeypatch.setattr(amp, "cpu_flags", lambda: {"avx2", "avx512f", "avx512_bf16"})
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    assert amp.fast_bf16_cpu() == (True, "this CPU has avx512_bf16")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert amp.fast_bf16_cpu()[0] is False
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx512_core_amx")
+    assert amp.fast_bf16_cpu()[0] is True
+    monkeypatch.setattr(amp, "cpu_flags", lambda: {"avx2"})
+    assert amp.fast_bf16_cpu()[0] is False
+
+
+@pytest.mark.parametrize("amp", ["true", "false", "auto"])
+def test_transformer_ce_trains_on_both_paths(sample, tmp_path, amp):
+    """The float32 and the bfloat16 paths both train a Transformer -loss ce on this CPU (bfloat16 runs, if slowly,
+    under ONEDNN_MAX_CPU_ISA=AVX2 too); the log names -amp auto's choice."""
+    out = tmp_path / amp
+    out.mkdir()
+    train.main(["-data", str(sample / "data"), "-save_model", str(out / "m"), "-log_file", str(out / "train.log"),
+                *TRANSFORMER_CE, "-amp", amp, "-threads", "1"])
+    log = (out / "train.log").read_text(encoding="utf-8")
+    assert "finished at step 2" in log
+    assert ("-amp auto: " in log) == (amp == "auto" and any(f in amp_flags() for f in ("avx512_bf16", "amx_bf16")))
+
+
+def amp_flags():
+    from onmt_cont.utils.amp import cpu_flags
+
+    return cpu_flags()

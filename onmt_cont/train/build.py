@@ -17,7 +17,7 @@ from onmt_cont.models.model import architecture, build_model
 from onmt_cont.train.average import ParameterAverage
 from onmt_cont.train.optim import make_optimizer
 from onmt_cont.train.step import SequenceUnlikelihood, Trainer, TrainingForward
-from onmt_cont.utils.amp import avoid_per_shape_attention, require_autocast
+from onmt_cont.utils.amp import avoid_per_shape_attention, fast_bf16_cpu, require_autocast
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import load_checkpoint_data
 
@@ -40,9 +40,24 @@ def load_table(path: str, tgt_vocab: Vocab) -> torch.Tensor:
     return table
 
 
-def amp_dtype(opt):
-    """-amp -amp_dtype: the autocast dtype, or None without -amp."""
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if getattr(opt, "amp", False) else None
+def amp_dtype(opt, device=None):
+    """-amp -amp_dtype on ``device`` -> (the autocast dtype or None, a line for the log or None).
+
+    -amp auto picks bfloat16 where it was measured to pay at the same learning curve: a Transformer trained with
+    -loss ce on a CPU whose bfloat16 products run on bfloat16 instructions (lab/bench/tiny_step.py, the first
+    1,000 updates of the Tiny preset in docs/benchmarks.md); elsewhere float32, as before."""
+    amp = getattr(opt, "amp", False)  # checkpoints' options before -amp auto hold True or False
+    if amp != "auto":
+        return ({"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if amp else None), None
+    if device is None or device.type != "cpu":
+        return None, None
+    if architecture(opt) != ("transformer", "transformer") or opt.loss != "ce" or opt.amp_dtype != "bf16":
+        return None, None
+    fast, why = fast_bf16_cpu()
+    if not fast:
+        return None, f"-amp auto: float32 ({why}; bfloat16 products would be slower)"
+    return torch.bfloat16, (f"-amp auto: bfloat16 autocast ({why}); the attention's softmax, the loss and the "
+                            "optimiser stay in float32. -amp false trains in float32")
 
 
 @dataclass
@@ -54,7 +69,7 @@ class Parts:
     loss_fn: Callable
     trainer: Trainer
     average: ParameterAverage | None  # -average_decay
-    amp_note: str | None  # a line for the log about attention under autocast, or None
+    amp_note: str | None  # a line for the log about -amp auto's choice and attention under autocast, or None
 
 
 def build(opt: Namespace, src_size: int, tgt_size: int, table: torch.Tensor | None, device: torch.device,
@@ -78,11 +93,12 @@ def build(opt: Namespace, src_size: int, tgt_size: int, table: torch.Tensor | No
     # -loss ce on a plain softmax: the loss computes the logits itself, in chunks (onmt_cont.losses.linear_ce)
     model.generator.defer_logits = (type(model.generator) is SoftmaxGenerator and opt.loss == "ce"
                                     and getattr(opt, "rewe_lambda", None) is None)
-    amp = amp_dtype(opt) if amp == "opt" else amp
+    amp, auto_note = amp_dtype(opt, device) if amp == "opt" else (amp, None)
     if amp is not None:  # before DDP wraps the model and before any log or checkpoint is written
         require_autocast(forward, loss_fn, device, amp)
     # only the Transformer attends through scaled_dot_product_attention
     amp_note = avoid_per_shape_attention(device, amp) if "transformer" in architecture(opt) else None
+    amp_note = "; ".join(n for n in (auto_note, amp_note) if n) or None
     if ctx.distributed:
         # a ReWE head at lambda 0 is left out of the graph: DDP must be told some parameters go unused
         unused = getattr(opt, "rewe_lambda", None) == 0

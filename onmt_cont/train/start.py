@@ -122,7 +122,7 @@ def _prepare(opt, default, start, held):
     if opt.resume == "auto":
         start.best_floor, note = kept_best(opt, ckpt)
         notes += [note] if note else []
-    if opt.amp and opt.amp_dtype == "fp16" and opt.gpu is None:
+    if opt.amp is True and opt.amp_dtype == "fp16" and opt.gpu is None:
         raise UserError("-amp -amp_dtype fp16 needs a GPU (-gpu); on CPU use -amp_dtype bf16")
     start.ckpt, start.save_dir = ckpt, save_dir
     if os.environ.get("RANK", "0") == "0":  # two runs on one prefix would interleave their checkpoints

@@ -53,6 +53,24 @@ def cpu_isa_note():
     return "; ".join(parts) if parts else "CPU features unknown"
 
 
+# oneDNN's ISA caps (ONEDNN_MAX_CPU_ISA) at which its bfloat16 products run on the CPU's bfloat16 dot products;
+# below them (AVX2, AVX512_CORE, ...) a bfloat16 product is converted and runs 2-6x slower than float32
+BF16_ISAS = {"AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX10_1_512", "AVX512_CORE_AMX", "AVX10_1_512_AMX",
+             "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16", "ALL", "DEFAULT"}
+
+
+def fast_bf16_cpu():
+    """-> (whether this CPU runs oneDNN's bfloat16 products on bfloat16 dot-product instructions, why, in words)."""
+    flags = cpu_flags()
+    have = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
+    if not have:
+        return False, "this CPU has no bfloat16 dot products (no avx512_bf16 or amx_bf16 in /proc/cpuinfo)"
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")
+    if cap and cap.strip().upper() not in BF16_ISAS:
+        return False, f"ONEDNN_MAX_CPU_ISA={cap} keeps oneDNN from this CPU's {', '.join(have)}"
+    return True, f"this CPU has {', '.join(have)}"
+
+
 def _probe_batch(device):
     """Two 3-word sentences of <unk> (an id every vocabulary has): src [2, 3], tgt [2, 5]."""
     src = torch.full((2, 3), UNK_ID, dtype=torch.long, device=device)
