@@ -192,5 +192,8 @@ def load(checkpoint, **options):
         gpu = options.pop("gpu")
         if "device" in options:
             raise UserError("onmt_cont.load(): gpu and device are one option: give one of them")
-        options["device"] = "cpu" if gpu is None else f"cuda:{gpu}" if isinstance(gpu, int) else gpu
+        if isinstance(gpu, bool) or not (gpu is None or isinstance(gpu, int)):
+            raise UserError(f"onmt_cont.load(): gpu takes a CUDA device id (0, 1, ...; -1 or None for the CPU), "
+                            f"got {gpu!r}")
+        options["device"] = "cpu" if gpu is None or gpu < 0 else f"cuda:{gpu}"  # OpenNMT-py's gpu -1: the CPU
     return Model(checkpoint, **options)

@@ -161,3 +161,10 @@ def test_api_takes_translate_py_flag_names(model, tmp_path):
         assert b.translate(RAW_FR) == expected
     with pytest.raises(UserError, match="src_bpe_codes and bpe_codes are one option"):
         onmt_cont.load(str(model / "m_last.pt"), src_bpe_codes="x", bpe_codes="x")
+    # issue 79: OpenNMT-py's "gpu": -1 (its servers' usual CPU setting) is the CPU here too
+    with onmt_cont.load(str(model / "m_last.pt"), src_lang="fr", bpe_codes=str(model / "codes.fr"), ban_unk=True,
+                        gpu=-1) as c:
+        assert c.translate(RAW_FR) == expected
+    for bad in ("0", 1.5, True):
+        with pytest.raises(UserError, match="gpu takes a CUDA device id"):
+            onmt_cont.load(str(model / "m_last.pt"), gpu=bad)
