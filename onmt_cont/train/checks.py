@@ -143,6 +143,10 @@ def check_options(opt: Namespace) -> None:
             raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
     if opt.valid_steps < 0:
         raise UserError(f"-valid_steps must be at least 0 (0: at each epoch's end only), got {opt.valid_steps}")
+    if opt.accum_count < 1:
+        raise UserError(f"-accum_count must be at least 1, got {opt.accum_count}")
+    if opt.accum_count > 1 and opt.seq_unlikelihood:
+        raise UserError("-seq_unlikelihood decodes each step's batch: it takes one batch a step (-accum_count 1)")
     if not 0.0 <= opt.label_smoothing < 1.0:
         raise UserError(f"-label_smoothing must be in [0, 1), got {opt.label_smoothing}")
     if opt.label_smoothing and spec.continuous:

@@ -174,6 +174,10 @@ def build_parser():
     g.add_argument("-train_steps", type=int, default=None, help="stop after this many updates (a cap)")
     g.add_argument("-batch_size", type=int, default=64, help="sentences, or tokens with -batch_type tokens")
     g.add_argument("-batch_type", choices=["sents", "tokens"], default="sents")
+    g.add_argument("-accum_count", type=int, default=1, help="gradient accumulation (OpenNMT-py's flag): each update "
+                   "sums the gradients of N consecutive batches, normalised by all their tokens, so it is the update "
+                   "of one batch N times as large in a 1/N of the memory (exact for ce; in-batch negatives are each "
+                   "batch's own). An epoch's last update takes the batches that are left")
     g.add_argument("-drop_final_punct", type=float, default=0.0, help="with this probability, drawn anew each "
                    "epoch, a training pair whose source ends with . ! or ? loses that token, and its target its own "
                    "final . ! or ? where it has one, so the model also learns to end a translation whose source has "

@@ -28,6 +28,17 @@ from onmt_cont.utils.io import atomic_link
 from onmt_cont.utils.signals import signals_deferred
 
 
+def _ending(batches):
+    """The epoch's (shard, batch, batch) items, then its last position once more with None for a batch: the
+    signal to take an update with the -accum_count batches gathered since the last one."""
+    last = None
+    for item in batches:
+        yield item
+        last = item
+    if last is not None:
+        yield last[0], last[1], None
+
+
 class Run:
     """Everything one training run holds, and the loop over epochs."""
 
@@ -269,12 +280,20 @@ class Run:
         opt, pr = self.opt, self.progress
         meter = Meter(self.model.generator.continuous)
         cap = opt.train_steps
+        accum = getattr(opt, "accum_count", 1)
         # stop_early(): resuming a run that stopped early must not take one more step
         while pr["epoch"] < opt.epochs and (cap is None or pr["step"] < cap) and not self.stop_early():
-            for si, bi, batch in self.iterator.epoch(pr["epoch"], pr["shard"], pr["batch"]):
+            group = []
+            batches = self.iterator.epoch(pr["epoch"], pr["shard"], pr["batch"])
+            for si, bi, batch in (_ending(batches) if accum > 1 else batches):
+                if batch is not None:  # None: the epoch ended with fewer than -accum_count batches gathered
+                    group.append(batch)
+                if not group or (batch is not None and len(group) < accum):
+                    continue
                 if opt.decay_method != "none":
                     set_learning_rate(self.optimizer, learning_rate(opt, pr["step"] + 1))
-                loss, n = self.trainer.train_step(batch, pr["step"] + 1)
+                loss, n = self.trainer.train_step(group if accum > 1 else group[0], pr["step"] + 1)
+                group = []
                 pr["step"] += 1
                 if self.average is not None:
                     self.average.update(pr["step"])

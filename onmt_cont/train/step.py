@@ -1,5 +1,6 @@
 """One training step and validation: generator -> loss -> backward, nothing hidden."""
 
+import contextlib
 import math
 
 import torch
@@ -241,7 +242,13 @@ class Trainer:
     def train_step(self, batch, step):
         """Forward, mean per-token loss over the global batch, backward, clip, update.
         Returns (loss sum, tokens) of the global batch; ``last_stats`` holds its batch_stats (scored
-        on the steps of ``measure_every`` only: scoring every word costs a [tokens, vocab] product)."""
+        on the steps of ``measure_every`` only: scoring every word costs a [tokens, vocab] product).
+        ``batch`` may be a list of batches (-accum_count): their gradients are accumulated, each
+        normalised by the whole list's tokens, so the update is the one of the batches joined."""
+        if isinstance(batch, list):
+            if len(batch) > 1:
+                return self._accumulated_step(batch, step)
+            batch = batch[0]
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
         ul = self.seq_ul if self.seq_ul is not None and self.seq_ul.applies(step) else None
@@ -277,6 +284,52 @@ class Trainer:
             self.scaler.unscale_(self.optimizer)
         else:
             scaled.backward()
+        self._update(step)
+        return value, n
+
+    def _accumulated_step(self, batches, step):
+        """train_step over several batches (-accum_count): forward and backward one at a time, the gradients
+        summed, each loss divided by the tokens (or sentences) of all of them, known before the first
+        forward; under torchrun the gradients are averaged once, after the last backward."""
+        if self.seq_ul is not None:
+            raise ValueError("-seq_unlikelihood takes one batch a step (no -accum_count)")
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        counts = torch.tensor([[int((b["tgt"][:, 1:] != PAD_ID).sum()), b["size"]] for b in batches],
+                              dtype=torch.float64).sum(0)
+        counts = distributed.all_reduce_sum(counts.to(batches[0]["tgt"].device), self.ctx)
+        norm_by = int(counts[0].item() if self.normalization == "tokens" else counts[1].item())
+        score = self.measure_every > 0 and step % self.measure_every == 0
+        sums = None
+        for i, batch in enumerate(batches):
+            last = i == len(batches) - 1
+            quiet = self.forward.no_sync() if not last and hasattr(self.forward, "no_sync") else contextlib.nullcontext()
+            with quiet:
+                with torch.autocast(self.device_type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
+                    output, gold = self._forward(batch)
+                    loss = self.loss_fn(output, gold).float().sum()
+                stats = batch_stats(self.model.generator, output, gold, score)
+                part = torch.cat([loss.detach().double().view(1), loss.new_tensor(
+                    [gold.numel(), int(batch["src_lengths"].sum()), batch["size"]], dtype=torch.float64), stats])
+                sums = part if sums is None else sums + part
+                scaled = loss * (self.ctx.world / max(norm_by, 1))
+                if self.scaler is not None:
+                    self.scaler.scale(scaled).backward()
+                else:
+                    scaled.backward()
+        totals = distributed.all_reduce_sum(sums, self.ctx)
+        value, n = totals[0].item(), int(totals[1].item())
+        self.last_src_tokens = int(totals[2].item())
+        self.last_stats = totals[4:].cpu()
+        if not math.isfinite(value):
+            raise NonFiniteLoss(f"step {step}: the training loss is {value}; stopping (no checkpoint written)")
+        if self.scaler is not None:
+            self.scaler.unscale_(self.optimizer)
+        self._update(step)
+        return value, n
+
+    def _update(self, step):
+        """Clip the gradients, take the optimiser's step (lazy entries kept), renormalise a trained table."""
         params = [p for p in self.model.parameters() if p.requires_grad]
         if self.max_grad_norm > 0:
             norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
@@ -294,7 +347,6 @@ class Trainer:
         for lazy, k in zip(self.lazy, kept, strict=True):
             lazy.restore(k)
         self._after_update()
-        return value, n
 
     def _after_update(self):
         after = getattr(self.model.generator, "after_update", None)  # -train_table: unit rows again

@@ -1,0 +1,66 @@
+"""train.py -accum_count N: one update from the gradients of N batches, the update of the batches joined."""
+
+import copy
+import re
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lab.bench import benchlib
+from onmt_cont.bin import train
+from onmt_cont.constants import PAD_ID
+from onmt_cont.utils.errors import UserError
+from tests.test_portability import TRANSFORMER_CE, sample  # noqa: F401  (the fixture)
+
+SIZE = ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "32", "-word_vec_size", "32",
+        "-heads", "4", "-transformer_ff", "64", "-layers", "2", "-dropout", "0", "-attention_dropout", "0"]
+
+
+def _joined(a, b):
+    """Two collated batches as one (each side padded to the longer)."""
+    out = {"size": a["size"] + b["size"], "src_lengths": torch.cat([a["src_lengths"], b["src_lengths"]])}
+    for key in ("src", "tgt"):
+        width = max(a[key].size(1), b[key].size(1))
+        out[key] = torch.cat([F.pad(x[key], (0, width - x[key].size(1)), value=PAD_ID) for x in (a, b)])
+    return out
+
+
+@pytest.mark.parametrize("loss", [["-loss", "ce", "-label_smoothing", "0.1"], ["-loss", "nllvmf", "-tie_emb"]])
+@pytest.mark.parametrize("amp", [None, torch.bfloat16])
+def test_two_batches_accumulated_are_the_joined_batch(loss, amp):
+    opt = benchlib.row_options(SIZE, loss)
+    table = benchlib.synthetic_table(53) if "nllvmf" in loss else None
+    trainer = benchlib.build_trainer(opt, 40, 53, torch.device("cpu"), table=table, amp=amp)
+    twin = copy.deepcopy(trainer)
+    a = benchlib.synthetic_batch(3, 40, 53, torch.device("cpu"), seed=1, src_len=6)
+    b = benchlib.synthetic_batch(5, 40, 53, torch.device("cpu"), seed=2, src_len=9)
+    loss_acc, n_acc = benchlib.train_step(trainer, opt, [a, b], 1)
+    loss_one, n_one = benchlib.train_step(twin, opt, _joined(a, b), 1)
+    assert n_acc == n_one and loss_acc == pytest.approx(loss_one, rel=1e-4 if amp is None else 2e-2)
+    for (name, p), q in zip(trainer.model.named_parameters(), twin.model.parameters(), strict=True):
+        tol = dict(rtol=1e-4, atol=1e-6) if amp is None else dict(rtol=0, atol=1e-3)  # Adam's step: ~lr per entry
+        torch.testing.assert_close(p, q, msg=name, **tol)
+
+
+def test_train_py_takes_one_update_per_n_batches(sample, tmp_path):  # noqa: F811
+    """100 pairs in batches of 16 sentences: 7 batches an epoch, so -accum_count 3 takes 3 updates an epoch
+    (3 + 3 + the 1 left); -train_steps counts updates."""
+    out = tmp_path / "m"
+    out.mkdir()
+    argv = ["-data", str(sample / "data"), "-save_model", str(out / "m"), "-log_file", str(out / "train.log"),
+            *TRANSFORMER_CE, "-train_steps", "6", "-accum_count", "3", "-threads", "1", "-amp", "false"]
+    train.main(argv)
+    log = (out / "train.log").read_text(encoding="utf-8")
+    assert re.findall(r"epoch (\d+) done at step (\d+)", log) == [("1", "3")]
+    assert "finished at step 6" in log
+    with pytest.raises(SystemExit):
+        train.main(argv[:-6] + ["-accum_count", "0", "-threads", "1"])
+
+
+def test_accum_count_is_checked():
+    from onmt_cont.train import checks
+
+    opt = train.build_parser().parse_args(SIZE + ["-loss", "ce", "-accum_count", "0"])
+    with pytest.raises(UserError, match="-accum_count must be at least 1"):
+        checks.check_options(opt)
