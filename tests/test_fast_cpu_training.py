@@ -126,3 +126,50 @@ def test_deferred_logits_under_autocast_stay_near_float32():
     exact, low = _steps(True), _steps(True, amp=torch.bfloat16)
     for name, value in exact.items():
         assert (low[name] - value).abs().max() < 0.05, name
+
+
+@pytest.mark.parametrize("sources", [("inbatch", "random", "gold_nn"), ("inbatch", "random"), ("random", "prefix")])
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("counts", [None, "unigram", "batch"])  # None: no -sampling_correction
+def test_chunked_shared_candidates_match_the_unfused_loss(monkeypatch, sources, bias, counts):
+    """nll_vmf_nce with the shared candidates in row chunks (losses/shared_block.py) against the composition of
+    candidate_dots, the corrections, the masks and logsumexp it replaces: loss and gradients, with repeated
+    gold words, own lists that hold shared words, chunks that end mid-batch."""
+    from onmt_cont.losses import contrastive, shared_block
+    from onmt_cont.losses.negatives import Negatives
+
+    monkeypatch.setattr(shared_block, "CHUNK_ELEMENTS", 7 * 100)
+    gen = torch.Generator().manual_seed(0)
+    table = F.normalize(torch.randn(300, 16, generator=gen), dim=-1)
+    table[0] = 0
+    negatives = Negatives(sources, table, num_sampled=40, ann_candidates=5,
+                          log_prior=torch.log_softmax(torch.randn(300, generator=gen), 0), counts=counts or "unigram")
+    pred = (torch.randn(90, 16, generator=gen) * 5).requires_grad_()
+    word_bias = (torch.randn(300, generator=gen) * 0.3).requires_grad_() if bias else None
+    target = torch.randint(1, 300, (90,), generator=gen)
+    target[::7] = 2
+    inputs = [pred] + ([word_bias] if bias else [])
+    got = {}
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(contrastive, "_chunked_parts", lambda *args: None)
+        torch.manual_seed(5)  # the same random negatives
+        loss = contrastive.nll_vmf_nce(pred, target, table, negatives, 1.0, 0.02, 0.1, False, word_bias,
+                                       counts is not None)
+        got[fused] = loss.detach(), torch.autograd.grad(loss.sum() * 0.37, inputs)
+    torch.testing.assert_close(got[True][0], got[False][0], rtol=1e-6, atol=2e-5)
+    for a, b in zip(got[True][1], got[False][1], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=2e-6)
+
+
+def test_chunked_shared_candidates_row_with_no_live_word():
+    """A token whose every shared candidate is dead (its gold word, padding) gets −inf and a zero gradient."""
+    from onmt_cont.losses.shared_block import shared_logsumexp
+
+    vec = torch.randn(3, 4, requires_grad=True)
+    words, col = F.normalize(torch.randn(2, 4), dim=-1), torch.zeros(2, requires_grad=True)
+    dead = torch.tensor([1, 1]), torch.tensor([0, 1])
+    lse = shared_logsumexp(vec, words, col, None, dead)
+    assert lse[1] == float("-inf") and torch.isfinite(lse[[0, 2]]).all()
+    grad_vec, grad_col = torch.autograd.grad(lse[[0, 2]].sum() + 0 * lse[1].clamp_min(0), [vec, col])
+    assert grad_vec[1].abs().max() == 0 and torch.isfinite(grad_col).all()

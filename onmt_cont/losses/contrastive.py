@@ -30,6 +30,7 @@ from onmt_cont.losses.negatives import (
     invalid,
     parse_sources,
 )
+from onmt_cont.losses.shared_block import shared_logsumexp
 from onmt_cont.losses.spec import Loss
 from onmt_cont.outputs import BiasedVector
 from onmt_cont.utils.amp import outside_autocast
@@ -138,11 +139,57 @@ def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx
     shared, per_token = negatives(F.normalize(pred, dim=-1, eps=1e-8), target)
     shared, repeats = unique_shared(shared, 0 if per_token is None else per_token.size(1))
     gold = table[target]
-    pos, dots = (pred * gold).sum(-1), candidate_dots(pred, table, shared, per_token)
-    if bias is not None:
-        pos, dots = _with_bias(pos, dots, target, shared, per_token, bias)
-    contrast = _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct)
+    parts = _chunked_parts(pred, target, table, negatives, shared, per_token, repeats, bias, correct)
+    if parts is not None:
+        contrast = parts
+    else:
+        pos, dots = (pred * gold).sum(-1), candidate_dots(pred, table, shared, per_token)
+        if bias is not None:
+            pos, dots = _with_bias(pos, dots, target, shared, per_token, bias)
+        contrast = _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct)
     return nll_vmf(pred, gold, lambda1, lambda2, approx, form, vmf_lambda) + weight * contrast
+
+
+# Far below any logit, finite: a token none of whose per-token candidates is a negative gets exp(·) = 0 from
+# them, and a gradient of 0 (an all −inf row's logsumexp has a NaN gradient)
+_DEAD = -1e30
+
+
+def _chunked_parts(pred, target, table, negatives, shared, per_token, repeats, bias, correct):
+    """The contrastive term of nll_vmf_nce with the shared candidates' part in row chunks
+    (:mod:`onmt_cont.losses.shared_block`), on the CPU, for a frozen table and the unigram and batch rules;
+    None where it does not apply (the unfused composition then runs)."""
+    if shared is None or repeats is None or pred.device.type != "cpu" or table.requires_grad:
+        return None  # repeats: unique_shared's offsets, which say the shared ids are distinct
+    expected = negatives.log_expected_parts(target, shared, per_token) if correct else (None, None, None)
+    if expected is None:  # the sentence rule
+        return None
+    col_expected, hits, own_expected = expected
+    u = shared.numel()
+    pos = (pred * table[target]).sum(-1)
+    col = repeats[:u]
+    if bias is not None:
+        pos, col = pos + bias[target], col + bias[shared]
+    add = None
+    if col_expected is not None:
+        col = col - col_expected
+        if hits is not None:
+            rows, cols, got = hits
+            add = rows, cols, col_expected[cols] - got  # their own log E replaces the column's
+    col = col.masked_fill(shared <= 0, float("-inf"))
+    column = torch.full((table.size(0),), -1, dtype=torch.long, device=shared.device)
+    column[shared] = torch.arange(u, device=shared.device)
+    found = column[target]
+    dead = (found >= 0).nonzero().squeeze(1)
+    lse = [pos, shared_logsumexp(pred, table[shared], col, add, (dead, found[dead]))]
+    if per_token is not None:
+        dots = candidate_dots(pred, table, None, per_token)
+        if bias is not None:
+            dots = dots + bias[per_token.clamp_min(0)]
+        if own_expected is not None:
+            dots = dots - own_expected
+        lse.append(torch.logsumexp(dots.masked_fill(invalid(target, None, per_token), _DEAD), 1))
+    return torch.logsumexp(torch.stack(lse, 1), 1) - pos
 
 
 def build_negatives(opt, table, log_prior=None):

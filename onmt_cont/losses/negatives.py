@@ -184,22 +184,10 @@ class Negatives:
         always in the batch and counted exactly, the batch's </s> exactly, the other sentences' words as
         draws from the training word frequencies (:meth:`_sentence_expected`).
         Padding and −1 ids get log 0 = −inf (they are masked)."""
-        vocab, n = self.table.size(0), target.numel()
-        base = torch.zeros(vocab, dtype=torch.float64, device=target.device)
-        if "random" in self.sources:
-            base[1:] += self.num_sampled / (vocab - 1)
-        if "exact" in self.sources:
-            base[1:] += 1.0
+        n = target.numel()
+        base = self._base(target)
         if "inbatch" in self.sources and self.counts == "sentence":
             return self._sentence_expected(target, shared, per_token, base)
-        if "inbatch" in self.sources:
-            if self.counts == "batch":
-                base += torch.bincount(target, minlength=vocab).to(base.dtype)
-            elif self.unigram is None:
-                raise ValueError("in-batch negatives need the training unigram distribution (log_prior)")
-            else:
-                base += n * self.unigram
-        base[0] = 0.0
         log_base = torch.log(base)
         parts = []
         if shared is not None:  # the same for every token, but where a shared word is also in its own list
@@ -208,6 +196,41 @@ class Negatives:
             parts.append(torch.log(base[per_token.clamp_min(0)] + _own_counts(per_token) * (per_token > 0)).float())
         return torch.cat(parts, 1)
 
+
+    def _base(self, target):
+        """E(j) [V] float64 from the sources that treat every token alike: random, exact, and in-batch under the
+        unigram and batch rules (the sentence rule's in-batch term is its own: :meth:`_sentence_expected`)."""
+        vocab, n = self.table.size(0), target.numel()
+        base = torch.zeros(vocab, dtype=torch.float64, device=target.device)
+        if "random" in self.sources:
+            base[1:] += self.num_sampled / (vocab - 1)
+        if "exact" in self.sources:
+            base[1:] += 1.0
+        if "inbatch" in self.sources and self.counts != "sentence":
+            if self.counts == "batch":
+                base += torch.bincount(target, minlength=vocab).to(base.dtype)
+            elif self.unigram is None:
+                raise ValueError("in-batch negatives need the training unigram distribution (log_prior)")
+            else:
+                base += n * self.unigram
+        base[0] = 0.0
+        return base
+
+    def log_expected_parts(self, target, words, per_token):
+        """:meth:`log_expected_counts` in parts, for distinct shared ``words`` [U] under the unigram and batch rules:
+        (log E of each shared word [U], the pairs (rows, cols, log E) whose token's own list holds that word too
+        (or None), log E of the per-token candidates [N, C] (or None)); float32. None under the sentence rule."""
+        if "inbatch" in self.sources and self.counts == "sentence":
+            return None
+        base = self._base(target)
+        col = torch.log(base[words]).float()
+        hits = own = None
+        if per_token is not None:
+            where, times = _hits(words, per_token, base.size(0))
+            rows, cols = where // words.numel(), where % words.numel()
+            hits = rows, cols, torch.log(base[words[cols]] + times).float()
+            own = torch.log(base[per_token.clamp_min(0)] + _own_counts(per_token) * (per_token > 0)).float()
+        return col, hits, own
 
     def _sentence_expected(self, target, shared, per_token, base):
         """log E_i(j) under counts="sentence": the batch is token i's own sentence plus other sentences

@@ -40,6 +40,9 @@ class SoftmaxGenerator(nn.Module):
 
     def forward(self, dec_out, gold=None):
         """dec_out: [..., hidden] -> logits [..., vocab] (or, see ``defer_logits``, :class:`HiddenLogits`)."""
+        return self._logits(dec_out, gold)
+
+    def _logits(self, dec_out, gold):
         if self.defer_logits and gold is not None and dec_out.device.type == "cpu":
             return HiddenLogits(dec_out, self.proj.weight, self.proj.bias)
         return self.proj(dec_out)
@@ -108,7 +111,7 @@ class ReWEGenerator(SoftmaxGenerator):
         self.register_buffer("table", table)
 
     def forward(self, dec_out, gold=None):
-        logits = self.proj(dec_out)
+        logits = self._logits(dec_out, gold)
         return logits if gold is None else ReWEOutput(logits, self.head(dec_out))
 
     def scores(self, output):

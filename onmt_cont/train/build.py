@@ -12,7 +12,7 @@ import torch
 from onmt_cont import distributed
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.losses import build_loss
-from onmt_cont.models.generators import SoftmaxGenerator
+from onmt_cont.models.generators import ReWEGenerator, SoftmaxGenerator
 from onmt_cont.models.model import architecture, build_model
 from onmt_cont.train.average import ParameterAverage
 from onmt_cont.train.optim import make_optimizer
@@ -90,9 +90,9 @@ def build(opt: Namespace, src_size: int, tgt_size: int, table: torch.Tensor | No
     optimizer = make_optimizer(opt, model, fused=fused)
     forward = TrainingForward(model)
     loss_fn = build_loss(opt, getattr(model.generator, "table", None), log_prior)
-    # -loss ce on a plain softmax: the loss computes the logits itself, in chunks (onmt_cont.losses.linear_ce)
-    model.generator.defer_logits = (type(model.generator) is SoftmaxGenerator and opt.loss == "ce"
-                                    and getattr(opt, "rewe_lambda", None) is None)
+    # -loss ce on a softmax (with or without ReWE): the loss computes the logits itself, in chunks
+    # (onmt_cont.losses.linear_ce)
+    model.generator.defer_logits = type(model.generator) in (SoftmaxGenerator, ReWEGenerator) and opt.loss == "ce"
     amp, auto_note = amp_dtype(opt, device) if amp == "opt" else (amp, None)
     if amp is not None:  # before DDP wraps the model and before any log or checkpoint is written
         require_autocast(forward, loss_fn, device, amp)

@@ -108,7 +108,7 @@ def _rows(output, rows):
     if isinstance(output, BiasedVector):
         return BiasedVector(output.vector[rows], output.bias)
     if isinstance(output, ReWEOutput):
-        return ReWEOutput(output.logits[rows], output.embedding[rows])
+        return ReWEOutput(_rows(output.logits, rows), output.embedding[rows])
     if isinstance(output, HiddenLogits):
         return HiddenLogits(output.hidden[rows], output.weight, output.bias)
     return output[rows]
