@@ -252,3 +252,38 @@ def test_peer_early_steps_counts_loops_and_writes_the_variant_into_the_peer_conf
     assert "learning_rate: 2.0" in lines and "valid_steps: 300" in lines
     cmd = peer_early_steps.ours_command(args, 7, "-max_grad_norm 0", "o/x")
     assert cmd[-2:] == ["-max_grad_norm", "0"] and cmd[cmd.index("-seed") + 1] == "7"
+
+
+@pytest.mark.slow
+def test_tiny_step_times_both_paths_on_real_batches(tmp_path, capsys):
+    """lab/bench/tiny_step.py on the shipped sample, preprocessed with one vocabulary: its two softmax rows (fp32 and
+    -amp auto) build train.py's Run in workers, take real batches and print the table and the profile."""
+    import os
+
+    from lab.bench import tiny_step
+    from onmt_cont.bin import preprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    data = os.path.join(root, "data")
+    preprocess.main(["-train_src", f"{data}/train.fr", "-train_tgt", f"{data}/train.en", "-valid_src",
+                     f"{data}/valid.fr", "-valid_tgt", f"{data}/valid.en", "-save_data", str(tmp_path / "d"),
+                     "-share_vocab"])
+    tiny_step.main(["-data", str(tmp_path / "d"), "-batches", "3", "-warmup", "1", "-profile", "-profile_steps", "1"])
+    out = capsys.readouterr().out
+    assert "| softmax fp32 | " in out and "| softmax -amp auto | " in out
+    assert "softmax fp32: autocast None" in out and "operators' self time per update" in out
+
+
+def test_valid_curves_compares_groups_against_their_seeds(tmp_path, capsys):
+    from lab.tools import valid_curves
+
+    logs = {}
+    for name, losses in {"a1": [5.0, 4.0], "a2": [5.1, 4.1], "b1": [5.05, 3.5], "b2": [5.06, 3.6]}.items():
+        logs[name] = tmp_path / f"{name}.log"
+        logs[name].write_text("".join(f"[00:00:00] validation at step {10 * (i + 1)}: loss {x}; ppl 1\n"
+                                      for i, x in enumerate(losses)), encoding="utf-8")
+    valid_curves.main(["-group", "a", str(logs["a1"]), str(logs["a2"]), "-group", "b", str(logs["b1"]),
+                       str(logs["b2"])])
+    out = capsys.readouterr().out
+    assert "| 10 | 5.0000 | 5.1000 | 5.0500 | 5.0600 |" in out
+    assert out.strip().endswith("the means differ by more than the seeds' spread at 1 of them")
