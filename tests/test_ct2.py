@@ -206,7 +206,77 @@ def test_an_existing_output_is_kept_without_force(models, tmp_path, capsys):
     with pytest.raises(SystemExit):
         convert_cli.main(["-model", models["continuous"], "-output", str(out)])
     assert "-force" in capsys.readouterr().err and (out / "keep.txt").read_text(encoding="utf-8") == "mine"
-    convert_cli.main(["-model", models["continuous"], "-output", str(out), "-force"])
-    assert (out / "model.bin").exists() and not (out / "keep.txt").exists()
+    # issue 77.1: -force replaces an earlier export only, never a folder of other files
+    with pytest.raises(SystemExit):
+        convert_cli.main(["-model", models["continuous"], "-output", str(out), "-force"])
+    assert "nothing was deleted" in capsys.readouterr().err and (out / "keep.txt").read_text(encoding="utf-8") == "mine"
+    (out / "keep.txt").unlink()
+    convert_cli.main(["-model", models["continuous"], "-output", str(out / "e")])
+    convert_cli.main(["-model", models["softmax"], "-output", str(out / "e"), "-force"])  # an export: replaced
+    assert json.loads((out / "e" / "onmt_cont.json").read_text(encoding="utf-8"))["continuous"] is False
+    assert os.stat(out / "e").st_mode & 0o777 == 0o777 & ~_umask()  # issue 77.16: not mkdtemp's 0700
     convert_cli.main(["-model", models["continuous"], "-output", str(tmp_path / "new" / "folder")])  # created
     assert (tmp_path / "new" / "folder" / "onmt_cont.json").exists()
+
+
+def _umask():
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def test_force_never_deletes_what_it_did_not_write(models, tmp_path, monkeypatch, capsys):
+    """Issue 77.1: -force refuses a folder of the user's files, the folder holding -model, the current folder
+    (all of them left as they were); issue 77.2: an -output that appears during a conversion is not replaced."""
+    import shutil
+
+    from onmt_cont.translate import ct2
+
+    home = tmp_path / "home"
+    home.mkdir()
+    model = home / "m.pt"
+    shutil.copy(models["softmax"], model)
+    (home / "notes.txt").write_text("mine", encoding="utf-8")
+    for output, cwd in ((home, tmp_path), (str(home) + "/", tmp_path), (".", home)):
+        monkeypatch.chdir(cwd)
+        with pytest.raises(SystemExit):
+            convert_cli.main(["-model", str(model), "-output", str(output), "-force"])
+        assert "nothing was deleted" in capsys.readouterr().err
+        assert sorted(os.listdir(home)) == ["m.pt", "notes.txt"]
+    monkeypatch.chdir(tmp_path)
+    convert_cli.main(["-model", str(model), "-output", "export"])
+    before = sorted(os.listdir(tmp_path / "export"))
+    monkeypatch.chdir(tmp_path / "export")  # an export, but the shell stands in it
+    with pytest.raises(SystemExit):
+        convert_cli.main(["-model", str(model), "-output", ".", "-force"])
+    assert "holds the current folder; nothing was deleted" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path / "export")) == before
+    monkeypatch.chdir(tmp_path)
+    real = ct2._put_in_place
+
+    def racing(tmp, output, model_path, force):  # another process writes -output meanwhile
+        os.mkdir(output)
+        (Path(output) / "theirs.txt").write_text("theirs", encoding="utf-8")
+        return real(tmp, output, model_path, force)
+
+    monkeypatch.setattr(ct2, "_put_in_place", racing)
+    with pytest.raises(SystemExit):
+        convert_cli.main(["-model", str(model), "-output", str(tmp_path / "raced")])
+    assert "appeared during the conversion" in capsys.readouterr().err
+    assert os.listdir(tmp_path / "raced") == ["theirs.txt"]
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".tmp-")]  # no half-written export left
+
+
+def test_convert_into_an_unwritable_folder_is_one_line(models, tmp_path, monkeypatch, capsys):
+    """Issue 77.13: mkdtemp's OSError (a folder this user cannot write; root can write anywhere, hence the stand-in)
+    became a traceback."""
+    import tempfile
+
+    def refused(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", refused)
+    with pytest.raises(SystemExit):
+        convert_cli.main(["-model", models["softmax"], "-output", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert "cannot write in" in err and "Permission denied" in err and "Traceback" not in err

@@ -197,10 +197,10 @@ def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prio
     ct2 = _ctranslate2()
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise UserError(f"-quantization {quantization}: expected one of {', '.join(QUANTIZATIONS)}")
-    if os.path.exists(output) and not force:
+    if os.path.lexists(output) and not force:
         raise UserError(f"-output {output}: exists; give -force to replace it")
-    if os.path.exists(output) and not os.path.isdir(output):
-        raise UserError(f"-output {output}: exists and is no directory")
+    if os.path.lexists(output):
+        _check_replaceable(output, model_path)
     translator = Translator(model_path, "cpu", decode_prior=decode_prior, decode_prior_cap=decode_prior_cap,
                             beam_temperature=beam_temperature, alignment_layer=alignment_layer)
     spec = build_spec(translator)
@@ -219,23 +219,84 @@ def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prio
         os.makedirs(parent, exist_ok=True)  # as preprocess.py -save_data creates its folder
     except OSError as exc:
         raise UserError(f"-output {output}: cannot create its folder {parent} ({exc.strerror or exc})") from None
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", suffix="-" + os.path.basename(output)[:100], dir=parent)
     try:
+        tmp = tempfile.mkdtemp(prefix=f".tmp-{os.getpid()}-", suffix="-" + os.path.basename(output)[:100], dir=parent)
+    except OSError as exc:
+        raise UserError(f"-output {output}: cannot write in {parent} ({exc.strerror or exc})") from None
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would keep a server's account out
         spec.validate()
         spec.optimize(quantization=quantization)
         spec.save(tmp)
         with open(os.path.join(tmp, CONFIG_NAME), "w", encoding="utf-8") as f:
             json.dump(record, f)
         ct2.Translator(tmp, device="cpu")  # it loads, or nothing is put in place
-        if os.path.exists(output):
-            shutil.rmtree(output)
-        os.replace(tmp, output)
+        _put_in_place(tmp, output, model_path, force)
     except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if isinstance(exc, OSError):
             raise UserError(f"-output {output}: {exc.strerror or exc}") from None
         raise
     return record
+
+
+# What an export folder holds: CTranslate2's files and ours. -force replaces a folder of these files only.
+EXPORT_FILES = frozenset({"model.bin", "config.json", "shared_vocabulary.json", "source_vocabulary.json",
+                          "target_vocabulary.json", "vmap.txt", CONFIG_NAME})
+
+
+def _check_replaceable(output, model_path):
+    """-force replaces ``output`` only if it is an earlier export: a real folder of EXPORT_FILES (with model.bin and
+    onmt_cont.json), holding neither the current folder nor -model. Raises UserError saying nothing was deleted."""
+    why = None
+    real = os.path.realpath(output)
+    if os.path.islink(output) or not os.path.isdir(output):
+        why = "is a symbolic link" if os.path.islink(output) else "is no folder"
+    else:
+        names = set(os.listdir(output))
+        strangers = sorted(names - EXPORT_FILES)
+        if not {"model.bin", CONFIG_NAME} <= names:
+            why = f"holds no export of onmt_cont_convert (no model.bin and {CONFIG_NAME})"
+        elif strangers:
+            why = f"holds files an export does not ({', '.join(strangers[:3])}{', ...' if len(strangers) > 3 else ''})"
+        elif any(not os.path.isfile(os.path.join(output, n)) or os.path.islink(os.path.join(output, n))
+                 for n in names):
+            why = "holds something other than plain files"
+        else:
+            for what, path in (("the current folder", os.getcwd()), ("-model", model_path)):
+                inside = os.path.realpath(path)
+                if inside == real or inside.startswith(real.rstrip(os.sep) + os.sep):
+                    why = f"holds {what}"
+    if why:
+        raise UserError(f"-output {output}: -force replaces only an earlier export of onmt_cont_convert, and this "
+                        f"{why}; nothing was deleted")
+
+
+def _put_in_place(tmp, output, model_path, force):
+    """Rename the finished export ``tmp`` to ``output``. An earlier export is moved aside first, checked again
+    and deleted only once the new one is in place; a folder that appeared meanwhile (another conversion, a user)
+    is never replaced: os.mkdir claims the name, so two conversions to one name cannot both succeed."""
+    aside = None
+    if os.path.lexists(output):
+        if not force:
+            raise UserError(f"-output {output}: appeared during the conversion; give -force to replace it")
+        aside = f"{tmp}.old"
+        os.rename(output, aside)
+        try:
+            _check_replaceable(aside, model_path)
+        except UserError:
+            os.rename(aside, output)
+            raise
+    try:
+        os.mkdir(output)
+    except FileExistsError:
+        kept = f"; the earlier export is kept as {aside}" if aside is not None else ""
+        raise UserError(f"-output {output}: appeared during the conversion; nothing was replaced{kept}") from None
+    os.replace(tmp, output)  # onto the empty folder claimed above
+    if aside is not None:
+        shutil.rmtree(aside)
 
 
 def is_export(path):
