@@ -1,6 +1,7 @@
 """train.py -accum_count N: one update from the gradients of N batches, the update of the batches joined."""
 
 import copy
+import os
 import re
 
 import pytest
@@ -64,3 +65,23 @@ def test_accum_count_is_checked():
     opt = train.build_parser().parse_args(SIZE + ["-loss", "ce", "-accum_count", "0"])
     with pytest.raises(UserError, match="-accum_count must be at least 1"):
         checks.check_options(opt)
+
+
+def test_keep_checkpoint_keeps_the_last_n(sample, tmp_path):  # noqa: F811
+    """Issue 79: -keep_checkpoint 2 over 8 step checkpoints and 2 epoch checkpoints keeps the last two steps and both
+    epochs; _best and _last stay; another prefix in the folder is not touched."""
+    out = tmp_path / "m"
+    out.mkdir()
+    (out / "other_step_1.pt").write_text("not ours", encoding="utf-8")
+    (out / "m_step_x.pt").write_text("not a step", encoding="utf-8")
+    train.main(["-data", str(sample / "data"), "-save_model", str(out / "m"), *TRANSFORMER_CE, "-train_steps", "15",
+                "-save_checkpoint_steps", "2", "-save_checkpoint_epochs", "1", "-valid_steps", "7",
+                "-keep_checkpoint", "2", "-threads", "1", "-amp", "false"])
+    names = sorted(os.listdir(out))
+    assert [n for n in names if n.startswith("m_step_")] == ["m_step_14.pt", "m_step_15.pt", "m_step_x.pt"]
+    assert [n for n in names if n.startswith("m_epoch_")] == ["m_epoch_1.pt", "m_epoch_2.pt"]
+    assert "m_last.pt" in names and "m_best.pt" in names and "other_step_1.pt" in names
+    with pytest.raises(UserError, match="-keep_checkpoint"):
+        from onmt_cont.train import checks
+
+        checks.check_options(train.build_parser().parse_args(SIZE + ["-loss", "ce", "-keep_checkpoint", "0"]))

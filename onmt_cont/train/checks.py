@@ -143,6 +143,9 @@ def check_options(opt: Namespace) -> None:
             raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
     if opt.valid_steps < 0:
         raise UserError(f"-valid_steps must be at least 0 (0: at each epoch's end only), got {opt.valid_steps}")
+    if opt.keep_checkpoint == 0 or opt.keep_checkpoint < -1:
+        raise UserError(f"-keep_checkpoint keeps the last N checkpoints (N >= 1), or -1 every one; got "
+                        f"{opt.keep_checkpoint}")
     if opt.accum_count < 1:
         raise UserError(f"-accum_count must be at least 1, got {opt.accum_count}")
     if opt.accum_count > 1 and opt.seq_unlikelihood:

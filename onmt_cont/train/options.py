@@ -258,6 +258,8 @@ def build_parser():
                    "a subword-nmt BPE target side: join the pieces ('@@ ') of the output and of the references before BLEU, so "
                    "model selection sees word BLEU, as translate.py -remove_bpe scores a test set")
     g.add_argument("-save_checkpoint_steps", type=int, default=5000, help="write PREFIX_step_N.pt every N steps")
+    g.add_argument("-keep_checkpoint", type=int, default=-1, help="keep only the last N of PREFIX_step_K.pt, and of "
+                   "PREFIX_epoch_K.pt (OpenNMT-py's flag); -1: keep every one. PREFIX_best.pt and PREFIX_last.pt stay")
     g.add_argument("-save_checkpoint_epochs", type=int, default=None,
                    help="also write PREFIX_epoch_N.pt at the end of every N-th epoch (for convergence curves)")
     g.add_argument("-train_from", help="resume from this checkpoint: model, optimiser, step, data position, RNG")

@@ -5,6 +5,7 @@ import copy
 import gc
 import hashlib
 import os
+import re
 from argparse import Namespace
 from contextlib import nullcontext
 
@@ -220,8 +221,25 @@ class Run:
                 self.best_saved = (path, self.progress["step"])
             else:
                 self.last_saved = (path, self.progress["step"])
+            kind = name.split("_")[0]
+            if kind in ("step", "epoch") and getattr(self.opt, "keep_checkpoint", -1) > 0:
+                self._prune(kind, self.opt.keep_checkpoint)
         distributed.barrier(self.ctx)
         return path
+
+    def _prune(self, kind, keep):
+        """-keep_checkpoint N: of this prefix's PREFIX_step_K.pt (or PREFIX_epoch_K.pt) keep the N of the highest K.
+        PREFIX_best.pt and PREFIX_last.pt are names of their own (a hard link to a removed name keeps its file)."""
+        folder = os.path.dirname(os.path.abspath(self.opt.save_model))
+        pattern = re.compile(re.escape(os.path.basename(self.opt.save_model)) + rf"_{kind}_(\d+)\.pt")
+        found = sorted((int(m.group(1)), name) for name in os.listdir(folder) if (m := pattern.fullmatch(name)))
+        for _, name in found[:-keep]:
+            try:
+                os.remove(os.path.join(folder, name))
+            except FileNotFoundError:
+                pass
+            except OSError as exc:
+                logger.warning(f"-keep_checkpoint: cannot remove {name} ({(exc.strerror or str(exc)).lower()})")
 
     def averaged(self):
         """-average_decay: the model holds the average inside the block (yields the raw parameters);
