@@ -37,9 +37,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def worker():
     """One row: a JSON config line, then one reply per command line."""
     cfg = json.loads(sys.stdin.readline())
-    if cfg.get("code"):
-        sys.path.insert(0, cfg["code"])
-    import torch
+    import torch  # onmt_cont below is the checkout on PYTHONPATH (a -baseline row's) or this one
 
     from onmt_cont import opts
     from onmt_cont.train.checks import check_options, expand_layers
@@ -105,9 +103,11 @@ class Row:
     def __init__(self, label, argv, batches, code=None):
         self.label, self.times = label, []
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        if code:  # ahead of the editable install's finder, which comes after the path entries
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (code, os.environ.get("PYTHONPATH")) if p)
         self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "-worker"], cwd=code or ROOT, env=env,
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        self.info = self.ask({"code": code, "argv": argv, "batches": batches})
+        self.info = self.ask({"argv": argv, "batches": batches})
 
     def ask(self, obj):
         self.proc.stdin.write(json.dumps(obj) + "\n")
