@@ -193,7 +193,8 @@ def main(argv=None):
     p.add_argument("-profile", action="store_true", help="operators' self time per update, per row")
     p.add_argument("-profile_steps", type=int, default=3)
     args = p.parse_args(argv)
-    presets = [("softmax", ["-config", os.path.join(ROOT, "configs/transformer_tiny_softmax.yaml"), "-data", args.data])]
+    softmax = os.path.join(ROOT, "configs/transformer_tiny_softmax.yaml")
+    presets = [("softmax", ["-config", softmax, "-data", args.data])]
     if args.continuous_data:
         presets.append(("continuous", ["-config", os.path.join(ROOT, "configs/transformer_tiny_continuous.yaml"),
                                        "-data", args.continuous_data, "-tgt_emb", args.tgt_emb]))
@@ -207,7 +208,8 @@ def main(argv=None):
             code = os.path.abspath(args.baseline)
             base = [a.replace(ROOT, code) for a in argv] + common
             rows.append(Row(f"{name} fp32, before", base, args.batches, code))
-            rows.append(Row(f"{name} {args.baseline_amp}, before", base + args.baseline_amp.split(), args.batches, code))
+            rows.append(Row(f"{name} {args.baseline_amp}, before", base + args.baseline_amp.split(), args.batches,
+                            code))
     for r in rows:
         print(f"{r.label}: autocast {r.info['amp']}" + (f" ({r.info['note']})" if r.info.get("note") else ""))
     for i in range(args.batches):
@@ -217,8 +219,11 @@ def main(argv=None):
             if i >= args.warmup:
                 r.times.append(s)
     flops = {r.label: r.ask({"cmd": "flops", "i": args.warmup})["flops"] for r in rows}
-    peaks = {"float32": product_peak(__import__("torch").float32), "bfloat16": product_peak(__import__("torch").bfloat16)}
-    print(f"\n{args.batches - args.warmup} updates timed per row (batches {args.warmup}..{args.batches - 1} of epoch 0), "
+    import torch
+
+    peaks = {"float32": product_peak(torch.float32), "bfloat16": product_peak(torch.bfloat16)}
+    print(f"\n{args.batches - args.warmup} updates timed per row (batches {args.warmup}..{args.batches - 1} of "
+          "epoch 0), "
           f"one thread; product limit here: float32 {peaks['float32']:.0f}, bfloat16 {peaks['bfloat16']:.0f} GFLOP/s")
     print("| row | s / update (mean) | median | x fp32 | GFLOP / update | GFLOP/s | share of the limit |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")

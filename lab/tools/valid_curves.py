@@ -34,7 +34,8 @@ def main(argv=None):
     if not steps:
         sys.exit("valid_curves.py: the logs share no validated step")
     names = [f"{name} {i + 1}" for name, cs in groups for i in range(len(cs))]
-    print("| step | " + " | ".join(names) + f" | {groups[0][0]} mean | {groups[1][0]} mean | difference | seeds' spread |")
+    means = f" | {groups[0][0]} mean | {groups[1][0]} mean"
+    print("| step | " + " | ".join(names) + means + " | difference | seeds' spread |")
     print("| ---: " * (len(names) + 5) + "|")
     outside = 0
     for s in steps:

@@ -10,7 +10,8 @@ the log of its expected count), Δ the few pairs whose expected count differs fr
 own per-token list), given as sparse entries. The chunk's logits are computed in float32 (at nllvmf_nce's logit
 scale of ‖ê‖ ≈ 60, bfloat16 would be off by about 0.2), reduced to lse_i, and turned into the gradient's two
 factors while they are at hand: u_i = Σ_j p_ij e_j (the prediction's gradient is g_i · u_i) and p_ij kept for
-the column's gradient Σ_i g_i p_ij; under autocast both in its dtype, as autocast's backward products run. lab/bench/tiny_step.py times it in the continuous preset's
+the column's gradient Σ_i g_i p_ij; under autocast both in its dtype, as autocast's backward products run.
+lab/bench/tiny_step.py times it in the continuous preset's
 update; the unfused composition (candidate_dots, masks, corrections, logsumexp) is what
 tests/test_fast_cpu_training.py holds it to.
 """
@@ -86,7 +87,7 @@ def shared_logsumexp(vec, words, col, add=None, dead=None):
     [N] log Σ_j exp(vec_i · words_j + col_j + Δ_ij), float32. ``add``: (rows, cols, values) of Δ's nonzero
     entries; ``dead``: (rows, cols) of the pairs left out. −inf for a row with no live word. Gradients flow to
     ``vec`` and ``col`` (``words`` is the frozen table's)."""
-    n, s = vec.size(0), words.size(0)
+    s = words.size(0)
     empty = torch.empty(0, dtype=torch.long, device=vec.device)
     add_at, add_values = empty, torch.empty(0, device=vec.device)
     if add is not None and add[0].numel():

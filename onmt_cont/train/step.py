@@ -303,8 +303,8 @@ class Trainer:
         sums = None
         for i, batch in enumerate(batches):
             last = i == len(batches) - 1
-            quiet = self.forward.no_sync() if not last and hasattr(self.forward, "no_sync") else contextlib.nullcontext()
-            with quiet:
+            synced = last or not hasattr(self.forward, "no_sync")  # DDP: all-reduce on the last backward only
+            with contextlib.nullcontext() if synced else self.forward.no_sync():
                 with torch.autocast(self.device_type, dtype=self.amp or torch.float32, enabled=self.amp is not None):
                     output, gold = self._forward(batch)
                     loss = self.loss_fn(output, gold).float().sum()
