@@ -180,3 +180,22 @@ def test_a_client_that_disconnects_leaves_the_server_up(model, tmp_path):
         assert server.call("/health")[1]["status"] == "ok"
     finally:
         assert server.stop() == 0
+
+
+def test_a_host_of_several_addresses_is_refused_in_one_line(monkeypatch):
+    """Issue 77.9: -host localhost where localhost is ::1 and 127.0.0.1 (Debian's and Ubuntu's /etc/hosts) crashed
+    with waitress's MultiSocketServer; an unknown name is one line too."""
+    import socket
+
+    from onmt_cont.bin import server
+    from onmt_cont.utils.errors import UserError
+
+    both = [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", 5000, 0, 0)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 5000))]
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: both)
+    with pytest.raises(UserError, match=r"-host localhost names 2 addresses \(127.0.0.1, ::1\): give one of them"):
+        server._one_address("localhost", 5000)
+    monkeypatch.undo()
+    server._one_address("127.0.0.1", 5000)
+    with pytest.raises(UserError, match="-host no-such-host.invalid: cannot resolve it"):
+        server._one_address("no-such-host.invalid", 5000)

@@ -9,6 +9,7 @@ SIGTERM or Ctrl-C it stops taking requests, answers those in flight, and exits w
 
 import argparse
 import signal
+import socket
 import sys
 import threading
 import time
@@ -45,6 +46,7 @@ def main(argv=None):
         if entry.preload:
             entry.ensure_loaded()
     app = create_app(entries, opt.url_root, opt.request_timeout)
+    _one_address(opt.host, opt.port)
     try:
         server = create_server(app, host=opt.host, port=opt.port, threads=opt.workers, ident="onmt_cont")
     except OSError as exc:
@@ -70,6 +72,18 @@ def main(argv=None):
         if entry.model is not None:
             entry.model.close()
     print("onmt_cont_server: stopped", file=sys.stderr, flush=True)
+
+
+def _one_address(host, port):
+    """-host must name one address: a name that resolves to several (localhost as ::1 and 127.0.0.1, Debian's and
+    Ubuntu's default) makes waitress serve several sockets, which this server's loop does not drive (issue 77.9)."""
+    try:
+        found = sorted({a[4][0] for a in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)})
+    except (OSError, UnicodeError) as exc:
+        raise UserError(f"-host {host}: cannot resolve it ({getattr(exc, 'strerror', None) or exc})") from None
+    if len(found) > 1:
+        raise UserError(f"-host {host} names {len(found)} addresses ({', '.join(found)}): give one of them, e.g. "
+                        f"-host {found[-1]}")
 
 
 def _unload_idle(entries, stop):
