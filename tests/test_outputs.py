@@ -429,3 +429,11 @@ def test_a_release_is_smaller_and_decodes_the_same(continuous_model, tmp_path):
         assert a == b
     r = run_script("train.py", "-data", "x", "-save_model", str(tmp_path / "m"), "-train_from", str(rel))
     assert r.returncode == 2 and "it is a release" in r.stderr
+
+
+@pytest.mark.parametrize("flag", [["-src_lang", ""], ["-detokenize", "-tgt_lang", " "]])
+def test_an_empty_language_is_refused(model, flag):
+    """Issue 77.24: -detokenize -tgt_lang "" (an unset shell variable) exited 0 with tokenized output, and
+    -src_lang "" turned tokenization off without a word."""
+    r = script("-model", model, "-threads", "1", *flag, stdin="le chat .\n")
+    assert r.returncode == 2 and "is empty (an unset shell variable?)" in r.stderr and r.stdout == ""

@@ -264,6 +264,11 @@ def main(argv=None):
     opt.model = opt.models[0]
     if opt.output is None:
         opt.output = "-"
+    for name in ("src_lang", "tgt_lang"):  # an unset shell variable: -tgt_lang "$TGT"
+        value = getattr(opt, name)
+        if value is not None and not value.strip():
+            raise UserError(f"-{name} is empty (an unset shell variable?): give a language code such as en, or "
+                            "leave the flag out")
     if opt.src is None:  # a Unix filter, as fairseq-interactive: `cat f | translate.py -model M`
         opt.src = "-"
         if sys.stdin is not None and sys.stdin.isatty():
