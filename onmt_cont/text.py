@@ -16,7 +16,9 @@ import hashlib
 import os
 import re
 import threading
+import warnings
 
+import mosestokenizer
 from mosestokenizer import MosesDetokenizer, MosesTokenizer
 
 from onmt_cont.utils.errors import UserError
@@ -115,10 +117,33 @@ def read_bpe_codes(path):
         raise UserError(f"{path}: not a subword-nmt codes file ({why})") from None
 
 
+def moses_languages():
+    """The languages the Moses scripts have rules for (their nonbreaking-prefix files); others get English rules."""
+    folder = os.path.join(os.path.dirname(mosestokenizer.__file__), "nonbreaking_prefixes")
+    try:
+        return sorted(n.split(".", 1)[1] for n in os.listdir(folder) if n.startswith("nonbreaking_prefix."))
+    except OSError:
+        return []
+
+
+def check_language(lang, what):
+    """A Moses language code: lowercase ISO 639-1 letters, else a UserError (FR, french: Moses would take them for an
+    unknown language and use English rules without a word); a well-formed code Moses has no rules for: a warning."""
+    if not re.fullmatch(r"[a-z]{2,3}", lang or ""):
+        known = moses_languages()
+        hint = next((k for k in known if lang and lang.lower().startswith(k)), None)
+        raise UserError(f"{what} {lang!r}: expected a lowercase ISO 639-1 code such as "
+                        f"{hint or 'en'} (Moses has rules for {', '.join(known)})")
+    if lang not in moses_languages():
+        warnings.warn(f"{what} {lang}: the Moses scripts have no rules for '{lang}' and use English ones "
+                      f"(they have rules for {', '.join(moses_languages())})", stacklevel=3)
+
+
 def _started(cls, lang, what, probe, **kwargs):
     """Start a Moses Perl process and check that it answers a probe line: a process that cannot start
     (perl without its Thread module, a broken PERL5LIB) otherwise gave an empty line for every input
     and exit status 0, or a BrokenPipeError blamed on the output file."""
+    check_language(lang, f"the Moses {what}'s language")
     try:
         proc = cls(lang, **kwargs)
     except OSError as exc:

@@ -168,3 +168,22 @@ def test_api_takes_translate_py_flag_names(model, tmp_path):
     for bad in ("0", 1.5, True):
         with pytest.raises(UserError, match="gpu takes a CUDA device id"):
             onmt_cont.load(str(model / "m_last.pt"), gpu=bad)
+
+
+def test_a_language_moses_does_not_know_is_refused_or_named():
+    """Issue 77.21: -src_lang FR, french or xx fell back to English rules without a word (l' homme became l ' homme).
+    A malformed code is refused with the code to give; a well-formed one Moses has no rules for is a warning."""
+    import warnings
+
+    from onmt_cont.text import TextPipeline
+
+    for bad, hint in (("FR", "such as fr"), ("french", "such as fr"), ("x-y", "such as en")):
+        with pytest.raises(UserError, match=hint):
+            TextPipeline(src_lang=bad)
+    with pytest.raises(UserError, match="such as de"):
+        TextPipeline(tgt_lang="German")
+    with pytest.warns(UserWarning, match="no rules for 'xx' and use English ones"):
+        TextPipeline(src_lang="xx").close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        TextPipeline(src_lang="fr", tgt_lang="de").close()
