@@ -126,12 +126,21 @@ def moses_languages():
         return []
 
 
+# a few names users type for a code (-src_lang french): the code to suggest
+LANGUAGE_NAMES = {"english": "en", "french": "fr", "francais": "fr", "german": "de", "deutsch": "de", "spanish": "es",
+                  "italian": "it", "portuguese": "pt", "dutch": "nl", "russian": "ru", "czech": "cs", "finnish": "fi",
+                  "polish": "pl", "romanian": "ro", "swedish": "sv", "greek": "el", "hungarian": "hu",
+                  "catalan": "ca", "icelandic": "is", "latvian": "lv", "slovak": "sk", "slovenian": "sl",
+                  "tamil": "ta"}
+
+
 def check_language(lang, what):
     """A Moses language code: lowercase ISO 639-1 letters, else a UserError (FR, french: Moses would take them for an
     unknown language and use English rules without a word); a well-formed code Moses has no rules for: a warning."""
     if not re.fullmatch(r"[a-z]{2,3}", lang or ""):
         known = moses_languages()
-        hint = next((k for k in known if lang and lang.lower().startswith(k)), None)
+        name = (lang or "").strip().lower()
+        hint = name if name in known else LANGUAGE_NAMES.get(name)
         raise UserError(f"{what} {lang!r}: expected a lowercase ISO 639-1 code such as "
                         f"{hint or 'en'} (Moses has rules for {', '.join(known)})")
     if lang not in moses_languages():
