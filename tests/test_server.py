@@ -199,3 +199,10 @@ def test_a_host_of_several_addresses_is_refused_in_one_line(monkeypatch):
     server._one_address("127.0.0.1", 5000)
     with pytest.raises(UserError, match="-host no-such-host.invalid: cannot resolve it"):
         server._one_address("no-such-host.invalid", 5000)
+
+
+def test_the_url_root_is_printed_as_it_is_served():
+    """Issue 77.17: -url_root a/b printed http://127.0.0.1:5000a/b; create_app serves /a/b."""
+    from onmt_cont.bin.server import url_path
+
+    assert [url_path(r) for r in ("a/b", "/a/b/", "/translator", "/", "")] == ["/a/b", "/a/b", "/translator", "", ""]

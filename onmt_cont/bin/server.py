@@ -56,7 +56,7 @@ def main(argv=None):
         signal.signal(s, lambda *_: stop.set())
     threading.Thread(target=_unload_idle, args=(entries, stop), daemon=True).start()
     print(f"onmt_cont_server: serving {len(entries)} model(s) on http://{server.effective_host}:"
-          f"{server.effective_port}{opt.url_root}", file=sys.stderr, flush=True)
+          f"{server.effective_port}{url_path(opt.url_root)}", file=sys.stderr, flush=True)
     while not stop.is_set():
         server.asyncore.loop(timeout=0.2, map=server._map, count=1)
     # a stop: no new connection, the requests in flight answered, then out
@@ -72,6 +72,11 @@ def main(argv=None):
         if entry.model is not None:
             entry.model.close()
     print("onmt_cont_server: stopped", file=sys.stderr, flush=True)
+
+
+def url_path(url_root):
+    """-url_root as create_app serves it: one leading slash, none at the end ("a/b" -> "/a/b", "/" -> "")."""
+    return "/" + url_root.strip("/") if url_root.strip("/") else ""
 
 
 def _one_address(host, port):
