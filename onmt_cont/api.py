@@ -32,6 +32,7 @@ class Model:
                  lexicon=None, freq_offsets=None, decode_prior=None, remove_target_bpe=False, batch_size=32,
                  tokenized=False, src_spm=None, tgt_spm=None, ensemble=(), random_sampling_topk=0,
                  random_sampling_topp=0.0, random_sampling_temp=1.0, seed=0, engine=None, **decoding):
+        self._closed = False
         replace_unk = decoding.pop("replace_unk", lexicon is not None)
         _check_names(decoding)
         if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (beam_size, batch_size)):
@@ -105,6 +106,10 @@ class Model:
         and -with_score."""
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences; wrap a single one in a list")
+        if n_best is not None and (isinstance(n_best, bool) or not isinstance(n_best, int)):
+            raise UserError(f"translate(): n_best takes a whole number of hypotheses, got {n_best!r}")
+        if self._closed:
+            raise UserError("translate(): this model was closed (close() or the end of its with block); load it again")
         scored = n_best is not None or with_score
         with self._lock:
             lines = [self.text.encode(s) for s in sentences]  # without src_lang or bpe_codes: the line, stripped
@@ -128,7 +133,8 @@ class Model:
             return [self.text.decode(words(o)) for o in outputs]
 
     def close(self):
-        """Stop the Moses processes of raw-text models (also done at exit)."""
+        """Stop the Moses processes of raw-text models (also done at exit); translate() is refused after it."""
+        self._closed = True
         self.text.close()
 
     def __enter__(self):

@@ -187,3 +187,14 @@ def test_a_language_moses_does_not_know_is_refused_or_named():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         TextPipeline(src_lang="fr", tgt_lang="de").close()
+
+
+def test_api_type_errors_and_a_closed_model_are_user_errors(model):
+    """Issue 77.19: translate(n_best="2") raised a TypeError from inside, translate() after close() a ToolException."""
+    m = onmt_cont.load(str(model / "m_last.pt"), src_lang="fr", bpe_codes=str(model / "codes.fr"))
+    for bad in ("2", 1.5, True):
+        with pytest.raises(UserError, match="n_best takes a whole number"):
+            m.translate([RAW_FR[0]], n_best=bad)
+    m.close()
+    with pytest.raises(UserError, match="this model was closed"):
+        m.translate([RAW_FR[0]])
