@@ -108,6 +108,8 @@ def test_the_api_answers_as_onmt_cont_load(model, tmp_path):
     (json.dumps([{"src": "x", "id": 100, "n_best": 5}]).encode(), 400, "-n_best 5"),
     (json.dumps([{"src": "x" * 100_001, "id": 100}]).encode(), 413, "at most 100,000"),
     (json.dumps([{"src": "x", "id": 100}] * 1001).encode(), 413, "at most 1000"),
+    # issue 77.11: was a RecursionError and a 500 (an id of its own: PYTEST_CURRENT_TEST would hold the body)
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, 400, "not JSON", id="nested-brackets"),
 ])
 def test_bad_requests_get_a_json_error_and_the_server_stays_up(model, tmp_path, body, status, needle):
     server = Server(config(tmp_path, model))

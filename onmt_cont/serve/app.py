@@ -66,7 +66,10 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
         if app.stopping:
             return error(503, "the server is stopping")
         with app.in_flight:
-            inputs = request.get_json(force=True, silent=True)
+            try:
+                inputs = request.get_json(force=True, silent=True)
+            except RecursionError:  # a body of 100,000 nested brackets: Python's parser gives up
+                inputs = None
             if inputs is None:
                 return error(400, "the body is not JSON: expected [{\"src\": \"...\", \"id\": N}, ...]")
             if not isinstance(inputs, list) or not inputs:
