@@ -72,10 +72,15 @@ def test_the_api_answers_as_onmt_cont_load(model, tmp_path):
         with onmt_cont.load(model, beam_size=2) as m:
             expected = m.translate(SENTENCES, with_score=True)
         assert [h["tgt"] for h in out[0]] == [hyps[0][0] for hyps in expected]
-        assert [h["src"] for h in out[0]] == SENTENCES and all(h["n_best"] == 0 for h in out[0])
+        assert [h["src"] for h in out[0]] == SENTENCES and all(h["n_best"] == 1 for h in out[0])
         assert [round(h["pred_score"], 4) for h in out[0]] == [round(hyps[0][1], 4) for hyps in expected]
-        status, out = server.call("/translator/translate", [{"src": SENTENCES[0], "id": 100, "n_best": 2}])
-        assert status == 200 and [h["n_best"] for h in out[0]] == [0, 1]
+        # issue 79: OpenNMT-py's answer, one list per rank, "n_best" the count asked for
+        status, out = server.call("/translator/translate", [{"src": s, "id": 100, "n_best": 2} for s in SENTENCES[:2]])
+        assert status == 200 and len(out) == 2 and [len(rank) for rank in out] == [2, 2]
+        assert [h["src"] for h in out[0]] == SENTENCES[:2] and all(h["n_best"] == 2 for rank in out for h in rank)
+        with onmt_cont.load(model, beam_size=2) as m:
+            two = m.translate(SENTENCES[:2], n_best=2)
+        assert [[h["tgt"] for h in rank] for rank in out] == [[hyps[k][0] for hyps in two] for k in range(2)]
         # requests that arrive together are answered, each its own, and translated in fewer batches
         results = {}
 
@@ -87,11 +92,11 @@ def test_the_api_answers_as_onmt_cont_load(model, tmp_path):
             t.start()
         for t in threads:
             t.join()
-        assert all(results[i] == (200, [[{"src": SENTENCES[i], "tgt": expected[i][0][0], "n_best": 0,
+        assert all(results[i] == (200, [[{"src": SENTENCES[i], "tgt": expected[i][0][0], "n_best": 1,
                                           "pred_score": results[i][1][0][0]["pred_score"]}]]) for i in range(16))
         _, health = server.call("/health")
         counts = health["models"]["100"]
-        assert counts["sentences"] == len(SENTENCES) + 1 + 16 and counts["batches"] < counts["sentences"]
+        assert counts["sentences"] == len(SENTENCES) + 2 + 16 and counts["batches"] < counts["sentences"]
     finally:
         assert server.stop() == 0
 

@@ -1,7 +1,8 @@
 """The server's HTTP side, on Flask (served by waitress, as OpenNMT-py's onmt_server is): OpenNMT-py's JSON API.
 
 - ``POST {url_root}/translate`` with ``[{"src": "...", "id": N}, ...]`` -> ``[[{"src", "tgt", "n_best",
-  "pred_score"}, ...]]``, one entry per input (``n_best`` entries per input with ``{"n_best": K}`` in an input);
+  "pred_score"}, ...]]``, OpenNMT-py's shape: one list per rank (the inputs' 1-bests, then with ``{"n_best": K}``
+  in an input its 2nd-bests in a second list, ...), ``"n_best"`` the count the input asked for;
 - ``GET {url_root}/models``: the configured models; ``GET /health``: status and counts.
 
 Every bad request gets ``{"error": "..."}`` and a 4xx status; the server stays up."""
@@ -96,12 +97,15 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
             try:
                 for group, future in futures:
                     for (i, src), hyps in zip(group, future.result(timeout=request_timeout), strict=True):
-                        out[i] = [{"src": src, "tgt": tgt, "n_best": k, "pred_score": score}
-                                  for k, (tgt, score) in enumerate(hyps)]
+                        out[i] = [{"src": src, "tgt": tgt, "n_best": len(hyps), "pred_score": score}
+                                  for tgt, score in hyps]
             except UserError as exc:
                 return error(400, str(exc))
             except TimeoutError:
                 return error(503, f"the translation took more than {request_timeout:g} s")
-            return jsonify([[hyp for hyps in out for hyp in hyps]])
+            # OpenNMT-py's shape: one list per rank (the 1-bests of every input, then the 2nd-bests, ...), each
+            # hypothesis saying how many its input asked for ("n_best": 1 for the 1-best alone)
+            ranks = max(len(hyps) for hyps in out)
+            return jsonify([[hyps[k] for hyps in out if k < len(hyps)] for k in range(ranks)])
 
     return app
