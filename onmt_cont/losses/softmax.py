@@ -5,8 +5,8 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from onmt_cont.losses.continuous import cosine, l2
-from onmt_cont.losses.spec import Loss
 from onmt_cont.losses.linear_ce import linear_cross_entropy
+from onmt_cont.losses.spec import Loss
 from onmt_cont.outputs import HiddenLogits, SampledLogits
 
 # ReWE's regression loss between the head's ê [N, m] and e(y) [N, m] -> [N]: the cosine embedding
