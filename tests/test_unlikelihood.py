@@ -122,7 +122,8 @@ def test_joined_forward_is_the_batch_and_its_decodes(data, tmp_path, loss):
             o, _ = fwd(batch["src"][b : b + 1, : int(batch["src_lengths"][b])], batch["src_lengths"][b : b + 1], tgt)
             for i, f in enumerate(want_flags[b]):
                 if f:
-                    row = BiasedVector(o.vector[i : i + 1], o.bias) if isinstance(o, BiasedVector) else logits_of(o, slice(i, i + 1))
+                    biased = isinstance(o, BiasedVector)
+                    row = BiasedVector(o.vector[i : i + 1], o.bias) if biased else logits_of(o, slice(i, i + 1))
                     want += unlikelihood(word_logits(model.generator, row, loss), torch.tensor([q[i]])).item()
     assert total.item() == pytest.approx(want, rel=1e-4)
 

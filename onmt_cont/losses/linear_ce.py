@@ -22,7 +22,7 @@ backward's multiply-add) by the same three products on cache-sized pieces: lab/b
 
 import torch
 
-from onmt_cont.utils.amp import outside_autocast
+from onmt_cont.utils.amp import autocast_dtype, outside_autocast
 
 # logits per chunk: 256 rows of a 10K-word vocabulary, 10 MB of float32 (measured on the Tiny preset's
 # sizes: 128 and 512 rows are slower)
@@ -117,7 +117,6 @@ def linear_cross_entropy(hidden, weight, bias, target, eps=0.0):
     """hidden [N, d], weight [V, d], bias [V] or None, target [N] -> [N] float32 per-token label-smoothed
     cross-entropy of the logits hidden·weightᵀ + bias. Products in the autocast dtype where autocast is on."""
     dev = hidden.device.type
-    on = torch.amp.is_autocast_available(dev) and torch.is_autocast_enabled(dev)
-    dtype = torch.get_autocast_dtype(dev) if on else torch.float32
+    dtype = autocast_dtype(dev) or torch.float32
     with outside_autocast(dev):
         return _LinearCrossEntropy.apply(hidden, weight, bias, target, float(eps), dtype)

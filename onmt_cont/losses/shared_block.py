@@ -18,7 +18,7 @@ tests/test_fast_cpu_training.py holds it to.
 
 import torch
 
-from onmt_cont.utils.amp import outside_autocast
+from onmt_cont.utils.amp import autocast_dtype, outside_autocast
 
 # logits per chunk: 256 rows of 3,000 shared words
 CHUNK_ELEMENTS = 256 * 3000
@@ -96,7 +96,6 @@ def shared_logsumexp(vec, words, col, add=None, dead=None):
     if dead is not None and dead[0].numel():
         dead_at, _, _ = _entries(dead[0], dead[1], None, s)
     dev = vec.device.type
-    low = torch.get_autocast_dtype(dev) if torch.amp.is_autocast_available(dev) and torch.is_autocast_enabled(dev) \
-        else torch.float32
+    low = autocast_dtype(dev) or torch.float32
     with outside_autocast(dev):
         return _SharedLogSumExp.apply(vec.float(), words.float(), col.float(), add_at, add_values, dead_at, low)

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from onmt_cont.models.dropout import Dropout, dropout
+from onmt_cont.utils.amp import autocast_dtype
 
 
 def parse_alignment_layer(text):
@@ -127,10 +128,8 @@ def attention_bias(mask, dtype):
 def compute_input(x):
     """``x`` in the dtype its products run in: under autocast the autocast dtype, cast once here for every
     Linear that reads it (autocast would cast it again for each), else ``x`` itself."""
-    dev = x.device.type
-    if torch.amp.is_autocast_available(dev) and torch.is_autocast_enabled(dev):
-        return x.to(torch.get_autocast_dtype(dev))
-    return x
+    dtype = autocast_dtype(x.device.type)
+    return x if dtype is None else x.to(dtype)
 
 
 def residual(x, y, drop):
@@ -244,8 +243,8 @@ def check_alignment_layer(layer, num_layers):
 
 class TransformerEncoder(nn.Module):
     """Word embeddings · √d + positions, ``num_layers`` self-attention layers, a final LayerNorm
-    (pre-norm; post-norm layers end in their own). Its "final state" (for an RNN decoder's bridge) is the mean of the memory bank over
-    the real source tokens, as one layer: ([1, batch, dim], same)."""
+    (pre-norm; post-norm layers end in their own). Its "final state" (for an RNN decoder's bridge) is the mean
+    of the memory bank over the real source tokens, as one layer: ([1, batch, dim], same)."""
 
     def __init__(self, vocab_size, dim, heads, ff, num_layers, dropout=0.1, attn_dropout=0.1,
                  position_encoding="sinusoidal", max_positions=1024, pad_id=0, norm="pre", ff_dropout=None):
@@ -284,8 +283,8 @@ class TransformerEncoder(nn.Module):
 class TransformerDecoder(nn.Module):
     """Target embeddings (a TargetEmbeddings: trained, or -tie_emb's frozen table) · √d +
     positions, ``num_layers`` layers of causal self-attention, cross-attention and a feed-forward
-    block, a final LayerNorm (pre-norm; post-norm layers end in their own). The state is the key/value cache: ``k{i}``/``v{i}``
-    [batch, heads, steps, head_dim] of layer i's self-attention and ``mk{i}``/``mv{i}`` of its
+    block, a final LayerNorm (pre-norm; post-norm layers end in their own). The state is the key/value cache:
+    ``k{i}``/``v{i}`` [batch, heads, steps, head_dim] of layer i's self-attention and ``mk{i}``/``mv{i}`` of its
     cross-attention over the memory bank; the initial state is empty."""
 
     def __init__(self, embeddings, dim, heads, ff, num_layers, dropout=0.1, attn_dropout=0.1,

@@ -255,8 +255,8 @@ def build_parser():
                    "BLEU when -valid_metric is loss or accuracy (the log then shows the BLEU curve that "
                    "lab/tools/time_to_quality.py reads; PREFIX_best.pt and -early_stopping still follow -valid_metric)")
     g.add_argument("-valid_remove_bpe", action="store_true", help="with -valid_metric bleu (or -valid_bleu) and "
-                   "a subword-nmt BPE target side: join the pieces ('@@ ') of the output and of the references before BLEU, so "
-                   "model selection sees word BLEU, as translate.py -remove_bpe scores a test set")
+                   "a subword-nmt BPE target side: join the pieces ('@@ ') of the output and of the references before "
+                   "BLEU, so model selection sees word BLEU, as translate.py -remove_bpe scores a test set")
     g.add_argument("-save_checkpoint_steps", type=int, default=5000, help="write PREFIX_step_N.pt every N steps")
     g.add_argument("-keep_checkpoint", type=int, default=-1, help="keep only the last N of PREFIX_step_K.pt, and of "
                    "PREFIX_epoch_K.pt (OpenNMT-py's flag); -1: keep every one. PREFIX_best.pt and PREFIX_last.pt stay")

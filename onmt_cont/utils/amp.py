@@ -28,6 +28,13 @@ def outside_autocast(device_type):
     return torch.autocast(device_type, enabled=False)
 
 
+def autocast_dtype(device_type):
+    """The dtype autocast computes in on ``device_type`` right now, or None where it is off (or has no autocast)."""
+    if torch.amp.is_autocast_available(device_type) and torch.is_autocast_enabled(device_type):
+        return torch.get_autocast_dtype(device_type)
+    return None
+
+
 def cpu_flags():
     """The CPU's feature flags from /proc/cpuinfo (an empty set where there is none)."""
     try:
