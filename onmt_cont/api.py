@@ -13,6 +13,7 @@ Decoding options are translate.py's, as keyword arguments (docs/usage.md, "From 
 
 import difflib
 import inspect
+import os
 import threading
 
 import torch
@@ -22,6 +23,7 @@ from onmt_cont.translate.calibration import load_offsets
 from onmt_cont.translate.ct2 import Ct2Translator, check_engine_options, read_record, resolve_engine
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon, remove_bpe
+from onmt_cont.utils.device import check_device
 from onmt_cont.utils.errors import UserError
 
 
@@ -33,6 +35,18 @@ class Model:
                  tokenized=False, src_spm=None, tgt_spm=None, ensemble=(), random_sampling_topk=0,
                  random_sampling_topp=0.0, random_sampling_temp=1.0, seed=0, engine=None, **decoding):
         self._closed = False
+        checkpoint = _path_arg("checkpoint", checkpoint)
+        for name, value in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
+            if value is not None and not isinstance(value, str):
+                raise UserError(f"onmt_cont.load(): {name} takes a language code such as 'fr', got {value!r}")
+        bpe_codes, lexicon, freq_offsets = (_path_arg(n, v, optional=True) for n, v in
+                                            (("bpe_codes", bpe_codes), ("lexicon", lexicon),
+                                             ("freq_offsets", freq_offsets)))
+        src_spm, tgt_spm = _path_arg("src_spm", src_spm, optional=True), _path_arg("tgt_spm", tgt_spm, optional=True)
+        if isinstance(ensemble, (str, os.PathLike)):
+            ensemble = [ensemble]
+        ensemble = [_path_arg("ensemble", path) for path in ensemble]
+        device = check_device(device)
         replace_unk = decoding.pop("replace_unk", lexicon is not None)
         _check_names(decoding)
         if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (beam_size, batch_size)):
@@ -151,6 +165,17 @@ FLAG_NAMES = {"src_bpe_codes": "bpe_codes", "lookup_dict": "lexicon", "ban_unk_t
 DECODING = [name for name in inspect.signature(Translator.__init__).parameters
             if name not in ("self", "checkpoint_path", "device", "beam_size", "replace_unk", "lexicon", "freq_offsets",
                             "decode_prior", "ann")]
+
+
+def _path_arg(name, value, optional=False):
+    """A path keyword (a string or a pathlib.Path) -> its string; UserError for anything else."""
+    if value is None and optional:
+        return None
+    if isinstance(value, os.PathLike):
+        value = os.fspath(value)
+    if not isinstance(value, str) or not value:
+        raise UserError(f"onmt_cont.load(): {name} takes a file's path, got {value!r}")
+    return value
 
 
 def _check_names(decoding):

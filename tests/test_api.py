@@ -2,10 +2,12 @@
 give what translate.py gives for the same model and input."""
 
 import pathlib
+import re
 import subprocess
 import sys
 
 import pytest
+import torch
 
 import onmt_cont
 from onmt_cont.bin import embeddings_to_torch, preprocess, train, translate
@@ -198,3 +200,23 @@ def test_api_type_errors_and_a_closed_model_are_user_errors(model):
     m.close()
     with pytest.raises(UserError, match="this model was closed"):
         m.translate([RAW_FR[0]])
+
+
+def test_api_device_and_path_arguments_are_user_errors(model):
+    """Issue 77.19 and 77.11: device="cuda:0" on a CPU-only torch raised torch's AssertionError (the server died
+    the same way at start-up), a device of another kind a RuntimeError, src_lang=5 a TypeError from a regex."""
+    ckpt = str(model / "m_last.pt")
+    if not torch.cuda.is_available():
+        with pytest.raises(UserError, match=r"device 'cuda:0': CUDA is not available on this machine"):
+            onmt_cont.load(ckpt, device="cuda:0")
+    for bad, needle in ((dict(device="xyz"), "device must be 'cpu', 'cuda' or 'cuda:N', got 'xyz'"),
+                        (dict(device="mps"), "device must be 'cpu', 'cuda' or 'cuda:N', got 'mps'"),
+                        (dict(src_lang=5), "src_lang takes a language code such as 'fr', got 5"),
+                        (dict(tgt_lang=["en"]), "tgt_lang takes a language code"),
+                        (dict(lexicon=3), "lexicon takes a file's path, got 3")):
+        with pytest.raises(UserError, match=re.escape(needle)):
+            onmt_cont.load(ckpt, **bad)
+    with pytest.raises(UserError, match="checkpoint takes a file's path, got None"):
+        onmt_cont.load(None)
+    with onmt_cont.load(model / "m_last.pt", device=torch.device("cpu"), tokenized=True) as m:  # Path and device
+        assert len(m.translate(["un chien ."])) == 1

@@ -280,3 +280,23 @@ def test_convert_into_an_unwritable_folder_is_one_line(models, tmp_path, monkeyp
         convert_cli.main(["-model", models["softmax"], "-output", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert "cannot write in" in err and "Permission denied" in err and "Traceback" not in err
+
+
+def test_both_engines_refuse_the_same_bad_options(models, exported):
+    """Issue 77.12: the CTranslate2 engine skipped translate.py's checks: -max_length 0 raised CTranslate2's
+    ValueError (the checkpoint gives empty lines), a pathlib.Path, max_length "x" and block_ngram_repeat -1 raised
+    TypeErrors, length_penalty "foo" and alpha nan were taken."""
+    import math
+    from pathlib import Path
+
+    for path in (models["continuous"], exported["continuous"]):
+        for bad, needle in ((dict(max_length="x"), "-max_length must be an integer"),
+                            (dict(block_ngram_repeat=-1), "-block_ngram_repeat must be 0"),
+                            (dict(length_penalty="foo"), "-length_penalty must be one of none, avg, wu"),
+                            (dict(alpha=math.nan), "-alpha must be a finite number"),
+                            (dict(max_length_ratio=math.inf), "-max_length_ratio must be a finite number")):
+            with pytest.raises(UserError, match=needle):
+                onmt_cont.load(path, **bad)
+        with onmt_cont.load(Path(path), max_length=0) as m:  # a pathlib.Path; no output at all, as asked
+            assert m.translate(TEST[:3]) == ["", "", ""]
+            assert [[t for t, _ in h] for h in m.translate(TEST[:2], n_best=1)] == [[""], [""]]

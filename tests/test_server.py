@@ -213,3 +213,215 @@ def test_the_url_root_is_printed_as_it_is_served():
     from onmt_cont.bin.server import url_path
 
     assert [url_path(r) for r in ("a/b", "/a/b/", "/translator", "/", "")] == ["/a/b", "/a/b", "/translator", "", ""]
+
+
+class FakeModel:
+    """Upper-cases each sentence; a sentence holding BAD fails its batch as a 3,000-token input fails an export's,
+    CRASH as an unexpected error would. Records every batch it is given."""
+
+    def __init__(self):
+        self.batches = []
+
+    def translate(self, sentences, n_best=1, with_score=True):
+        from onmt_cont.utils.errors import UserError
+
+        self.batches.append(list(sentences))
+        if any("BAD" in s for s in sentences):
+            raise UserError("a source sentence of 3000 tokens: the exported model has position vectors for 2048")
+        if any("CRASH" in s for s in sentences):
+            raise RuntimeError("/secret/path/model.bin: damaged")
+        return [[(s.upper(), -1.0)] for s in sentences]
+
+    def close(self):
+        pass
+
+
+def _entry(log):
+    from onmt_cont.serve.models import ModelEntry
+
+    entry = ModelEntry(1, "unused.pt", {}, -1.0, True, log=log.append)
+    entry.model = FakeModel()
+    return entry
+
+
+def test_one_clients_bad_input_fails_only_its_own_request():
+    """Issue 77.3: a bad input failed every request batched with it, 10 of 10 times. A failed batch is retried
+    request by request: the bad one gets its own error, the others their translations."""
+    from onmt_cont.serve.models import TranslationFailed
+    from onmt_cont.utils.errors import UserError
+
+    log = []
+    entry = _entry(log)
+    with entry._wake:  # all four queued before the worker looks: one batch
+        jobs = [entry.translate(["a", "b"]), entry.translate(["BAD"]), entry.translate(["c"]),
+                entry.translate(["CRASH"])]
+    assert jobs[0].future.result(timeout=10) == [[("A", -1.0)], [("B", -1.0)]]
+    assert jobs[2].future.result(timeout=10) == [[("C", -1.0)]]
+    with pytest.raises(UserError, match="3000 tokens"):
+        jobs[1].future.result(timeout=10)
+    with pytest.raises(TranslationFailed, match=r"^model 1 failed on this request \(the server's log says why\)$"):
+        jobs[3].future.result(timeout=10)
+    assert entry.model.batches[0] == ["a", "BAD", "c", "CRASH", "b"]  # in turn: one sentence of each request
+    assert any("/secret/path/model.bin" in line for line in log)  # the details in the log, not in the answer
+
+
+def test_a_short_request_is_not_held_behind_a_long_one_and_dropped_work_is_skipped():
+    """Issue 77.7: a one-sentence request waited 29 s behind 32 long sentences of another client, and requests
+    whose clients had gone were still translated. Batches take the waiting requests' sentences in turn, up to
+    BATCH_CHARS characters; a dropped request's sentences are not translated."""
+    from onmt_cont.serve.models import BATCH_CHARS
+
+    entry = _entry([])
+    with entry._wake:
+        long = entry.translate(["x" * (BATCH_CHARS // 2)] * 32)
+        short = entry.translate(["a dog ."])
+        gone = entry.translate(["y"] * 500)
+        gone.drop()
+    assert short.future.result(timeout=10) == [[("A DOG .", -1.0)]]
+    assert len(long.future.result(timeout=10)) == 32
+    batches = entry.model.batches
+    assert "a dog ." in batches[0] and max(len(b) for b in batches) <= 2  # never more than BATCH_CHARS in one
+    assert not any("y" in b for b in batches) and entry.dropped == 500
+
+
+def _raw(server, request, read=True):
+    import socket
+
+    host, port = server.url.removeprefix("http://").split(":")
+    s = socket.create_connection((host, int(port)), timeout=20)
+    s.sendall(request)
+    if not read:
+        return s
+    with s:
+        return s.recv(4096).decode("latin-1")
+
+
+def test_the_server_holds_against_one_hostile_client(model, tmp_path):
+    """Issue 77.3, 77.4, 77.6, 77.7, 77.10: an unencodable input is a 400 of its own; an oversized Content-Length
+    is a 413 before the body is read; idle connections beyond -connection_limit are closed after
+    -connection_timeout; /health answers while the only worker translates; a client that hangs up has its
+    sentences dropped; a stop during a request leaves no traceback."""
+    server = Server(config(tmp_path, model), "-workers", "1", "-connection_limit", "5", "-connection_timeout", "1")
+    try:
+        status, body = server.call("/translator/translate", raw=b'[{"src": "un \\ud800 chien", "id": 100}]')
+        assert status == 400 and body == {"status": "error",
+                                          "error": "input 0: not Unicode text: a lone surrogate U+D800 at character 3"}
+        start = time.monotonic()
+        head = _raw(server, b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                            b"Content-Length: 300000000\r\n\r\n[{")
+        assert head.startswith("HTTP/1.1 413") and time.monotonic() - start < 5
+        idle = [_raw(server, b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Length: 99\r\n\r\n[",
+                     read=False) for _ in range(8)]  # more half-sent requests than -connection_limit
+        start = time.monotonic()
+        assert server.call("/health")[0] == 200 and time.monotonic() - start < 10
+        for s in idle:
+            s.close()
+        answer = {}
+        many = [{"src": s, "id": 100} for s in SENTENCES * 40]
+        t = threading.Thread(target=lambda: answer.update(r=server.call("/translator/translate", many)))
+        t.start()
+        time.sleep(0.5)
+        start = time.monotonic()
+        status, health = server.call("/translator/health")  # the only worker is busy with the 800 sentences
+        assert status == 200 and time.monotonic() - start < 2 and t.is_alive()
+        t.join(timeout=300)
+        assert answer["r"][0] == 200 and len(answer["r"][1][0]) == len(many)
+        body = json.dumps(many).encode()
+        s = _raw(server, b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body, read=False)
+        time.sleep(0.3)
+        s.close()  # gone before its answer
+        deadline = time.monotonic() + 60
+        while server.call("/health")[1]["models"]["100"]["dropped"] == 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert server.call("/health")[1]["models"]["100"]["dropped"] > 0
+        t = threading.Thread(target=lambda: answer.update(r=server.call("/translator/translate", many)))
+        t.start()
+        time.sleep(0.5)
+    finally:
+        assert server.stop() == 0  # during a request
+    t.join(timeout=300)
+    log = server.proc.stderr.read()
+    assert "Traceback" not in log and "Bad file descriptor" not in log, log
+
+
+def test_a_second_signal_stops_a_draining_server_at_once(model, tmp_path):
+    """Issue 77.8: a second Ctrl-C waited up to -request_timeout for the requests in flight."""
+    server = Server(config(tmp_path, model))
+    many = [{"src": s, "id": 100} for s in SENTENCES * 50]
+    def call():
+        try:
+            server.call("/translator/translate", many)
+        except OSError:  # the server stops without answering: that is the point
+            pass
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    time.sleep(0.5)
+    server.proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    start = time.monotonic()
+    server.proc.send_signal(signal.SIGINT)
+    assert server.proc.wait(timeout=30) == 130 and time.monotonic() - start < 5
+    assert "stopped without waiting" in server.proc.stderr.read()
+
+
+def test_models_are_checked_at_start_and_a_later_load_failure_names_no_file(model, tmp_path):
+    """Issue 77.5: a lazy model with a damaged file answered every request with the checkpoint's absolute path
+    (a mistyped lexicon with the file's first line). Every entry is loaded at start-up; a load that fails later is
+    a 503 naming the model's id, the details in the server's log."""
+    import shutil
+
+    bad = tmp_path / "damaged.pt"
+    bad.write_bytes(b"API_KEY=secret\n")
+    conf = tmp_path / "conf.json"
+    conf.write_text(json.dumps({"models": [{"id": 1, "model": str(bad), "load": False}]}), encoding="utf-8")
+    res = subprocess.run([sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config", str(conf)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stderr.startswith("error: model 1: ") and res.stderr.count("\n") == 1
+    copy = tmp_path / "copy.pt"
+    shutil.copy(model, copy)
+    conf.write_text(json.dumps({"models": [{"id": 1, "model": str(copy), "load": False,
+                                            "opt": {"lexicon": str(tmp_path / "lexicon.txt")}}]}), encoding="utf-8")
+    (tmp_path / "lexicon.txt").write_text("un a\n", encoding="utf-8")
+    server = Server(conf)
+    try:
+        (tmp_path / "lexicon.txt").write_text("API_KEY=secret\n", encoding="utf-8")  # damaged after the start
+        status, body = server.call("/translator/translate", [{"src": "un chien .", "id": 1}])
+        assert status == 503 and body["error"] == "model 1 cannot be loaded (the server's log says why)"
+        assert str(tmp_path) not in json.dumps(body) and "API_KEY" not in json.dumps(body)
+    finally:
+        assert server.stop() == 0
+    assert "model 1 cannot be loaded" in server.proc.stderr.read()
+
+
+@pytest.mark.parametrize("conf, needle", [
+    (b'{"models": [{"id": 1, "model": "m.pt"}]}\xff', "not UTF-8 text"),
+    (b'{"models": [{"id": 1, "model": "MODEL", "opt": {"src_lang": 5}}]}', "model 1: onmt_cont.load(): src_lang"),
+    (b'{"models": [{"id": 1, "model": "MODEL", "opt": {"device": "vulkan"}}]}', "model 1: device must be"),
+    (b'{"models": [{"id": 1, "model": "MODEL", "opt": {"gpu": 0}}]}' if not __import__("torch").cuda.is_available()
+     else b"[", "CUDA is not available" if not __import__("torch").cuda.is_available() else "expected"),
+])
+def test_configuration_values_of_the_wrong_type_are_one_line(model, tmp_path, conf, needle):
+    """Issue 77.11: a non-UTF-8 configuration, "src_lang": 5 and a CUDA device on a CPU-only torch ended in
+    tracebacks at start-up."""
+    path = tmp_path / "conf.json"
+    path.write_bytes(conf.replace(b"MODEL", str(model).encode()))
+    res = subprocess.run([sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config", str(path)],
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and needle in res.stderr and res.stderr.count("\n") == 1, res.stderr
+
+
+def test_ctrl_c_while_the_models_load_is_one_line(model, tmp_path, monkeypatch, capsys):
+    """Issue 77.10: Ctrl-C while the models loaded ended in a KeyboardInterrupt traceback."""
+    from onmt_cont.bin import server
+    from onmt_cont.serve.models import ModelEntry
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ModelEntry, "load_at_start", interrupted)
+    with pytest.raises(SystemExit) as exit_:
+        server.main(["-config", str(config(tmp_path, model)), "-port", "0"])
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == "onmt_cont_server: interrupted while loading the models\n"

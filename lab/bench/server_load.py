@@ -5,8 +5,16 @@ same sentences through onmt_cont.load() in this process, one call per sentence a
     python3 lab/bench/server_load.py -model runs/quickstart/model_best.pt -requests 200 [-time_limit 300]
     python3 lab/bench/server_load.py -model M.pt M_ct2 -requests 200     # a checkpoint and its CTranslate2 export
 
+    python3 lab/bench/server_load.py -model M.pt -requests 200 -hostile   # each level again beside a hostile client
+
 Prints requests/s, sentences/s, p50 and p99 latency and the error count per level. The server runs with
--threads 1 and this process with one thread too: compare the rows of one run, as ratios."""
+-threads 1 and this process with one thread too: compare the rows of one run, as ratios.
+
+-hostile runs each level a second time with one more client that attacks while the good ones run (issue 77):
+unencodable text, bodies that are not JSON, a sentence past MAX_CHARS, a Content-Length past the body limit,
+half-sent requests it holds open (up to 20), requests of 64 sentences it hangs up on, unknown model ids, and for
+an export a sentence past its positions. The good clients' rows are reported; the hostile client's requests are
+counted apart."""
 
 import argparse
 import json
@@ -40,6 +48,62 @@ def start_server(model, opt):
         proc.kill()
         sys.exit(f"server_load.py: the server did not start: {line}{proc.stderr.read()[-2000:]}")
     return proc, f"http://{match.group(1)}:{match.group(2)}/translator/translate", conf.name
+
+
+def hostile(url, sentences, stop, export, sent):
+    """One attacking client, until ``stop`` is set; ``sent`` counts its requests by kind."""
+    import socket
+
+    from onmt_cont.serve.app import MAX_BODY, MAX_CHARS
+
+    host, port = url.removeprefix("http://").split("/")[0].split(":")
+    path = "/" + url.removeprefix("http://").split("/", 1)[1]
+    held = []
+
+    def raw(data, keep=False, hang_up=False):
+        try:
+            s = socket.create_connection((host, int(port)), timeout=10)
+            s.sendall(data)
+            if keep:
+                held.append(s)
+                if len(held) > 20:
+                    held.pop(0).close()
+                return
+            if not hang_up:
+                s.recv(1024)
+            s.close()
+        except OSError:
+            pass
+
+    def post(body, **kw):
+        raw(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
+            "\r\n\r\n".encode() + body, **kw)
+
+    many = json.dumps([{"src": s, "id": 1} for s in (sentences * 64)[:64]]).encode()
+    attacks = {
+        "unencodable text": lambda: post(b'[{"src": "un \\ud800 chien", "id": 1}]'),
+        "not JSON": lambda: post(b"[" * 100_000),
+        "a sentence past MAX_CHARS": lambda: post(json.dumps([{"src": "x " * (MAX_CHARS // 2 + 1), "id": 1}])
+                                                  .encode()),
+        "a Content-Length past the limit": lambda: raw(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                                                       f"{MAX_BODY * 20}\r\n\r\n[".encode()),
+        "a half-sent request held open": lambda: raw(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 99"
+                                                     "\r\n\r\n[".encode(), keep=True),
+        "64 sentences, hung up on": lambda: post(many, hang_up=True),
+        "an unknown model id": lambda: post(b'[{"src": "un chien", "id": 12345}]'),
+    }
+    if export:
+        attacks["a sentence past the export's positions"] = lambda: post(
+            json.dumps([{"src": "chien " * 3000, "id": 1}]).encode())
+    while not stop.is_set():
+        for name, attack in attacks.items():
+            if stop.is_set():
+                break
+            attack()
+            sent[name] = sent.get(name, 0) + 1
+            time.sleep(0.02)
+    for s in held:
+        s.close()
 
 
 def level(url, sentences, clients, deadline):
@@ -79,12 +143,23 @@ def measure(model, args, sentences, end, named):
     rows = []
     try:
         for clients in map(int, args.levels.split(",")):
-            lat, errors, secs = level(url, sentences, clients, end)
-            done = len(lat) - errors
-            lat.sort()
-            rows.append((f"{tag}server, {clients} client(s)", done / secs, done / secs,
-                         1000 * statistics.median(lat) if lat else float("nan"),
-                         1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan"), errors))
+            for attacked in (False, True) if args.hostile else (False,):
+                stop, sent = threading.Event(), {}
+                if attacked:
+                    attacker = threading.Thread(target=hostile, args=(url, sentences, stop, os.path.isdir(model),
+                                                                      sent))
+                    attacker.start()
+                lat, errors, secs = level(url, sentences, clients, end)
+                if attacked:
+                    stop.set()
+                    attacker.join()
+                    print(f"{tag}{clients} client(s): the hostile client sent {sum(sent.values())} requests: "
+                          + ", ".join(f"{n} {k}" for k, n in sent.items()), file=sys.stderr)
+                done = len(lat) - errors
+                lat.sort()
+                rows.append((f"{tag}server, {clients} client(s)" + (" + 1 hostile" if attacked else ""),
+                             done / secs, done / secs, 1000 * statistics.median(lat) if lat else float("nan"),
+                             1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan"), errors))
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
@@ -118,6 +193,7 @@ def main(argv=None):
     p.add_argument("-requests", type=int, default=200, help="requests (sentences) per concurrency level")
     p.add_argument("-levels", default="1,8,32")
     p.add_argument("-beam_size", type=int, default=1)
+    p.add_argument("-hostile", action="store_true", help="each level again beside one hostile client (issue 77)")
     p.add_argument("-time_limit", type=float, default=300.0, help="seconds for the whole run; then it stops")
     args = p.parse_args(argv)
     torch.set_num_threads(1)

@@ -8,11 +8,14 @@ are translated as one batch. The server listens on 127.0.0.1 unless -host says o
 SIGTERM or Ctrl-C it stops taking requests, answers those in flight, and exits with status 0."""
 
 import argparse
+import os
 import signal
 import socket
 import sys
 import threading
 import time
+
+from waitress.task import ThreadedTaskDispatcher
 
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.threads import add_threads_arg, apply_threads
@@ -26,6 +29,11 @@ def build_parser():
     p.add_argument("-url_root", default="/translator", help="the API's path: URL_ROOT/translate, URL_ROOT/models")
     p.add_argument("-request_timeout", type=float, default=600.0, help="seconds a request may wait for its answer")
     p.add_argument("-workers", type=int, default=16, help="HTTP worker threads (requests handled at once)")
+    p.add_argument("-connection_limit", type=int, default=100,
+                   help="open connections at most; more wait to be accepted (waitress's connection_limit)")
+    p.add_argument("-connection_timeout", type=float, default=10.0,
+                   help="seconds a connection may stay silent without a whole request before it is closed, so that "
+                        "idle or half-sent connections cannot hold every slot")
     add_threads_arg(p)
     return p
 
@@ -35,25 +43,43 @@ def main(argv=None):
     opt = build_parser().parse_args(argv)
     from waitress.server import create_server
 
-    from onmt_cont.serve.app import create_app
+    from onmt_cont.serve.app import MAX_BODY, create_app
     from onmt_cont.serve.models import read_config
 
-    if not 0 <= opt.port <= 65535 or opt.workers < 1 or not opt.request_timeout > 0:
-        raise UserError("-port must be from 0 to 65535, -workers at least 1 and -request_timeout positive")
+    if not 0 <= opt.port <= 65535 or opt.workers < 1 or not opt.request_timeout > 0 or opt.connection_limit < 1 \
+            or not opt.connection_timeout > 0:
+        raise UserError("-port must be from 0 to 65535, -workers and -connection_limit at least 1, and "
+                        "-request_timeout and -connection_timeout positive")
     apply_threads(opt.threads)
     entries = read_config(opt.config)
-    for entry in entries.values():
-        if entry.preload:
-            entry.ensure_loaded()
+    try:
+        for entry in entries.values():  # every entry, lazy ones too: a damaged file is found now (issue 77.5)
+            entry.load_at_start()
+    except KeyboardInterrupt:
+        print("onmt_cont_server: interrupted while loading the models", file=sys.stderr, flush=True)
+        raise SystemExit(130) from None
     app = create_app(entries, opt.url_root, opt.request_timeout)
     _one_address(opt.host, opt.port)
     try:
-        server = create_server(app, host=opt.host, port=opt.port, threads=opt.workers, ident="onmt_cont")
+        server = create_server(app, host=opt.host, port=opt.port, threads=opt.workers, ident="onmt_cont",
+                               max_request_body_size=MAX_BODY, connection_limit=opt.connection_limit,
+                               channel_timeout=opt.connection_timeout, cleanup_interval=1,
+                               channel_request_lookahead=1,  # so that a request sees its client hang up
+                               _dispatcher=HealthApart({"/health", url_path(opt.url_root) + "/health"}, opt.workers))
     except OSError as exc:
         raise UserError(f"cannot listen on {opt.host}:{opt.port}: {(exc.strerror or str(exc)).lower()}") from None
-    stop = threading.Event()
+    stop, signals = threading.Event(), []
+
+    def on_signal(*_):
+        signals.append(1)
+        if len(signals) > 1:  # a second Ctrl-C while draining: out at once (issue 77.8)
+            print("onmt_cont_server: stopped without waiting for the requests in flight", file=sys.stderr,
+                  flush=True)
+            os._exit(130)
+        stop.set()
+
     for s in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(s, lambda *_: stop.set())
+        signal.signal(s, on_signal)
     threading.Thread(target=_unload_idle, args=(entries, stop), daemon=True).start()
     print(f"onmt_cont_server: serving {len(entries)} model(s) on http://{server.effective_host}:"
           f"{server.effective_port}{url_path(opt.url_root)}", file=sys.stderr, flush=True)
@@ -62,7 +88,8 @@ def main(argv=None):
     # a stop: no new connection, the requests in flight answered, then out
     app.stopping = True
     server.accepting = False
-    server.close()
+    server.del_channel()  # the listening socket only: the loop's trigger stays open for the workers that finish
+    server.socket.close()
     deadline = time.monotonic() + opt.request_timeout
     while (app.in_flight.n or any(getattr(c, "total_outbufs_len", 0) for c in list(server._map.values()))) \
             and time.monotonic() < deadline:
@@ -89,6 +116,28 @@ def _one_address(host, port):
     if len(found) > 1:
         raise UserError(f"-host {host} names {len(found)} addresses ({', '.join(found)}): give one of them, e.g. "
                         f"-host {found[-1]}")
+
+
+class HealthApart(ThreadedTaskDispatcher):
+    """waitress's worker threads, with GET /health served by a thread of its own: it answers while every worker
+    waits on a translation (issue 77.7)."""
+
+    def __init__(self, paths, workers):
+        super().__init__()
+        self.set_thread_count(workers)
+        self.paths, self.health = paths, ThreadedTaskDispatcher()
+        self.health.set_thread_count(1)
+
+    def add_task(self, channel):  # called with the channel's requests_lock held: look, do not wait
+        request = channel.requests[0] if getattr(channel, "requests", None) else None
+        if request is not None and request.command == "GET" and request.path in self.paths:
+            self.health.add_task(channel)
+        else:
+            super().add_task(channel)
+
+    def shutdown(self, cancel_pending=True, timeout=5):
+        self.health.shutdown(cancel_pending, timeout)
+        return super().shutdown(cancel_pending, timeout)
 
 
 def _unload_idle(entries, stop):

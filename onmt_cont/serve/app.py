@@ -3,20 +3,26 @@
 - ``POST {url_root}/translate`` with ``[{"src": "...", "id": N}, ...]`` -> ``[[{"src", "tgt", "n_best",
   "pred_score"}, ...]]``, OpenNMT-py's shape: one list per rank (the inputs' 1-bests, then with ``{"n_best": K}``
   in an input its 2nd-bests in a second list, ...), ``"n_best"`` the count the input asked for;
-- ``GET {url_root}/models``: the configured models; ``GET /health``: status and counts.
+- ``GET {url_root}/models``: the configured models; ``GET /health`` (and ``{url_root}/health``): status and counts,
+  answered by a thread of its own (bin/server.py) even while every worker waits on a translation.
 
-Every bad request gets ``{"error": "..."}`` and a 4xx status; the server stays up."""
+Every error is ``{"status": "error", "error": "..."}`` (OpenNMT-py's body): 4xx for a bad request, 503 for a model
+that cannot be loaded or a timeout, 500 for a translation that failed; what names the server's files goes to its log
+only. A request whose client hangs up is dropped: its sentences not yet translated are not translated."""
 
 import threading
+import time
 
 from flask import Flask, jsonify, request
 from werkzeug.exceptions import HTTPException
 
+from onmt_cont.serve.models import ModelUnavailable, TranslationFailed
 from onmt_cont.utils.errors import UserError
 
 MAX_SENTENCES = 1000  # per request
 MAX_CHARS = 100_000  # per sentence
-MAX_BODY = 16 << 20  # bytes of JSON per request
+MAX_BODY = 16 << 20  # bytes of JSON per request (waitress refuses a longer Content-Length before reading it)
+POLL_S = 0.2  # how often a waiting request checks that its client is still there
 
 
 class InFlight:
@@ -35,7 +41,7 @@ class InFlight:
 
 
 def error(status, message):
-    response = jsonify({"error": message})
+    response = jsonify({"status": "error", "error": message})  # OpenNMT-py's error body
     response.status_code = status
     return response
 
@@ -53,10 +59,12 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
         return error(exc.code, exc.description)
 
     @app.get("/health")
+    @app.get(f"{root}/health")
     def health():
         return jsonify({"status": "stopping" if app.stopping else "ok",
                         "models": {str(m.id): {"loaded": m.model is not None, "batches": m.batches,
-                                               "sentences": m.sentences} for m in entries.values()}})
+                                               "sentences": m.sentences, "dropped": m.dropped}
+                                   for m in entries.values()}})
 
     @app.get(f"{root}/models")
     def models():
@@ -82,6 +90,9 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
                 if not isinstance(item, dict) or not isinstance(item.get("src"), str):
                     return error(400, f"input {i}: expected {{\"src\": \"...\", \"id\": N}}")
                 src, mid, n_best = item["src"], item.get("id", next(iter(entries))), item.get("n_best", 1)
+                bad = _unencodable(src)
+                if bad is not None:
+                    return error(400, f"input {i}: not Unicode text: {bad}")
                 if len(src) > MAX_CHARS:
                     return error(413, f"input {i}: {len(src):,} characters: at most {MAX_CHARS:,} a sentence")
                 if "\n" in src.strip():
@@ -91,21 +102,53 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
                 if not isinstance(n_best, int) or isinstance(n_best, bool) or n_best < 1:
                     return error(400, f"input {i}: \"n_best\" must be a positive integer")
                 groups.setdefault((mid, n_best), []).append((i, src))
-            futures = [(group, entries[mid].translate([s for _, s in group], n_best))
-                       for (mid, n_best), group in groups.items()]
+            jobs = [(group, entries[mid].translate([s for _, s in group], n_best))
+                    for (mid, n_best), group in groups.items()]
+            gone = request.environ.get("waitress.client_disconnected", lambda: False)
             out = [None] * len(inputs)
             try:
-                for group, future in futures:
-                    for (i, src), hyps in zip(group, future.result(timeout=request_timeout), strict=True):
+                for group, job in jobs:
+                    for (i, src), hyps in zip(group, _wait(job, request_timeout, gone), strict=True):
                         out[i] = [{"src": src, "tgt": tgt, "n_best": len(hyps), "pred_score": score}
                                   for tgt, score in hyps]
             except UserError as exc:
                 return error(400, str(exc))
+            except ModelUnavailable as exc:
+                return error(503, str(exc))
+            except TranslationFailed as exc:
+                return error(500, str(exc))
             except TimeoutError:
                 return error(503, f"the translation took more than {request_timeout:g} s")
+            except ConnectionAbortedError:  # the client has gone: nobody reads the answer
+                return error(499, "the client has gone")
+            finally:
+                for _, job in jobs:
+                    job.drop()  # what is still queued of a failed, timed-out or abandoned request is not translated
             # OpenNMT-py's shape: one list per rank (the 1-bests of every input, then the 2nd-bests, ...), each
             # hypothesis saying how many its input asked for ("n_best": 1 for the 1-best alone)
             ranks = max(len(hyps) for hyps in out)
             return jsonify([[hyps[k] for hyps in out if k < len(hyps)] for k in range(ranks)])
 
     return app
+
+
+def _wait(job, timeout, gone):
+    """The job's results, checking every POLL_S that the client is still there (waitress sees it hang up)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return job.future.result(timeout=min(POLL_S, max(0.0, deadline - time.monotonic())))
+        except TimeoutError:
+            if gone():
+                raise ConnectionAbortedError from None
+            if time.monotonic() >= deadline:
+                raise
+
+
+def _unencodable(src):
+    """None, or where ``src`` holds a lone surrogate (JSON's "\\ud800"), which no encoder of text can write."""
+    try:
+        src.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return f"a lone surrogate U+{ord(src[exc.start]):04X} at character {exc.start}"
+    return None

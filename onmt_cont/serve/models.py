@@ -15,6 +15,7 @@ its id: no request can make the server read another file."""
 
 import json
 import os
+import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -24,6 +25,7 @@ from onmt_cont.translate.ct2 import is_export
 from onmt_cont.utils.errors import UserError
 
 MAX_BATCH = 64  # sentences translated as one batch at most
+BATCH_CHARS = 4000  # characters of source in one batch at most (one sentence of any length always fits)
 BATCH_WAIT_S = 0.01  # how long a batch waits for more requests to join it
 
 
@@ -32,6 +34,11 @@ def read_config(path):
     try:
         with open(path, encoding="utf-8") as f:
             conf = json.load(f)
+    except UnicodeDecodeError as exc:
+        raise UserError(f"-config {path}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r}: "
+                        f"{exc.reason})") from None
+    except RecursionError:
+        raise UserError(f"-config {path}: not JSON (nested too deep)") from None
     except OSError as exc:
         raise UserError(f"-config {path}: cannot read it ({(exc.strerror or str(exc)).lower()})") from None
     except json.JSONDecodeError as exc:
@@ -64,15 +71,47 @@ def read_config(path):
     return entries
 
 
-class ModelEntry:
-    """One configured model: loaded on demand, unloaded when idle, translating batches in a worker thread."""
+class ModelUnavailable(Exception):
+    """A model that cannot be loaded: its clients get a 503 naming the model's id; the details (paths, file
+    contents) go to the server's log only (issue 77.5)."""
 
-    def __init__(self, mid, path, opt, timeout, preload):
+    def __init__(self, mid):
+        super().__init__(f"model {mid} cannot be loaded (the server's log says why)")
+
+
+class Job:
+    """One request's sentences for one model: taken a few at a time, between other requests' (issue 77.7)."""
+
+    def __init__(self, sentences, n_best):
+        self.sentences, self.n_best = sentences, n_best
+        self.results, self.taken, self.left = [None] * len(sentences), 0, len(sentences)
+        self.future, self.dropped = Future(), False
+
+    def drop(self):
+        """The client has gone or timed out: its sentences not yet translated are not translated."""
+        self.dropped = True
+
+    def fail(self, exc):
+        if not self.future.done():
+            self.future.set_exception(exc)
+        self.dropped = True
+
+
+class ModelEntry:
+    """One configured model: loaded on demand, unloaded when idle, translating batches in a worker thread.
+
+    Each batch takes sentences from the waiting requests in turn, one at a time, up to MAX_BATCH sentences and
+    BATCH_CHARS characters: a one-sentence request waits for at most one batch, not for the whole of a long request
+    before it. A batch that fails is retried request by request, so one client's bad input fails its own request
+    only (issue 77.3)."""
+
+    def __init__(self, mid, path, opt, timeout, preload, log=None):
         self.id, self.path, self.opt, self.timeout, self.preload = mid, path, opt, timeout, preload
         self.model, self.last_used = None, time.monotonic()
         self._lock = threading.Lock()  # loading and unloading
         self._queue, self._wake = [], threading.Condition()
-        self.batches = self.sentences = 0  # translated so far (GET /health)
+        self.batches = self.sentences = self.dropped = 0  # translated so far, skipped for gone clients (GET /health)
+        self._log = log or (lambda message: print(f"onmt_cont_server: {message}", file=sys.stderr, flush=True))
         self._worker = threading.Thread(target=self._work, name=f"model-{mid}", daemon=True)
         self._worker.start()
 
@@ -81,11 +120,30 @@ class ModelEntry:
                 "loaded": self.model is not None, "timeout": self.timeout}
 
     def ensure_loaded(self):
+        """The loaded model; a failure is logged with its details and raised as ModelUnavailable."""
         with self._lock:
             if self.model is None:
-                self.model = load(self.path, **self.opt)
+                try:
+                    self.model = load(self.path, **self.opt)
+                except Exception as exc:  # noqa: BLE001 - whatever went wrong, clients see only the id
+                    self._log(f"model {self.id} cannot be loaded: {exc}")
+                    raise ModelUnavailable(self.id) from None
             self.last_used = time.monotonic()
             return self.model
+
+    def load_at_start(self):
+        """At start-up: load a preloaded entry, and load then close a lazy one, so that a damaged file or a bad
+        option stops the server in one line now, not a client later (issue 77.5)."""
+        try:
+            model = load(self.path, **self.opt)
+        except UserError as exc:
+            raise UserError(f"model {self.id}: {exc}") from None
+        except (Exception, AssertionError) as exc:  # noqa: BLE001 - the operator's console: say what it was
+            raise UserError(f"model {self.id}: cannot be loaded: {type(exc).__name__}: {exc}") from None
+        if self.preload:
+            self.model, self.last_used = model, time.monotonic()
+        else:
+            model.close()
 
     def unload_if_idle(self, now):
         if self.timeout < 0 or self.model is None:
@@ -98,12 +156,36 @@ class ModelEntry:
         return True
 
     def translate(self, sentences, n_best=1):
-        """Queue ``sentences`` (strings) -> a Future of their [(translation, score), ...] lists, in order."""
-        future = Future()
+        """Queue ``sentences`` (strings) -> a Job whose ``future`` gives their [(translation, score), ...] lists."""
+        job = Job(sentences, n_best)
         with self._wake:
-            self._queue.append((sentences, n_best, future))
+            self._queue.append(job)
             self._wake.notify()
-        return future
+        return job
+
+    def _next_batch(self):
+        """Sentences from the waiting jobs of the oldest job's n_best, in turn -> [(job, index, sentence)]."""
+        with self._wake:
+            for job in [j for j in self._queue if j.dropped]:
+                self.dropped += len(job.sentences) - job.taken
+                self._queue.remove(job)
+            if not self._queue:
+                return []
+            n_best = self._queue[0].n_best
+            jobs = [j for j in self._queue if j.n_best == n_best]
+            batch, chars = [], 0
+            while jobs and len(batch) < MAX_BATCH:
+                for job in list(jobs):
+                    src = job.sentences[job.taken]
+                    if batch and (len(batch) == MAX_BATCH or chars + len(src) > BATCH_CHARS):
+                        return batch
+                    batch.append((job, job.taken, src))
+                    chars += len(src)
+                    job.taken += 1
+                    if job.taken == len(job.sentences):
+                        jobs.remove(job)
+                        self._queue.remove(job)
+            return batch
 
     def _work(self):
         while True:
@@ -111,29 +193,57 @@ class ModelEntry:
                 while not self._queue:
                     self._wake.wait()
             time.sleep(BATCH_WAIT_S)  # let the requests that arrive together join one batch
-            with self._wake:
-                batch, size = [], 0
-                while self._queue and (not batch or size + len(self._queue[0][0]) <= MAX_BATCH):
-                    item = self._queue.pop(0)
-                    if batch and item[1] != batch[0][1]:  # another -n_best: its own batch
-                        self._queue.insert(0, item)
-                        break
-                    batch.append(item)
-                    size += len(item[0])
-            self._run(batch)
+            batch = self._next_batch()
+            if batch:
+                self._run(batch)
 
     def _run(self, batch):
         try:
             model = self.ensure_loaded()
-            sentences = [s for item in batch for s in item[0]]
-            hyps = model.translate(sentences, n_best=batch[0][1], with_score=True)
-            self.batches, self.sentences = self.batches + 1, self.sentences + len(sentences)
-            self.last_used = time.monotonic()
-        except Exception as exc:  # every request of the batch gets the error
-            for _, _, future in batch:
-                future.set_exception(exc)
+        except ModelUnavailable as exc:
+            for job in {id(j): j for j, _, _ in batch}.values():
+                job.fail(exc)
             return
-        start = 0
-        for sentences, _, future in batch:
-            future.set_result(hyps[start:start + len(sentences)])
-            start += len(sentences)
+        jobs = {}
+        for job, i, src in batch:
+            jobs.setdefault(id(job), (job, []))[1].append((i, src))
+        if len(jobs) == 1:
+            self._run_alone(model, *next(iter(jobs.values())))
+            return
+        try:
+            hyps = model.translate([src for _, _, src in batch], n_best=batch[0][0].n_best, with_score=True)
+        except Exception:  # noqa: BLE001 - one request's bad input: retry each request alone (issue 77.3)
+            for job, part in jobs.values():
+                self._run_alone(model, job, part)
+            return
+        for (job, i, _), h in zip(batch, hyps, strict=True):
+            self._finish(job, i, h)
+        self.batches, self.sentences = self.batches + 1, self.sentences + len(batch)
+        self.last_used = time.monotonic()
+
+    def _run_alone(self, model, job, part):
+        try:
+            hyps = model.translate([src for _, src in part], n_best=job.n_best, with_score=True)
+        except UserError as exc:
+            job.fail(exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - logged here; the client gets a 500 that names no file
+            self._log(f"model {self.id} failed on a request: {type(exc).__name__}: {exc}")
+            job.fail(TranslationFailed(self.id))
+            return
+        for (i, _), h in zip(part, hyps, strict=True):
+            self._finish(job, i, h)
+        self.batches, self.sentences = self.batches + 1, self.sentences + len(part)
+        self.last_used = time.monotonic()
+
+    @staticmethod
+    def _finish(job, i, hyps):
+        job.results[i] = hyps
+        job.left -= 1
+        if job.left == 0 and not job.future.done():
+            job.future.set_result(job.results)
+
+
+class TranslationFailed(Exception):
+    def __init__(self, mid):
+        super().__init__(f"model {mid} failed on this request (the server's log says why)")

@@ -19,6 +19,7 @@ MAX_ALPHA = 10.0  # -alpha of -length_penalty wu (GNMT uses 0.6 to 1)
 # softmax models): far past any useful calibration, and score + offset stays finite
 MAX_OFFSET = 1e4
 MAX_FAISS_INT = 2**31 - 1  # faiss's int parameters
+LENGTH_PENALTIES = ("none", "avg", "wu")  # -length_penalty's choices
 
 
 def check_number(flag, value, low=-math.inf, high=math.inf, integer=False, expected=None):
@@ -39,10 +40,13 @@ def check_number(flag, value, low=-math.inf, high=math.inf, integer=False, expec
 
 
 def check_decoding_options(beam_size=1, max_length=None, max_length_ratio=2.0, alpha=0.0, decode_prior=0.0,
-                           decode_prior_cap=0, csls=0, block_ngram_repeat=0, freq_offsets=None, ann=None):
+                           decode_prior_cap=0, csls=0, block_ngram_repeat=0, freq_offsets=None, ann=None,
+                           length_penalty="avg"):
     """Refuse decoding options no search can use (translate.py's names in the messages). The
     checks that need the model (-beam_size and -csls against its vocabulary) are the Translator's."""
     check_number("beam_size", beam_size, 1, integer=True)
+    if length_penalty not in LENGTH_PENALTIES:
+        raise UserError(f"-length_penalty must be one of {', '.join(LENGTH_PENALTIES)}, got {length_penalty!r}")
     if max_length is not None:
         check_number("max_length", max_length, 0, MAX_OUTPUT_LENGTH, integer=True,
                      expected=f"an integer from 0 to {MAX_OUTPUT_LENGTH} (the longest output there is)")

@@ -24,12 +24,14 @@ import json
 import os
 import shutil
 import tempfile
+from types import SimpleNamespace
 
 import torch
 
 from onmt_cont.constants import PAD_ID, UNK_ID
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.models.transformer import TransformerDecoder, TransformerEncoder
+from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.search import BANNED
 from onmt_cont.translate.translator import Translator, alignment, length_limits
 from onmt_cont.translate.unk import replace_unk
@@ -324,6 +326,9 @@ class Ct2Translator(Translator):
     def __init__(self, path, device="cpu", beam_size=1, max_length=None, max_length_ratio=2.0,
                  length_penalty="avg", alpha=0.0, replace_unk=False, lexicon=None, ban_unk=False,
                  block_ngram_repeat=0, threads=1):
+        # translate.py's checks, for the API's keywords too: one set for both engines (issue 77.12)
+        check_decoding_options(beam_size, max_length, max_length_ratio, alpha, block_ngram_repeat=block_ngram_repeat,
+                               length_penalty=length_penalty)
         ct2 = _ctranslate2()
         record, src_vocab, tgt_vocab = read_record(path)
         if length_penalty == "wu":
@@ -384,7 +389,10 @@ class Ct2Translator(Translator):
                            sampling_temperature=self.sampler.temp)
         if prefixes is not None:
             options["target_prefix"] = [list(p) for p in prefixes]
-        results = self.ct2.translate_batch(source, **options)
+        if steps == 0:  # -max_length 0: empty lines, as the checkpoint gives (CTranslate2 refuses a length of 0)
+            results = [SimpleNamespace(hypotheses=[[]], scores=[0.0], attention=None) for _ in source]
+        else:
+            results = self.ct2.translate_batch(source, **options)
         outputs, attns, self.last_raw, nbest = [], [], [], []
         for toks, result, limit in zip(token_lists, results, limits, strict=True):
             hyps = []

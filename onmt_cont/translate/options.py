@@ -5,6 +5,7 @@ translate/checks.py (before any model is loaded) and the Translator."""
 
 from onmt_cont import opts
 from onmt_cont.models.transformer import parse_alignment_layer
+from onmt_cont.translate.checks import LENGTH_PENALTIES
 from onmt_cont.translate.search import MAX_OUTPUT_LENGTH
 from onmt_cont.utils import numbers
 from onmt_cont.utils.device import gpu_option
@@ -63,7 +64,7 @@ def build_parser():
                    "softmax model's, or for continuous models a softmax over the vocabulary of the generator's word "
                    "scores (criterion, word bias, prior, offsets) at the model's own temperature times "
                    "-beam_temperature (docs/usage.md, section 6)")
-    g.add_argument("-length_penalty", choices=["none", "avg", "wu"], default="avg",
+    g.add_argument("-length_penalty", choices=LENGTH_PENALTIES, default="avg",
                    help="beam search: rank finished hypotheses by score / length (avg) or GNMT's penalty (wu). "
                    "Continuous models: per-step scores (cosines, vMF log-densities) are mostly positive, so "
                    "'none' favours long outputs; 'avg' ranks by the mean per-step score")

@@ -39,7 +39,7 @@ class Translator:
         ``beam_temperature``: continuous models under beam search score words by a softmax of their
         scores over the model's own temperature times this (:meth:`set_beam_distribution`)."""
         check_decoding_options(beam_size, max_length, max_length_ratio, alpha, decode_prior, decode_prior_cap, csls,
-                               block_ngram_repeat, freq_offsets, ann)
+                               block_ngram_repeat, freq_offsets, ann, length_penalty)
         data = load_checkpoint(checkpoint_path)
         model, _, src_vocab, tgt_vocab = model_from_checkpoint(data, device, checkpoint_path)
         lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
@@ -92,7 +92,7 @@ class Translator:
                alignment_layer=None, decode_prior=0.0, csls=0, block_ngram_repeat=0, decode_prior_cap=0,
                freq_offsets=None):
         check_decoding_options(beam_size, max_length, max_length_ratio, alpha, decode_prior, decode_prior_cap, csls,
-                               block_ngram_repeat, freq_offsets, ann)
+                               block_ngram_repeat, freq_offsets, ann, length_penalty)
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.block_ngram_repeat = block_ngram_repeat
         self.n_best, self._with_score, self.last_nbest = 1, False, None  # set_n_best, set_with_score

@@ -27,3 +27,21 @@ def resolve_device(gpu):
         raise UserError(f"-gpu {gpu}: only {torch.cuda.device_count()} CUDA device(s)")
     torch.cuda.set_device(gpu)
     return torch.device("cuda", gpu)
+
+
+def check_device(device):
+    """The Python API's ``device`` ("cpu", "cuda", "cuda:N", or a torch.device) -> its string; UserError for
+    another kind, or a GPU this machine does not have (not torch's AssertionError, issue 77.19)."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise UserError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UserError(f"device {device!r}: CUDA is not available on this machine (this PyTorch: "
+                            f"{torch.__version__}); use device 'cpu'")
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise UserError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s)")
+    elif parsed.type != "cpu":
+        raise UserError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+    return str(parsed)
