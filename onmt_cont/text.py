@@ -22,6 +22,7 @@ import mosestokenizer
 from mosestokenizer import MosesDetokenizer, MosesTokenizer
 
 from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.io import drop_invisible
 
 
 def _spm_entry(path, flag):
@@ -127,6 +128,7 @@ def moses_languages():
 
 
 # a few names users type for a code (-src_lang french): the code to suggest
+DETOK_SENTINEL = "onmtcontsentinel"  # a word appended to an output line that Moses would take for an XML tag
 LANGUAGE_NAMES = {"english": "en", "french": "fr", "francais": "fr", "german": "de", "deutsch": "de", "spanish": "es",
                   "italian": "it", "portuguese": "pt", "dutch": "nl", "russian": "ru", "czech": "cs", "finnish": "fi",
                   "polish": "pl", "romanian": "ro", "swedish": "sv", "greek": "el", "hungarian": "hu",
@@ -266,7 +268,7 @@ class TextPipeline:
         if "\n" in line.strip():
             raise UserError(f"a sentence holds a line break ({line.strip()!r:.60}): give one sentence per string "
                             "(split the text at its line breaks first)")
-        line = line.replace("\r", " ").strip()
+        line = drop_invisible(line.replace("\r", " ")).strip()
         if not line:
             return ""
         with self._lock:
@@ -295,8 +297,14 @@ class TextPipeline:
         """One tokenized output line -> running text (unchanged without ``tgt_lang``)."""
         if self._detok is None or not line.strip():
             return line
+        tokens = line.split()
+        # Moses's detokenizer passes a line that starts with "<" and ends with ">" through untouched, taking it for
+        # an XML tag ("<unk> , a man runs . <unk>", issue 77.25): a word after it makes it a sentence again
+        tagged = line.strip().startswith("<") and line.strip().endswith(">")
         with self._lock:
-            text = self._detok(line.split())
+            text = self._detok(tokens + [DETOK_SENTINEL] if tagged else tokens)
+        if tagged:
+            text = text.removesuffix(DETOK_SENTINEL).rstrip()
         return capitalize_first(text) if self.capitalize else text
 
     def close(self):

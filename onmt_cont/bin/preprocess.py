@@ -9,6 +9,7 @@ import contextlib
 import os
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -16,6 +17,7 @@ from collections import Counter
 import numpy as np
 
 from onmt_cont import opts
+from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.corpus import (
     check_parallel,
     data_files,
@@ -25,11 +27,11 @@ from onmt_cont.inputters.corpus import (
     vocab_fingerprint,
     write_manifest,
 )
-from onmt_cont.inputters.vocab import Vocab, build_vocab, lowercase_only, read_vocab_text, save_vocabs
+from onmt_cont.inputters.vocab import RESERVED, Vocab, build_vocab, lowercase_only, read_vocab_text, save_vocabs
 from onmt_cont.text import text_record
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import pid_alive, refuse_output_over_inputs
+from onmt_cont.utils.io import pid_alive, read_lines, refuse_output_over_inputs
 from onmt_cont.utils.locks import prefix_lock
 from onmt_cont.utils.progress import progress, summary
 
@@ -98,7 +100,21 @@ def count_corpus(src_path, tgt_path, opt, total=None):
             stats["kept"] += 1
             src_counts.update(src)
             tgt_counts.update(tgt)
+    for path, counts in ((src_path, src_counts), (tgt_path, tgt_counts)):
+        found = {t: counts[t] for t in RESERVED if counts[t]}
+        if found:
+            first = _first_line_with(path, found, opt.lower)
+            print(f"warning: {path}: {', '.join(f'{n:,} {t}' for t, n in found.items())} in the text (first at line "
+                  f"{first}): spelled as the start, end and padding markers, they are read as <unk>, not as markers",
+                  file=sys.stderr)
     return src_counts, tgt_counts, stats
+
+
+def _first_line_with(path, tokens, lower):
+    for lineno, line in read_lines(path):
+        if any(t in tokens for t in (line.lower() if lower else line).split()):
+            return lineno
+    return "?"
 
 
 def _kept_ids(src_path, tgt_path, opt, src_vocab, tgt_vocab, total=None, text=None):
@@ -187,7 +203,7 @@ def _remove_stale_shards(prefix, n_shards):
 
 def _coverage(counts, vocab):
     total = sum(counts.values())
-    covered = sum(c for tok, c in counts.items() if tok in vocab.stoi)
+    covered = sum(c for tok, c in counts.items() if vocab.index(tok) != UNK_ID)
     return covered / total if total else 0.0
 
 

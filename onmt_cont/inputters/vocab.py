@@ -18,9 +18,11 @@ from collections import Counter
 
 import torch
 
-from onmt_cont.constants import EOS_ID, FORMAT_VERSION, PAD_ID, SPECIALS, UNK_ID
+from onmt_cont.constants import BOS, EOS, EOS_ID, FORMAT_VERSION, PAD, PAD_ID, SPECIALS, UNK_ID
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import atomic_write_text, load_checkpoint_data, read_lines
+
+RESERVED = (PAD, BOS, EOS)  # the markers' spellings: never read from text as themselves
 
 
 class Vocab:
@@ -37,16 +39,20 @@ class Vocab:
         if len(self.stoi) != len(self.itos):
             dup = [t for t, c in Counter(self.itos).items() if c > 1][:5]
             raise ValueError(f"vocabulary has duplicate tokens: {dup}")
+        # a word of the text spelled as padding, <s> or </s> is no marker: <unk> (issue 77.22)
+        self._text_ids = {**self.stoi, **dict.fromkeys(RESERVED, UNK_ID)}
 
     def __len__(self):
         return len(self.itos)
 
     def index(self, token):
-        return self.stoi.get(token, UNK_ID)
+        """The id of a token of text; <unk> for one outside the vocabulary or spelled as a marker."""
+        return self._text_ids.get(token, UNK_ID)
 
     def encode(self, tokens):
-        stoi = self.stoi
-        return [stoi.get(t, UNK_ID) for t in tokens]
+        """Tokens of text -> ids (:meth:`index`): a literal ``</s>`` in a corpus does not end the sentence."""
+        ids = self._text_ids
+        return [ids.get(t, UNK_ID) for t in tokens]
 
     def decode(self, ids):
         return [self.itos[i] for i in ids]

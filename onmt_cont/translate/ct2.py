@@ -371,8 +371,8 @@ class Ct2Translator(Translator):
         limits = length_limits(torch.tensor([len(t) for t in token_lists]), self.max_length,
                                self.max_length_ratio).clamp(max=positions - 1).tolist()
         steps = max(limits)
-        stoi = self.src_vocab.stoi
-        source = [[t if t in stoi else self.src_vocab.itos[UNK_ID] for t in toks] for toks in token_lists]
+        unk = self.src_vocab.itos[UNK_ID]
+        source = [[unk if self.src_vocab.index(t) == UNK_ID else t for t in toks] for toks in token_lists]
         options = {
             # every finished hypothesis: CTranslate2 divides its total by the length with </s>, ours (-length_penalty
             # avg) without it, so they are ranked again below. (Its length penalty 0 would give the totals, but

@@ -408,9 +408,21 @@ def decode_line(path, lineno, raw):
     if "\x00" in line:  # UTF-16 without a byte-order mark, or a binary file
         raise UserError(f"{path}, line {lineno}: a NUL byte (at byte {raw.index(0)}): not UTF-8 text "
                         "(UTF-16? save it as UTF-8)")
-    if lineno == 1 and line.startswith("\ufeff"):  # a UTF-8 byte-order mark (Notepad): not a word
-        line = line[1:]
-    return line.rstrip("\r\n")
+    return drop_invisible(line.rstrip("\r\n"))  # a byte-order mark at the start (Notepad) goes with the others
+
+
+# Invisible format characters that would stick to a word and make another, invisible word of it (issue 77.23): a
+# byte-order mark (U+FEFF) anywhere, bidirectional controls (U+200E/F, U+202A-E, U+2066-9), the soft hyphen and the
+# word joiner are dropped; a zero-width space (U+200B), a word break, is read as a space. The zero-width (non-)joiner
+# (U+200C/D) stays: it is part of words in Persian, Indic scripts and emoji.
+_INVISIBLE = re.compile("[\u00ad\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
+_INVISIBLE_MAP = {0x200B: " ", **{ord(c): None for c in "\u00ad\u200e\u200f\u2060\ufeff"},
+                  **{c: None for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}}
+
+
+def drop_invisible(line):
+    """``line`` without the invisible format characters above (a zero-width space becomes a space)."""
+    return line.translate(_INVISIBLE_MAP) if _INVISIBLE.search(line) else line
 
 
 def load_checkpoint_data(path, what="a file written by onmt_cont"):
