@@ -300,3 +300,19 @@ def test_both_engines_refuse_the_same_bad_options(models, exported):
         with onmt_cont.load(Path(path), max_length=0) as m:  # a pathlib.Path; no output at all, as asked
             assert m.translate(TEST[:3]) == ["", "", ""]
             assert [[t for t, _ in h] for h in m.translate(TEST[:2], n_best=1)] == [[""], [""]]
+
+
+def test_a_prefix_past_the_output_limit_is_refused_by_both_engines(models, exported, tmp_path):
+    """Issue 77.15: a -tgt_prefix longer than -max_length: the checkpoint wrote the whole prefix (past the 1,024-word
+    cap), the export cut it at the limit. Both now refuse it, naming the line (across -chunk_size chunks)."""
+    src = tmp_path / "src.txt"
+    src.write_text("un chien .\nun homme .\nune femme .\n", encoding="utf-8")
+    tgt = tmp_path / "tgt.txt"
+    tgt.write_text("a\na dog\na dog runs in the park\n", encoding="utf-8")
+    for model in (models["continuous"], exported["continuous"]):
+        r = translate("-model", model, "-src", src, "-tgt", tgt, "-tgt_prefix", "-max_length", "4", "-chunk_size",
+                      "1")
+        assert r.returncode == 2 and "-tgt_prefix, line 3: a prefix of 6 words is longer than this line's output " \
+                                     "may be (4: -max_length" in r.stderr, r.stderr
+        ok = translate("-model", model, "-src", src, "-tgt", tgt, "-tgt_prefix", "-max_length", "6")
+        assert ok.returncode == 0 and ok.stdout.splitlines()[2].startswith("a dog runs in the park"), ok.stderr

@@ -411,6 +411,7 @@ def run(opt, done):
                         src_spm=src_spm, tgt_spm=tgt_spm)
     with bar, text, ref_ctx, bleu_ctx as bleu, raw_ctx as raw_bleu, output_file(opt.output) as out:
         # islice takes at most sys.maxsize: a larger -chunk_size reads everything at once anyway
+        lines_done = 0
         for lines, refs in read_chunks(src, tgt, min(opt.chunk_size, sys.maxsize)):
             raw_lines = lines
             lines = [text.encode(line) for line in lines]  # tokenized input: only stripped
@@ -423,7 +424,8 @@ def run(opt, done):
                 outputs = translator.translate_lines(lines, opt.batch_size, batch_type=opt.batch_type,
                                                      lower=translator.lower, on_batch=on_batch, raw=raw, nbest=nbest,
                                                      prefixes=refs if opt.tgt_prefix else None, align=align,
-                                                     attn=attn)
+                                                     attn=attn, first_line=lines_done + 1)
+            lines_done += len(lines)
             elapsed += time.time() - start
             if text.target_pieces:  # a SentencePiece target: words before writing and scoring
                 outputs = [text.join_pieces(o) for o in outputs]

@@ -352,6 +352,12 @@ class Ct2Translator(Translator):
         self.sampler, self.report_align, self.last_align, self.attn_debug = None, False, None, False
         self.words_out = self.unk_out = 0
 
+    def output_limit(self, source_length):
+        return min(super().output_limit(source_length), self.record.get("positions", POSITIONS) - 1)
+
+    def _limit_note(self):
+        return f"; the export's positions, {self.record.get('positions', POSITIONS)}, less one"
+
     def set_ensemble(self, others, names):
         if others:
             raise UserError("-engine ctranslate2 decodes one exported model; an ensemble needs -engine torch")

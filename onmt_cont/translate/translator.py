@@ -14,7 +14,15 @@ from onmt_cont.translate.calibration import model_record, offset_vector
 from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.ensemble import Ensemble
 from onmt_cont.translate.open_vocab import extend_model, read_extension
-from onmt_cont.translate.search import BANNED, BANNED_WITH_UNK, Sampler, beam_search, greedy_search, length_limits
+from onmt_cont.translate.search import (
+    BANNED,
+    BANNED_WITH_UNK,
+    MAX_OUTPUT_LENGTH,
+    Sampler,
+    beam_search,
+    greedy_search,
+    length_limits,
+)
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError
 
@@ -293,13 +301,20 @@ class Translator:
         words = self.tgt_vocab.decode(ids)
         return replace_unk(words, attn, src_tokens, self.lexicon) if self.replace_unk else words
 
+    def output_limit(self, source_length):
+        """The longest output of a source of ``source_length`` tokens (search.length_limits)."""
+        return int(length_limits(torch.tensor([source_length]), self.max_length, self.max_length_ratio)[0])
+
+    def _limit_note(self):
+        return ""
+
     @property
     def scored(self):
         """Whether decoding keeps each sentence's hypotheses and scores (-n_best above 1 or -with_score)."""
         return self.n_best > 1 or self._with_score
 
     def translate_lines(self, lines, batch_size=32, lower=False, on_batch=None, raw=None, batch_type="sents",
-                        nbest=None, prefixes=None, align=None, attn=None):
+                        nbest=None, prefixes=None, align=None, attn=None, first_line=1):
         """Translate sentences (strings); an empty line gives an empty line. Order is kept.
         ``on_batch(n)``: called with the number of lines done (a progress bar's update);
         ``raw``: a list that receives the outputs before ``<unk>`` replacement, in the same order
@@ -309,8 +324,16 @@ class Translator:
         ``prefixes``: per line, the target text its translation starts with (tokens, as the model writes);
         ``align``: a list that receives, per line, its word alignment "SRC-TGT ..." (-report_align);
         ``attn``: a list that receives, per line, its attention [output len, source len] (None for an empty
-        line; -attn_debug)."""
+        line; -attn_debug). ``first_line``: the number of ``lines[0]`` in its file, for messages."""
         token_lists = [(line.lower() if lower else line).split() for line in lines]
+        if prefixes is not None:  # one rule for both engines (issue 77.15): a prefix must fit the output's limit
+            for i, (tokens, prefix) in enumerate(zip(token_lists, prefixes, strict=True)):
+                words, limit = len(prefix.split()), self.output_limit(len(tokens))
+                if words > limit:
+                    raise UserError(f"-tgt_prefix, line {first_line + i}: a prefix of {words} words is longer than "
+                                    f"this line's output may be ({limit}: -max_length, else -max_length_ratio × the "
+                                    f"source's length + 10, at most {MAX_OUTPUT_LENGTH}{self._limit_note()}): shorten "
+                                    "the line or raise the limit")
         order = sorted((i for i, t in enumerate(token_lists) if t), key=lambda i: len(token_lists[i]))
         results = [""] * len(lines)
         raw_results = [""] * len(lines)
