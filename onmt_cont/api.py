@@ -71,6 +71,11 @@ class Model:
             if not tokenized and tgt_spm is None:
                 tgt_spm = checked_spm(record, "tgt", checkpoint)
         self.text = TextPipeline(src_lang, tgt_lang, bpe_codes, lower=lower, src_spm=src_spm, tgt_spm=tgt_spm)
+        try:
+            self.text.check_fits(self.translator.src_vocab, self.translator.tgt_vocab)
+        except UserError:
+            self.text.close()
+            raise
         self.remove_target_bpe, self.batch_size = remove_target_bpe, batch_size
         self._lock = threading.Lock()  # one translation at a time: the translator keeps per-call state
 

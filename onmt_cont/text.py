@@ -22,7 +22,7 @@ import mosestokenizer
 from mosestokenizer import MosesDetokenizer, MosesTokenizer
 
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import drop_invisible
+from onmt_cont.utils.io import drop_invisible, read_lines
 
 
 def _spm_entry(path, flag):
@@ -208,6 +208,52 @@ def read_spm(model, flag="-src_spm"):
     return sp
 
 
+SPM_FIT = 0.9  # at least this share of a model's words (or a corpus's lines) must be the SentencePiece model's own
+
+
+def _spm_words(vocab):
+    return [w for w in vocab.itos if w not in ("<blank>", "<unk>", "<s>", "</s>")]
+
+
+def check_spm_fits(sp, vocab, flag, name, side):
+    """UserError unless most of ``vocab``'s words are pieces of the SentencePiece model ``sp`` (issue 77.14): a
+    model trained on words, or on another model's pieces, would be fed unseen pieces or have its words glued."""
+    words = _spm_words(vocab)
+    known = sum(sp.piece_to_id(w) != sp.unk_id() for w in words)
+    share = known / max(len(words), 1)
+    if words and share < SPM_FIT:
+        marked = sum(w.startswith("\u2581") for w in words) / len(words)
+        what = ("words, not SentencePiece pieces (none starts with \u2581)" if marked < 0.01 else
+                "the pieces of another SentencePiece model")
+        raise UserError(f"{flag} {name}: only {share:.0%} of the model's {side} vocabulary are pieces of it: the model "
+                        f"was trained on {what}; give the SentencePiece model its data was cut with, or leave "
+                        f"{flag} out")
+
+
+def check_cut_with(sp, path, flag, lower, lines=200):
+    """UserError unless ``path`` (a corpus of pieces) reads as ``sp`` cuts it: its first ``lines`` lines, joined
+    and cut again, give the same pieces (preprocess.py records ``sp`` as the model the data was cut with)."""
+    checked = same = 0
+    first_bad = None
+    for lineno, line in read_lines(path):
+        pieces = line.split()
+        if not pieces:
+            continue
+        text = "".join(pieces).replace("\u2581", " ").strip()
+        again = sp.EncodeAsPieces(text)
+        ok = (again == pieces) or (lower and [p.lower() for p in again] == [p.lower() for p in pieces])
+        same += ok
+        checked += 1
+        if not ok and first_bad is None:
+            first_bad = lineno
+        if checked == lines:
+            break
+    if checked and same / checked < SPM_FIT:
+        raise UserError(f"{flag}: {path} was not cut with it: {checked - same} of its first {checked} lines cut "
+                        f"again give other pieces (first: line {first_bad}); give the SentencePiece model the data "
+                        "was cut with")
+
+
 class CodesText:
     """BPE codes given as their text (a checkpoint's record), where a codes file's path is expected."""
 
@@ -253,6 +299,7 @@ class TextPipeline:
         self._bpe = read_bpe_codes(bpe_codes) if bpe_codes else None
         self._src_spm = read_spm(src_spm, "-src_spm") if src_spm else None
         self._tgt_spm = read_spm(tgt_spm, "-tgt_spm") if tgt_spm else None
+        self._spm_names = (str(src_spm), str(tgt_spm))
         self._tok = self._detok = None
         try:
             self._tok = _started(MosesTokenizer, src_lang, "tokenizer", "a .", no_escape=True) if src_lang else None
@@ -281,6 +328,13 @@ class TextPipeline:
             if self._src_spm is not None:
                 line = " ".join(self._src_spm.EncodeAsPieces(line))
         return line
+
+    def check_fits(self, src_vocab, tgt_vocab):
+        """The SentencePiece models against the model's vocabularies (:func:`check_spm_fits`)."""
+        for sp, vocab, flag, name, side in ((self._src_spm, src_vocab, "-src_spm", self._spm_names[0], "source"),
+                                            (self._tgt_spm, tgt_vocab, "-tgt_spm", self._spm_names[1], "target")):
+            if sp is not None:
+                check_spm_fits(sp, vocab, flag, name, side)
 
     @property
     def target_pieces(self):

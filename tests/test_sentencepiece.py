@@ -2,6 +2,9 @@
 model (softmax models), applied to the Moses-tokenized text, recorded in the checkpoint by preprocess.py
 -src_spm/-tgt_spm, so translate.py and onmt_cont.load() read raw text and write running text with no flags."""
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +95,37 @@ def test_a_file_that_is_no_sentencepiece_model_is_refused(corpus, tmp_path, caps
     assert "-src_spm" in capsys.readouterr().err and not list(tmp_path.glob("x.*"))
     with pytest.raises(UserError, match="not a SentencePiece model"):
         TextPipeline(src_spm=str(d / "tok.train.fr"))
+
+
+def _refused(*args):
+    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-threads", "1", *map(str, args)],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and not res.stdout, res.stderr
+    return res.stderr
+
+
+def test_sentencepiece_models_that_do_not_fit_are_refused(corpus, capsys):
+    """Issue 77.14: -tgt_spm on a model of words glued each line together ("amaninablueshirt..."), a -src_spm the
+    model was not trained with fed it unseen pieces, and preprocess.py recorded a -src_spm other than the one the
+    data was cut with; all without a word."""
+    d = corpus
+    sentencepiece.SentencePieceTrainer.train(input=str(d / "tok.train.fr"), model_prefix=str(d / "other.fr"),
+                                             vocab_size=120, character_coverage=1.0, minloglevel=2,
+                                             model_type="char")
+    with pytest.raises(SystemExit):
+        preprocess.main(["-train_src", str(d / "sp.train.fr"), "-train_tgt", str(d / "tok.train.en"), "-valid_src",
+                         str(d / "sp.valid.fr"), "-valid_tgt", str(d / "tok.valid.en"), "-save_data",
+                         str(d / "wrong"), "-src_lang", "fr", "-tgt_lang", "en", "-src_spm", str(d / "other.fr.model")])
+    assert re.search(r"-src_spm: .*sp.train.fr was not cut with it: \d+ of its first 200 lines cut again give other "
+                     r"pieces \(first: line 1\)", capsys.readouterr().err)
+    assert not list(d.glob("wrong.*"))
+    words = train_model(d, "words", "tok", "-loss", "ce")  # target of words, source of spm.fr pieces
+    err = _refused("-model", words, "-src", d / "raw.test.fr", "-tgt_spm", d / "spm.en.model", "-src_lang", "fr",
+                   "-src_spm", d / "spm.fr.model", "-detokenize", "-tgt_lang", "en")
+    assert "-tgt_spm" in err and "% of the model's target vocabulary are pieces of it: the model was trained on " \
+                                 "words, not SentencePiece pieces" in err, err
+    err = _refused("-model", words, "-src", d / "raw.test.fr", "-src_lang", "fr", "-src_spm", d / "other.fr.model")
+    assert "of the model's source vocabulary are pieces of it: the model was trained on the pieces of another " \
+           "SentencePiece model" in err, err
+    with pytest.raises(UserError, match="-tgt_spm .* of the model's target vocabulary are pieces of it"):
+        onmt_cont.load(words, tgt_spm=str(d / "spm.en.model"))

@@ -28,7 +28,7 @@ from onmt_cont.inputters.corpus import (
     write_manifest,
 )
 from onmt_cont.inputters.vocab import RESERVED, Vocab, build_vocab, lowercase_only, read_vocab_text, save_vocabs
-from onmt_cont.text import text_record
+from onmt_cont.text import check_cut_with, read_spm, text_record
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import pid_alive, read_lines, refuse_output_over_inputs
@@ -263,6 +263,9 @@ def main(argv=None):
     start = time.time()
     # bad codes or models: refused before any work
     text = text_record(opt.src_lang, opt.tgt_lang, opt.src_bpe_codes, src_spm=opt.src_spm, tgt_spm=opt.tgt_spm)
+    for flag, model, corpus in (("-src_spm", opt.src_spm, opt.train_src), ("-tgt_spm", opt.tgt_spm, opt.train_tgt)):
+        if model and text is not None:  # the model recorded must be the one the data was cut with (issue 77.14)
+            check_cut_with(read_spm(model, flag), corpus, flag, opt.lower)
     n_train = check_parallel(opt.train_src, opt.train_tgt)
     n_valid = check_parallel(opt.valid_src, opt.valid_tgt)
 

@@ -410,6 +410,7 @@ def run(opt, done):
     text = TextPipeline(opt.src_lang, opt.tgt_lang if opt.detokenize else None, codes, lower=text_lower,
                         src_spm=src_spm, tgt_spm=tgt_spm)
     with bar, text, ref_ctx, bleu_ctx as bleu, raw_ctx as raw_bleu, output_file(opt.output) as out:
+        text.check_fits(translator.src_vocab, translator.tgt_vocab)  # -src_spm/-tgt_spm the model was trained with
         # islice takes at most sys.maxsize: a larger -chunk_size reads everything at once anyway
         lines_done = 0
         for lines, refs in read_chunks(src, tgt, min(opt.chunk_size, sys.maxsize)):
