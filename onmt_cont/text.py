@@ -200,6 +200,9 @@ def read_spm(model, flag="-src_spm"):
         if isinstance(model, SpmModel):
             sp.LoadFromSerializedProto(model.data)
         else:
+            if os.path.isdir(model):
+                raise UserError(f"{flag} {model}: is a folder; give the SentencePiece model file in it "
+                                "(NAME.model, written by spm_train)")
             if not os.path.isfile(model):
                 raise UserError(f"{flag} {model}: no such file")
             sp.Load(model)

@@ -316,3 +316,31 @@ def test_a_prefix_past_the_output_limit_is_refused_by_both_engines(models, expor
                                      "may be (4: -max_length" in r.stderr, r.stderr
         ok = translate("-model", model, "-src", src, "-tgt", tgt, "-tgt_prefix", "-max_length", "6")
         assert ok.returncode == 0 and ok.stdout.splitlines()[2].startswith("a dog runs in the park"), ok.stderr
+
+
+def test_misleading_messages_of_the_export_and_sentencepiece(models, exported, tmp_path, capsys):
+    """Issue 77.18: -src_spm DIR said "no such file"; convert copied a checkpoint whose embedded SentencePiece model
+    failed its checksum without a word; -alignment_layer 0 on a 1-layer export was refused as "fixed when it was
+    converted (None)"."""
+    from onmt_cont.text import read_spm
+    from onmt_cont.translate.ct2 import check_engine_options
+
+    with pytest.raises(UserError, match=r"-src_spm .*: is a folder; give the SentencePiece model file in it"):
+        read_spm(str(tmp_path), "-src_spm")
+    ckpt = torch.load(models["softmax"], weights_only=True)
+    ckpt["vocab"]["text"]["tgt_spm"] = {"model": b"damaged", "sha256": "0" * 64, "file": "en.model"}
+    damaged = tmp_path / "damaged.pt"
+    torch.save(ckpt, damaged)
+    with pytest.raises(SystemExit):
+        convert_cli.main(["-model", str(damaged), "-output", str(tmp_path / "out")])
+    assert "the SentencePiece model it carries does not match its checksum" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+    with open(os.path.join(exported["continuous"], "onmt_cont.json"), encoding="utf-8") as f:
+        record = json.load(f)
+    assert record["decoder_layers"] == 2 and record["alignment_layer"] is None
+    check_engine_options({"alignment_layer": 1}, record)  # the last of 2: the exported one
+    check_engine_options({"alignment_layer": -1}, record)
+    check_engine_options({"alignment_layer": 0}, {**record, "decoder_layers": 1})  # the only layer
+    with pytest.raises(UserError, match=r"-alignment_layer 0: this export's attention is the last decoder layer "
+                                        r"\(of 2\), fixed when it was converted; convert again"):
+        check_engine_options({"alignment_layer": 0}, record)

@@ -31,6 +31,7 @@ import torch
 from onmt_cont.constants import PAD_ID, UNK_ID
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.models.transformer import TransformerDecoder, TransformerEncoder
+from onmt_cont.text import checked_codes, checked_spm
 from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.search import BANNED
 from onmt_cont.translate.translator import Translator, alignment, length_limits
@@ -205,6 +206,9 @@ def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prio
         _check_replaceable(output, model_path)
     translator = Translator(model_path, "cpu", decode_prior=decode_prior, decode_prior_cap=decode_prior_cap,
                             beam_temperature=beam_temperature, alignment_layer=alignment_layer)
+    for side in ("src", "tgt"):  # a damaged raw-text record is not copied into the export (issue 77.18)
+        checked_spm(translator.text_record, side, model_path)
+    checked_codes(translator.text_record, model_path)
     spec = build_spec(translator)
     gen = translator.model.generator
     record = {
@@ -212,7 +216,8 @@ def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prio
         "continuous": bool(getattr(gen, "continuous", False)),
         "criterion": getattr(gen, "criterion", None), "quantization": quantization or "float32",
         "decode_prior": decode_prior, "decode_prior_cap": decode_prior_cap, "beam_temperature": beam_temperature,
-        "alignment_layer": alignment_layer, "positions": POSITIONS, "lower": translator.lower,
+        "alignment_layer": alignment_layer, "decoder_layers": len(translator.model.decoder.layers),
+        "positions": POSITIONS, "lower": translator.lower,
         "src_vocab": translator.src_vocab.to_dict(), "tgt_vocab": translator.tgt_vocab.to_dict(),
         "text": _jsonable(translator.text_record),
     }
@@ -459,6 +464,19 @@ def check_engine_options(given, record=None):
     for name, default in FIXED_AT_EXPORT.items():
         value = given.get(name, default)
         fixed = (record or {}).get(name, default)
+        if name == "alignment_layer" and value is not None and (record or {}).get("decoder_layers"):
+            # a layer number is the same layer as the exported one counted from either end ("0" of one layer = -1)
+            layers = record["decoder_layers"]
+            exported = -1 if fixed is None else fixed
+            if value == "mean" or exported == "mean":
+                same = value == exported
+            else:
+                same = isinstance(value, int) and -layers <= value < layers and value % layers == exported % layers
+            if same:
+                continue
+            shown = "the last decoder layer" if fixed is None else f"decoder layer {fixed}"
+            raise UserError(f"-alignment_layer {value}: this export's attention is {shown} (of {layers}), fixed when "
+                            f"it was converted; convert again with onmt_cont_convert -alignment_layer {value}")
         if value != default and value != fixed:
             raise UserError(f"-{name} {value}: a CTranslate2 model's output layer was fixed when it was converted "
                             f"(-{name} {fixed}); convert again with onmt_cont_convert -{name} {value}")
