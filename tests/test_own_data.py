@@ -3,6 +3,7 @@ target vectors trained on the target side, preprocess, a preset, raw test source
 
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -150,3 +151,22 @@ def test_own_data_recipe_keeps_case(corpus, tmp_path):
     bad = recipe(tmp_path, OUT=str(tmp_path / "x"), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
                  VALID=str(corpus / "valid"), TEST=str(corpus / "test"), CASED="yes")
     assert bad.returncode == 2 and "CASED must be 0 or 1" in bad.stderr
+
+
+def test_own_data_recipe_says_the_smallest_spm_vocab_that_works(corpus, tmp_path):
+    """Issue 77.20: SUBWORD=sentencepiece with a too small SPM_VOCAB ended in SentencePiece's traceback."""
+    res = recipe(tmp_path, OUT=str(tmp_path / "run"), SRC_LANG="fr", TGT_LANG="en", TRAIN=str(corpus / "train"),
+                 VALID=str(corpus / "valid"), TEST=str(corpus / "test"), SUBWORD="sentencepiece", SPM_VOCAB="10")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-2000:]
+    smallest = int(re.search(r"SPM_VOCAB=10 is too small: the source has \d+ distinct characters and SentencePiece "
+                             r"needs a piece for each and 3 of its own: give SPM_VOCAB of at least (\d+)",
+                             res.stderr).group(1))
+    import sentencepiece
+
+    tok = tmp_path / "run" / "tok" / "train.fr"
+    sentencepiece.SentencePieceTrainer.train(input=str(tok), model_prefix=str(tmp_path / "ok"), vocab_size=smallest,
+                                             character_coverage=1.0, hard_vocab_limit=False, minloglevel=2)
+    with pytest.raises(RuntimeError, match="smaller than required_chars"):
+        sentencepiece.SentencePieceTrainer.train(input=str(tok), model_prefix=str(tmp_path / "no"),
+                                                 vocab_size=smallest - 1, character_coverage=1.0,
+                                                 hard_vocab_limit=False, minloglevel=2)

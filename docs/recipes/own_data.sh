@@ -86,10 +86,16 @@ SRC_TXT=$TOK; codes=()
 if [ "$SUBWORD" = sentencepiece ]; then
   log "2. a SentencePiece model of $SPM_VOCAB pieces on the (tokenized) source side"
   SRC_TXT=$OUT/pieces; mkdir -p "$SRC_TXT"
-  "$PYTHON" -c 'import sys, sentencepiece as s
-s.SentencePieceTrainer.train(input=sys.argv[1], model_prefix=sys.argv[2], vocab_size=int(sys.argv[3]),
-                             character_coverage=1.0, hard_vocab_limit=False, minloglevel=2)' \
-    "$TOK/train.$SRC_LANG" "$OUT/spm.$SRC_LANG" "$SPM_VOCAB"
+  "$PYTHON" -c 'import re, sys, sentencepiece as s
+try:
+    s.SentencePieceTrainer.train(input=sys.argv[1], model_prefix=sys.argv[2], vocab_size=int(sys.argv[3]),
+                                 character_coverage=1.0, hard_vocab_limit=False, minloglevel=2)
+except RuntimeError as exc:  # too few pieces for the characters: say the smallest value that works
+    need = re.search(r"smaller than required_chars\. \d+ vs (\d+)", str(exc))
+    sys.exit(f"SPM_VOCAB={sys.argv[3]} is too small: the source has {int(need.group(1)) - 3} distinct characters and "
+             f"SentencePiece needs a piece for each and 3 of its own: give SPM_VOCAB of at least {need.group(1)}"
+             if need else f"SentencePiece cannot train on {sys.argv[1]}: {str(exc).splitlines()[0]}")' \
+    "$TOK/train.$SRC_LANG" "$OUT/spm.$SRC_LANG" "$SPM_VOCAB" || exit 2
   for split in train valid; do
     "$PYTHON" -c 'import sys, sentencepiece as s
 sp = s.SentencePieceProcessor(model_file=sys.argv[1])
