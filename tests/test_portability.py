@@ -206,6 +206,9 @@ def test_amp_auto_picks_bfloat16_only_where_it_was_measured_to_pay(monkeypatch):
     assert _amp_choice(TRANSFORMER_CE + ["-amp", "false"]) == (None, None)
     assert _amp_choice(TRANSFORMER_CE, "meta") == (None, None)  # not a CPU: float32, as before
     assert _amp_choice(TINY + ["-tgt_emb", "x"]) == (None, None)  # an LSTM: not measured
+    continuous = [a for a in TRANSFORMER_CE if a not in ("-loss", "ce", "-label_smoothing", "0.1")] + ["-tgt_emb", "x"]
+    assert _amp_choice(continuous + ["-loss", "nllvmf_nce"])[0] == torch.bfloat16  # the continuous presets' loss
+    assert _amp_choice(continuous + ["-loss", "nllvmf"]) == (None, None)  # not measured: float32
     monkeypatch.setattr(build, "fast_bf16_cpu", lambda: (False, "ONEDNN_MAX_CPU_ISA=AVX2 keeps oneDNN from it"))
     dtype, note = _amp_choice(TRANSFORMER_CE)
     assert dtype is None and "float32 (ONEDNN_MAX_CPU_ISA=AVX2 keeps" in note

@@ -179,7 +179,12 @@ def main(argv=None):
     if argv == ["-worker"]:
         return worker()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-data", required=True, help="preprocess.py -share_vocab data of joint BPE (the softmax preset)")
+    p.add_argument("-data", help="preprocess.py -share_vocab data of joint BPE (the softmax preset; none: no softmax "
+                   "rows)")
+    p.add_argument("-softmax_config", default=os.path.join(ROOT, "configs/transformer_tiny_softmax.yaml"),
+                   help="the softmax rows' preset (e.g. configs/transformer_softmax.yaml on the quickstart's data)")
+    p.add_argument("-continuous_config", default=os.path.join(ROOT, "configs/transformer_tiny_continuous.yaml"),
+                   help="the continuous rows' preset")
     p.add_argument("-continuous_data", help="source pieces against target words (the continuous preset)")
     p.add_argument("-tgt_emb", help="the continuous preset's target table (embeddings_to_torch.py)")
     p.add_argument("-batches", type=int, default=20, help="real batches timed per row")
@@ -193,10 +198,9 @@ def main(argv=None):
     p.add_argument("-profile", action="store_true", help="operators' self time per update, per row")
     p.add_argument("-profile_steps", type=int, default=3)
     args = p.parse_args(argv)
-    softmax = os.path.join(ROOT, "configs/transformer_tiny_softmax.yaml")
-    presets = [("softmax", ["-config", softmax, "-data", args.data])]
+    presets = [("softmax", ["-config", os.path.abspath(args.softmax_config), "-data", args.data])] if args.data else []
     if args.continuous_data:
-        presets.append(("continuous", ["-config", os.path.join(ROOT, "configs/transformer_tiny_continuous.yaml"),
+        presets.append(("continuous", ["-config", os.path.abspath(args.continuous_config),
                                        "-data", args.continuous_data, "-tgt_emb", args.tgt_emb]))
     common = ["-save_model", os.path.join(tempfile.mkdtemp(prefix="tiny_step_"), "m"), "-threads", "1", "-seed", "1"]
     rows = []
@@ -236,7 +240,7 @@ def main(argv=None):
         limit = peaks["bfloat16" if "bfloat16" in r.info["amp"] else "float32"]
         print(f"| {r.label} | {mean:.3f} | {statistics.median(r.times):.3f} | {ref[preset] / sum(r.times):.2f} | "
               f"{gf:.1f} | {gf / mean:.0f} | {gf / mean / limit:.0%} |")
-    if args.peer:
+    if args.peer and args.data:
         steps = [int(x) for x in args.peer_steps.split(",")]
         with tempfile.TemporaryDirectory() as work:
             s = peer_seconds(args.peer_text or args.data, steps, work)

@@ -40,18 +40,23 @@ def load_table(path: str, tgt_vocab: Vocab) -> torch.Tensor:
     return table
 
 
+AUTO_BF16_LOSSES = ("ce", "nllvmf_nce")  # -amp auto's bfloat16: the losses whose curves were measured against fp32
+
+
 def amp_dtype(opt, device=None):
     """-amp -amp_dtype on ``device`` -> (the autocast dtype or None, a line for the log or None).
 
     -amp auto picks bfloat16 where it was measured to pay at the same learning curve: a Transformer trained with
-    -loss ce on a CPU whose bfloat16 products run on bfloat16 instructions (lab/bench/tiny_step.py, the first
-    1,000 updates of the Tiny preset in docs/benchmarks.md); elsewhere float32, as before."""
+    -loss ce or nllvmf_nce (the presets' losses) on a CPU whose bfloat16 products run on bfloat16 instructions
+    (lab/bench/tiny_step.py; the first 1,000 updates of both Tiny presets, two seeds a side, in docs/benchmarks.md);
+    elsewhere float32, as before."""
     amp = getattr(opt, "amp", False)  # checkpoints' options before -amp auto hold True or False
     if amp != "auto":
         return ({"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if amp else None), None
     if device is None or device.type != "cpu":
         return None, None
-    if architecture(opt) != ("transformer", "transformer") or opt.loss != "ce" or opt.amp_dtype != "bf16":
+    if architecture(opt) != ("transformer", "transformer") or opt.loss not in AUTO_BF16_LOSSES \
+            or opt.amp_dtype != "bf16":
         return None, None
     fast, why = fast_bf16_cpu()
     if not fast:
