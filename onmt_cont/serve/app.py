@@ -102,9 +102,9 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
                 if not isinstance(n_best, int) or isinstance(n_best, bool) or n_best < 1:
                     return error(400, f"input {i}: \"n_best\" must be a positive integer")
                 groups.setdefault((mid, n_best), []).append((i, src))
-            jobs = [(group, entries[mid].translate([s for _, s in group], n_best))
-                    for (mid, n_best), group in groups.items()]
             gone = request.environ.get("waitress.client_disconnected", lambda: False)
+            jobs = [(group, entries[mid].translate([s for _, s in group], n_best, gone))
+                    for (mid, n_best), group in groups.items()]
             out = [None] * len(inputs)
             try:
                 for group, job in jobs:

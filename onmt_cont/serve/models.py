@@ -82,10 +82,16 @@ class ModelUnavailable(Exception):
 class Job:
     """One request's sentences for one model: taken a few at a time, between other requests' (issue 77.7)."""
 
-    def __init__(self, sentences, n_best):
+    def __init__(self, sentences, n_best, gone=None):
         self.sentences, self.n_best = sentences, n_best
         self.results, self.taken, self.left = [None] * len(sentences), 0, len(sentences)
         self.future, self.dropped = Future(), False
+        self._gone = gone  # whether the client has hung up (waitress's client_disconnected), asked at each batch
+
+    def is_dropped(self):
+        if not self.dropped and self._gone is not None and self._gone():
+            self.dropped = True
+        return self.dropped
 
     def drop(self):
         """The client has gone or timed out: its sentences not yet translated are not translated."""
@@ -155,9 +161,10 @@ class ModelEntry:
         model.close()
         return True
 
-    def translate(self, sentences, n_best=1):
-        """Queue ``sentences`` (strings) -> a Job whose ``future`` gives their [(translation, score), ...] lists."""
-        job = Job(sentences, n_best)
+    def translate(self, sentences, n_best=1, gone=None):
+        """Queue ``sentences`` (strings) -> a Job whose ``future`` gives their [(translation, score), ...] lists.
+        ``gone``: a function that says whether the client has hung up: its sentences are then skipped."""
+        job = Job(sentences, n_best, gone)
         with self._wake:
             self._queue.append(job)
             self._wake.notify()
@@ -166,7 +173,7 @@ class ModelEntry:
     def _next_batch(self):
         """Sentences from the waiting jobs of the oldest job's n_best, in turn -> [(job, index, sentence)]."""
         with self._wake:
-            for job in [j for j in self._queue if j.dropped]:
+            for job in [j for j in self._queue if j.is_dropped()]:
                 self.dropped += len(job.sentences) - job.taken
                 self._queue.remove(job)
             if not self._queue:
