@@ -50,7 +50,8 @@ class Model:
         replace_unk = decoding.pop("replace_unk", lexicon is not None)
         _check_names(decoding)
         if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (beam_size, batch_size)):
-            raise UserError(f"beam_size and batch_size must be at least 1, got {beam_size} and {batch_size}")
+            raise UserError(f"beam_size and batch_size must be whole numbers, at least 1, got {beam_size!r} and "
+                            f"{batch_size!r}")
         if engine not in (None, "torch", "ctranslate2"):
             raise UserError(f"onmt_cont.load(): engine must be 'torch' or 'ctranslate2', got {engine!r}")
         if resolve_engine(engine, checkpoint) == "ctranslate2":
@@ -125,6 +126,8 @@ class Model:
         and -with_score."""
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences; wrap a single one in a list")
+        if not isinstance(with_score, bool):
+            raise UserError(f"translate(): with_score takes True or False, got {with_score!r}")
         if n_best is not None and (isinstance(n_best, bool) or not isinstance(n_best, int)):
             raise UserError(f"translate(): n_best takes a whole number of hypotheses, got {n_best!r}")
         if self._closed:
@@ -170,6 +173,10 @@ FLAG_NAMES = {"src_bpe_codes": "bpe_codes", "lookup_dict": "lexicon", "ban_unk_t
 DECODING = [name for name in inspect.signature(Translator.__init__).parameters
             if name not in ("self", "checkpoint_path", "device", "beam_size", "replace_unk", "lexicon", "freq_offsets",
                             "decode_prior", "ann")]
+
+
+_DEFAULTS = {**{n: p.default for n, p in inspect.signature(Translator.__init__).parameters.items()},
+             **{n: p.default for n, p in inspect.signature(Model.__init__).parameters.items()}, "replace_unk": False}
 
 
 def _path_arg(name, value, optional=False):
@@ -232,4 +239,7 @@ def load(checkpoint, **options):
             raise UserError(f"onmt_cont.load(): gpu takes a CUDA device id (0, 1, ...; -1 or None for the CPU), "
                             f"got {gpu!r}")
         options["device"] = "cpu" if gpu is None or gpu < 0 else f"cuda:{gpu}"  # OpenNMT-py's gpu -1: the CPU
+    for name, value in options.items():  # a flag of translate.py's: True or False, not a truthy string (issue 77)
+        if isinstance(_DEFAULTS.get(name), bool) and not isinstance(value, bool):
+            raise UserError(f"onmt_cont.load(): {name} takes True or False, got {value!r}")
     return Model(checkpoint, **options)

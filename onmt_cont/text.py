@@ -21,7 +21,7 @@ import warnings
 import mosestokenizer
 from mosestokenizer import MosesDetokenizer, MosesTokenizer
 
-from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.errors import UserError, printable
 from onmt_cont.utils.io import drop_invisible, read_lines
 
 
@@ -54,6 +54,36 @@ def text_record(src_lang=None, tgt_lang=None, bpe_codes=None, lower=True, src_sp
                              "file": os.path.basename(bpe_codes)}
     record["src_spm"] = _spm_entry(src_spm, "-src_spm") if src_spm else None
     record["tgt_spm"] = _spm_entry(tgt_spm, "-tgt_spm") if tgt_spm else None
+    return record
+
+
+def check_text_record(record, where):
+    """``record`` (a checkpoint's or an export's raw-text record) as preprocess.py writes it, else a UserError naming
+    ``where``: a file edited or damaged after it was written must not reach Moses, subword-nmt or the terminal."""
+    if record is None:
+        return None
+
+    def bad(what):
+        raise UserError(f"{where}: its raw-text record is damaged ({what}): write it again (preprocess.py, "
+                        "onmt_cont_convert)")
+
+    if not isinstance(record, dict):
+        bad(f"expected a mapping, got {type(record).__name__}")
+    for key in ("src_lang", "tgt_lang"):
+        value = record.get(key)
+        if value is not None and not (isinstance(value, str) and re.fullmatch(r"[a-z]{2,3}", value)):
+            bad(f"{key} is {printable(repr(value))[:60]}, not a language code")
+    if not record.get("src_lang") and not record.get("tgt_lang"):
+        bad("no language")
+    if not isinstance(record.get("lower", True), bool) or not isinstance(record.get("moses", {}), dict):
+        bad("lower must be true or false and moses a mapping")
+    for key, content in (("src_bpe", str), ("src_spm", bytes), ("tgt_spm", bytes)):
+        entry = record.get(key)
+        if entry is None:
+            continue
+        if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and isinstance(entry.get("file"), str)
+                and isinstance(entry.get("codes" if content is str else "model"), content)):
+            bad(f"{key} is not an embedded {'codes file' if content is str else 'SentencePiece model'}")
     return record
 
 
@@ -93,7 +123,7 @@ def describe_record(record):
                      f"{record['src_bpe']['sha256'][:12]})")
     if record.get("tgt_lang"):
         parts.append(f"output detokenized as {record['tgt_lang']}")
-    return "; ".join(parts)
+    return printable("; ".join(parts))  # names read from the checkpoint: no escape sequence reaches the terminal
 
 
 def read_bpe_codes(path):

@@ -196,3 +196,7 @@ def main(argv: list[str] | None = None) -> None:
         written.append(f"{opt.save_alignments} ({len(alignments):,} lines of alignments)")
     summary(f"{'aligned' if opt.alignments is None else 'read the alignments of'} {len(src):,} pairs",
             time.perf_counter() - start, written)
+
+
+if __name__ == "__main__":
+    main()

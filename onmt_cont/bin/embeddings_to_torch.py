@@ -238,3 +238,7 @@ def main(argv=None):
         print("\n".join(report))
     files = " and ".join(path for _, path, _, _ in jobs if path) or "no vector file"
     summary(f"read {n_read:,} vectors from {files}", time.perf_counter() - start, written)
+
+
+if __name__ == "__main__":
+    main()

@@ -365,3 +365,7 @@ def main(argv=None):
             [f"{shards} ({stats['kept']:,} pairs in {n_shards} shard(s) of at most {opt.shard_size:,})",
              f"{opt.save_data}.valid.0.pt ({vstats['kept']:,} pairs)",
              f"{vocab} ({len(src_vocab):,} source, {len(tgt_vocab):,} target types)"])
+
+
+if __name__ == "__main__":
+    main()

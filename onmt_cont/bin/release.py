@@ -48,3 +48,7 @@ def main(argv=None):
     before, after = os.path.getsize(opt.model), os.path.getsize(opt.output)
     print(f"wrote {opt.output}: {after:,} bytes ({after / max(before, 1):.0%} of {opt.model}'s {before:,}); "
           "no optimiser or random state: it translates, it does not resume training")
+
+
+if __name__ == "__main__":
+    main()

@@ -40,3 +40,7 @@ def console():
     """The onmt_cont_train console script: :func:`main` without its return value (a console script's
     return value becomes its exit status)."""
     main()
+
+
+if __name__ == "__main__":
+    main()

@@ -42,7 +42,7 @@ from onmt_cont.translate.options import build_parser
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon, remove_bpe
 from onmt_cont.utils.device import resolve_device
-from onmt_cont.utils.errors import UserError, cli_main
+from onmt_cont.utils.errors import UserError, cli_main, printable
 from onmt_cont.utils.io import (
     atomic_path,
     check_readable,
@@ -222,10 +222,16 @@ LOG_FILES = []  # -log_file's open file, while a run writes it
 def log(text):
     """Every line translate.py prints besides the translations goes to standard error, so standard
     output holds the translations alone when it is the output; and to -log_file when given."""
+    text = printable(text)  # names and lines read from files: no escape sequence reaches the terminal
     print(text, file=sys.stderr, flush=True)
-    for f in LOG_FILES:
-        f.write(text + "\n")
-        f.flush()
+    for f in list(LOG_FILES):
+        try:
+            f.write(text + "\n")
+            f.flush()
+        except OSError as exc:  # a full disk: the log stops, the translation goes on (as train.py's)
+            LOG_FILES.remove(f)
+            print(f"warning: cannot write the log file {f.name}: {exc.strerror or exc}; it is no longer written "
+                  "(the log goes on on standard error)", file=sys.stderr, flush=True)
 
 
 @contextmanager
@@ -237,12 +243,17 @@ def log_file(path):
     from onmt_cont.utils.writable import check_log_file
 
     check_log_file(path)
-    with open(path, "a", encoding="utf-8") as f:
-        LOG_FILES.append(f)
-        try:
-            yield
-        finally:
+    f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below, where a full disk's error is kept quiet
+    LOG_FILES.append(f)
+    try:
+        yield
+    finally:
+        if f in LOG_FILES:
             LOG_FILES.remove(f)
+        try:
+            f.close()
+        except OSError:
+            pass
 
 
 @contextmanager
@@ -482,3 +493,7 @@ def run(opt, done):
         detok, tok = raw_bleu.scores()
         log(f"without -replace_unk (the model's own words, {100 * share:.1f}% <unk>): sacreBLEU {detok:.2f}, "
             f"tokenized BLEU {tok:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -14,6 +14,7 @@ unloads a model idle that long; ``load`` false loads it on its first request. A 
 its id: no request can make the server read another file."""
 
 import json
+import math
 import os
 import sys
 import threading
@@ -22,7 +23,7 @@ from concurrent.futures import Future
 
 from onmt_cont.api import load
 from onmt_cont.translate.ct2 import is_export
-from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.errors import UserError, printable
 
 MAX_BATCH = 64  # sentences translated as one batch at most
 BATCH_CHARS = 4000  # characters of source in one batch at most (one sentence of any length always fits)
@@ -61,6 +62,12 @@ def read_config(path):
         timeout = m.get("timeout", -1)
         if not isinstance(opt, dict) or not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
             raise UserError(f"{where}: \"opt\" must be an object and \"timeout\" a number of seconds (-1: never)")
+        if not math.isfinite(timeout) or (timeout < 0 and timeout != -1):
+            raise UserError(f"{where}: \"timeout\" must be a number of seconds, or -1 (never), got {timeout!r}")
+        if not isinstance(m.get("name", ""), str) or m.get("on_timeout", "unload") not in ("unload", "to_cpu"):
+            raise UserError(f"{where}: \"name\" must be a string and \"on_timeout\" \"unload\" or \"to_cpu\"")
+        if not isinstance(m.get("load", True), bool):
+            raise UserError(f"{where}: \"load\" must be true or false, got {m['load']!r}")
         unknown = set(m) - {"id", "model", "opt", "timeout", "load", "on_timeout", "name"}
         if unknown:
             raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
@@ -117,7 +124,8 @@ class ModelEntry:
         self._lock = threading.Lock()  # loading and unloading
         self._queue, self._wake = [], threading.Condition()
         self.batches = self.sentences = self.dropped = 0  # translated so far, skipped for gone clients (GET /health)
-        self._log = log or (lambda message: print(f"onmt_cont_server: {message}", file=sys.stderr, flush=True))
+        self._log = log or (lambda message: print(f"onmt_cont_server: {printable(message)}", file=sys.stderr,
+                                                  flush=True))
         self._worker = threading.Thread(target=self._work, name=f"model-{mid}", daemon=True)
         self._worker.start()
 

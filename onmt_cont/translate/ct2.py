@@ -20,7 +20,9 @@ in x, and CTranslate2 has no layer for it, so those models are refused rather th
 Padding and <s> (never produced by our search) get a bias of −1e9."""
 
 import base64
+import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -31,14 +33,15 @@ import torch
 from onmt_cont.constants import PAD_ID, UNK_ID
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.models.transformer import TransformerDecoder, TransformerEncoder
-from onmt_cont.text import checked_codes, checked_spm
+from onmt_cont.text import check_text_record, checked_codes, checked_spm
 from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.search import BANNED
 from onmt_cont.translate.translator import Translator, alignment, length_limits
 from onmt_cont.translate.unk import replace_unk
-from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.errors import UserError, printable
 
 CONFIG_NAME = "onmt_cont.json"  # beside CTranslate2's model.bin: what translate.py needs besides the weights
+CRITERIA = ("vmf", "l2")  # the continuous criteria an export decodes exactly (cosine is refused at conversion)
 POSITIONS = 2048  # rows of each side's position table: no longer source is read, no longer output written
 NEVER = -1e9  # the bias of words our search never produces (padding, <s>)
 QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16", "float32")
@@ -237,6 +240,7 @@ def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prio
         spec.validate()
         spec.optimize(quantization=quantization)
         spec.save(tmp)
+        record["files"] = {name: _sha256(os.path.join(tmp, name)) for name in sorted(os.listdir(tmp))}
         with open(os.path.join(tmp, CONFIG_NAME), "w", encoding="utf-8") as f:
             json.dump(record, f)
         ct2.Translator(tmp, device="cpu")  # it loads, or nothing is put in place
@@ -312,13 +316,75 @@ def is_export(path):
 
 
 def read_record(path):
+    """An export's onmt_cont.json, checked -> (record, source Vocab, target Vocab). Every value has the type
+    convert() wrote, and every file it lists still has the sha256 recorded then: an export edited or damaged
+    afterwards is a UserError naming the file, not CTranslate2's traceback or silently other output."""
+    def bad(what):
+        raise UserError(f"-model {path}: not a model onmt_cont_convert wrote ({CONFIG_NAME}: {what})")
+
     try:
         with open(os.path.join(path, CONFIG_NAME), encoding="utf-8") as f:
             record = json.load(f)
+    except (OSError, ValueError, RecursionError) as exc:
+        bad(printable(exc))
+    if not isinstance(record, dict):
+        bad(f"expected a mapping, got {type(record).__name__}")
+    try:
         src, tgt = Vocab.from_dict(record["src_vocab"]), Vocab.from_dict(record["tgt_vocab"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"-model {path}: not a model onmt_cont_convert wrote ({CONFIG_NAME}: {exc})") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        bad(f"its vocabularies: {printable(exc)}")
+    if record.get("format") != 1:
+        bad(f"format {record.get('format')!r}: this onmt_cont reads format 1")
+    types = {"continuous": bool, "lower": bool, "positions": int, "decode_prior": (int, float),
+             "decode_prior_cap": int, "beam_temperature": (int, float), "quantization": str}
+    for key, kind in types.items():
+        value = record.get(key)
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            bad(f"{key} is {value!r}")
+    if record["positions"] < 1 or not all(math.isfinite(record[k]) for k in ("decode_prior", "beam_temperature")):
+        bad("positions must be at least 1, decode_prior and beam_temperature finite")
+    layers = record.get("decoder_layers", 1)
+    if not isinstance(layers, int) or isinstance(layers, bool) or layers < 1:
+        bad(f"decoder_layers is {layers!r}")
+    align = record.get("alignment_layer")
+    if not (align is None or align == "mean" or (isinstance(align, int) and not isinstance(align, bool))):
+        bad(f"alignment_layer is {align!r}")
+    if record["continuous"] and record.get("criterion") not in CRITERIA:
+        bad(f"criterion {record.get('criterion')!r}: expected one of {', '.join(CRITERIA)}")
+    check_text_record(_from_json(record.get("text")), f"-model {path}")
+    files = record.get("files", {})  # exports before the checksums have none
+    if not isinstance(files, dict):
+        bad("files is not a mapping")
+    for name, digest in files.items():
+        if os.path.basename(name) != name or not isinstance(digest, str):
+            bad(f"files lists {name!r}")
+        try:
+            actual = _sha256(os.path.join(path, name))
+        except OSError as exc:
+            raise UserError(f"-model {path}: {name}: cannot read it ({(exc.strerror or str(exc)).lower()}): convert "
+                            "the checkpoint again") from None
+        if actual != digest:
+            raise UserError(f"-model {path}: {name} was changed or damaged after onmt_cont_convert wrote it (its "
+                            "sha256 is not the one recorded): convert the checkpoint again")
+    for side, vocab in (("source", src), ("target", tgt)):  # onmt_cont.json's vocabularies are CTranslate2's
+        name = f"{side}_vocabulary.json"
+        if name in files:
+            try:
+                with open(os.path.join(path, name), encoding="utf-8") as f:
+                    same = json.load(f) == vocab.itos
+            except (OSError, ValueError):
+                same = False
+            if not same:
+                bad(f"its {side} vocabulary is not {name}'s: one of them was edited after the conversion")
     return record, src, tgt
+
+
+def _sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 class Ct2Translator(Translator):
@@ -342,9 +408,13 @@ class Ct2Translator(Translator):
         if beam_size < 1 or beam_size > len(tgt_vocab):
             raise UserError(f"-beam_size {beam_size}: must be from 1 to the target vocabulary's {len(tgt_vocab)}")
         self.record = record
-        self.text_record = _from_json(record.get("text"))
-        self.ct2 = ct2.Translator(path, device="cuda" if str(device).startswith("cuda") else "cpu",
-                                  inter_threads=1, intra_threads=max(int(threads or 1), 1))
+        self.text_record = check_text_record(_from_json(record.get("text")), f"-model {path}")
+        try:
+            self.ct2 = ct2.Translator(path, device="cuda" if str(device).startswith("cuda") else "cpu",
+                                      inter_threads=1, intra_threads=max(int(threads or 1), 1))
+        except (RuntimeError, ValueError) as exc:  # a damaged model.bin of an export without checksums
+            raise UserError(f"-model {path}: CTranslate2 cannot load it ({printable(str(exc).splitlines()[0])[:200]}): "
+                            "convert the checkpoint again") from None
         self.model = None
         self.src_vocab, self.tgt_vocab, self.train_vocab = src_vocab, tgt_vocab, tgt_vocab
         self.n_train_words = len(tgt_vocab)
@@ -370,7 +440,7 @@ class Ct2Translator(Translator):
     def set_sampling(self, topk=0, topp=0.0, temp=1.0, seed=0):
         super().set_sampling(topk, topp, temp, seed)
         if self.sampler is not None:
-            _ctranslate2().set_random_seed(seed)
+            _ctranslate2().set_random_seed(self.sampler.seed)  # -1 drawn by the base class
 
     def translate_batch(self, token_lists, attention=None, prefixes=None):
         if attention is None:

@@ -1,5 +1,6 @@
 """Translate a file with a trained checkpoint: batches by length, output in input order."""
 
+import os
 import sys
 
 import torch
@@ -10,6 +11,7 @@ from onmt_cont.inputters.batching import collate
 from onmt_cont.inputters.vocab import capped_log_prior, unigram_log_prior
 from onmt_cont.losses import LOSSES
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
+from onmt_cont.text import check_text_record
 from onmt_cont.translate.calibration import model_record, offset_vector
 from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.ensemble import Ensemble
@@ -25,6 +27,8 @@ from onmt_cont.translate.search import (
 )
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError
+
+MAX_SEED = 2**32 - 1  # -seed: CTranslate2's random seed is an unsigned 32-bit integer; one rule for both engines
 
 
 class Translator:
@@ -51,7 +55,8 @@ class Translator:
         data = load_checkpoint(checkpoint_path)
         model, _, src_vocab, tgt_vocab = model_from_checkpoint(data, device, checkpoint_path)
         lower = bool(data["vocab"].get("lower", False))  # the training data was lowercased
-        self.text_record = data["vocab"].get("text")  # the raw text the data was made from (preprocess.py)
+        # the raw text the data was made from (preprocess.py), checked: the file may have been edited since
+        self.text_record = check_text_record(data["vocab"].get("text"), checkpoint_path)
         self._setup(model, src_vocab, tgt_vocab, lower, device, beam_size, max_length, max_length_ratio,
                     length_penalty, alpha, replace_unk, lexicon, tgt_emb_extend, tgt_emb_extend_vocab, ann, ban_unk,
                     alignment_layer, decode_prior, csls, block_ngram_repeat, decode_prior_cap, freq_offsets)
@@ -253,6 +258,11 @@ class Translator:
         if not (isinstance(topk, int) and -1 <= topk) or not (0.0 <= topp <= 1.0) or not (0.0 < temp <= 100.0):
             raise UserError(f"-random_sampling_topk must be -1 (all words), 0 (off) or a count, -random_sampling_topp "
                             f"in [0, 1] and -random_sampling_temp in (0, 100]; got {topk}, {topp}, {temp}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or not -1 <= seed <= MAX_SEED:
+            raise UserError(f"-seed must be a whole number from 0 to {MAX_SEED} (-1: a new one each run, as "
+                            f"OpenNMT-py's), got {seed!r}")
+        if seed == -1:
+            seed = int.from_bytes(os.urandom(4), "little")
         on = topk == -1 or topk > 1 or 0.0 < topp < 1.0
         if on and (self.beam_size > 1 or self.scored):
             raise UserError("random sampling draws one hypothesis per sentence: it needs -beam_size 1 and no -n_best "

@@ -56,7 +56,10 @@ def atomic_path(path):
     if old is not None and not stat.S_ISREG(old.st_mode):
         if stat.S_ISDIR(old.st_mode):
             raise UserError(f"{path}: is a directory, expected a file name")
-        yield target
+        try:
+            yield target
+        except OSError as exc:  # /dev/full, a FIFO whose reader went: one line, not a traceback
+            raise UserError(f"cannot write {path}: {(exc.strerror or str(exc)).lower()}") from None
         return
     directory = os.path.dirname(os.path.abspath(target))
     prefix = f".tmp-{os.getpid()}-"
