@@ -12,6 +12,7 @@ Decoding options are translate.py's, as keyword arguments (docs/usage.md, "From 
 """
 
 import difflib
+import functools
 import inspect
 import os
 import threading
@@ -24,7 +25,23 @@ from onmt_cont.translate.ct2 import Ct2Translator, check_engine_options, read_re
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon, remove_bpe
 from onmt_cont.utils.device import check_device
-from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.errors import UserError, UserTypeError, UserValueError
+
+
+def _python_errors(func):
+    """The API's UserErrors are also ValueErrors (TypeErrors where an argument's type is wrong), so that callers
+    can catch what Python code raises; the message is the one translate.py prints."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except UserError as exc:
+            if isinstance(exc, (ValueError, TypeError)):
+                raise
+            raise UserValueError(str(exc)) from None
+
+    return wrapper
 
 
 class Model:
@@ -38,7 +55,7 @@ class Model:
         checkpoint = _path_arg("checkpoint", checkpoint)
         for name, value in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
             if value is not None and not isinstance(value, str):
-                raise UserError(f"onmt_cont.load(): {name} takes a language code such as 'fr', got {value!r}")
+                raise UserTypeError(f"onmt_cont.load(): {name} takes a language code such as 'fr', got {value!r}")
         bpe_codes, lexicon, freq_offsets = (_path_arg(n, v, optional=True) for n, v in
                                             (("bpe_codes", bpe_codes), ("lexicon", lexicon),
                                              ("freq_offsets", freq_offsets)))
@@ -116,6 +133,7 @@ class Model:
                       for path in ensemble]
             self.translator.set_ensemble(others, [checkpoint, *ensemble])
 
+    @_python_errors
     def translate(self, sentences, n_best=None, with_score=False):
         """A list of source sentences (strings) -> their translations (strings), in order. An empty
         sentence gives an empty string; one that holds a line break is a UserError. Safe to call from
@@ -127,9 +145,9 @@ class Model:
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences; wrap a single one in a list")
         if not isinstance(with_score, bool):
-            raise UserError(f"translate(): with_score takes True or False, got {with_score!r}")
+            raise UserTypeError(f"translate(): with_score takes True or False, got {with_score!r}")
         if n_best is not None and (isinstance(n_best, bool) or not isinstance(n_best, int)):
-            raise UserError(f"translate(): n_best takes a whole number of hypotheses, got {n_best!r}")
+            raise UserTypeError(f"translate(): n_best takes a whole number of hypotheses, got {n_best!r}")
         if self._closed:
             raise UserError("translate(): this model was closed (close() or the end of its with block); load it again")
         scored = n_best is not None or with_score
@@ -186,7 +204,7 @@ def _path_arg(name, value, optional=False):
     if isinstance(value, os.PathLike):
         value = os.fspath(value)
     if not isinstance(value, str) or not value:
-        raise UserError(f"onmt_cont.load(): {name} takes a file's path, got {value!r}")
+        raise UserTypeError(f"onmt_cont.load(): {name} takes a file's path, got {value!r}")
     return value
 
 
@@ -202,6 +220,7 @@ def _check_names(decoding):
             raise UserError(f"onmt_cont.load(): unknown option {name!r}{hint}; it takes: {', '.join(known)}")
 
 
+@_python_errors
 def load(checkpoint, **options):
     """Load ``checkpoint`` (a train.py ``.pt`` file) for translation -> :class:`Model`.
 
@@ -236,10 +255,10 @@ def load(checkpoint, **options):
         if "device" in options:
             raise UserError("onmt_cont.load(): gpu and device are one option: give one of them")
         if isinstance(gpu, bool) or not (gpu is None or isinstance(gpu, int)):
-            raise UserError(f"onmt_cont.load(): gpu takes a CUDA device id (0, 1, ...; -1 or None for the CPU), "
+            raise UserTypeError(f"onmt_cont.load(): gpu takes a CUDA device id (0, 1, ...; -1 or None for the CPU), "
                             f"got {gpu!r}")
         options["device"] = "cpu" if gpu is None or gpu < 0 else f"cuda:{gpu}"  # OpenNMT-py's gpu -1: the CPU
     for name, value in options.items():  # a flag of translate.py's: True or False, not a truthy string (issue 77)
         if isinstance(_DEFAULTS.get(name), bool) and not isinstance(value, bool):
-            raise UserError(f"onmt_cont.load(): {name} takes True or False, got {value!r}")
+            raise UserTypeError(f"onmt_cont.load(): {name} takes True or False, got {value!r}")
     return Model(checkpoint, **options)

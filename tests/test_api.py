@@ -220,3 +220,20 @@ def test_api_device_and_path_arguments_are_user_errors(model):
         onmt_cont.load(None)
     with onmt_cont.load(model / "m_last.pt", device=torch.device("cpu"), tokenized=True) as m:  # Path and device
         assert len(m.translate(["un chien ."])) == 1
+
+
+def test_api_errors_are_value_and_type_errors(model):
+    """Issue 79: docs/usage.md said an unknown load() option raises TypeError, it raised UserError. The API's
+    UserErrors are now also ValueErrors (TypeErrors for a wrong type), with translate.py's message."""
+    ckpt = str(model / "m_last.pt")
+    with pytest.raises(ValueError, match="onmt_cont.load\\(\\): unknown option 'beamsize' \\(did you mean beam_size"):
+        onmt_cont.load(ckpt, beamsize=5)
+    with pytest.raises(ValueError, match="-alpha must be a finite number"):
+        onmt_cont.load(ckpt, alpha=-1.0)
+    with pytest.raises(TypeError, match="ban_unk takes True or False"):
+        onmt_cont.load(ckpt, ban_unk="yes")
+    with onmt_cont.load(ckpt, tokenized=True) as m:
+        with pytest.raises(TypeError, match="n_best takes a whole number"):
+            m.translate(["un chien ."], n_best="2")
+        with pytest.raises(ValueError, match="holds a line break"):
+            m.translate(["un\nchien"])

@@ -10,6 +10,14 @@ class UserError(Exception):
     """Bad input from the user (file, option, data). Printed without a traceback."""
 
 
+class UserValueError(UserError, ValueError):
+    """A UserError of the Python API (onmt_cont.load, Model.translate): also a ValueError, as Python callers expect."""
+
+
+class UserTypeError(UserError, TypeError):
+    """A UserError of the Python API for an argument of the wrong type: also a TypeError."""
+
+
 # control characters (C0 but tab and newline, DEL, C1) and bidirectional overrides: shown escaped, so that a name or
 # a line read from a file cannot move the cursor, retitle the terminal or reorder what is printed around it
 _UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
