@@ -425,3 +425,66 @@ def test_ctrl_c_while_the_models_load_is_one_line(model, tmp_path, monkeypatch, 
         server.main(["-config", str(config(tmp_path, model)), "-port", "0"])
     assert exit_.value.code == 130
     assert capsys.readouterr().err == "onmt_cont_server: interrupted while loading the models\n"
+
+
+def test_onmt_py_model_routes(model, tmp_path):
+    """Issue 79: GET /translator/health, POST /translator/clone_model/ID, GET /translator/unload_model/ID,
+    /translator/to_cpu/ID and /translator/to_gpu/ID answered 404. They answer OpenNMT-py's shapes now."""
+    import torch
+
+    server = Server(config(tmp_path, model))
+    try:
+        assert server.call("/translator/health") == (200, server.call("/health")[1])
+        assert server.call("/translator/health")[1]["status"] == "ok"
+        status, body = server.call("/translator/clone_model/100", {"opt": {"beam_size": 1}, "timeout": 5})
+        assert status == 200 and body["status"] == "ok" and body["model_id"] == 101 and body["load_time"] >= 0
+        models = {m["model_id"]: m for m in server.call("/translator/models")[1]}
+        assert models[101]["opt"]["beam_size"] == 1 and models[100]["opt"]["beam_size"] == 2
+        assert models[101]["timeout"] == 5 and models[101]["loaded"] is True
+        assert server.call("/translator/translate", [{"src": "un chien .", "id": 101}])[0] == 200
+        status, body = server.call("/translator/clone_model/100", {"opt": {"lexicon": "/etc/passwd"}})
+        assert status == 400 and body["status"] == "error" and "lexicon name files or devices" in body["error"]
+        assert server.call("/translator/clone_model/999", {})[0] == 404
+        assert server.call("/translator/unload_model/100") == (200, {"status": "ok", "model_id": 100})
+        assert {m["model_id"]: m["loaded"] for m in server.call("/translator/models")[1]}[100] is False
+        assert server.call("/translator/translate", [{"src": "un chien .", "id": 100}])[0] == 200  # loaded again
+        assert server.call("/translator/to_cpu/100") == (200, {"status": "ok", "model_id": 100})
+        status, body = server.call("/translator/to_gpu/100")
+        if torch.cuda.is_available():
+            assert status == 200
+        else:
+            assert status == 400 and body["status"] == "error" and "CUDA is not available" in body["error"]
+            assert server.call("/translator/translate", [{"src": "un chien .", "id": 100}])[0] == 200  # still there
+        assert server.call("/translator/unload_model/7")[0] == 404
+    finally:
+        assert server.stop() == 0
+
+
+def test_onmt_py_configuration_keys(model, tmp_path):
+    """Issue 79: "models": [A, B] (an ensemble), "opt": {"n_best": 2} and "tokenizer" were refused, "on_timeout":
+    "to_cpu" taken and ignored, and there was no --ip. Now: the ensemble decodes, n_best is each request's default,
+    "tokenizer" is honoured for SentencePiece and refused by name for pyonmttok, to_cpu keeps a CPU model loaded."""
+    conf = tmp_path / "conf.json"
+    conf.write_text(json.dumps({"models_root": os.path.dirname(model), "models": [
+        {"id": 1, "models": [os.path.basename(model), os.path.basename(model)], "opt": {"beam_size": 2, "n_best": 2}},
+        {"id": 2, "model": os.path.basename(model), "timeout": 1, "on_timeout": "to_cpu"}]}), encoding="utf-8")
+    server = Server(conf)
+    try:
+        status, out = server.call("/translator/translate", [{"src": "un chien .", "id": 1}])
+        assert status == 200 and len(out) == 2 and out[0][0]["n_best"] == 2  # the conf's n_best: two ranks
+        with onmt_cont.load(model, beam_size=2, ensemble=[model], tokenized=True) as m:
+            assert [r[0]["tgt"] for r in out] == [t for t, _ in m.translate(["un chien ."], n_best=2)[0]]
+        assert server.call("/translator/translate", [{"src": "un chien .", "id": 1, "n_best": 1}])[1][0][0][
+            "n_best"] == 1
+        assert server.call("/translator/translate", [{"src": "un chien .", "id": 2}])[0] == 200
+        time.sleep(2.5)
+        assert {m["model_id"]: m["loaded"] for m in server.call("/translator/models")[1]}[2] is True  # on the CPU
+    finally:
+        assert server.stop() == 0
+    for tokenizer, needle in (({"type": "pyonmttok", "params": {}}, "pyonmttok is not supported"),
+                              ({"type": "sentencepiece", "model": "missing.model"}, "-src_spm"),
+                              ({"type": "bpe"}, "\"tokenizer\" must be")):
+        conf.write_text(json.dumps({"models": [{"id": 1, "model": model, "tokenizer": tokenizer}]}), encoding="utf-8")
+        res = subprocess.run([sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "--config", str(conf),
+                              "--ip", "127.0.0.1", "--port", "0"], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 2 and needle in res.stderr, res.stderr

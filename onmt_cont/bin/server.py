@@ -23,10 +23,13 @@ from onmt_cont.utils.threads import add_threads_arg, apply_threads
 
 def build_parser():
     p = argparse.ArgumentParser(prog="onmt_cont_server", description=__doc__.split("\n\n")[0])
-    p.add_argument("-config", required=True, help="the models' configuration file (JSON)")
-    p.add_argument("-host", default="127.0.0.1", help="the address to listen on (0.0.0.0: every interface)")
-    p.add_argument("-port", type=int, default=5000, help="the port (0: any free one, printed at start-up)")
-    p.add_argument("-url_root", default="/translator", help="the API's path: URL_ROOT/translate, URL_ROOT/models")
+    # OpenNMT-py's onmt_server spellings work too: --config/-c, --ip, --port, --url_root
+    p.add_argument("-config", "--config", "-c", required=True, help="the models' configuration file (JSON)")
+    p.add_argument("-host", "--ip", dest="host", default="127.0.0.1",
+                   help="the address to listen on (0.0.0.0: every interface; OpenNMT-py's --ip)")
+    p.add_argument("-port", "--port", type=int, default=5000, help="the port (0: any free one, printed at start-up)")
+    p.add_argument("-url_root", "--url_root", default="/translator",
+                   help="the API's path: URL_ROOT/translate, URL_ROOT/models")
     p.add_argument("-request_timeout", type=float, default=600.0, help="seconds a request may wait for its answer")
     p.add_argument("-workers", type=int, default=16, help="HTTP worker threads (requests handled at once)")
     p.add_argument("-connection_limit", type=int, default=100,
@@ -53,7 +56,7 @@ def main(argv=None):
     apply_threads(opt.threads)
     entries = read_config(opt.config)
     try:
-        for entry in entries.values():  # every entry, lazy ones too: a damaged file is found now (issue 77.5)
+        for entry in list(entries.values()):  # every entry, lazy ones too: a damaged file is found now (issue 77.5)
             entry.load_at_start()
     except KeyboardInterrupt:
         print("onmt_cont_server: interrupted while loading the models", file=sys.stderr, flush=True)
@@ -95,7 +98,7 @@ def main(argv=None):
             and time.monotonic() < deadline:
         server.asyncore.loop(timeout=0.05, map=server._map, count=1)
     server.task_dispatcher.shutdown(timeout=5)
-    for entry in entries.values():
+    for entry in list(entries.values()):
         if entry.model is not None:
             entry.model.close()
     print("onmt_cont_server: stopped", file=sys.stderr, flush=True)
@@ -143,9 +146,13 @@ class HealthApart(ThreadedTaskDispatcher):
 def _unload_idle(entries, stop):
     while not stop.wait(1.0):
         now = time.monotonic()
-        for entry in entries.values():
-            if entry.unload_if_idle(now):
-                print(f"onmt_cont_server: model {entry.id} unloaded after {entry.timeout:g} s idle", file=sys.stderr,
+        for entry in list(entries.values()):
+            try:
+                done = entry.unload_if_idle(now)
+            except UserError as exc:  # to_cpu could not load it there: it stays where it was
+                done = f"not moved ({exc})"
+            if done:
+                print(f"onmt_cont_server: model {entry.id} {done} after {entry.timeout:g} s idle", file=sys.stderr,
                       flush=True)
 
 

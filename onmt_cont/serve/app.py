@@ -4,7 +4,10 @@
   "pred_score"}, ...]]``, OpenNMT-py's shape: one list per rank (the inputs' 1-bests, then with ``{"n_best": K}``
   in an input its 2nd-bests in a second list, ...), ``"n_best"`` the count the input asked for;
 - ``GET {url_root}/models``: the configured models; ``GET /health`` (and ``{url_root}/health``): status and counts,
-  answered by a thread of its own (bin/server.py) even while every worker waits on a translation.
+  answered by a thread of its own (bin/server.py) even while every worker waits on a translation;
+- OpenNMT-py's model routes: ``POST {url_root}/clone_model/ID`` (body ``{"opt": {...}, "timeout": T}``: a copy with
+  other decoding options, loaded now -> its ``model_id`` and ``load_time``), ``GET {url_root}/unload_model/ID``,
+  ``GET {url_root}/to_cpu/ID`` and ``GET {url_root}/to_gpu/ID``.
 
 Every error is ``{"status": "error", "error": "..."}`` (OpenNMT-py's body): 4xx for a bad request, 503 for a model
 that cannot be loaded or a timeout, 500 for a translation that failed; what names the server's files goes to its log
@@ -23,6 +26,9 @@ MAX_SENTENCES = 1000  # per request
 MAX_CHARS = 100_000  # per sentence
 MAX_BODY = 16 << 20  # bytes of JSON per request (waitress refuses a longer Content-Length before reading it)
 POLL_S = 0.2  # how often a waiting request checks that its client is still there
+# load()'s keywords that name files or devices: a clone_model request may not set them
+FILE_OPTIONS = {"lexicon", "lookup_dict", "freq_offsets", "bpe_codes", "src_bpe_codes", "src_spm", "tgt_spm",
+                "ensemble", "tgt_emb_extend", "tgt_emb_extend_vocab", "device", "gpu", "engine", "ann", "ann_index"}
 
 
 class InFlight:
@@ -40,8 +46,8 @@ class InFlight:
             self.n -= 1
 
 
-def error(status, message):
-    response = jsonify({"status": "error", "error": message})  # OpenNMT-py's error body
+def error(status, message, **fields):
+    response = jsonify({"status": "error", "error": message, **fields})  # OpenNMT-py's error body
     response.status_code = status
     return response
 
@@ -64,11 +70,70 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
         return jsonify({"status": "stopping" if app.stopping else "ok",
                         "models": {str(m.id): {"loaded": m.model is not None, "batches": m.batches,
                                                "sentences": m.sentences, "dropped": m.dropped}
-                                   for m in entries.values()}})
+                                   for m in list(entries.values())}})
 
     @app.get(f"{root}/models")
     def models():
-        return jsonify([m.describe() for m in entries.values()])
+        return jsonify([m.describe() for m in list(entries.values())])
+
+    # OpenNMT-py's model routes: each answers {"status": "ok", "model_id": N, ...} or an error of the same shape
+    new_ids = threading.Lock()
+
+    def entry_of(model_id):
+        if model_id not in entries:
+            raise LookupError(f"no model with id {model_id} (GET {root}/models lists them)")
+        return entries[model_id]
+
+    def model_route(action):
+        def route(model_id):
+            try:
+                answer = action(entry_of(model_id))
+            except LookupError as exc:
+                return error(404, str(exc), model_id=model_id)
+            except UserError as exc:
+                return error(400, str(exc), model_id=model_id)
+            return jsonify({"status": "ok", "model_id": model_id, **(answer or {})})
+        route.__name__ = action.__name__
+        return route
+
+    @app.post(f"{root}/clone_model/<int:model_id>")
+    def clone_model(model_id):
+        """A copy of model ``model_id`` with the body's "opt" over its options and its own "timeout", loaded now.
+        Options that name files are refused: no request may make the server read a file."""
+        body = request.get_json(force=True, silent=True)
+        body = {} if body is None else body
+        opt, timeout = (body.get("opt") or {}, body.get("timeout", -1)) if isinstance(body, dict) else (None, None)
+        if not isinstance(opt, dict) or isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+                or not (timeout == -1 or timeout >= 0):
+            return error(400, "expected {\"opt\": {...}, \"timeout\": seconds or -1}", model_id=model_id)
+        files = sorted(set(opt) & FILE_OPTIONS)
+        if files:
+            return error(400, f"clone_model takes decoding options; {', '.join(files)} name files or devices, which "
+                              "only the server's configuration may", model_id=model_id)
+        try:
+            parent = entry_of(model_id)
+        except LookupError as exc:
+            return error(404, str(exc), model_id=model_id)
+        start = time.monotonic()
+        with new_ids:
+            new_id = max(entries) + 1
+            try:
+                entries[new_id] = parent.clone(new_id, opt, float(timeout))
+            except UserError as exc:
+                return error(400, str(exc), model_id=model_id)
+        return jsonify({"status": "ok", "model_id": new_id, "load_time": round(time.monotonic() - start, 3)})
+
+    def unload_model(entry):
+        entry.unload()
+
+    def to_cpu(entry):
+        entry.move("cpu")
+
+    def to_gpu(entry):
+        entry.move("cuda")
+
+    for action in (unload_model, to_cpu, to_gpu):
+        app.get(f"{root}/{action.__name__}/<int:model_id>")(model_route(action))
 
     @app.post(f"{root}/translate")
     def translate():
@@ -89,7 +154,8 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
             for i, item in enumerate(inputs):
                 if not isinstance(item, dict) or not isinstance(item.get("src"), str):
                     return error(400, f"input {i}: expected {{\"src\": \"...\", \"id\": N}}")
-                src, mid, n_best = item["src"], item.get("id", next(iter(entries))), item.get("n_best", 1)
+                src, mid = item["src"], item.get("id", next(iter(entries)))
+                n_best = item.get("n_best", entries[mid].n_best if isinstance(mid, int) and mid in entries else 1)
                 bad = _unencodable(src)
                 if bad is not None:
                     return error(400, f"input {i}: not Unicode text: {bad}")

@@ -53,12 +53,24 @@ def read_config(path):
     entries = {}
     for i, m in enumerate(conf["models"]):
         where = f"-config {path}, models[{i}]"
-        if not isinstance(m, dict) or not isinstance(m.get("model"), str):
+        if not isinstance(m, dict):
+            raise UserError(f"{where}: expected {{\"id\": N, \"model\": \"PATH\", ...}}")
+        m = dict(m)
+        if "models" in m:  # OpenNMT-py's ensemble: "models": [A, B, ...], decoded together
+            if "model" in m or not isinstance(m["models"], list) or not m["models"] \
+                    or not all(isinstance(x, str) for x in m["models"]):
+                raise UserError(f"{where}: \"models\" (an ensemble) must be a non-empty list of paths, without "
+                                "\"model\"")
+            m["model"], others = m["models"][0], m["models"][1:]
+            del m["models"]
+        else:
+            others = []
+        if not isinstance(m.get("model"), str):
             raise UserError(f"{where}: expected {{\"id\": N, \"model\": \"PATH\", ...}}")
         mid = m.get("id", i)
         if not isinstance(mid, int) or isinstance(mid, bool) or mid in entries:
             raise UserError(f"{where}: \"id\" must be an integer of its own, got {mid!r}")
-        opt = m.get("opt", {})
+        opt = dict(m.get("opt", {})) if isinstance(m.get("opt", {}), dict) else m.get("opt")
         timeout = m.get("timeout", -1)
         if not isinstance(opt, dict) or not isinstance(timeout, (int, float)) or isinstance(timeout, bool):
             raise UserError(f"{where}: \"opt\" must be an object and \"timeout\" a number of seconds (-1: never)")
@@ -68,14 +80,44 @@ def read_config(path):
             raise UserError(f"{where}: \"name\" must be a string and \"on_timeout\" \"unload\" or \"to_cpu\"")
         if not isinstance(m.get("load", True), bool):
             raise UserError(f"{where}: \"load\" must be true or false, got {m['load']!r}")
-        unknown = set(m) - {"id", "model", "opt", "timeout", "load", "on_timeout", "name"}
+        unknown = set(m) - {"id", "model", "opt", "timeout", "load", "on_timeout", "name", "tokenizer"}
         if unknown:
             raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-        model = os.path.join(root, m["model"])
-        if not (os.path.isfile(model) or is_export(model)):
-            raise UserError(f"{where}: {model}: no such file (a checkpoint, or a directory onmt_cont_convert wrote)")
-        entries[mid] = ModelEntry(mid, model, opt, float(timeout), bool(m.get("load", True)))
+        n_best = opt.pop("n_best", 1)  # OpenNMT-py's "opt": {"n_best": K}: each request's default
+        if isinstance(n_best, bool) or not isinstance(n_best, int) or n_best < 1:
+            raise UserError(f"{where}: \"opt\": \"n_best\" must be a positive whole number, got {n_best!r}")
+        if "tokenizer" in m:
+            opt.update(_tokenizer(m["tokenizer"], root, where))
+        paths = []
+        for name in [m["model"], *others]:
+            path = os.path.join(root, name)
+            if not (os.path.isfile(path) or is_export(path)):
+                raise UserError(f"{where}: {path}: no such file (a checkpoint, or a directory onmt_cont_convert "
+                                "wrote)")
+            paths.append(path)
+        if others:
+            opt["ensemble"] = paths[1:]
+        entries[mid] = ModelEntry(mid, paths[0], opt, float(timeout), bool(m.get("load", True)),
+                                  on_timeout=m.get("on_timeout", "unload"), n_best=n_best)
     return entries
+
+
+def _tokenizer(conf, root, where):
+    """OpenNMT-py's "tokenizer" section -> load()'s keywords. SentencePiece (its model cuts the source and joins
+    the output) is honoured; pyonmttok is refused by name: onmt_cont reads Moses-tokenized text (a checkpoint
+    records its own) or SentencePiece pieces, and a tokenizer the model was not trained with would feed it
+    unseen tokens."""
+    if not isinstance(conf, dict) or not isinstance(conf.get("type"), str):
+        raise UserError(f"{where}: \"tokenizer\" must be {{\"type\": \"sentencepiece\", \"model\": \"PATH\"}}")
+    if conf["type"] == "pyonmttok":
+        raise UserError(f"{where}: \"tokenizer\": pyonmttok is not supported: onmt_cont models read Moses-tokenized "
+                        "text (a checkpoint that records its preprocessing applies it itself) or SentencePiece pieces "
+                        "(\"type\": \"sentencepiece\")")
+    if conf["type"] != "sentencepiece" or not isinstance(conf.get("model"), str) or set(conf) - {"type", "model"}:
+        raise UserError(f"{where}: \"tokenizer\" must be {{\"type\": \"sentencepiece\", \"model\": \"PATH\"}}, got "
+                        f"{conf!r:.120}")
+    path = os.path.join(root, conf["model"])
+    return {"src_spm": path, "tgt_spm": path}
 
 
 class ModelUnavailable(Exception):
@@ -118,8 +160,9 @@ class ModelEntry:
     before it. A batch that fails is retried request by request, so one client's bad input fails its own request
     only (issue 77.3)."""
 
-    def __init__(self, mid, path, opt, timeout, preload, log=None):
+    def __init__(self, mid, path, opt, timeout, preload, log=None, on_timeout="unload", n_best=1):
         self.id, self.path, self.opt, self.timeout, self.preload = mid, path, opt, timeout, preload
+        self.on_timeout, self.n_best = on_timeout, n_best
         self.model, self.last_used = None, time.monotonic()
         self._lock = threading.Lock()  # loading and unloading
         self._queue, self._wake = [], threading.Condition()
@@ -130,8 +173,43 @@ class ModelEntry:
         self._worker.start()
 
     def describe(self):
-        return {"model_id": self.id, "model": os.path.basename(self.path), "opt": self.opt,
-                "loaded": self.model is not None, "timeout": self.timeout}
+        opt = {k: (os.path.basename(v) if isinstance(v, str) and os.sep in v else v) for k, v in self.opt.items()
+               if k != "ensemble"}  # no server path in an answer
+        return {"model_id": self.id, "model": os.path.basename(self.path), "opt": opt,
+                "loaded": self.model is not None, "timeout": self.timeout, "on_timeout": self.on_timeout,
+                "device": self.device}
+
+    @property
+    def device(self):
+        device = self.opt.get("device")
+        if device is None and self.opt.get("gpu") is not None:
+            device = "cpu" if self.opt["gpu"] < 0 else f"cuda:{self.opt['gpu']}"
+        return device or "cpu"
+
+    def unload(self):
+        """GET /unload_model: free the model now; the next request loads it again."""
+        with self._lock:
+            model, self.model = self.model, None
+        if model is not None:
+            model.close()
+
+    def move(self, device):
+        """GET /to_cpu, /to_gpu: load the model on ``device`` ("cpu", "cuda"); on failure it stays where it was."""
+        opt = {k: v for k, v in self.opt.items() if k != "gpu"}
+        opt["device"] = device
+        with self._lock:
+            model = load(self.path, **opt)  # a UserError (no GPU here) leaves everything as it was
+            old, self.model, self.opt = self.model, model, opt
+            self.last_used = time.monotonic()
+        if old is not None:
+            old.close()
+
+    def clone(self, mid, opt, timeout):
+        """POST /clone_model: a new entry of the same model with ``opt`` over this one's, loaded now."""
+        entry = ModelEntry(mid, self.path, {**self.opt, **opt}, timeout, True, self._log, self.on_timeout,
+                           self.n_best)
+        entry.load_at_start()
+        return entry
 
     def ensure_loaded(self):
         """The loaded model; a failure is logged with its details and raised as ModelUnavailable."""
@@ -160,14 +238,22 @@ class ModelEntry:
             model.close()
 
     def unload_if_idle(self, now):
-        if self.timeout < 0 or self.model is None:
-            return False
+        """After ``timeout`` idle seconds: unload, or with "on_timeout": "to_cpu" move a GPU model to the CPU
+        (OpenNMT-py's two choices; a CPU model then stays loaded). Returns what was done, or None."""
+        if self.timeout < 0 or self.model is None or (self.on_timeout == "to_cpu" and self.device == "cpu"):
+            return None
+        with self._wake:
+            if self._queue or now - self.last_used < self.timeout:
+                return None
+        if self.on_timeout == "to_cpu":
+            self.move("cpu")
+            return "moved to the CPU"
         with self._lock, self._wake:
             if self._queue or now - self.last_used < self.timeout:
-                return False
+                return None
             model, self.model = self.model, None
         model.close()
-        return True
+        return "unloaded"
 
     def translate(self, sentences, n_best=1, gone=None):
         """Queue ``sentences`` (strings) -> a Job whose ``future`` gives their [(translation, score), ...] lists.
