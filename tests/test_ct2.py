@@ -344,3 +344,30 @@ def test_misleading_messages_of_the_export_and_sentencepiece(models, exported, t
     with pytest.raises(UserError, match=r"-alignment_layer 0: this export's attention is the last decoder layer "
                                         r"\(of 2\), fixed when it was converted; convert again"):
         check_engine_options({"alignment_layer": 0}, record)
+
+
+def test_the_export_decodes_with_ctranslate2_alone_by_its_readme(models, exported):
+    """Issue 79: a CTranslate2 user had to rebuild our tokenization and lowercasing by hand and to know
+    max_decoding_length. The export's README.md spells the steps out for its own record; done with the bare
+    ctranslate2 and mosestokenizer packages, greedy search gives translate.py's output line for line."""
+    import ctranslate2
+    from mosestokenizer import MosesDetokenizer, MosesTokenizer
+
+    readme = (Path(exported["softmax"]) / "README.md").read_text(encoding="utf-8")
+    assert "MosesTokenizer(\"fr\", no_escape=True)(line)" in readme and "lowercase the tokens" in readme
+    assert "max_decoding_length=max(limits)" in readme and "MosesDetokenizer(\"en\")(words)" in readme
+    raw = (DATA / "raw" / "test.fr").read_text(encoding="utf-8").splitlines()[:20]
+    ours = translate("-model", exported["softmax"], "-src", "-", "-beam_size", "1",
+                     stdin="".join(line + "\n" for line in raw)).stdout.splitlines()
+    translator = ctranslate2.Translator(exported["softmax"], device="cpu")
+    with MosesTokenizer("fr", no_escape=True) as tok, MosesDetokenizer("en") as detok:
+        batch = [[t.lower() for t in tok(line)] for line in raw]
+        limits = [min(int(2 * len(tokens)) + 10, 1024) for tokens in batch]
+        results = translator.translate_batch(batch, beam_size=1, max_input_length=0, max_decoding_length=max(limits))
+        theirs = []
+        for result, n in zip(results, limits, strict=True):
+            line = detok(result.hypotheses[0][:n])
+            theirs.append(line if line.startswith("<") else line[:1].upper() + line[1:])
+    assert theirs == ours
+    tokens = (Path(exported["continuous"]) / "README.md").read_text(encoding="utf-8")
+    assert "it reads tokens" in tokens and "join the words with spaces" in tokens

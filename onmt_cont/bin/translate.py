@@ -484,6 +484,9 @@ def run(opt, done):
             done["lines"] = n_lines
     where = "standard output" if opt.output == "-" else opt.output
     log(f"translated {n_lines} lines in {elapsed:.1f}s ({n_lines / max(elapsed, 1e-9):.1f} sent/s): wrote {where}")
+    if opt.report_time:  # OpenNMT-py's three lines, its wording (words decoded, not subword pieces, per second)
+        log(f"Total translation time (s): {elapsed:.6f}\nAverage translation time (s): "
+            f"{elapsed / max(n_lines, 1):.6f}\nTokens per second: {translator.words_out / max(elapsed, 1e-9):.6f}")
     share = translator.unk_out / max(translator.words_out, 1)
     log(f"decoded {translator.words_out} words, {translator.unk_out} of them <unk> ({100 * share:.1f}%)"
         + (", each replaced (-replace_unk)" if opt.replace_unk else ""))

@@ -35,6 +35,7 @@ from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.models.transformer import TransformerDecoder, TransformerEncoder
 from onmt_cont.text import check_text_record, checked_codes, checked_spm
 from onmt_cont.translate.checks import check_decoding_options
+from onmt_cont.translate.export_readme import SUBWORD_FILES, readme, subword_files
 from onmt_cont.translate.search import BANNED
 from onmt_cont.translate.translator import Translator, alignment, length_limits
 from onmt_cont.translate.unk import replace_unk
@@ -240,6 +241,11 @@ def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prio
         spec.validate()
         spec.optimize(quantization=quantization)
         spec.save(tmp)
+        for name, data in subword_files(translator.text_record).items():  # CTranslate2's conventions beside model.bin
+            with open(os.path.join(tmp, name), "wb") as f:
+                f.write(data)
+        with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as f:
+            f.write(readme({**record, "text": translator.text_record}, POSITIONS))
         record["files"] = {name: _sha256(os.path.join(tmp, name)) for name in sorted(os.listdir(tmp))}
         with open(os.path.join(tmp, CONFIG_NAME), "w", encoding="utf-8") as f:
             json.dump(record, f)
@@ -255,7 +261,7 @@ def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prio
 
 # What an export folder holds: CTranslate2's files and ours. -force replaces a folder of these files only.
 EXPORT_FILES = frozenset({"model.bin", "config.json", "shared_vocabulary.json", "source_vocabulary.json",
-                          "target_vocabulary.json", "vmap.txt", CONFIG_NAME})
+                          "target_vocabulary.json", "vmap.txt", CONFIG_NAME, "README.md", *SUBWORD_FILES.values()})
 
 
 def _check_replaceable(output, model_path):

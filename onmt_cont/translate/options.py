@@ -149,6 +149,8 @@ def build_parser():
                    "(OpenNMT-py's flag): a row per output token, a column per source token, '*' at each row's "
                    "largest weight")
     g.add_argument("-log_file", help="also write what translate.py prints on standard error to this file")
+    g.add_argument("-report_time", action="store_true", help="print OpenNMT-py's timing lines at the end: the total "
+                   "and average translation time (s) and the output tokens per second")
     g.add_argument("-verbose", action="store_true", help="print each source and translation (with its score when "
                    "-with_score or -n_best give one) on standard error")
     for action in p._actions:  # every float option: nan, inf and a non-zero value that rounds to 0 are refused
