@@ -50,7 +50,7 @@ class Model:
     def __init__(self, checkpoint, *, src_lang=None, tgt_lang=None, bpe_codes=None, device="cpu", beam_size=1,
                  lexicon=None, freq_offsets=None, decode_prior=None, remove_target_bpe=False, batch_size=32,
                  tokenized=False, src_spm=None, tgt_spm=None, ensemble=(), random_sampling_topk=0,
-                 random_sampling_topp=0.0, random_sampling_temp=1.0, seed=0, engine=None, **decoding):
+                 random_sampling_topp=0.0, random_sampling_temp=1.0, seed=0, engine=None, min_length=0, **decoding):
         self._closed = False
         checkpoint = _path_arg("checkpoint", checkpoint)
         for name, value in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
@@ -78,6 +78,7 @@ class Model:
             self._load_torch(checkpoint, device, beam_size, lexicon, replace_unk, freq_offsets, decode_prior, ensemble,
                              decoding)
         self.translator.set_sampling(random_sampling_topk, random_sampling_topp, random_sampling_temp, seed)
+        self.translator.set_min_length(min_length)
         record, lower = self.translator.text_record, True
         if record is not None:
             lower = bool(record.get("lower", True))

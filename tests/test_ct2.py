@@ -371,3 +371,25 @@ def test_the_export_decodes_with_ctranslate2_alone_by_its_readme(models, exporte
     assert theirs == ours
     tokens = (Path(exported["continuous"]) / "README.md").read_text(encoding="utf-8")
     assert "it reads tokens" in tokens and "join the words with spaces" in tokens
+
+
+def test_min_length_and_report_time_in_both_engines(models, exported):
+    """Issue 79: OpenNMT-py's -min_length and -report_time were missing. No output ends before -min_length words
+    (unless its length limit comes first), the same in both engines; -report_time prints OpenNMT-py's lines."""
+    src = "".join(line + "\n" for line in TEST[:8])
+    plain = translate("-model", models["continuous"], "-src", "-", stdin=src).stdout.splitlines()
+    assert min(len(line.split()) for line in plain) < 14
+    outs = {}
+    for name, model in (("torch", models["continuous"]), ("ct2", exported["continuous"])):
+        for beam in ("1", "3"):
+            res = translate("-model", model, "-src", "-", "-min_length", "14", "-beam_size", beam, "-report_time",
+                            stdin=src)
+            assert res.returncode == 0, res.stderr
+            outs[name, beam] = res.stdout.splitlines()
+            assert all(len(line.split()) >= 14 for line in outs[name, beam]), outs[name, beam]
+            assert "Total translation time (s): " in res.stderr and "Tokens per second: " in res.stderr
+    assert outs["torch", "1"] == outs["ct2", "1"]
+    with onmt_cont.load(models["continuous"], min_length=14) as m:
+        assert m.translate(TEST[:8]) == outs["torch", "1"]
+    with pytest.raises(UserError, match="-min_length must be a whole number from 0"):
+        onmt_cont.load(models["continuous"], min_length=-1)

@@ -429,7 +429,7 @@ class Ct2Translator(Translator):
         self.length_penalty, self.alpha = length_penalty, alpha
         self.replace_unk, self.lexicon, self.ban_unk = replace_unk, lexicon, ban_unk
         self.block_ngram_repeat = block_ngram_repeat
-        self.n_best, self._with_score, self.last_nbest = 1, False, None
+        self.n_best, self._with_score, self.last_nbest, self.min_length = 1, False, None, 0
         self.sampler, self.report_align, self.last_align, self.attn_debug = None, False, None, False
         self.words_out = self.unk_out = 0
 
@@ -465,7 +465,7 @@ class Ct2Translator(Translator):
             # avg) without it, so they are ranked again below. (Its length penalty 0 would give the totals, but
             # end the search as soon as the best hypothesis ends: a narrower search than ours.)
             "beam_size": self.beam_size, "num_hypotheses": self.beam_size, "max_decoding_length": steps,
-            "min_decoding_length": 1, "length_penalty": 1.0,
+            "min_decoding_length": max(1, self.min_length), "length_penalty": 1.0,
             "disable_unk": self.ban_unk, "no_repeat_ngram_size": self.block_ngram_repeat,
             "return_scores": True, "return_attention": bool(attention), "max_input_length": 0,
             "return_end_token": False,

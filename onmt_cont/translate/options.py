@@ -60,6 +60,8 @@ def build_parser():
                    help=f"longest output in words, at most {MAX_OUTPUT_LENGTH}; default -max_length_ratio × source "
                    f"length + 10, capped at {MAX_OUTPUT_LENGTH}")
     g.add_argument("-max_length_ratio", type=float, default=2.0, help="see -max_length")
+    g.add_argument("-min_length", type=int, default=0, help="no output shorter than this many words unless its length "
+                   "limit comes first (OpenNMT-py's -min_length; 0: off)")
     g.add_argument("-beam_size", type=int, default=1, help="1: greedy. Beam search sums log-probabilities: a "
                    "softmax model's, or for continuous models a softmax over the vocabulary of the generator's word "
                    "scores (criterion, word bias, prior, offsets) at the model's own temperature times "

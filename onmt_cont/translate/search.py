@@ -108,7 +108,7 @@ class Sampler:
 
 @torch.no_grad()
 def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_every=None, block_ngram_repeat=0,
-                  need_attn=True, sampler=None, prefix=None):
+                  need_attn=True, sampler=None, prefix=None, min_length=0):
     """Batched greedy decoding; the chosen word's embedding feeds the next step.
 
     src: [batch, src_len]; max_lengths: [batch] longest output (without </s>); banned: ids never
@@ -123,7 +123,8 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
     without -replace_unk reads none), and each sentence's attention is None. ``sampler``: a
     :class:`Sampler` draws each word instead of the argmax. ``prefix``: per sentence, the ids its output
     starts with (translate.py -tgt_prefix): forced, then decoding goes on from them; they are part of
-    the output.
+    the output. ``min_length``: no sentence ends before that many words (translate.py -min_length; its length
+    limit still ends it).
     Returns (list of id lists without </s>, list of attention tensors [len, src_len] on the CPU)."""
     memory_bank, src_mask, state = model.encode(src, src_lengths)
     batch, device = src.size(0), src.device
@@ -148,7 +149,8 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
         out = torch.full((batch, max(limit, 1)), PAD_ID, dtype=torch.long, device=device)
         out_attn = torch.zeros(batch, max(limit, 1), src.size(1), device=device) if need_attn else None
     for t in range(limit):  # a sentence still going at the limit ends there
-        scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=t == 0, banned=banned,
+        scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=t < max(min_length, 1),
+                                          banned=banned,
                                           greedy=sampler is None, need_attn=need_attn)
         rows_now = rows.tolist() if prefixes is not None else None
         if prefixes is not None:
@@ -200,7 +202,7 @@ def length_penalty(length, kind, alpha):
 
 @torch.no_grad()
 def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", alpha=0.0, banned=BANNED,
-                block_ngram_repeat=0, need_attn=True, nbest_out=None, n_best=1, prefix=None):
+                block_ngram_repeat=0, need_attn=True, nbest_out=None, n_best=1, prefix=None, min_length=0):
     """Beam search over a batch of sentences, each with its own beam of ``beam_size`` rows.
 
     A hypothesis's score is the sum of its per-step scores (log-probabilities, or the
@@ -220,7 +222,8 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
     that receives, per sentence, its ``n_best`` best finished hypotheses, best first, as
     (score / length penalty, ids, attention) (beam 1 is greedy search with the scores). ``prefix``: per sentence,
     the ids every hypothesis starts with (translate.py -tgt_prefix): forced with the model's scores (0 where a
-    banned or blocked word scores -inf), the beam widening from their end; they are part of the output."""
+    banned or blocked word scores -inf), the beam widening from their end; they are part of the output.
+    ``min_length``: no hypothesis ends before that many words (its length limit still ends it)."""
     device, batch, k = src.device, src.size(0), beam_size
     memory_bank, src_mask, state = model.encode(src, src_lengths)
     width = 1  # rows per sentence: one (<s>) at the first step, then k; row i*width + j is beam j
@@ -244,7 +247,7 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
         for i, b in enumerate(live):
             if block_ngram_repeat:
                 block_repeats(scores[i], seqs[b], block_ngram_repeat)
-            if t == 0 and max_len[b] > 0:  # a non-empty source never gets an empty translation
+            if t < max(min_length, 1) and t < max_len[b]:  # a non-empty source never gets an empty translation
                 scores[i, :, EOS_ID] = float("-inf")
             if t == max_len[b]:  # only </s> may follow
                 eos = scores[i, :, EOS_ID].clone()

@@ -13,7 +13,7 @@ from onmt_cont.losses import LOSSES
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.text import check_text_record
 from onmt_cont.translate.calibration import model_record, offset_vector
-from onmt_cont.translate.checks import check_decoding_options
+from onmt_cont.translate.checks import check_decoding_options, check_number
 from onmt_cont.translate.ensemble import Ensemble
 from onmt_cont.translate.open_vocab import extend_model, read_extension
 from onmt_cont.translate.search import (
@@ -109,6 +109,7 @@ class Translator:
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.block_ngram_repeat = block_ngram_repeat
         self.n_best, self._with_score, self.last_nbest = 1, False, None  # set_n_best, set_with_score
+        self.min_length = 0  # set_min_length
         self.sampler = None  # set_sampling
         self.search_model = self.model  # what the searches decode with: the model, or an ensemble (set_ensemble)
         self.report_align, self.last_align = False, None  # -report_align: each output's word alignment
@@ -251,6 +252,13 @@ class Translator:
                                     f"{names[0]} ({len(mine)} words): an ensemble's members share one vocabulary")
         self.search_model = Ensemble([self.model] + [o.model for o in others]) if others else self.model
 
+    def set_min_length(self, n):
+        """No output shorter than ``n`` words unless its length limit comes first (translate.py -min_length,
+        OpenNMT-py's; 0: off)."""
+        check_number("min_length", n, 0, MAX_OUTPUT_LENGTH, integer=True,
+                     expected=f"a whole number from 0 (off) to {MAX_OUTPUT_LENGTH}")
+        self.min_length = n
+
     def set_sampling(self, topk=0, topp=0.0, temp=1.0, seed=0):
         """Random sampling instead of search (translate.py -random_sampling_topk/-topp/-temp/-seed, as
         OpenNMT-py names them): on when ``topk`` is -1 (the whole distribution) or above 1, or ``topp`` is
@@ -287,11 +295,12 @@ class Translator:
         if self.beam_size > 1 or nbest is not None:
             ids, attns = beam_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
                                      self.length_penalty, self.alpha, self.banned, self.block_ngram_repeat,
-                                     need_attn=attention, nbest_out=nbest, n_best=self.n_best, prefix=prefix)
+                                     need_attn=attention, nbest_out=nbest, n_best=self.n_best, prefix=prefix,
+                                     min_length=self.min_length)
         else:
             ids, attns = greedy_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths, self.banned,
                                        block_ngram_repeat=self.block_ngram_repeat, need_attn=attention,
-                                       sampler=self.sampler, prefix=prefix)
+                                       sampler=self.sampler, prefix=prefix, min_length=self.min_length)
         outputs, self.last_raw = [], []
         self.last_align = [alignment(attn, len(toks)) for toks, attn in zip(token_lists, attns, strict=True)] \
             if self.report_align else None
