@@ -85,3 +85,41 @@ def test_keep_checkpoint_keeps_the_last_n(sample, tmp_path):  # noqa: F811
         from onmt_cont.train import checks
 
         checks.check_options(train.build_parser().parse_args(SIZE + ["-loss", "ce", "-keep_checkpoint", "0"]))
+
+
+def test_fine_tuning_a_release_and_reset_optim(sample, tmp_path):  # noqa: F811
+    """Issue 79: -train_from refused a release, so a shipped model could not be adapted, and there was no
+    -reset_optim. -reset_optim all fine-tunes the weights (a release too) from step 0 with a new optimiser;
+    -reset_optim states keeps the step and schedule with a new optimiser state."""
+    from onmt_cont.bin import release
+
+    base = ["-data", str(sample / "data"), *TRANSFORMER_CE, "-threads", "1", "-amp", "false"]
+    train.main([*base, "-save_model", str(tmp_path / "a"), "-train_steps", "12"])
+    release.main(["-model", str(tmp_path / "a_last.pt"), "-output", str(tmp_path / "a.release.pt")])
+    with pytest.raises(SystemExit):  # cli_main: exit 2
+        train.main([*base, "-save_model", str(tmp_path / "b"), "-train_steps", "3", "-train_from",
+                    str(tmp_path / "a.release.pt")])
+    train.main([*base, "-save_model", str(tmp_path / "b"), "-train_steps", "3", "-train_from",
+                str(tmp_path / "a.release.pt"), "-reset_optim", "all", "-log_file", str(tmp_path / "b.log")])
+    tuned = torch.load(tmp_path / "b_last.pt", weights_only=True)
+    assert tuned["progress"]["step"] == 3  # from step 0, not 12
+    assert all(s["step"] == 3 for s in tuned["optim"]["state"].values())  # Adam counted only the new updates
+    assert "-reset_optim all: fine-tuning the weights of" in (tmp_path / "b.log").read_text(encoding="utf-8")
+    scratch = [*base, "-save_model", str(tmp_path / "c"), "-train_steps", "1", "-seed", "7",
+               "-report_every", "1"]
+    train.main(scratch)
+    train.main([*base, "-save_model", str(tmp_path / "d"), "-train_steps", "1", "-train_from",
+                str(tmp_path / "a.release.pt"), "-reset_optim", "all", "-log_file", str(tmp_path / "d.log"),
+                "-report_every", "1"])
+
+    def distance(name):  # from the release's weights
+        got, ref = (torch.load(tmp_path / n, weights_only=True)["model"] for n in (name, "a.release.pt"))
+        return sum(float((got[k].float() - ref[k].float()).norm()) for k in ref if ref[k].is_floating_point())
+
+    assert distance("d_last.pt") < 0.1 * distance("c_last.pt")  # it starts from the trained weights
+    train.main([*base, "-save_model", str(tmp_path / "e"), "-train_steps", "15", "-train_from",
+                str(tmp_path / "a_last.pt"), "-reset_optim", "states"])
+    states = torch.load(tmp_path / "e_last.pt", weights_only=True)
+    assert states["progress"]["step"] == 15 and all(s["step"] == 3 for s in states["optim"]["state"].values())
+    with pytest.raises(SystemExit):
+        train.main([*base, "-save_model", str(tmp_path / "f"), "-train_steps", "3", "-reset_optim", "all"])

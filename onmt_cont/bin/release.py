@@ -6,7 +6,7 @@ A train.py checkpoint holds the optimiser's state (two moments per parameter: tw
 size with Adam), the random states and, with -average_decay, the raw parameters beside the average.
 The release keeps the model (the averaged parameters where there are any, as translate.py uses),
 its options, vocabularies and progress, so translate.py and onmt_cont.load() read it and decode
-exactly as from the checkpoint; -train_from refuses it (it cannot resume a run)."""
+exactly as from the checkpoint; -train_from resumes no run from it, but fine-tunes its weights with -reset_optim all."""
 
 import argparse
 import os

@@ -144,10 +144,11 @@ def _describe(data):
     return None
 
 
-def resume_problem(data):
+def resume_problem(data, fine_tune=False):
     """Why a loaded checkpoint cannot be resumed (-train_from refuses it, -resume auto passes it
-    over), or None: the parts a resume reads are missing or not what train.py writes."""
-    if data.get("release"):
+    over), or None: the parts a resume reads are missing or not what train.py writes. ``fine_tune``
+    (-reset_optim all): only the weights, options and vocabularies are read, so a release will do."""
+    if data.get("release") and not fine_tune:
         return ("it is a release (onmt_cont_release): it holds the model without the optimiser and random states, "
                 "so it translates but cannot go on training; resume from the run's own checkpoint")
     missing = [k for k in ("model", "opt", "progress", "vocab") if not isinstance(data.get(k), dict)]
@@ -156,6 +157,8 @@ def resume_problem(data):
                    if type(data["progress"].get(k)) is not int]
         missing += [f"the {side} vocabulary" for side in ("src", "tgt")
                     if not isinstance(data["vocab"].get(side), list)]
+    if fine_tune:
+        missing = [m for m in missing if not m.startswith("progress")]
     if missing:
         return f"it holds no {', '.join(missing)}, which train.py needs to go on from it"
     return None

@@ -263,6 +263,12 @@ def build_parser():
     g.add_argument("-save_checkpoint_epochs", type=int, default=None,
                    help="also write PREFIX_epoch_N.pt at the end of every N-th epoch (for convergence curves)")
     g.add_argument("-train_from", help="resume from this checkpoint: model, optimiser, step, data position, RNG")
+    g.add_argument("-reset_optim", choices=["none", "all", "states", "keep_states"], default="none",
+                   help="with -train_from (OpenNMT-py's flag): none: go on exactly; all: fine-tune: the weights "
+                   "only, with a new optimiser, learning-rate schedule and data position from step 0 (takes a "
+                   "release, onmt_cont_release, too); states: a new optimiser state (Adam's moments) at the "
+                   "checkpoint's step and schedule; keep_states: the optimiser state with this command's "
+                   "optimiser options (what -train_from does anyway with the options given again)")
     g.add_argument("-train_from_average", action="store_true", help="-train_from a checkpoint of an "
                    "-average_decay run: training goes on from its moving average (the parameters it validated and "
                    "translates with) instead of its raw parameters, e.g. to fine-tune the averaged model "

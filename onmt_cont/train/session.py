@@ -162,7 +162,13 @@ class Run:
             if self.average is None:
                 logger.warning(f"-train_from {self.opt.train_from} was trained with -average_decay; this run keeps "
                                "no average: it goes on from the raw parameters, and its checkpoints hold them")
-        if ckpt.get("optim"):
+        reset = getattr(self.opt, "reset_optim", "none")
+        if reset == "all":  # fine-tuning: the weights alone; the optimiser, schedule and data start anew
+            logger.info(f"-reset_optim all: the weights of {self.opt.train_from}; a new optimiser, from step 0")
+            return
+        if reset == "states":
+            logger.info("-reset_optim states: a new optimiser state, at the checkpoint's step and schedule")
+        if ckpt.get("optim") and reset != "states":
             scales = [group["lr_scale"] for group in self.optimizer.param_groups]
             try:
                 self.optimizer.load_state_dict(ckpt["optim"])

@@ -104,12 +104,21 @@ def _prepare(opt, default, start, held):
     if opt.train_from_average and (not opt.train_from or opt.resume == "auto"):
         raise UserError("-train_from_average picks the parameters of the -train_from checkpoint: give -train_from "
                         "(not -resume auto, whose restarts must go on from their own parameters)")
+    reset = getattr(opt, "reset_optim", "none")
+    if reset != "none" and (not opt.train_from or opt.resume == "auto"):
+        raise UserError(f"-reset_optim {reset} applies to the -train_from checkpoint: give -train_from (not -resume "
+                        "auto: a restarted run goes on from its own checkpoints, which must not be reset again)")
     if opt.train_from:
         ckpt = ckpt or load_checkpoint(opt.train_from)
-        problem = resume_problem(ckpt)
+        problem = resume_problem(ckpt, fine_tune=reset == "all")
         if problem:
-            raise UserError(f"-train_from {opt.train_from}: cannot go on from it: {problem}")
-        warnings += [f"-train_from {opt.train_from}: {note}" for note in inexact_resume(ckpt)]
+            hint = "; to fine-tune its weights, add -reset_optim all" if ckpt.get("release") else ""
+            raise UserError(f"-train_from {opt.train_from}: cannot go on from it: {problem}{hint}")
+        if reset == "all":
+            notes.append(f"-reset_optim all: fine-tuning the weights of {opt.train_from}: a new optimiser, "
+                         "learning-rate schedule and data position, from step 0")
+        else:
+            warnings += [f"-train_from {opt.train_from}: {note}" for note in inexact_resume(ckpt)]
         if opt.train_from_average and "train_model" not in ckpt:
             raise UserError(f"-train_from_average: {opt.train_from} holds no moving average (it was trained without "
                             "-average_decay): leave the flag out")
