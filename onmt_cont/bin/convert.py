@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from onmt_cont.models.transformer import parse_alignment_layer
-from onmt_cont.translate.ct2 import QUANTIZATIONS, convert
+from onmt_cont.translate.ct2_export import QUANTIZATIONS, convert
 from onmt_cont.utils.errors import cli_main
 from onmt_cont.utils.io import refuse_output_over_inputs
 

@@ -22,7 +22,6 @@ BLEU keeps sacreBLEU's summed sentence statistics, not the lines (evaluate.Corpu
 """
 
 import os
-import re
 import stat
 import sys
 import time
@@ -33,12 +32,13 @@ import torch
 
 from onmt_cont import opts
 from onmt_cont.inputters.corpus import count_lines
-from onmt_cont.inputters.vocab import data_words, lowercase_only
+from onmt_cont.inputters.vocab import lowercase_only
 from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm, describe_record
 from onmt_cont.translate.calibration import load_offsets
 from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.ct2 import Ct2Translator, check_engine_options, resolve_engine
 from onmt_cont.translate.options import build_parser
+from onmt_cont.translate.report import attention_table, reference_mismatch, unsegmented
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon, remove_bpe
 from onmt_cont.utils.device import resolve_device
@@ -144,58 +144,6 @@ def is_stream(path):
 
 
 # a word with punctuation stuck to it ("dog." or "l'herbe"): what Moses tokenization splits
-_UNTOKENIZED = re.compile(r"\w[.,!?;:)\"]|\w'\w|[(\"]\w")
-
-
-def reference_mismatch(refs, lower, raw, hint_raw="give -detokenize -tgt_lang LANG to score a raw reference",
-                       hint_tok="give -tgt_tokenized if it is the model's tokens", scored="scored"):
-    """A warning when the text does not look like what it is read as, else None: tokenized text
-    (``raw`` False) with upper case for a lowercasing model or with punctuation stuck to words; raw
-    text whose words are all split from their punctuation. The hints say what to do instead."""
-    lines = [r for r in refs if r.strip()][:200]
-    if not lines:
-        return None
-    untokenized = sum(bool(_UNTOKENIZED.search(r)) for r in lines) / len(lines)
-    if raw:
-        if untokenized == 0 and any(" . " in f"{r} " or r.rstrip().endswith(" .") for r in lines):
-            return f"it looks tokenized (punctuation split from the words), but it is {scored} as raw text: {hint_tok}"
-        return None
-    cased = lower and any(ch.isupper() for r in lines for ch in r)
-    if untokenized > 0.2 or cased:
-        what = "punctuation stuck to words" if untokenized > 0.2 else "upper-case letters (the model writes lowercase)"
-        return f"it holds {what}: it looks like raw text, but it is {scored} as tokenized text; {hint_raw}"
-    return None
-
-
-def attention_table(i, src, hyp, weights):
-    """-attn_debug's text for sentence ``i``: a row per output token, a column per source token, the
-    weights to 3 decimals and '*' at each row's largest."""
-    if weights is None or not hyp:
-        return f"ATTN {i}: (empty)"
-    width = max([len(t) for t in src] + [6])
-    head = " " * max(len(t) for t in hyp) + " " + " ".join(t.rjust(width) for t in src)
-    rows = []
-    for t, word in enumerate(hyp[: weights.size(0)]):
-        row = weights[t].tolist()
-        best = max(range(len(row)), key=row.__getitem__) if row else -1
-        cells = " ".join((f"*{w:.3f}" if j == best else f"{w:.3f}").rjust(width) for j, w in enumerate(row))
-        rows.append(word.ljust(max(len(x) for x in hyp)) + " " + cells)
-    return f"ATTN {i}:\n" + "\n".join([head, *rows])
-
-
-def unsegmented(lines, src_vocab):
-    """A warning when the model reads subword pieces (its source vocabulary holds many subword-nmt
-    "@@" or SentencePiece "▁" tokens) but the input holds none of them, else None."""
-    words = data_words(src_vocab)
-    for mark, what, flag in (("@@", "subword-nmt pieces", "-src_bpe_codes"), ("\u2581", "SentencePiece pieces",
-                                                                            "-src_spm")):
-        if sum(mark in w for w in words) > 0.1 * max(len(words), 1):
-            if any(line.strip() for line in lines) and not any(mark in line for line in lines):
-                return (f"the model reads {what}, but the input holds none: give {flag} to cut it, or cut it "
-                        "as the training data was")
-    return None
-
-
 def apply_text_record(opt, translator):
     """A checkpoint that records the raw text its data was made from (preprocess.py -src_lang ...):
     unless -tokenized, or raw-text flags of the user's own, translate.py reads and writes raw text as
