@@ -21,6 +21,7 @@ import torch
 
 from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm
 from onmt_cont.translate.calibration import load_offsets
+from onmt_cont.translate.checks import sampling_on, search_defaults
 from onmt_cont.translate.ct2 import Ct2Translator, check_engine_options, read_record, resolve_engine
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon, remove_bpe
@@ -47,7 +48,7 @@ def _python_errors(func):
 class Model:
     """A trained model ready to translate; see :func:`load` for the arguments."""
 
-    def __init__(self, checkpoint, *, src_lang=None, tgt_lang=None, bpe_codes=None, device="cpu", beam_size=1,
+    def __init__(self, checkpoint, *, src_lang=None, tgt_lang=None, bpe_codes=None, device="cpu", beam_size=None,
                  lexicon=None, freq_offsets=None, decode_prior=None, remove_target_bpe=False, batch_size=32,
                  tokenized=False, src_spm=None, tgt_spm=None, ensemble=(), random_sampling_topk=0,
                  random_sampling_topp=0.0, random_sampling_temp=1.0, seed=0, engine=None, min_length=0, **decoding):
@@ -64,6 +65,8 @@ class Model:
             ensemble = [ensemble]
         ensemble = [_path_arg("ensemble", path) for path in ensemble]
         device = check_device(device)
+        beam_size, decoding["block_ngram_repeat"] = search_defaults(  # translate.py's defaults
+            beam_size, decoding.get("block_ngram_repeat"), sampling_on(random_sampling_topk, random_sampling_topp))
         replace_unk = decoding.pop("replace_unk", lexicon is not None)
         _check_names(decoding)
         if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (beam_size, batch_size)):

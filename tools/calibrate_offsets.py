@@ -32,7 +32,7 @@ from onmt_cont.translate.calibration import (
     ratios,
     save_offsets,
 )
-from onmt_cont.translate.checks import check_decoding_options
+from onmt_cont.translate.checks import check_decoding_options, search_defaults
 from onmt_cont.translate.translator import Translator
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
@@ -74,15 +74,16 @@ def main(argv=None):
     p.add_argument("-keep", choices=["target", "bleu"], default="target", help="which round's offsets to write: "
                    "the one nearest the target (default), or the one of the highest -tgt BLEU (tokenized): the "
                    "number of rounds then acts as a shrinkage that validation chooses")
-    p.add_argument("-block_ngram_repeat", type=int, default=0, help="as translate.py's")
-    p.add_argument("-beam_size", type=int, default=1, help="the search to fit under, as translate.py's (1: greedy); "
-                   "the file records it, and translate.py takes it only under the same -beam_size")
+    p.add_argument("-block_ngram_repeat", type=int, default=None, help="as translate.py's (default 3)")
+    p.add_argument("-beam_size", type=int, default=None, help="the search to fit under, as translate.py's (default 5; "
+                   "1: greedy); the file records it, and translate.py takes it only under the same -beam_size")
     p.add_argument("-batch_size", type=int, default=32, help="sentences per batch")
     add_threads_arg(p)
     for action in p._actions:  # nan, inf and a non-zero value that rounds to 0 are refused (-target: below)
         if action.dest in ("decode_prior", "step"):
             action.type = numbers.finite_float
     args = p.parse_args(argv)
+    args.beam_size, args.block_ngram_repeat = search_defaults(args.beam_size, args.block_ngram_repeat)
     refuse_output_over_inputs({"-output": args.output},
                               {"-model": args.model, "-src": args.src, "-tgt": args.tgt, "-match": args.match})
     if not 1 <= args.rounds <= MAX_ROUNDS:

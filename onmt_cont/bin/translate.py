@@ -35,7 +35,7 @@ from onmt_cont.inputters.corpus import count_lines
 from onmt_cont.inputters.vocab import lowercase_only
 from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm, describe_record
 from onmt_cont.translate.calibration import load_offsets
-from onmt_cont.translate.checks import check_decoding_options
+from onmt_cont.translate.checks import check_decoding_options, sampling_on, search_defaults
 from onmt_cont.translate.ct2 import Ct2Translator, check_engine_options, resolve_engine
 from onmt_cont.translate.options import build_parser
 from onmt_cont.translate.report import attention_table, reference_mismatch, unsegmented
@@ -220,6 +220,9 @@ def output_file(path):
 def main(argv=None):
     opt = opts.parse(build_parser(), argv, required=("model",))
     opt.models = opt.model if isinstance(opt.model, list) else [opt.model]  # -model A.pt B.pt: an ensemble
+    opt.beam_size, opt.block_ngram_repeat = search_defaults(  # the same defaults as load() and the server
+        opt.beam_size, opt.block_ngram_repeat, sampling_on(opt.random_sampling_topk, opt.random_sampling_topp),
+        opt.n_best)
     opt.model = opt.models[0]
     if opt.output is None:
         opt.output = "-"

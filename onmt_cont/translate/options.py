@@ -5,7 +5,7 @@ translate/checks.py (before any model is loaded) and the Translator."""
 
 from onmt_cont import opts
 from onmt_cont.models.transformer import parse_alignment_layer
-from onmt_cont.translate.checks import LENGTH_PENALTIES
+from onmt_cont.translate.checks import DEFAULT_BEAM, DEFAULT_BLOCK, LENGTH_PENALTIES
 from onmt_cont.translate.search import MAX_OUTPUT_LENGTH
 from onmt_cont.utils import numbers
 from onmt_cont.utils.device import gpu_option
@@ -62,7 +62,8 @@ def build_parser():
     g.add_argument("-max_length_ratio", type=float, default=2.0, help="see -max_length")
     g.add_argument("-min_length", type=int, default=0, help="no output shorter than this many words unless its length "
                    "limit comes first (OpenNMT-py's -min_length; 0: off)")
-    g.add_argument("-beam_size", type=int, default=1, help="1: greedy. Beam search sums log-probabilities: a "
+    g.add_argument("-beam_size", type=int, default=None, help=f"default {DEFAULT_BEAM} (1 with random sampling); "
+                   "1: greedy. Beam search sums log-probabilities: a "
                    "softmax model's, or for continuous models a softmax over the vocabulary of the generator's word "
                    "scores (criterion, word bias, prior, offsets) at the model's own temperature times "
                    "-beam_temperature (docs/usage.md, section 6)")
@@ -78,10 +79,10 @@ def build_parser():
     g.add_argument("-ban_unk_token", action="store_true", help="never produce <unk> (OpenNMT-py's flag). For "
                    "continuous models whose training targets had no <unk> (preprocess.py -tgt_emb), its row, the "
                    "mean of the out-of-vocabulary vectors, is a hub that uncertain predictions fall on")
-    g.add_argument("-block_ngram_repeat", type=int, default=0, help="never put out a word that would repeat an "
+    g.add_argument("-block_ngram_repeat", type=int, default=None, help="never put out a word that would repeat an "
                    "n-gram of this size already in the sentence's output (OpenNMT-py's flag; greedy and beam, every "
-                   "model; over the model's tokens, so BPE pieces with -remove_bpe). 1: no word twice; 0 (default): "
-                   "off. A greedy sentence whose every candidate is blocked ends there")
+                   "model; over the model's tokens, so BPE pieces with -remove_bpe). 1: no word twice; 0: "
+                   f"off; default {DEFAULT_BLOCK}. A greedy sentence whose every candidate is blocked ends there")
     g.add_argument("-replace_unk", action="store_true", help="replace each <unk> through the attention: the "
                    "most-attended source word, translated by -lookup_dict, or copied when it is not there")
     g.add_argument("-alignment_layer", type=parse_alignment_layer, default=None, help="Transformer decoder: "
