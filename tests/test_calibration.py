@@ -325,7 +325,7 @@ def test_offsets_are_tied_to_their_search(data, wc_infonce, tmp_path, capsys):  
     with -beam_size, the file records it and translate.py takes it under that beam."""
     src, ref = data["dir"] / "valid.fr", data["dir"] / "valid.en"
     fit = ["-model", str(wc_infonce), "-src", str(src), "-tgt", str(ref), "-rounds", "1", "-min_tokens", "1"]
-    calibrate.main([*fit, "-output", str(tmp_path / "greedy.json")])
+    calibrate.main([*fit, "-beam_size", "1", "-output", str(tmp_path / "greedy.json")])
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
         translate.main(translate_args(wc_infonce, data, tmp_path / "b.txt", "-beam_size", "2", "-freq_offsets",
@@ -339,7 +339,7 @@ def test_offsets_are_tied_to_their_search(data, wc_infonce, tmp_path, capsys):  
                                   str(tmp_path / "beam.json")))
     assert len((tmp_path / "b.txt").read_text().splitlines()) == 8
     with pytest.raises(SystemExit):  # and beam offsets under greedy search
-        translate.main(translate_args(wc_infonce, data, tmp_path / "g.txt", "-freq_offsets",
+        translate.main(translate_args(wc_infonce, data, tmp_path / "g.txt", "-beam_size", "1", "-freq_offsets",
                                       str(tmp_path / "beam.json")))
     assert "was fitted under beam search (-beam_size 2)" in capsys.readouterr().err
 

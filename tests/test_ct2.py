@@ -358,7 +358,7 @@ def test_the_export_decodes_with_ctranslate2_alone_by_its_readme(models, exporte
     assert "MosesTokenizer(\"fr\", no_escape=True)(line)" in readme and "lowercase the tokens" in readme
     assert "max_decoding_length=max(limits)" in readme and "MosesDetokenizer(\"en\")(words)" in readme
     raw = (DATA / "raw" / "test.fr").read_text(encoding="utf-8").splitlines()[:20]
-    ours = translate("-model", exported["softmax"], "-src", "-", "-beam_size", "1",
+    ours = translate("-model", exported["softmax"], "-src", "-", "-beam_size", "1", "-block_ngram_repeat", "0",
                      stdin="".join(line + "\n" for line in raw)).stdout.splitlines()
     translator = ctranslate2.Translator(exported["softmax"], device="cpu")
     with MosesTokenizer("fr", no_escape=True) as tok, MosesDetokenizer("en") as detok:
@@ -390,7 +390,7 @@ def test_min_length_and_report_time_in_both_engines(models, exported):
             assert all(len(line.split()) >= 14 for line in outs[name, beam]), outs[name, beam]
             assert "Total translation time (s): " in res.stderr and "Tokens per second: " in res.stderr
     assert outs["torch", "1"] == outs["ct2", "1"]
-    with onmt_cont.load(models["continuous"], min_length=14) as m:
+    with onmt_cont.load(models["continuous"], min_length=14, beam_size=1) as m:
         assert m.translate(TEST[:8]) == outs["torch", "1"]
     with pytest.raises(UserError, match="-min_length must be a whole number from 0"):
         onmt_cont.load(models["continuous"], min_length=-1)

@@ -323,7 +323,7 @@ def test_n_best_lists_with_scores(model, continuous_model, kind):
 
 
 def test_with_score_under_greedy_keeps_the_greedy_words(continuous_model):
-    common = ["-model", continuous_model, "-src", "-", "-threads", "1", "-max_length", "6"]
+    common = ["-model", continuous_model, "-src", "-", "-threads", "1", "-max_length", "6", "-beam_size", "1"]
     greedy = script(*common, stdin=SRC3).stdout.splitlines()
     scored = [line.split("\t") for line in script(*common, "-with_score", stdin=SRC3).stdout.splitlines()]
     assert [text for text, _ in scored] == greedy
