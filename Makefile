@@ -17,7 +17,7 @@ lint:
 	$(PYTHON) -m ruff format --check onmt_cont
 
 format:
-	$(PYTHON) -m ruff format onmt_cont tests bench
+	$(PYTHON) -m ruff format onmt_cont tests lab
 
 quickstart:
 	bash docs/quickstart.sh

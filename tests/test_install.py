@@ -11,7 +11,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"
 SCRIPTS = ["onmt_cont_preprocess", "onmt_cont_embeddings_to_torch", "onmt_cont_build_lexicon", "onmt_cont_train",
-           "onmt_cont_translate", "onmt_cont_release", "onmt_cont_server", "onmt_cont_average_models", "onmt_cont_calibrate_offsets",
+           "onmt_cont_translate", "onmt_cont_release", "onmt_cont_server", "onmt_cont_average_models",
+           "onmt_cont_calibrate_offsets",
            "onmt_cont_moses_tok", "onmt_cont_paired_bootstrap", "onmt_cont_table_stats", "onmt_cont_train_vectors"]
 
 pytestmark = pytest.mark.slow

@@ -445,7 +445,8 @@ def test_a_loss_describes_itself_to_the_checks(monkeypatch):
     check_options(opt)
     assert opt.negatives == "inbatch" and opt.num_negatives == 7
     monkeypatch.setitem(LOSSES, "mine", dataclasses.replace(new, candidate_logits=False, vocab_logits=None))
-    with pytest.raises(UserError, match=r"-word_bias changes the logits of -loss infonce and nllvmf_nce, not -loss mine"):
+    with pytest.raises(UserError,
+                       match=r"-word_bias changes the logits of -loss infonce and nllvmf_nce, not -loss mine"):
         check_options(parser.parse_args(["-loss", "mine", "-tgt_emb", "t.pt", "-word_bias"]))
     with pytest.raises(UserError, match=r"-seq_unlikelihood needs a softmax over the vocabulary: -loss ce, nllvmf, "
                                         r"infonce and nllvmf_nce, not -loss mine"):

@@ -97,7 +97,7 @@ def test_a_pipe_is_translated_line_in_line_out(model):
             p.stdin.write(line + "\n")
             p.stdin.flush()
             got = []
-            reader = threading.Thread(target=lambda: got.append(p.stdout.readline()), daemon=True)
+            reader = threading.Thread(target=lambda got=got: got.append(p.stdout.readline()), daemon=True)
             reader.start()
             reader.join(60)
             assert got and got[0].endswith("\n"), f"no answer to {line!r} within 60 s while the pipe stays open"
@@ -361,7 +361,8 @@ def test_a_moses_process_that_cannot_start_is_an_error(model, tmp_path):
     (fake / "perl").chmod(0o755)
     env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
     out = tmp_path / "o.txt"
-    r = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-model", model, "-src", str(DATA / "raw" / "test.fr"),
+    r = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-model", model, "-src",
+                        str(DATA / "raw" / "test.fr"),
                         "-src_lang", "fr", "-detokenize", "-tgt_lang", "en", "-output", str(out)],
                        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert r.returncode == 2, r.stderr

@@ -31,7 +31,8 @@ def corpus(tmp_path_factory):
             with TextPipeline(lang) as text:
                 (d / f"tok.{split}.{lang}").write_text("".join(text.encode(x) + "\n" for x in lines), encoding="utf-8")
     for lang in ("fr", "en"):
-        sentencepiece.SentencePieceTrainer.train(input=str(d / f"tok.train.{lang}"), model_prefix=str(d / f"spm.{lang}"),
+        sentencepiece.SentencePieceTrainer.train(input=str(d / f"tok.train.{lang}"),
+                                                 model_prefix=str(d / f"spm.{lang}"),
                                                  vocab_size=300, character_coverage=1.0, minloglevel=2)
         sp = sentencepiece.SentencePieceProcessor(model_file=str(d / f"spm.{lang}.model"))
         for split in ("train", "valid", "test"):
@@ -57,7 +58,8 @@ def test_softmax_model_with_source_and_target_pieces(corpus):
     d = corpus
     model = train_model(d, "ce", "sp", "-loss", "ce", pp_flags=["-tgt_spm", str(d / "spm.en.model")])
     record = torch.load(model, weights_only=True)["vocab"]["text"]
-    assert record["src_spm"]["model"] == (d / "spm.fr.model").read_bytes() and record["tgt_spm"]["file"] == "spm.en.model"
+    assert record["src_spm"]["model"] == (d / "spm.fr.model").read_bytes()
+    assert record["tgt_spm"]["file"] == "spm.en.model"
     out, err = translate("-model", model, "-src", d / "raw.test.fr")
     assert "SentencePiece pieces (spm.fr.model" in err and len(out) == 8
     assert not any("\u2581" in line for line in out) and out[0][:1].isupper()

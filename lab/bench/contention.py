@@ -15,7 +15,8 @@ at start-up), ``0`` is PyTorch's own default (one thread per core), ``N`` is ``-
 OMP_NUM_THREADS is removed from the commands' environment, so the defaults are the real ones.
 
     python lab/bench/contention.py [-repeats 3] [-train_steps 30] [-busy 1] [-settings auto,0,1,2] 2> runs.log
-    python lab/bench/contention.py -summarize runs.log   # the table again from the per-run lines (also partial; a .log.gz too)
+    python lab/bench/contention.py -summarize runs.log   # the table again from the per-run lines
+                                                         # (also partial; a .log.gz too)
 
 Prints a markdown table: median seconds idle and busy, busy/idle, and each cell over the
 fastest setting of its condition.

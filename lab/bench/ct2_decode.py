@@ -143,7 +143,7 @@ def main(argv=None):
         print("| row | sent/s, loop | words/s, loop | sent/s, whole | over translate.py (same model), loop | "
               f"over {anchor}, loop | BLEU (tokenized) | lines = translate.py's |")
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-        for label, (kind, _, name) in rows.items():
+        for label, (_kind, _, name) in rows.items():
             key = (label, beam)
             words = sum(len(x.split()) for x in outputs[key])
             mine = f"onmt_cont {name}, translate.py"

@@ -1,6 +1,6 @@
 """Results tables (markdown) from the run folders that the recipes in lab/recipes/ write
-(train.log, or train.log.gz as docs/results keeps it, train_time.txt, TEST.bleu.txt; word_choice.sh also choice.txt, the checkpoint and
--decode_prior picked on validation, and TEST.calibration.json, lab/tools/rare_word_f1.py's ratios):
+(train.log, or train.log.gz as docs/results keeps it, train_time.txt, TEST.bleu.txt; word_choice.sh also choice.txt,
+the checkpoint and -decode_prior picked on validation, and TEST.calibration.json, lab/tools/rare_word_f1.py's ratios):
 per run, BLEU on both test sets with and without -replace_unk, the <unk> rate and the training
 time; per row with two or more seeds, mean ± std.
 
