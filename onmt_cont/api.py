@@ -138,34 +138,47 @@ class Model:
             self.translator.set_ensemble(others, [checkpoint, *ensemble])
 
     @_python_errors
-    def translate(self, sentences, n_best=None, with_score=False):
+    def translate(self, sentences, n_best=None, with_score=False, beam_size=None, tgt_prefix=None):
         """A list of source sentences (strings) -> their translations (strings), in order. An empty
         sentence gives an empty string; one that holds a line break is a UserError. Safe to call from
         several threads: calls take turns (the decoder itself uses torch's threads).
 
         ``n_best`` N (at most the beam size) or ``with_score``: each sentence gives instead a list of
         its N (default 1) best hypotheses as (translation, score), best first: translate.py's -n_best
-        and -with_score."""
+        and -with_score. ``beam_size``: this call's beam instead of the model's (1: greedy). ``tgt_prefix``: per
+        sentence, the start its translation is forced to (the model's tokens, as translate.py -tgt_prefix;
+        None or "" for none)."""
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences; wrap a single one in a list")
         if not isinstance(with_score, bool):
             raise UserTypeError(f"translate(): with_score takes True or False, got {with_score!r}")
         if n_best is not None and (isinstance(n_best, bool) or not isinstance(n_best, int)):
             raise UserTypeError(f"translate(): n_best takes a whole number of hypotheses, got {n_best!r}")
+        if beam_size is not None and (isinstance(beam_size, bool) or not isinstance(beam_size, int)):
+            raise UserTypeError(f"translate(): beam_size takes a whole number, got {beam_size!r}")
+        if tgt_prefix is not None:
+            if isinstance(tgt_prefix, str) or len(tgt_prefix) != len(sentences) \
+                    or not all(p is None or isinstance(p, str) for p in tgt_prefix):
+                raise UserTypeError("translate(): tgt_prefix takes one string (or None) per sentence")
+            tgt_prefix = [p or "" for p in tgt_prefix]
         if self._closed:
             raise UserError("translate(): this model was closed (close() or the end of its with block); load it again")
         scored = n_best is not None or with_score
         with self._lock:
             lines = [self.text.encode(s) for s in sentences]  # without src_lang or bpe_codes: the line, stripped
             nbest = [] if scored else None
+            beam = self.translator.beam_size
             try:
+                if beam_size is not None:
+                    self._set_beam(beam_size)
                 if scored:
                     self.translator.set_n_best(n_best)
                     self.translator.set_with_score(True)
                 with torch.no_grad():
                     outputs = self.translator.translate_lines(lines, self.batch_size, lower=self.translator.lower,
-                                                              nbest=nbest)
+                                                              nbest=nbest, prefixes=tgt_prefix)
             finally:
+                self.translator.beam_size = beam
                 self.translator.set_n_best(None)
                 self.translator.set_with_score(False)
             def words(line):  # a subword target's pieces joined: SentencePiece's, or subword-nmt's
@@ -175,6 +188,17 @@ class Model:
             if nbest is not None:
                 return [[(self.text.decode(words(h)), score) for h, score in hyps] for hyps in nbest]
             return [self.text.decode(words(o)) for o in outputs]
+
+    def _set_beam(self, beam_size):
+        """This call's beam: translate.py's checks, and none of what was fitted or built for the model's own."""
+        t = self.translator
+        if not 1 <= beam_size <= len(t.tgt_vocab):
+            raise UserError(f"translate(): beam_size must be from 1 to the target vocabulary's {len(t.tgt_vocab)}, "
+                            f"got {beam_size}")
+        if beam_size != t.beam_size and (t.sampler is not None or getattr(t, "beam_fixed", False)):
+            raise UserError("translate(): beam_size cannot change per call with random sampling, -freq_offsets "
+                            "(fitted under one search) or an ANN index (built for one beam): load the model with it")
+        t.beam_size = beam_size
 
     def close(self):
         """Stop the Moses processes of raw-text models (also done at exit); translate() is refused after it."""

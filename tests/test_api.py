@@ -237,3 +237,24 @@ def test_api_errors_are_value_and_type_errors(model):
             m.translate(["un chien ."], n_best="2")
         with pytest.raises(ValueError, match="holds a line break"):
             m.translate(["un\nchien"])
+
+
+def test_per_call_beam_size_and_tgt_prefix(model):
+    """Issue 79: the API could not take beam_size per call, and had no tgt_prefix."""
+    ckpt = str(model / "m_last.pt")
+    src = ["un chien court .", "deux hommes ."]
+    with onmt_cont.load(ckpt, tokenized=True, beam_size=1, block_ngram_repeat=0) as greedy, \
+            onmt_cont.load(ckpt, tokenized=True, beam_size=3, block_ngram_repeat=0) as beam3, \
+            onmt_cont.load(ckpt, tokenized=True, beam_size=1, block_ngram_repeat=0) as m:
+        assert m.translate(src, beam_size=3) == beam3.translate(src)
+        assert m.translate(src) == greedy.translate(src)  # the model's own beam again
+        assert len(m.translate(src, beam_size=3, n_best=3)[0]) == 3
+        forced = m.translate(src, tgt_prefix=["a woman", None])
+        assert forced[0].split()[:2] == ["a", "woman"] and forced[1] == greedy.translate(src)[1]
+        with pytest.raises(TypeError, match="tgt_prefix takes one string"):
+            m.translate(src, tgt_prefix=["a woman"])
+        with pytest.raises(ValueError, match="beam_size must be from 1"):
+            m.translate(src, beam_size=0)
+    with onmt_cont.load(ckpt, tokenized=True, random_sampling_topk=5) as sampled, \
+            pytest.raises(ValueError, match="cannot change per call with random sampling"):
+        sampled.translate(src, beam_size=3)

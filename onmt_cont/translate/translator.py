@@ -150,6 +150,8 @@ class Translator:
         self.model.eval()
         self.device = device
         self.beam_size = beam_size
+        # -freq_offsets were fitted under this beam, and an ANN index was sized for it: the beam stays
+        self.beam_fixed = ann is not None or freq_offsets is not None
         self.max_length = max_length
         self.max_length_ratio = max_length_ratio
         self.length_penalty = length_penalty
