@@ -16,6 +16,7 @@ import functools
 import inspect
 import os
 import threading
+import warnings
 
 import torch
 
@@ -23,6 +24,7 @@ from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm
 from onmt_cont.translate.calibration import load_offsets
 from onmt_cont.translate.checks import sampling_on, search_defaults
 from onmt_cont.translate.ct2 import Ct2Translator, check_engine_options, read_record, resolve_engine
+from onmt_cont.translate.report import reference_mismatch
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon, remove_bpe
 from onmt_cont.utils.device import check_device
@@ -52,8 +54,9 @@ class Model:
                  lexicon=None, freq_offsets=None, decode_prior=None, remove_target_bpe=False, batch_size=32,
                  tokenized=False, src_spm=None, tgt_spm=None, ensemble=(), random_sampling_topk=0,
                  random_sampling_topp=0.0, random_sampling_temp=1.0, seed=0, engine=None, min_length=0, **decoding):
-        self._closed = False
+        self._closed, self.input_warning = False, None  # input_warning: raw text given to a model of tokens
         checkpoint = _path_arg("checkpoint", checkpoint)
+        self._name = os.path.basename(os.path.normpath(checkpoint))
         for name, value in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
             if value is not None and not isinstance(value, str):
                 raise UserTypeError(f"onmt_cont.load(): {name} takes a language code such as 'fr', got {value!r}")
@@ -164,6 +167,13 @@ class Model:
         if self._closed:
             raise UserError("translate(): this model was closed (close() or the end of its with block); load it again")
         scored = n_best is not None or with_score
+        if self.input_warning is None and not self.text.reads_raw_text:  # raw text to a model of tokens: say so once
+            why = reference_mismatch([s for s in sentences if isinstance(s, str)], self.translator.lower, False,
+                                     scored="read", hint_raw="load the model with src_lang (and bpe_codes) to read "
+                                     "raw text, or tokenize it as the training data was")
+            if why:
+                self.input_warning = f"onmt_cont.load({self._name}): the input {why}"
+                warnings.warn(self.input_warning, stacklevel=3)
         with self._lock:
             lines = [self.text.encode(s) for s in sentences]  # without src_lang or bpe_codes: the line, stripped
             nbest = [] if scored else None

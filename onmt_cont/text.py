@@ -362,6 +362,11 @@ class TextPipeline:
                 line = " ".join(self._src_spm.EncodeAsPieces(line))
         return line
 
+    @property
+    def reads_raw_text(self):
+        """Whether ``encode`` Moses-tokenizes its input (a source language is set)."""
+        return self._tok is not None
+
     def check_fits(self, src_vocab, tgt_vocab):
         """The SentencePiece models against the model's vocabularies (:func:`check_spm_fits`)."""
         for sp, vocab, flag, name, side in ((self._src_spm, src_vocab, "-src_spm", self._spm_names[0], "source"),

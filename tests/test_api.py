@@ -258,3 +258,18 @@ def test_per_call_beam_size_and_tgt_prefix(model):
     with onmt_cont.load(ckpt, tokenized=True, random_sampling_topk=5) as sampled, \
             pytest.raises(ValueError, match="cannot change per call with random sampling"):
         sampled.translate(src, beam_size=3)
+
+
+def test_raw_text_to_a_model_of_tokens_is_warned_once(model):
+    """Issue 79: raw text sent to a model of tokens came back as silent garbage from the API and the server
+    (translate.py warned). The API warns once per model; the server logs it once."""
+    import warnings as w
+
+    with onmt_cont.load(str(model / "m_last.pt"), tokenized=True) as m:
+        with pytest.warns(UserWarning, match="punctuation stuck to words: it looks like raw text, but it is read as "
+                                             "tokenized text; load the model with src_lang"):
+            m.translate(["Un chien court dans l'herbe.", "Deux hommes, trois femmes."])
+        with w.catch_warnings():
+            w.simplefilter("error")
+            m.translate(["Un chien court dans l'herbe."])  # once is enough
+            m.translate(["un chien court ."])

@@ -488,3 +488,17 @@ def test_onmt_py_configuration_keys(model, tmp_path):
         res = subprocess.run([sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "--config", str(conf),
                               "--ip", "127.0.0.1", "--port", "0"], capture_output=True, text=True, timeout=120)
         assert res.returncode == 2 and needle in res.stderr, res.stderr
+
+
+def test_raw_text_to_a_model_of_tokens_is_logged_once(model, tmp_path):
+    """Issue 79: raw text sent to a model of tokens came back as silent garbage; the server logs it once."""
+    server = Server(config(tmp_path, model))
+    try:
+        for _ in range(2):
+            assert server.call("/translator/translate", [{"src": "Un chien court dans l'herbe.", "id": 100},
+                                                         {"src": "Deux hommes, trois femmes.", "id": 100}])[0] == 200
+    finally:
+        assert server.stop() == 0
+    log = server.proc.stderr.read()
+    assert log.count("warning: model 100: onmt_cont.load(") == 1 and "punctuation stuck to words" in log, log
+    assert "UserWarning" not in log

@@ -14,6 +14,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 
 from waitress.task import ThreadedTaskDispatcher
 
@@ -54,6 +55,8 @@ def main(argv=None):
         raise UserError("-port must be from 0 to 65535, -workers and -connection_limit at least 1, and "
                         "-request_timeout and -connection_timeout positive")
     apply_threads(opt.threads)
+    # a model's warning about its input is logged once by its entry (serve/models.py), not as a Python warning
+    warnings.filterwarnings("ignore", message=r"onmt_cont\.load\(")
     entries = read_config(opt.config)
     try:
         for entry in list(entries.values()):  # every entry, lazy ones too: a damaged file is found now (issue 77.5)

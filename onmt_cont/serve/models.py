@@ -317,10 +317,17 @@ class ModelEntry:
             for job, part in jobs.values():
                 self._run_alone(model, job, part)
             return
+        self._warn_once(model)
         for (job, i, _), h in zip(batch, hyps, strict=True):
             self._finish(job, i, h)
         self.batches, self.sentences = self.batches + 1, self.sentences + len(batch)
         self.last_used = time.monotonic()
+
+    def _warn_once(self, model):
+        """A model's warning about its input (raw text to a model of tokens), logged once: the answers carry none."""
+        if getattr(model, "input_warning", None) and not getattr(self, "_warned", False):
+            self._warned = True
+            self._log(f"warning: model {self.id}: {model.input_warning}")
 
     def _run_alone(self, model, job, part):
         try:
@@ -332,6 +339,7 @@ class ModelEntry:
             self._log(f"model {self.id} failed on a request: {type(exc).__name__}: {exc}")
             job.fail(TranslationFailed(self.id))
             return
+        self._warn_once(model)
         for (i, _), h in zip(part, hyps, strict=True):
             self._finish(job, i, h)
         self.batches, self.sentences = self.batches + 1, self.sentences + len(part)
