@@ -53,7 +53,8 @@ class Model:
     def __init__(self, checkpoint, *, src_lang=None, tgt_lang=None, bpe_codes=None, device="cpu", beam_size=None,
                  lexicon=None, freq_offsets=None, decode_prior=None, remove_target_bpe=False, batch_size=32,
                  tokenized=False, src_spm=None, tgt_spm=None, ensemble=(), random_sampling_topk=0,
-                 random_sampling_topp=0.0, random_sampling_temp=1.0, seed=0, engine=None, min_length=0, **decoding):
+                 random_sampling_topp=0.0, random_sampling_temp=1.0, seed=0, engine=None, min_length=0,
+                 ignore_when_blocking=(), **decoding):
         self._closed, self.input_warning = False, None  # input_warning: raw text given to a model of tokens
         checkpoint = _path_arg("checkpoint", checkpoint)
         self._name = os.path.basename(os.path.normpath(checkpoint))
@@ -85,6 +86,7 @@ class Model:
                              decoding)
         self.translator.set_sampling(random_sampling_topk, random_sampling_topp, random_sampling_temp, seed)
         self.translator.set_min_length(min_length)
+        self.translator.set_ignore_when_blocking(ignore_when_blocking)
         record, lower = self.translator.text_record, True
         if record is not None:
             lower = bool(record.get("lower", True))

@@ -394,3 +394,25 @@ def test_min_length_and_report_time_in_both_engines(models, exported):
         assert m.translate(TEST[:8]) == outs["torch", "1"]
     with pytest.raises(UserError, match="-min_length must be a whole number from 0"):
         onmt_cont.load(models["continuous"], min_length=-1)
+
+
+def test_ignore_when_blocking(models, exported):
+    """Issue 79: OpenNMT-py's -ignore_when_blocking was missing: an n-gram holding one of its words is never
+    blocked. The checkpoint engine has it; CTranslate2's blocking has no exceptions, so the export refuses it."""
+    from onmt_cont.translate.search import blocked_words
+
+    assert blocked_words([1, 2, 3, 1, 2], 3) == {3} and blocked_words([1, 2, 3, 1, 2], 3, frozenset({3})) == set()
+    assert blocked_words([5, 7, 5], 2) == {7} and blocked_words([5, 7, 5], 2, frozenset({5})) == set()
+    src = "".join(line + "\n" for line in TEST[:8])
+    flags = ["-beam_size", "1", "-block_ngram_repeat", "1"]
+    strict = translate("-model", models["continuous"], "-src", "-", *flags, stdin=src).stdout.splitlines()
+    assert all(len(set(line.split())) == len(line.split()) for line in strict)  # no word twice
+    loose = translate("-model", models["continuous"], "-src", "-", *flags, "-ignore_when_blocking", "a", ".",
+                      stdin=src)
+    assert loose.returncode == 0, loose.stderr
+    assert any(line.split().count("a") > 1 for line in loose.stdout.splitlines())  # "a man ... on a building"
+    for model, needle in ((exported["continuous"], "CTranslate2's n-gram blocking has no exceptions"),
+                          (models["continuous"], "-ignore_when_blocking: zzzq: not in the model's target vocabulary")):
+        res = translate("-model", model, "-src", "-", "-ignore_when_blocking", "zzzq" if "not in" in needle else ".",
+                        stdin=src)
+        assert res.returncode == 2 and needle in res.stderr, res.stderr

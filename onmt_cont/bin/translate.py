@@ -327,6 +327,7 @@ def run(opt, done):
         translator.set_ensemble(others, opt.models)
         log(f"an ensemble of {len(opt.models)} models: the mean of their log-probabilities at each step")
     translator.set_min_length(opt.min_length)
+    translator.set_ignore_when_blocking(opt.ignore_when_blocking)
     translator.set_n_best(opt.n_best)
     translator.set_with_score(opt.with_score)
     translator.set_sampling(opt.random_sampling_topk, opt.random_sampling_topp, opt.random_sampling_temp, opt.seed)

@@ -156,6 +156,7 @@ class Ct2Translator(Translator):
         self.replace_unk, self.lexicon, self.ban_unk = replace_unk, lexicon, ban_unk
         self.block_ngram_repeat = block_ngram_repeat
         self.n_best, self._with_score, self.last_nbest, self.min_length = 1, False, None, 0
+        self.ignore_when_blocking = frozenset()
         self.sampler, self.report_align, self.last_align, self.attn_debug = None, False, None, False
         self.words_out = self.unk_out = 0
 
@@ -173,6 +174,11 @@ class Ct2Translator(Translator):
         super().set_sampling(topk, topp, temp, seed)
         if self.sampler is not None:
             _ctranslate2().set_random_seed(self.sampler.seed)  # -1 drawn by the base class
+
+    def set_ignore_when_blocking(self, words):
+        if words:
+            raise UserError("-ignore_when_blocking: CTranslate2's n-gram blocking has no exceptions: decode the "
+                            "checkpoint (-engine torch)")
 
     def translate_batch(self, token_lists, attention=None, prefixes=None):
         if attention is None:

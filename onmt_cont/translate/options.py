@@ -79,6 +79,9 @@ def build_parser():
     g.add_argument("-ban_unk_token", action="store_true", help="never produce <unk> (OpenNMT-py's flag). For "
                    "continuous models whose training targets had no <unk> (preprocess.py -tgt_emb), its row, the "
                    "mean of the out-of-vocabulary vectors, is a hub that uncertain predictions fall on")
+    g.add_argument("-ignore_when_blocking", nargs="+", default=[], metavar="WORD",
+                   help="target words that -block_ngram_repeat lets repeat: an n-gram holding one is never blocked "
+                   "(OpenNMT-py's flag; e.g. punctuation). The checkpoint engine only")
     g.add_argument("-block_ngram_repeat", type=int, default=None, help="never put out a word that would repeat an "
                    "n-gram of this size already in the sentence's output (OpenNMT-py's flag; greedy and beam, every "
                    "model; over the model's tokens, so BPE pieces with -remove_bpe). 1: no word twice; 0: "

@@ -27,20 +27,23 @@ def length_limits(src_lengths, max_length=None, ratio=MAX_LENGTH_RATIO):
     return (src_lengths.double() * ratio + 10).clamp(max=MAX_OUTPUT_LENGTH).long()
 
 
-def blocked_words(seq, n):
+def blocked_words(seq, n, ignore=frozenset()):
     """The words that, appended to ``seq``, would repeat one of its n-grams (translate.py
     -block_ngram_repeat, OpenNMT-py's flag): the words that followed each earlier occurrence of
-    ``seq``'s last n − 1 words. n = 1: every word of ``seq``; n = 0: none."""
+    ``seq``'s last n − 1 words. n = 1: every word of ``seq``; n = 0: none. An n-gram holding a word of
+    ``ignore`` (-ignore_when_blocking, e.g. punctuation) is never blocked, as OpenNMT-py's."""
     if n <= 0 or len(seq) < n - 1:
         return set()
     suffix = list(seq[len(seq) - n + 1 :]) if n > 1 else []
-    return {seq[i + n - 1] for i in range(len(seq) - n + 1) if seq[i : i + n - 1] == suffix}
+    if ignore and any(w in ignore for w in suffix):
+        return set()
+    return {seq[i + n - 1] for i in range(len(seq) - n + 1) if seq[i : i + n - 1] == suffix} - ignore
 
 
-def block_repeats(scores, prefixes, n):
+def block_repeats(scores, prefixes, n, ignore=frozenset()):
     """Scores [rows, vocab] with -inf where a row's word would repeat an n-gram of its prefix."""
     for r, seq in enumerate(prefixes):
-        words = blocked_words(seq, n)
+        words = blocked_words(seq, n, ignore)
         if words:
             scores[r, list(words)] = float("-inf")
     return scores
@@ -108,7 +111,7 @@ class Sampler:
 
 @torch.no_grad()
 def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_every=None, block_ngram_repeat=0,
-                  need_attn=True, sampler=None, prefix=None, min_length=0):
+                  need_attn=True, sampler=None, prefix=None, min_length=0, ignore_when_blocking=frozenset()):
     """Batched greedy decoding; the chosen word's embedding feeds the next step.
 
     src: [batch, src_len]; max_lengths: [batch] longest output (without </s>); banned: ids never
@@ -154,7 +157,7 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
                                           greedy=sampler is None, need_attn=need_attn)
         rows_now = rows.tolist() if prefixes is not None else None
         if prefixes is not None:
-            scores = block_repeats(scores, [prefixes[b] for b in rows_now], block_ngram_repeat)
+            scores = block_repeats(scores, [prefixes[b] for b in rows_now], block_ngram_repeat, ignore_when_blocking)
         if sampler is not None:
             last = sampler.pick(scores)
         else:
@@ -202,7 +205,8 @@ def length_penalty(length, kind, alpha):
 
 @torch.no_grad()
 def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", alpha=0.0, banned=BANNED,
-                block_ngram_repeat=0, need_attn=True, nbest_out=None, n_best=1, prefix=None, min_length=0):
+                block_ngram_repeat=0, need_attn=True, nbest_out=None, n_best=1, prefix=None, min_length=0,
+                ignore_when_blocking=frozenset()):
     """Beam search over a batch of sentences, each with its own beam of ``beam_size`` rows.
 
     A hypothesis's score is the sum of its per-step scores (log-probabilities, or the
@@ -246,7 +250,7 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
         scores = scores.view(len(live), width, vocab)
         for i, b in enumerate(live):
             if block_ngram_repeat:
-                block_repeats(scores[i], seqs[b], block_ngram_repeat)
+                block_repeats(scores[i], seqs[b], block_ngram_repeat, ignore_when_blocking)
             if t < max(min_length, 1) and t < max_len[b]:  # a non-empty source never gets an empty translation
                 scores[i, :, EOS_ID] = float("-inf")
             if t == max_len[b]:  # only </s> may follow

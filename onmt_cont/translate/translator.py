@@ -110,6 +110,7 @@ class Translator:
         self.block_ngram_repeat = block_ngram_repeat
         self.n_best, self._with_score, self.last_nbest = 1, False, None  # set_n_best, set_with_score
         self.min_length = 0  # set_min_length
+        self.ignore_when_blocking = frozenset()  # set_ignore_when_blocking
         self.sampler = None  # set_sampling
         self.search_model = self.model  # what the searches decode with: the model, or an ensemble (set_ensemble)
         self.report_align, self.last_align = False, None  # -report_align: each output's word alignment
@@ -254,6 +255,16 @@ class Translator:
                                     f"{names[0]} ({len(mine)} words): an ensemble's members share one vocabulary")
         self.search_model = Ensemble([self.model] + [o.model for o in others]) if others else self.model
 
+    def set_ignore_when_blocking(self, words):
+        """-ignore_when_blocking (OpenNMT-py's): n-grams holding one of these target words are never blocked by
+        -block_ngram_repeat (e.g. punctuation, which may repeat). A word outside the vocabulary is a UserError."""
+        if isinstance(words, str) or not all(isinstance(w, str) for w in words):
+            raise UserError(f"-ignore_when_blocking takes target words, got {words!r}")
+        unknown = [w for w in words if self.tgt_vocab.index(w) == UNK_ID]
+        if unknown:
+            raise UserError(f"-ignore_when_blocking: {', '.join(unknown[:5])}: not in the model's target vocabulary")
+        self.ignore_when_blocking = frozenset(self.tgt_vocab.index(w) for w in words)
+
     def set_min_length(self, n):
         """No output shorter than ``n`` words unless its length limit comes first (translate.py -min_length,
         OpenNMT-py's; 0: off)."""
@@ -298,11 +309,12 @@ class Translator:
             ids, attns = beam_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
                                      self.length_penalty, self.alpha, self.banned, self.block_ngram_repeat,
                                      need_attn=attention, nbest_out=nbest, n_best=self.n_best, prefix=prefix,
-                                     min_length=self.min_length)
+                                     min_length=self.min_length, ignore_when_blocking=self.ignore_when_blocking)
         else:
             ids, attns = greedy_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths, self.banned,
                                        block_ngram_repeat=self.block_ngram_repeat, need_attn=attention,
-                                       sampler=self.sampler, prefix=prefix, min_length=self.min_length)
+                                       sampler=self.sampler, prefix=prefix, min_length=self.min_length,
+                                       ignore_when_blocking=self.ignore_when_blocking)
         outputs, self.last_raw = [], []
         self.last_align = [alignment(attn, len(toks)) for toks, attn in zip(token_lists, attns, strict=True)] \
             if self.report_align else None
