@@ -688,7 +688,7 @@ def test_valid_metric_bleu_decodes_greedily_like_translate(data, tmp_path, loss)
     (tmp_path / "v.fr").write_text("\n".join(src[:8]) + "\n", encoding="utf-8")
     (tmp_path / "v.en").write_text("\n".join(tgt[:8]) + "\n", encoding="utf-8")
     translate.main(["-model", str(tmp_path / "m_best.pt"), "-src", str(tmp_path / "v.fr"),
-                    "-output", str(tmp_path / "out.en")])
+                    "-output", str(tmp_path / "out.en"), "-beam_size", "1", "-block_ngram_repeat", "0"])
     from onmt_cont.evaluate import tokenized_bleu
 
     hyps = (tmp_path / "out.en").read_text(encoding="utf-8").splitlines()
