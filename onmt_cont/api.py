@@ -143,7 +143,7 @@ class Model:
             self.translator.set_ensemble(others, [checkpoint, *ensemble])
 
     @_python_errors
-    def translate(self, sentences, n_best=None, with_score=False, beam_size=None, tgt_prefix=None):
+    def translate(self, sentences, n_best=None, with_score=False, beam_size=None, tgt_prefix=None, report_align=False):
         """A list of source sentences (strings) -> their translations (strings), in order. An empty
         sentence gives an empty string; one that holds a line break is a UserError. Safe to call from
         several threads: calls take turns (the decoder itself uses torch's threads).
@@ -152,11 +152,14 @@ class Model:
         its N (default 1) best hypotheses as (translation, score), best first: translate.py's -n_best
         and -with_score. ``beam_size``: this call's beam instead of the model's (1: greedy). ``tgt_prefix``: per
         sentence, the start its translation is forced to (the model's tokens, as translate.py -tgt_prefix;
-        None or "" for none)."""
+        None or "" for none). ``report_align``: each translation comes with its word alignment (translate.py
+        -report_align's "S-T ..." over the model's tokens): (translation, alignment), or with ``n_best`` /
+        ``with_score`` (translation, score, alignment)."""
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences; wrap a single one in a list")
-        if not isinstance(with_score, bool):
-            raise UserTypeError(f"translate(): with_score takes True or False, got {with_score!r}")
+        if not isinstance(with_score, bool) or not isinstance(report_align, bool):
+            raise UserTypeError(f"translate(): with_score and report_align take True or False, got {with_score!r} "
+                                f"and {report_align!r}")
         if n_best is not None and (isinstance(n_best, bool) or not isinstance(n_best, int)):
             raise UserTypeError(f"translate(): n_best takes a whole number of hypotheses, got {n_best!r}")
         if beam_size is not None and (isinstance(beam_size, bool) or not isinstance(beam_size, int)):
@@ -179,26 +182,35 @@ class Model:
         with self._lock:
             lines = [self.text.encode(s) for s in sentences]  # without src_lang or bpe_codes: the line, stripped
             nbest = [] if scored else None
-            beam = self.translator.beam_size
+            align = [] if report_align and not scored else None
+            nbest_align = [] if report_align and scored else None
+            beam, reporting = self.translator.beam_size, self.translator.report_align
             try:
                 if beam_size is not None:
                     self._set_beam(beam_size)
                 if scored:
                     self.translator.set_n_best(n_best)
                     self.translator.set_with_score(True)
+                self.translator.report_align = report_align
                 with torch.no_grad():
                     outputs = self.translator.translate_lines(lines, self.batch_size, lower=self.translator.lower,
-                                                              nbest=nbest, prefixes=tgt_prefix)
+                                                              nbest=nbest, prefixes=tgt_prefix, align=align,
+                                                              nbest_align=nbest_align)
             finally:
-                self.translator.beam_size = beam
+                self.translator.beam_size, self.translator.report_align = beam, reporting
                 self.translator.set_n_best(None)
                 self.translator.set_with_score(False)
             def words(line):  # a subword target's pieces joined: SentencePiece's, or subword-nmt's
                 line = self.text.join_pieces(line)
                 return remove_bpe(line) if self.remove_target_bpe else line
 
+            if nbest is not None and nbest_align is not None:
+                return [[(self.text.decode(words(h)), score, a) for (h, score), a in zip(hyps, aligns, strict=True)]
+                        for hyps, aligns in zip(nbest, nbest_align, strict=True)]
             if nbest is not None:
                 return [[(self.text.decode(words(h)), score) for h, score in hyps] for hyps in nbest]
+            if align is not None:
+                return [(self.text.decode(words(o)), a) for o, a in zip(outputs, align, strict=True)]
             return [self.text.decode(words(o)) for o in outputs]
 
     def _set_beam(self, beam_size):

@@ -416,3 +416,21 @@ def test_ignore_when_blocking(models, exported):
         res = translate("-model", model, "-src", "-", "-ignore_when_blocking", "zzzq" if "not in" in needle else ".",
                         stdin=src)
         assert res.returncode == 2 and needle in res.stderr, res.stderr
+
+
+def test_report_align_with_n_best_and_scores_in_both_engines(models, exported):
+    """Issue 79: -report_align with -n_best or -with_score was refused (OpenNMT-py allows it). Each hypothesis's
+    line now holds its own alignment, before the tab and score; the 1-best's is -report_align's alone."""
+    src = "".join(line + "\n" for line in TEST[:4])
+    for model in (models["continuous"], exported["continuous"]):
+        res = translate("-model", model, "-src", "-", "-beam_size", "3", "-n_best", "2", "-report_align",
+                        "-with_score", stdin=src)
+        assert res.returncode == 0, res.stderr
+        lines = res.stdout.splitlines()
+        assert len(lines) == 8
+        for line in lines:
+            text, rest = line.split(" ||| ")
+            align, score = rest.split("\t")
+            assert len(align.split()) == len(text.split()) and float(score) < 0
+        alone = translate("-model", model, "-src", "-", "-beam_size", "3", "-report_align", stdin=src)
+        assert alone.stdout.splitlines() == [line.split("\t")[0] for line in lines[::2]]

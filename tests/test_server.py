@@ -502,3 +502,19 @@ def test_raw_text_to_a_model_of_tokens_is_logged_once(model, tmp_path):
     log = server.proc.stderr.read()
     assert log.count("warning: model 100: onmt_cont.load(") == 1 and "punctuation stuck to words" in log, log
     assert "UserWarning" not in log
+
+
+def test_report_align_gives_the_align_field(model, tmp_path):
+    """Issue 79: OpenNMT-py's answers carry "align" when the model's opt has report_align; ours had no such field.
+    The API's translate(report_align=True) gives the same alignments."""
+    server = Server(config(tmp_path, model, opt={"beam_size": 2, "report_align": True}))
+    try:
+        status, out = server.call("/translator/translate", [{"src": "un chien court .", "id": 100, "n_best": 2}])
+    finally:
+        assert server.stop() == 0
+    assert status == 200 and len(out) == 2 and all(len(r[0]["align"].split()) == len(r[0]["tgt"].split()) for r in out)
+    with onmt_cont.load(model, beam_size=2) as m:
+        hyps = m.translate(["un chien court ."], n_best=2, report_align=True)[0]
+        assert [(t, a) for t, _, a in hyps] == [(r[0]["tgt"], r[0]["align"]) for r in out]
+        (text, align), = m.translate(["un chien court ."], report_align=True)
+        assert (text, align) == (hyps[0][0], hyps[0][2])

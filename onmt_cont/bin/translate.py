@@ -331,8 +331,6 @@ def run(opt, done):
     translator.set_n_best(opt.n_best)
     translator.set_with_score(opt.with_score)
     translator.set_sampling(opt.random_sampling_topk, opt.random_sampling_topp, opt.random_sampling_temp, opt.seed)
-    if opt.report_align and translator.scored:
-        raise UserError("-report_align writes one alignment per output line: not with -n_best or -with_score")
     translator.report_align, translator.attn_debug = opt.report_align, opt.attn_debug
     if opt.tgt_prefix and not opt.tgt:
         raise UserError("-tgt_prefix forces each output to start with its -tgt line: give -tgt")
@@ -384,12 +382,13 @@ def run(opt, done):
             raw = [] if raw_bleu is not None else None
             nbest = [] if translator.scored else None
             align = [] if opt.report_align else None
+            nbest_align = [] if opt.report_align and nbest is not None else None
             attn = [] if opt.attn_debug else None
             with torch.no_grad():
                 outputs = translator.translate_lines(lines, opt.batch_size, batch_type=opt.batch_type,
                                                      lower=translator.lower, on_batch=on_batch, raw=raw, nbest=nbest,
                                                      prefixes=refs if opt.tgt_prefix else None, align=align,
-                                                     attn=attn, first_line=lines_done + 1)
+                                                     attn=attn, first_line=lines_done + 1, nbest_align=nbest_align)
             lines_done += len(lines)
             elapsed += time.time() - start
             if text.target_pieces:  # a SentencePiece target: words before writing and scoring
@@ -416,13 +415,16 @@ def run(opt, done):
             checked[0] = True
             if raw_bleu is not None:
                 raw_bleu.add(raw, refs)
-            if align is not None:
+            if nbest is not None:  # a line per hypothesis: OpenNMT-py's " ||| alignment", then the tab and score
+                aligned = nbest_align if nbest_align is not None else [[None] * len(hyps) for hyps in nbest]
+                out.writelines(text.decode(h) + (f" ||| {a}" if a is not None else "")
+                               + (f"\t{sc:.6f}" if opt.with_score else "") + "\n"
+                               for hyps, hyp_aligns in zip(nbest, aligned, strict=True)
+                               for (h, sc), a in zip(hyps, hyp_aligns, strict=True))
+            elif align is not None:
                 out.writelines(f"{text.decode(o)} ||| {a}\n" for o, a in zip(outputs, align, strict=True))
-            elif nbest is None:
-                out.writelines(text.decode(o) + "\n" for o in outputs)
             else:
-                out.writelines(text.decode(h) + (f"\t{sc:.6f}" if opt.with_score else "") + "\n"
-                               for hyps in nbest for h, sc in hyps)
+                out.writelines(text.decode(o) + "\n" for o in outputs)
             out.flush()
             if opt.verbose:
                 for i, (line, hyp) in enumerate(zip(lines, outputs, strict=True), n_lines + 1):

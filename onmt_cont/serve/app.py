@@ -175,8 +175,8 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
             try:
                 for group, job in jobs:
                     for (i, src), hyps in zip(group, _wait(job, request_timeout, gone), strict=True):
-                        out[i] = [{"src": src, "tgt": tgt, "n_best": len(hyps), "pred_score": score}
-                                  for tgt, score in hyps]
+                        out[i] = [{"src": src, "tgt": h[0], "n_best": len(hyps), "pred_score": h[1],
+                                   **({"align": h[2]} if len(h) > 2 else {})} for h in hyps]
             except UserError as exc:
                 return error(400, str(exc))
             except ModelUnavailable as exc:

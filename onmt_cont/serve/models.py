@@ -84,6 +84,9 @@ def read_config(path):
         if unknown:
             raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
         n_best = opt.pop("n_best", 1)  # OpenNMT-py's "opt": {"n_best": K}: each request's default
+        report_align = opt.pop("report_align", False)  # answers carry "align", as OpenNMT-py's
+        if not isinstance(report_align, bool):
+            raise UserError(f"{where}: \"opt\": \"report_align\" must be true or false, got {report_align!r}")
         if isinstance(n_best, bool) or not isinstance(n_best, int) or n_best < 1:
             raise UserError(f"{where}: \"opt\": \"n_best\" must be a positive whole number, got {n_best!r}")
         if "tokenizer" in m:
@@ -98,7 +101,7 @@ def read_config(path):
         if others:
             opt["ensemble"] = paths[1:]
         entries[mid] = ModelEntry(mid, paths[0], opt, float(timeout), bool(m.get("load", True)),
-                                  on_timeout=m.get("on_timeout", "unload"), n_best=n_best)
+                                  on_timeout=m.get("on_timeout", "unload"), n_best=n_best, report_align=report_align)
     return entries
 
 
@@ -160,9 +163,9 @@ class ModelEntry:
     before it. A batch that fails is retried request by request, so one client's bad input fails its own request
     only (issue 77.3)."""
 
-    def __init__(self, mid, path, opt, timeout, preload, log=None, on_timeout="unload", n_best=1):
+    def __init__(self, mid, path, opt, timeout, preload, log=None, on_timeout="unload", n_best=1, report_align=False):
         self.id, self.path, self.opt, self.timeout, self.preload = mid, path, opt, timeout, preload
-        self.on_timeout, self.n_best = on_timeout, n_best
+        self.on_timeout, self.n_best, self.report_align = on_timeout, n_best, report_align
         self.model, self.last_used = None, time.monotonic()
         self._lock = threading.Lock()  # loading and unloading
         self._queue, self._wake = [], threading.Condition()
@@ -207,7 +210,7 @@ class ModelEntry:
     def clone(self, mid, opt, timeout):
         """POST /clone_model: a new entry of the same model with ``opt`` over this one's, loaded now."""
         entry = ModelEntry(mid, self.path, {**self.opt, **opt}, timeout, True, self._log, self.on_timeout,
-                           self.n_best)
+                           self.n_best, self.report_align)
         entry.load_at_start()
         return entry
 
@@ -312,7 +315,8 @@ class ModelEntry:
             self._run_alone(model, *next(iter(jobs.values())))
             return
         try:
-            hyps = model.translate([src for _, _, src in batch], n_best=batch[0][0].n_best, with_score=True)
+            hyps = model.translate([src for _, _, src in batch], n_best=batch[0][0].n_best, with_score=True,
+                                   report_align=self.report_align)
         except Exception:  # noqa: BLE001 - one request's bad input: retry each request alone (issue 77.3)
             for job, part in jobs.values():
                 self._run_alone(model, job, part)
@@ -331,7 +335,8 @@ class ModelEntry:
 
     def _run_alone(self, model, job, part):
         try:
-            hyps = model.translate([src for _, src in part], n_best=job.n_best, with_score=True)
+            hyps = model.translate([src for _, src in part], n_best=job.n_best, with_score=True,
+                                   report_align=self.report_align)
         except UserError as exc:
             job.fail(exc)
             return

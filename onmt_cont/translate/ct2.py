@@ -212,7 +212,7 @@ class Ct2Translator(Translator):
             results = [SimpleNamespace(hypotheses=[[]], scores=[0.0], attention=None) for _ in source]
         else:
             results = self.ct2.translate_batch(source, **options)
-        outputs, attns, self.last_raw, nbest = [], [], [], []
+        outputs, attns, self.last_raw, nbest, aligns = [], [], [], [], []
         for toks, result, limit in zip(token_lists, results, limits, strict=True):
             hyps = []
             for h, words in enumerate(result.hypotheses):
@@ -235,9 +235,11 @@ class Ct2Translator(Translator):
             outputs.append(self._replaced(words, attn, toks))
             attns.append(attn)
             nbest.append([(self._replaced(w, a, toks), s) for w, a, s in hyps])
+            aligns.append([alignment(a, len(toks)) for _, a, _ in hyps])
         self.last_align = [alignment(a, len(t)) for t, a in zip(token_lists, attns, strict=True)] \
             if self.report_align else None
         self.last_nbest = nbest if self.scored else None
+        self.last_nbest_align = aligns if self.report_align and self.scored else None
         return outputs, attns
 
     def _replaced(self, words, attn, src_tokens):

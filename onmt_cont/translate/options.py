@@ -150,7 +150,8 @@ def build_parser():
     g.add_argument("-report_align", action="store_true", help="append ' ||| ' and each output's word alignment "
                    "to its line, OpenNMT-py's format: 'S-T' (0-based) for each output token T and the source token S "
                    "its attention weighs most (the model's tokens, before -detokenize; with -alignment_layer for a "
-                   "Transformer)")
+                   "Transformer). With -n_best or -with_score each hypothesis's line holds its own alignment, before "
+                   "the tab and score")
     g.add_argument("-attn_debug", action="store_true", help="print each sentence's attention on standard error "
                    "(OpenNMT-py's flag): a row per output token, a column per source token, '*' at each row's "
                    "largest weight")

@@ -327,6 +327,10 @@ class Translator:
         self.last_nbest = None if nbest is None else [
             [(self._words(h_ids, h_attn, toks), score) for score, h_ids, h_attn in hyps]
             for toks, hyps in zip(token_lists, nbest, strict=True)]
+        # -report_align with -n_best / -with_score: each hypothesis's own alignment
+        self.last_nbest_align = None if nbest is None or not self.report_align else [
+            [alignment(h_attn, len(toks)) for _, _, h_attn in hyps]
+            for toks, hyps in zip(token_lists, nbest, strict=True)]
         return outputs, attns
 
     def _words(self, ids, attn, src_tokens):
@@ -347,7 +351,7 @@ class Translator:
         return self.n_best > 1 or self._with_score
 
     def translate_lines(self, lines, batch_size=32, lower=False, on_batch=None, raw=None, batch_type="sents",
-                        nbest=None, prefixes=None, align=None, attn=None, first_line=1):
+                        nbest=None, prefixes=None, align=None, attn=None, first_line=1, nbest_align=None):
         """Translate sentences (strings); an empty line gives an empty line. Order is kept.
         ``on_batch(n)``: called with the number of lines done (a progress bar's update);
         ``raw``: a list that receives the outputs before ``<unk>`` replacement, in the same order
@@ -357,7 +361,8 @@ class Translator:
         ``prefixes``: per line, the target text its translation starts with (tokens, as the model writes);
         ``align``: a list that receives, per line, its word alignment "SRC-TGT ..." (-report_align);
         ``attn``: a list that receives, per line, its attention [output len, source len] (None for an empty
-        line; -attn_debug). ``first_line``: the number of ``lines[0]`` in its file, for messages."""
+        line; -attn_debug). ``first_line``: the number of ``lines[0]`` in its file, for messages.
+        ``nbest_align``: a list that receives, per line, the alignment of each of its ``nbest`` hypotheses."""
         token_lists = [(line.lower() if lower else line).split() for line in lines]
         if prefixes is not None:  # one rule for both engines (issue 77.15): a prefix must fit the output's limit
             for i, (tokens, prefix) in enumerate(zip(token_lists, prefixes, strict=True)):
@@ -372,6 +377,7 @@ class Translator:
         raw_results = [""] * len(lines)
         nbest_results = [[("", 0.0)] for _ in lines]
         align_results = [""] * len(lines)
+        nbest_align_results = [[""] for _ in lines]
         attn_results = [None] * len(lines)
         if on_batch:
             on_batch(len(lines) - len(order))  # the empty lines are done
@@ -388,6 +394,8 @@ class Translator:
                     align_results[i] = self.last_align[k]
                 if nbest is not None and self.last_nbest is not None:
                     nbest_results[i] = [(" ".join(w), score) for w, score in self.last_nbest[k]]
+                if nbest_align is not None and getattr(self, "last_nbest_align", None) is not None:
+                    nbest_align_results[i] = self.last_nbest_align[k]
             if on_batch:
                 on_batch(len(chunk))
         if raw is not None:
@@ -396,6 +404,8 @@ class Translator:
             nbest.extend(nbest_results)
         if align is not None:
             align.extend(align_results)
+        if nbest_align is not None:
+            nbest_align.extend(nbest_align_results)
         if attn is not None:
             attn.extend(attn_results)
         return results
