@@ -222,7 +222,7 @@ class FakeModel:
     def __init__(self):
         self.batches = []
 
-    def translate(self, sentences, n_best=1, with_score=True):
+    def translate(self, sentences, n_best=1, with_score=True, report_align=False):
         from onmt_cont.utils.errors import UserError
 
         self.batches.append(list(sentences))
