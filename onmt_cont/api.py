@@ -157,9 +157,9 @@ class Model:
         ``with_score`` (translation, score, alignment)."""
         if isinstance(sentences, str):
             raise TypeError("translate() takes a list of sentences; wrap a single one in a list")
-        if not isinstance(with_score, bool) or not isinstance(report_align, bool):
-            raise UserTypeError(f"translate(): with_score and report_align take True or False, got {with_score!r} "
-                                f"and {report_align!r}")
+        for name, value in (("with_score", with_score), ("report_align", report_align)):
+            if not isinstance(value, bool):
+                raise UserTypeError(f"translate(): {name} takes True or False, got {value!r}")
         if n_best is not None and (isinstance(n_best, bool) or not isinstance(n_best, int)):
             raise UserTypeError(f"translate(): n_best takes a whole number of hypotheses, got {n_best!r}")
         if beam_size is not None and (isinstance(beam_size, bool) or not isinstance(beam_size, int)):
