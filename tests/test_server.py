@@ -460,6 +460,14 @@ def test_onmt_py_model_routes(model, tmp_path):
         assert server.stop() == 0
 
 
+def test_the_tokenizer_section_maps_to_each_side():
+    from onmt_cont.serve.models import _tokenizer
+
+    spm = {"type": "sentencepiece", "model": "sp.model"}
+    assert _tokenizer(spm, "/r", "w") == {"src_spm": "/r/sp.model", "tgt_spm": "/r/sp.model"}
+    assert _tokenizer({"src": spm}, "/r", "w") == {"src_spm": "/r/sp.model"}  # a target of words: source only
+
+
 def test_onmt_py_configuration_keys(model, tmp_path):
     """Issue 79: "models": [A, B] (an ensemble), "opt": {"n_best": 2} and "tokenizer" were refused, "on_timeout":
     "to_cpu" taken and ignored, and there was no --ip. Now: the ensemble decodes, n_best is each request's default,
@@ -483,7 +491,9 @@ def test_onmt_py_configuration_keys(model, tmp_path):
         assert server.stop() == 0
     for tokenizer, needle in (({"type": "pyonmttok", "params": {}}, "pyonmttok is not supported"),
                               ({"type": "sentencepiece", "model": "missing.model"}, "-src_spm"),
-                              ({"type": "bpe"}, "\"tokenizer\" must be")):
+                              ({"type": "bpe"}, "\"tokenizer\" must be"),
+                              ({"src": {"type": "pyonmttok"}}, "pyonmttok is not supported"),
+                              ({"src": {"type": "sentencepiece", "model": "missing.model"}}, "-src_spm")):
         conf.write_text(json.dumps({"models": [{"id": 1, "model": model, "tokenizer": tokenizer}]}), encoding="utf-8")
         res = subprocess.run([sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "--config", str(conf),
                               "--ip", "127.0.0.1", "--port", "0"], capture_output=True, text=True, timeout=120)

@@ -106,21 +106,27 @@ def read_config(path):
 
 
 def _tokenizer(conf, root, where):
-    """OpenNMT-py's "tokenizer" section -> load()'s keywords. SentencePiece (its model cuts the source and joins
-    the output) is honoured; pyonmttok is refused by name: onmt_cont reads Moses-tokenized text (a checkpoint
-    records its own) or SentencePiece pieces, and a tokenizer the model was not trained with would feed it
-    unseen tokens."""
+    """OpenNMT-py's "tokenizer" section -> load()'s keywords: one tokenizer for both sides, or {"src": ...,
+    "tgt": ...} (one side may be left out). SentencePiece (its model cuts the source and joins the output) is
+    honoured; pyonmttok is refused by name: onmt_cont reads Moses-tokenized text (a checkpoint records its own) or
+    SentencePiece pieces, and a tokenizer the model was not trained with would feed it unseen tokens."""
+    if isinstance(conf, dict) and set(conf) and set(conf) <= {"src", "tgt"}:
+        return {f"{side}_spm": _spm_of(conf[side], root, where) for side in ("src", "tgt") if side in conf}
+    path = _spm_of(conf, root, where)
+    return {"src_spm": path, "tgt_spm": path}
+
+
+def _spm_of(conf, root, where):
+    expected = "{\"type\": \"sentencepiece\", \"model\": \"PATH\"}"
     if not isinstance(conf, dict) or not isinstance(conf.get("type"), str):
-        raise UserError(f"{where}: \"tokenizer\" must be {{\"type\": \"sentencepiece\", \"model\": \"PATH\"}}")
+        raise UserError(f"{where}: \"tokenizer\" must be {expected} (or {{\"src\": ..., \"tgt\": ...}})")
     if conf["type"] == "pyonmttok":
         raise UserError(f"{where}: \"tokenizer\": pyonmttok is not supported: onmt_cont models read Moses-tokenized "
                         "text (a checkpoint that records its preprocessing applies it itself) or SentencePiece pieces "
                         "(\"type\": \"sentencepiece\")")
     if conf["type"] != "sentencepiece" or not isinstance(conf.get("model"), str) or set(conf) - {"type", "model"}:
-        raise UserError(f"{where}: \"tokenizer\" must be {{\"type\": \"sentencepiece\", \"model\": \"PATH\"}}, got "
-                        f"{conf!r:.120}")
-    path = os.path.join(root, conf["model"])
-    return {"src_spm": path, "tgt_spm": path}
+        raise UserError(f"{where}: \"tokenizer\" must be {expected}, got {conf!r:.120}")
+    return os.path.join(root, conf["model"])
 
 
 class ModelUnavailable(Exception):
