@@ -172,6 +172,7 @@ class ModelEntry:
     def __init__(self, mid, path, opt, timeout, preload, log=None, on_timeout="unload", n_best=1, report_align=False):
         self.id, self.path, self.opt, self.timeout, self.preload = mid, path, opt, timeout, preload
         self.on_timeout, self.n_best, self.report_align = on_timeout, n_best, report_align
+        self._warned = False  # the model's input warning logged (_warn_once)
         self.model, self.last_used = None, time.monotonic()
         self._lock = threading.Lock()  # loading and unloading
         self._queue, self._wake = [], threading.Condition()
@@ -335,7 +336,7 @@ class ModelEntry:
 
     def _warn_once(self, model):
         """A model's warning about its input (raw text to a model of tokens), logged once: the answers carry none."""
-        if getattr(model, "input_warning", None) and not getattr(self, "_warned", False):
+        if getattr(model, "input_warning", None) and not self._warned:
             self._warned = True
             self._log(f"warning: model {self.id}: {model.input_warning}")
 

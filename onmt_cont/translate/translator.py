@@ -13,7 +13,7 @@ from onmt_cont.losses import LOSSES
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.text import check_text_record
 from onmt_cont.translate.calibration import model_record, offset_vector
-from onmt_cont.translate.checks import check_decoding_options, check_number
+from onmt_cont.translate.checks import check_decoding_options, check_number, sampling_on
 from onmt_cont.translate.ensemble import Ensemble
 from onmt_cont.translate.open_vocab import extend_model, read_extension
 from onmt_cont.translate.search import (
@@ -284,7 +284,7 @@ class Translator:
                             f"OpenNMT-py's), got {seed!r}")
         if seed == -1:
             seed = int.from_bytes(os.urandom(4), "little")
-        on = topk == -1 or topk > 1 or 0.0 < topp < 1.0
+        on = sampling_on(topk, topp)
         if on and (self.beam_size > 1 or self.scored):
             raise UserError("random sampling draws one hypothesis per sentence: it needs -beam_size 1 and no -n_best "
                             "or -with_score")
