@@ -54,7 +54,7 @@ class Model:
                  lexicon=None, freq_offsets=None, decode_prior=None, remove_target_bpe=False, batch_size=32,
                  tokenized=False, src_spm=None, tgt_spm=None, ensemble=(), random_sampling_topk=0,
                  random_sampling_topp=0.0, random_sampling_temp=1.0, seed=0, engine=None, min_length=0,
-                 ignore_when_blocking=(), **decoding):
+                 ignore_when_blocking=(), coverage_penalty="none", beta=0.0, **decoding):
         self._closed, self.input_warning = False, None  # input_warning: raw text given to a model of tokens
         checkpoint = _path_arg("checkpoint", checkpoint)
         self._name = os.path.basename(os.path.normpath(checkpoint))
@@ -85,6 +85,7 @@ class Model:
             self._load_torch(checkpoint, device, beam_size, lexicon, replace_unk, freq_offsets, decode_prior, ensemble,
                              decoding)
         self.translator.set_sampling(random_sampling_topk, random_sampling_topp, random_sampling_temp, seed)
+        self.translator.set_coverage_penalty(coverage_penalty, beta)
         self.translator.set_min_length(min_length)
         self.translator.set_ignore_when_blocking(ignore_when_blocking)
         record, lower = self.translator.text_record, True
@@ -219,9 +220,12 @@ class Model:
         if not 1 <= beam_size <= len(t.tgt_vocab):
             raise UserError(f"translate(): beam_size must be from 1 to the target vocabulary's {len(t.tgt_vocab)}, "
                             f"got {beam_size}")
-        if beam_size != t.beam_size and (t.sampler is not None or getattr(t, "beam_fixed", False)):
-            raise UserError("translate(): beam_size cannot change per call with random sampling, -freq_offsets "
-                            "(fitted under one search) or an ANN index (built for one beam): load the model with it")
+        if beam_size != t.beam_size and getattr(t, "beam_fixed", False):
+            raise UserError("translate(): beam_size cannot change per call with -freq_offsets (fitted under one "
+                            "search) or an ANN index (built for one beam): load the model with it")
+        if beam_size < 2 and t.coverage[0] != "none":
+            raise UserError(f"translate(): beam_size {beam_size}: -coverage_penalty re-ranks the finished hypotheses "
+                            "of beam search, 2 or more")
         t.beam_size = beam_size
 
     def close(self):
@@ -288,8 +292,9 @@ def load(checkpoint, **options):
     through the attention), ``freq_offsets`` (a tools/calibrate_offsets.py file),
     ``device`` ("cpu", "cuda:0"), ``batch_size``, ``ensemble`` (more checkpoints of the same vocabulary,
     decoded with this one as an ensemble: translate.py -model A B), ``random_sampling_topk`` /
-    ``random_sampling_topp`` / ``random_sampling_temp`` / ``seed`` (sampling, as translate.py's flags),
-    and translate.py's other options by their
+    ``random_sampling_topp`` / ``random_sampling_temp`` / ``seed`` (sampling, as translate.py's flags; then
+    ``beam_size`` is the number of draws of each sentence), ``coverage_penalty`` / ``beta``, ``min_length``,
+    ``ignore_when_blocking``, and translate.py's other options by their
     names in :class:`~onmt_cont.translate.translator.Translator` (``max_length_ratio``,
     ``block_ngram_repeat``, ``length_penalty``, ``alpha``, ``ban_unk``, ``decode_prior``...).
     translate.py's own spellings work too: ``src_bpe_codes``, ``lookup_dict``, ``ban_unk_token``,

@@ -98,7 +98,7 @@ def test_api_decoding_options_and_errors(model):
     with pytest.raises(TypeError, match="list of sentences"):
         m.translate("un homme .")
     # a misspelt option is not ignored, and the error names load() and the closest names, not an internal class
-    with pytest.raises(UserError, match=r"onmt_cont.load\(\): unknown option 'beam' \(did you mean beam_size"):
+    with pytest.raises(UserError, match=r"load\(\): unknown option 'beam' \(did you mean (beta or )?beam_size"):
         onmt_cont.load(str(model / "m_last.pt"), beam=3)
     with pytest.raises(UserError, match="beam_size"):
         onmt_cont.load(str(model / "m_last.pt"), beam_size=0)
@@ -255,9 +255,11 @@ def test_per_call_beam_size_and_tgt_prefix(model):
             m.translate(src, tgt_prefix=["a woman"])
         with pytest.raises(ValueError, match="beam_size must be from 1"):
             m.translate(src, beam_size=0)
-    with onmt_cont.load(ckpt, tokenized=True, random_sampling_topk=5) as sampled, \
-            pytest.raises(ValueError, match="cannot change per call with random sampling"):
-        sampled.translate(src, beam_size=3)
+    with onmt_cont.load(ckpt, tokenized=True, random_sampling_topk=5, seed=2) as sampled:  # beam: draws per sentence
+        hyps = sampled.translate(src, beam_size=3, n_best=3)
+        assert [len(h) for h in hyps] == [3, 3] and all(h[0][1] >= h[1][1] >= h[2][1] for h in hyps)
+        with pytest.raises(ValueError, match="-n_best 3: must be from 1 to -beam_size"):
+            sampled.translate(src, n_best=3)
 
 
 def test_raw_text_to_a_model_of_tokens_is_warned_once(model):

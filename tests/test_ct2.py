@@ -5,6 +5,7 @@ translate.py (-engine ctranslate2, or read from -model), onmt_cont.load() and th
 CTranslate2 cannot express is refused, and a failed export leaves nothing."""
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -434,3 +435,91 @@ def test_report_align_with_n_best_and_scores_in_both_engines(models, exported):
             assert len(align.split()) == len(text.split()) and float(score) < 0
         alone = translate("-model", model, "-src", "-", "-beam_size", "3", "-report_align", stdin=src)
         assert alone.stdout.splitlines() == [line.split("\t")[0] for line in lines[::2]]
+
+
+def test_coverage_penalty_against_a_hand_computation():
+    """-coverage_penalty's two forms (OpenNMT-py's penalties.py), over the coverage c_j = sum_i a_ij."""
+    from onmt_cont.translate.search import coverage_penalty
+
+    attn = torch.tensor([[0.5, 0.25, 0.25], [0.25, 0.25, 0.5], [0.5, 0.5, 0.0]])  # c = 1.25, 1.0, 0.75
+    assert coverage_penalty(attn, "wu", 0.2) == pytest.approx(0.2 * -math.log(0.75))
+    assert coverage_penalty(attn, "summary", 0.5) == pytest.approx(0.5 * 0.25)
+    assert coverage_penalty(attn, "none", 0.5) == 0.0
+    never = coverage_penalty(torch.tensor([[1.0, 0.0]]), "wu", 1.0)  # a word never attended to: large, finite
+    assert math.isfinite(never) and never > 80
+
+
+def test_coverage_penalty_re_ranks_beam_search_in_both_engines(models, exported):
+    """Issue 79: OpenNMT-py's -coverage_penalty / -beta were missing. As OpenNMT-py's (without -stepwise_penalty),
+    they re-rank beam search's finished hypotheses: each one's score falls by beta x the penalty of its own
+    attention, which the checkpoint forced through its words (-tgt_prefix) reads again (the export's attention is
+    its last decoder layer's: -alignment_layer -1). Checked on "summary", linear in the attention: "wu"'s log of
+    a coverage near 0 turns batching's rounding into a visible difference."""
+    from onmt_cont.translate.search import coverage_penalty
+
+    torch.set_num_threads(1)
+    forced = Translator(models["continuous"], beam_size=1, alignment_layer=-1)
+    engines = {"torch": lambda: Translator(models["continuous"], beam_size=5, alignment_layer=-1),
+               "ct2": lambda: Ct2Translator(exported["continuous"], beam_size=5, threads=1)}
+    for name, make in engines.items():
+        runs = {}
+        for kind in ("none", "summary", "wu"):
+            t = make()
+            if kind != "none":
+                t.set_coverage_penalty(kind, 1.0)
+            t.set_n_best(5)
+            runs[kind] = []
+            t.translate_lines(TEST[:12], 32, nbest=runs[kind])
+        checked = 0
+        for src, before, after in zip(TEST[:12], runs["none"], runs["summary"], strict=True):
+            old = dict(before)
+            for line, score in after:
+                if line not in old:
+                    continue
+                words = line.split()
+                _, attns = forced.translate_batch([src.split()], attention=True, prefixes=[words])
+                penalty = coverage_penalty(attns[0][: len(words)], "summary", 1.0)
+                assert old[line] - score == pytest.approx(penalty, abs=2e-3), (name, line)
+                checked += 1
+        assert checked >= 30, (name, checked)
+        assert any(a[0][0] != b[0][0] for a, b in zip(runs["none"], runs["wu"], strict=True)), name
+    res = translate("-model", models["continuous"], "-src", "-", "-coverage_penalty", "summary", stdin="un chien .\n")
+    assert res.returncode == 2 and "-coverage_penalty summary is weighed by -beta, 0 here" in res.stderr
+    with onmt_cont.load(exported["continuous"], coverage_penalty="wu", beta=0.2) as m:
+        assert len(m.translate(TEST[:3])) == 3
+        with pytest.raises(ValueError, match="re-ranks the finished hypotheses of beam search"):
+            m.translate(TEST[:3], beam_size=1)
+
+
+def test_sampled_scores_are_log_probabilities_in_both_engines(models, exported):
+    """Sampling with -n_best / -with_score (issue 79): each draw's score is its log-probability (with </s>'s)
+    over its length, whichever engine drew it: CTranslate2's score_batch of the export gives the same figure."""
+    import ctranslate2
+
+    torch.set_num_threads(1)
+    scorer = ctranslate2.Translator(exported["continuous"], device="cpu", intra_threads=1)
+    for t in (Translator(models["continuous"], beam_size=3), Ct2Translator(exported["continuous"], beam_size=3)):
+        t.set_n_best(3)
+        t.set_sampling(-1, 0.0, 1.0, 7)
+        nbest = []
+        t.translate_lines(TEST[:6], 32, nbest=nbest)
+        for src, hyps in zip(TEST[:6], nbest, strict=True):
+            for line, score in hyps:
+                words = line.split()
+                if len(words) >= 2 * len(src.split()) + 10:  # cut at the length limit: no </s> to score
+                    continue
+                ended = scorer.score_batch([src.split()], [words])[0].log_probs
+                assert score == pytest.approx(sum(ended) / max(len(words), 1), abs=2e-3), (words, score)
+
+
+def test_the_exports_attention_under_beam_search_over_a_batch(models, exported):
+    """CTranslate2 returns a wrong first row of attention under beam search over several sentences (found with
+    -coverage_penalty: it summed to 0.29 here); the export engine takes that row from one greedy step. Every
+    row of every 1-best is now the checkpoint's (its last decoder layer), so -replace_unk and -report_align are."""
+    torch.set_num_threads(1)
+    forced = Translator(models["continuous"], beam_size=1, alignment_layer=-1)
+    ct2 = Ct2Translator(exported["continuous"], beam_size=5, threads=1)
+    outputs, attns = ct2.translate_batch([line.split() for line in TEST[:12]], attention=True)
+    for src, words, attn in zip(TEST[:12], outputs, attns, strict=True):
+        _, ref = forced.translate_batch([src.split()], attention=True, prefixes=[words])
+        assert torch.allclose(attn, ref[0][: len(words)], atol=1e-4), words

@@ -3,6 +3,7 @@ random sampling (-random_sampling_topk/-topp/-temp with -seed) draws from the to
 the same seed draws the same words; -tgt_prefix starts every output; -report_align writes each output's
 alignment."""
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -66,8 +67,28 @@ def test_sampling_is_seeded_and_differs_from_search(models, kind, tmp_path):
     assert one != greedy and len(one) == 30
     nucleus = translate(models[kind], src, "-random_sampling_topp", "0.5", "-seed", "1")
     assert len(nucleus) == 30
-    err = translate(models[kind], src, "-random_sampling_topk", "-1", "-beam_size", "3", ok=False)
-    assert "random sampling draws one hypothesis per sentence: it needs -beam_size 1" in err
+    err = translate(models[kind], src, "-random_sampling_topk", "-1", "-coverage_penalty", "wu", "-beta", "1", ok=False)
+    assert "-coverage_penalty wu re-ranks the finished hypotheses of beam search" in err
+
+
+@pytest.mark.parametrize("kind", ["softmax", "continuous"])
+def test_sampling_with_n_best_and_scores(models, kind, tmp_path):
+    """Issue 79: sampling with -n_best / -with_score was refused (OpenNMT-py allows it). -beam_size K draws K
+    samples of each sentence, ranked by log-probability / length: the output is the best, -n_best N the N best
+    (the default beam under sampling is -n_best's). The draws are the same with or without -n_best."""
+    src = tmp_path / "src.fr"
+    src.write_text("".join(open(DATA / "test.fr", encoding="utf-8").readlines()[:10]), encoding="utf-8")
+    flags = ["-random_sampling_topk", "-1", "-seed", "4", "-beam_size", "4"]
+    best = translate(models[kind], src, *flags)
+    scored = translate(models[kind], src, *flags, "-n_best", "3", "-with_score")
+    assert scored == translate(models[kind], src, *flags, "-n_best", "3", "-with_score")  # seeded
+    assert len(scored) == 30 and [line.split("\t")[0] for line in scored[::3]] == best
+    for i in range(0, 30, 3):
+        scores = [float(line.split("\t")[1]) for line in scored[i:i + 3]]
+        assert scores == sorted(scores, reverse=True) and all(math.isfinite(x) and x <= 0 for x in scores)
+    one = translate(models[kind], src, "-random_sampling_topk", "-1", "-seed", "4")
+    assert len(translate(models[kind], src, "-random_sampling_topk", "-1", "-seed", "4", "-n_best", "2")) == 20
+    assert one != best  # the best of four draws is not the first draw everywhere
 
 
 @pytest.mark.parametrize("kind", ["softmax", "continuous"])

@@ -331,6 +331,7 @@ def run(opt, done):
     translator.set_n_best(opt.n_best)
     translator.set_with_score(opt.with_score)
     translator.set_sampling(opt.random_sampling_topk, opt.random_sampling_topp, opt.random_sampling_temp, opt.seed)
+    translator.set_coverage_penalty(opt.coverage_penalty, opt.beta)
     translator.report_align, translator.attn_debug = opt.report_align, opt.attn_debug
     if opt.tgt_prefix and not opt.tgt:
         raise UserError("-tgt_prefix forces each output to start with its -tgt line: give -tgt")

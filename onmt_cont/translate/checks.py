@@ -15,6 +15,7 @@ from onmt_cont.utils.errors import UserError
 # 15 nats), and β · log p stays finite in float32
 MAX_DECODE_PRIOR = 1000.0
 MAX_ALPHA = 10.0  # -alpha of -length_penalty wu (GNMT uses 0.6 to 1)
+MAX_BETA = 10.0  # -beta of -coverage_penalty (GNMT uses 0.2)
 # -freq_offsets: no bin's offset goes further from 0 (in the scores' units; log-probabilities for
 # softmax models): far past any useful calibration, and score + offset stays finite
 MAX_OFFSET = 1e4
@@ -45,9 +46,10 @@ def check_number(flag, value, low=-math.inf, high=math.inf, integer=False, expec
 
 def search_defaults(beam_size=None, block_ngram_repeat=None, sampling=False, n_best=None):
     """The beam size and n-gram blocking to use where the caller gave None: DEFAULT_BEAM (at least -n_best) and
-    DEFAULT_BLOCK; random sampling draws one word at a time, so its default beam is 1."""
+    DEFAULT_BLOCK; under random sampling the beam is the number of draws of each sentence: one, or -n_best's."""
     if beam_size is None:
-        beam_size = 1 if sampling else max(DEFAULT_BEAM, n_best if isinstance(n_best, int) else 1)
+        asked = n_best if isinstance(n_best, int) and not isinstance(n_best, bool) else 1
+        beam_size = max(1, asked) if sampling else max(DEFAULT_BEAM, asked)
     if block_ngram_repeat is None:
         block_ngram_repeat = DEFAULT_BLOCK
     return beam_size, block_ngram_repeat

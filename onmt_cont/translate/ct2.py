@@ -15,7 +15,8 @@ from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.text import check_text_record
 from onmt_cont.translate.checks import check_decoding_options
-from onmt_cont.translate.translator import Translator, alignment, length_limits
+from onmt_cont.translate.search import coverage_penalty, length_limits
+from onmt_cont.translate.translator import Translator, alignment
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError, printable
 
@@ -156,7 +157,7 @@ class Ct2Translator(Translator):
         self.replace_unk, self.lexicon, self.ban_unk = replace_unk, lexicon, ban_unk
         self.block_ngram_repeat = block_ngram_repeat
         self.n_best, self._with_score, self.last_nbest, self.min_length = 1, False, None, 0
-        self.ignore_when_blocking = frozenset()
+        self.ignore_when_blocking, self.coverage = frozenset(), ("none", 0.0)
         self.sampler, self.report_align, self.last_align, self.attn_debug = None, False, None, False
         self.words_out = self.unk_out = 0
 
@@ -183,6 +184,8 @@ class Ct2Translator(Translator):
     def translate_batch(self, token_lists, attention=None, prefixes=None):
         if attention is None:
             attention = self.replace_unk or self.report_align or self.attn_debug
+        cov_kind, beta = self.coverage
+        cov_on = cov_kind != "none" and beta != 0  # -coverage_penalty reads every hypothesis's attention
         longest, positions = max(len(t) for t in token_lists), self.record.get("positions", POSITIONS)
         if longest > positions:
             raise UserError(f"a source sentence of {longest} tokens: the exported model has position vectors for "
@@ -199,32 +202,44 @@ class Ct2Translator(Translator):
             "beam_size": self.beam_size, "num_hypotheses": self.beam_size, "max_decoding_length": steps,
             "min_decoding_length": max(1, self.min_length), "length_penalty": 1.0,
             "disable_unk": self.ban_unk, "no_repeat_ngram_size": self.block_ngram_repeat,
-            "return_scores": True, "return_attention": bool(attention), "max_input_length": 0,
+            "return_scores": True, "return_attention": bool(attention) or cov_on, "max_input_length": 0,
             "return_end_token": False,
         }
-        if self.sampler is not None:
+        if self.sampler is not None:  # -beam_size K: K independent draws (CTranslate2's num_hypotheses at beam 1)
             topk = self.sampler.topk
             options.update(sampling_topk=0 if topk == -1 else topk, sampling_topp=self.sampler.topp or 1.0,
-                           sampling_temperature=self.sampler.temp)
+                           sampling_temperature=self.sampler.temp, beam_size=1)
         if prefixes is not None:
             options["target_prefix"] = [list(p) for p in prefixes]
         if steps == 0:  # -max_length 0: empty lines, as the checkpoint gives (CTranslate2 refuses a length of 0)
             results = [SimpleNamespace(hypotheses=[[]], scores=[0.0], attention=None) for _ in source]
         else:
             results = self.ct2.translate_batch(source, **options)
+        first_rows = None
+        if (attention or cov_on) and options["beam_size"] > 1 and len(source) > 1 and steps > 0:
+            # CTranslate2 (4.x) returns a wrong first row of attention under beam search over a batch of several
+            # sentences (it need not even sum to 1); the first step is the same for every hypothesis of a sentence
+            # (its input is <s>), so one greedy step gives the right row
+            first = self.ct2.translate_batch(source, beam_size=1, max_decoding_length=1, min_decoding_length=1,
+                                             return_attention=True, max_input_length=0)
+            first_rows = [torch.tensor(r.attention[0][0], dtype=torch.float32) for r in first]
         outputs, attns, self.last_raw, nbest, aligns = [], [], [], [], []
-        for toks, result, limit in zip(token_lists, results, limits, strict=True):
+        for b, (toks, result, limit) in enumerate(zip(token_lists, results, limits, strict=True)):
             hyps = []
             for h, words in enumerate(result.hypotheses):
                 words = list(words)[:limit]
                 attn = None
-                if attention and result.attention:
+                if (attention or cov_on) and result.attention:
                     attn = torch.tensor(result.attention[h][: len(words)], dtype=torch.float32).reshape(
                         len(words), len(toks))
+                    if first_rows is not None and len(words):
+                        attn[0] = first_rows[b]
                 ended = len(result.hypotheses[h]) < steps  # with </s> (its length counts it), or cut there
                 total = result.scores[h] * (len(result.hypotheses[h]) + ended)
                 score = total / (max(len(words), 1) if self.length_penalty == "avg" else 1.0)
-                hyps.append((words, attn, score))
+                if cov_on:
+                    score -= coverage_penalty(attn, cov_kind, beta)
+                hyps.append((words, attn if attention else None, score))
             hyps.sort(key=lambda hyp: hyp[2], reverse=True)  # stable: ties keep CTranslate2's order
             hyps = hyps[: self.n_best]
             words, attn, _ = hyps[0]

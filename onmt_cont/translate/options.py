@@ -6,7 +6,7 @@ translate/checks.py (before any model is loaded) and the Translator."""
 from onmt_cont import opts
 from onmt_cont.models.transformer import parse_alignment_layer
 from onmt_cont.translate.checks import DEFAULT_BEAM, DEFAULT_BLOCK, LENGTH_PENALTIES
-from onmt_cont.translate.search import MAX_OUTPUT_LENGTH
+from onmt_cont.translate.search import COVERAGE_PENALTIES, MAX_OUTPUT_LENGTH
 from onmt_cont.utils import numbers
 from onmt_cont.utils.device import gpu_option
 from onmt_cont.utils.threads import add_threads_arg
@@ -72,6 +72,13 @@ def build_parser():
                    "Continuous models: per-step scores (cosines, vMF log-densities) are mostly positive, so "
                    "'none' favours long outputs; 'avg' ranks by the mean per-step score")
     g.add_argument("-alpha", type=float, default=0.0, help="exponent of -length_penalty wu")
+    g.add_argument("-coverage_penalty", choices=COVERAGE_PENALTIES, default="none",
+                   help="beam search (OpenNMT-py's flag): rank finished hypotheses by score / length penalty minus "
+                   "-beta x a penalty on their attention's coverage c_j of each source word: wu (GNMT): "
+                   "-sum_j log min(c_j, 1), for source words left untranslated; summary: sum_j max(c_j, 1) - "
+                   "source length, for words translated twice. Over the output words' attention (OpenNMT-py also "
+                   "counts the </s> step's)")
+    g.add_argument("-beta", type=float, default=0.0, help="weight of -coverage_penalty (GNMT: 0.2)")
     g.add_argument("-beam_temperature", type=float, default=1.0, help="continuous models, -beam_size > 1: beam "
                    "search scores each word by the log of a softmax of the word scores over the vocabulary, at the "
                    "model's own temperature (nllvmf_nce 1: its contrastive distribution; infonce its -temperature) "
@@ -138,7 +145,8 @@ def build_parser():
     g.add_argument("-random_sampling_topk", type=int, default=0, help="draw each word instead of the argmax "
                    "(OpenNMT-py's name; back-translation): -1 from the whole distribution, K > 1 from the K most "
                    "likely words; 0 or 1: off. A continuous model draws from its beam distribution "
-                   "(softmax(score / tau), -beam_temperature). Needs -beam_size 1")
+                   "(softmax(score / tau), -beam_temperature). -beam_size K: K draws of each sentence, the best by "
+                   "log-probability / length penalty put out (-n_best N: the N best); default one (-n_best's)")
     g.add_argument("-random_sampling_topp", type=float, default=0.0, help="draw each word from the smallest set of "
                    "most likely words whose probability reaches P (nucleus sampling), 0 < P < 1; 0: off")
     g.add_argument("-random_sampling_temp", type=float, default=1.0, help="divide the scores by this before sampling")

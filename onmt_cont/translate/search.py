@@ -111,7 +111,8 @@ class Sampler:
 
 @torch.no_grad()
 def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_every=None, block_ngram_repeat=0,
-                  need_attn=True, sampler=None, prefix=None, min_length=0, ignore_when_blocking=frozenset()):
+                  need_attn=True, sampler=None, prefix=None, min_length=0, ignore_when_blocking=frozenset(),
+                  totals_out=None):
     """Batched greedy decoding; the chosen word's embedding feeds the next step.
 
     src: [batch, src_len]; max_lengths: [batch] longest output (without </s>); banned: ids never
@@ -127,7 +128,8 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
     :class:`Sampler` draws each word instead of the argmax. ``prefix``: per sentence, the ids its output
     starts with (translate.py -tgt_prefix): forced, then decoding goes on from them; they are part of
     the output. ``min_length``: no sentence ends before that many words (translate.py -min_length; its length
-    limit still ends it).
+    limit still ends it). ``totals_out``: a list that receives each sentence's score, the sum of its words' and
+    </s>'s scores (with a ``sampler``, their log-probabilities: the draws of -n_best are ranked by it).
     Returns (list of id lists without </s>, list of attention tensors [len, src_len] on the CPU)."""
     memory_bank, src_mask, state = model.encode(src, src_lengths)
     batch, device = src.size(0), src.device
@@ -140,6 +142,7 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
     last = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     steps = 0
+    totals = torch.zeros(batch, device=device) if totals_out is not None else None
     prefixes = [[] for _ in range(batch)] if block_ngram_repeat else None  # each sentence's words so far
     forced = forced_len = None
     if prefix is not None and any(prefix):  # [batch, longest prefix] of forced ids, and each one's length
@@ -169,6 +172,9 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
             for b, w in zip(rows_now, last.tolist(), strict=True):
                 prefixes[b].append(w)
         last = torch.where(max_lengths <= t, torch.full_like(last, EOS_ID), last)
+        if totals is not None:  # a forced word (prefix, </s> at the limit) the model rules out adds 0, as beam's
+            chosen = torch.nan_to_num(scores.gather(1, last.unsqueeze(1)).squeeze(1).float(), nan=0.0, neginf=0.0)
+            totals[rows] += chosen.masked_fill(done, 0.0)
         out[rows, t] = last.masked_fill(done, PAD_ID)
         if need_attn:
             out_attn[rows, t] = attn
@@ -183,6 +189,8 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
                 memory_bank, src_mask = memory_bank.index_select(0, live), src_mask.index_select(0, live)
                 state = model.decoder.reorder_state(state, live)
     ids = out[:, :steps].tolist()
+    if totals is not None:
+        totals_out.extend(totals.tolist())
     if need_attn:
         out_attn = out_attn.cpu()  # -replace_unk reads it word by word: one copy, not one per <unk>
     out_ids, attns = [], []
@@ -192,6 +200,24 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
         out_ids.append(seq[:n])
         attns.append(out_attn[b, :n] if need_attn else None)
     return out_ids, attns
+
+
+COVERAGE_PENALTIES = ("none", "wu", "summary")  # -coverage_penalty's choices (OpenNMT-py's)
+
+
+def coverage_penalty(attn, kind, beta):
+    """What -coverage_penalty takes from a finished hypothesis's score / length penalty (OpenNMT-py's
+    re-ranking): ``attn`` [output words, source words] its attention over its own source, summed per source
+    word into the coverage c_j; ``wu`` (Wu et al. 2016): beta x -sum_j log min(c_j, 1), a source word
+    attended to less than once costs; ``summary``: beta x (sum_j max(c_j, 1) - source words), one attended to
+    more than once costs. A source word never attended to counts as c_j = the smallest float32 (a large,
+    finite cost: log 0 would leave every such hypothesis at -inf, unranked)."""
+    if kind == "none" or not beta or attn is None:
+        return 0.0
+    cov = attn.float().sum(0)
+    if kind == "wu":
+        return beta * float(-cov.clamp(min=torch.finfo(torch.float32).tiny, max=1.0).log().sum())
+    return beta * float(cov.clamp(min=1.0).sum() - cov.numel())
 
 
 def length_penalty(length, kind, alpha):
@@ -206,7 +232,7 @@ def length_penalty(length, kind, alpha):
 @torch.no_grad()
 def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", alpha=0.0, banned=BANNED,
                 block_ngram_repeat=0, need_attn=True, nbest_out=None, n_best=1, prefix=None, min_length=0,
-                ignore_when_blocking=frozenset()):
+                ignore_when_blocking=frozenset(), coverage=("none", 0.0)):
     """Beam search over a batch of sentences, each with its own beam of ``beam_size`` rows.
 
     A hypothesis's score is the sum of its per-step scores (log-probabilities, or the
@@ -227,8 +253,15 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
     (score / length penalty, ids, attention) (beam 1 is greedy search with the scores). ``prefix``: per sentence,
     the ids every hypothesis starts with (translate.py -tgt_prefix): forced with the model's scores (0 where a
     banned or blocked word scores -inf), the beam widening from their end; they are part of the output.
-    ``min_length``: no hypothesis ends before that many words (its length limit still ends it)."""
+    ``min_length``: no hypothesis ends before that many words (its length limit still ends it). ``coverage``:
+    (-coverage_penalty, -beta): each finished hypothesis's :func:`coverage_penalty` over its output words'
+    attention is taken from its score (the attention is then kept whatever ``need_attn`` says, and returned only
+    where it asks)."""
     device, batch, k = src.device, src.size(0), beam_size
+    cov_kind, beta = coverage
+    cov_on = cov_kind != "none" and beta != 0
+    keep_attn, need_attn = need_attn, need_attn or cov_on
+    src_len = src_lengths.tolist()
     memory_bank, src_mask, state = model.encode(src, src_lengths)
     width = 1  # rows per sentence: one (<s>) at the first step, then k; row i*width + j is beam j
     max_len = [int(x) for x in torch.as_tensor(max_lengths).tolist()]
@@ -282,8 +315,10 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
                 step_attn = hyp_attn[b][parent] + [attn[i, parent]] if need_attn else None
                 if word == EOS_ID:
                     n = len(seqs[b][parent])
-                    finished[b].append((score / length_penalty(max(n, 1), penalty, alpha), seqs[b][parent],
-                                        _stack_rows(step_attn[:n], src.size(1)) if need_attn else None))
+                    rows = _stack_rows(step_attn[:n], src.size(1)) if need_attn else None
+                    cov = coverage_penalty(rows[:, : src_len[b]], cov_kind, beta) if cov_on else 0.0
+                    finished[b].append((score / length_penalty(max(n, 1), penalty, alpha) - cov, seqs[b][parent],
+                                        rows))
                     continue
                 new_seqs.append(seqs[b][parent] + [word])
                 new_attns.append(step_attn)
@@ -292,9 +327,10 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
                 new_words.append(word)
             if len(finished[b]) >= k or not new_seqs or at_limit:
                 if not finished[b]:  # every hypothesis hit the limit without </s>
-                    finished[b] = [(totals[i, j].item(), seqs[b][j],
-                                    _stack_rows(hyp_attn[b][j], src.size(1)) if need_attn else None)
-                                   for j in range(len(seqs[b]))]
+                    for j in range(len(seqs[b])):
+                        rows = _stack_rows(hyp_attn[b][j], src.size(1)) if need_attn else None
+                        cov = coverage_penalty(rows[:, : src_len[b]], cov_kind, beta) if cov_on else 0.0
+                        finished[b].append((totals[i, j].item() - cov, seqs[b][j], rows))
                 continue
             seqs[b], hyp_attn[b] = new_seqs, new_attns
             pad = k - len(parents)  # fewer than k live: the spare rows copy beam 0 at score -inf
@@ -316,6 +352,8 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
     out_ids, out_attn = [], []
     for b in range(batch):
         ranked = sorted(finished[b], key=lambda f: f[0], reverse=True)  # stable: ties keep their order
+        if not keep_attn:  # kept for -coverage_penalty alone
+            ranked = [(score, ids, None) for score, ids, _ in ranked]
         _, ids, attn = ranked[0]
         out_ids.append(ids)
         out_attn.append(attn)

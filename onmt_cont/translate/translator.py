@@ -13,17 +13,19 @@ from onmt_cont.losses import LOSSES
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.text import check_text_record
 from onmt_cont.translate.calibration import model_record, offset_vector
-from onmt_cont.translate.checks import check_decoding_options, check_number, sampling_on
+from onmt_cont.translate.checks import MAX_BETA, check_decoding_options, check_number, sampling_on
 from onmt_cont.translate.ensemble import Ensemble
 from onmt_cont.translate.open_vocab import extend_model, read_extension
 from onmt_cont.translate.search import (
     BANNED,
     BANNED_WITH_UNK,
+    COVERAGE_PENALTIES,
     MAX_OUTPUT_LENGTH,
     Sampler,
     beam_search,
     greedy_search,
     length_limits,
+    length_penalty,
 )
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError
@@ -110,6 +112,7 @@ class Translator:
         self.block_ngram_repeat = block_ngram_repeat
         self.n_best, self._with_score, self.last_nbest = 1, False, None  # set_n_best, set_with_score
         self.min_length = 0  # set_min_length
+        self.coverage = ("none", 0.0)  # set_coverage_penalty
         self.ignore_when_blocking = frozenset()  # set_ignore_when_blocking
         self.sampler = None  # set_sampling
         self.search_model = self.model  # what the searches decode with: the model, or an ensemble (set_ensemble)
@@ -272,10 +275,30 @@ class Translator:
                      expected=f"a whole number from 0 (off) to {MAX_OUTPUT_LENGTH}")
         self.min_length = n
 
+    def set_coverage_penalty(self, kind="none", beta=0.0):
+        """-coverage_penalty wu|summary with -beta (OpenNMT-py's): beam search ranks its finished hypotheses by
+        score / length penalty minus beta x the penalty of their attention's coverage of the source
+        (:func:`~onmt_cont.translate.search.coverage_penalty`). Needs beam search and a non-zero beta."""
+        if kind not in COVERAGE_PENALTIES:
+            raise UserError(f"-coverage_penalty must be one of {', '.join(COVERAGE_PENALTIES)}, got {kind!r}")
+        check_number("beta", beta, -MAX_BETA, MAX_BETA,
+                     expected=f"a finite number within ±{MAX_BETA:g} (GNMT: 0.2)")
+        if kind == "none" and beta:
+            raise UserError(f"-beta {beta:g} weighs -coverage_penalty: give -coverage_penalty wu or summary too")
+        if kind != "none" and not beta:
+            raise UserError(f"-coverage_penalty {kind} is weighed by -beta, 0 here (OpenNMT-py's default, which "
+                            "turns it off): give -beta (GNMT: 0.2)")
+        if kind != "none" and (self.beam_size < 2 or self.sampler is not None):
+            raise UserError(f"-coverage_penalty {kind} re-ranks the finished hypotheses of beam search: give "
+                            "-beam_size 2 or more, and no random sampling")
+        self.coverage = (kind, float(beta))
+
     def set_sampling(self, topk=0, topp=0.0, temp=1.0, seed=0):
         """Random sampling instead of search (translate.py -random_sampling_topk/-topp/-temp/-seed, as
         OpenNMT-py names them): on when ``topk`` is -1 (the whole distribution) or above 1, or ``topp`` is
-        in (0, 1); ``topk`` 0 or 1 with ``topp`` 0 is the argmax (off). Greedy search only (-beam_size 1)."""
+        in (0, 1); ``topk`` 0 or 1 with ``topp`` 0 is the argmax (off). With sampling, -beam_size K draws K
+        samples of each sentence (OpenNMT-py's meaning), ranked by their log-probability / length penalty: the
+        output is the best, -n_best keeps the best N with their scores."""
         if not (isinstance(topk, int) and -1 <= topk) or not (0.0 <= topp <= 1.0) or not (0.0 < temp <= 100.0):
             raise UserError(f"-random_sampling_topk must be -1 (all words), 0 (off) or a count, -random_sampling_topp "
                             f"in [0, 1] and -random_sampling_temp in (0, 100]; got {topk}, {topp}, {temp}")
@@ -285,9 +308,9 @@ class Translator:
         if seed == -1:
             seed = int.from_bytes(os.urandom(4), "little")
         on = sampling_on(topk, topp)
-        if on and (self.beam_size > 1 or self.scored):
-            raise UserError("random sampling draws one hypothesis per sentence: it needs -beam_size 1 and no -n_best "
-                            "or -with_score")
+        if on and self.coverage[0] != "none":
+            raise UserError("-coverage_penalty re-ranks the finished hypotheses of beam search; random sampling has "
+                            "none: leave one out")
         self.sampler = Sampler(topk, topp, temp, seed) if on else None
 
     def translate_batch(self, token_lists, attention=None, prefixes=None):
@@ -305,11 +328,14 @@ class Translator:
         prefix = None
         if prefixes is not None:
             prefix = [self.tgt_vocab.encode(words) for words in prefixes]
-        if self.beam_size > 1 or nbest is not None:
+        if self.sampler is not None:
+            ids, attns = self._sample(batch["src"], batch["src_lengths"], max_lengths, prefix, attention, nbest)
+        elif self.beam_size > 1 or nbest is not None:
             ids, attns = beam_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
                                      self.length_penalty, self.alpha, self.banned, self.block_ngram_repeat,
                                      need_attn=attention, nbest_out=nbest, n_best=self.n_best, prefix=prefix,
-                                     min_length=self.min_length, ignore_when_blocking=self.ignore_when_blocking)
+                                     min_length=self.min_length, ignore_when_blocking=self.ignore_when_blocking,
+                                     coverage=self.coverage)
         else:
             ids, attns = greedy_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths, self.banned,
                                        block_ngram_repeat=self.block_ngram_repeat, need_attn=attention,
@@ -332,6 +358,32 @@ class Translator:
             [alignment(h_attn, len(toks)) for _, _, h_attn in hyps]
             for toks, hyps in zip(token_lists, nbest, strict=True)]
         return outputs, attns
+
+    def _sample(self, src, src_lengths, max_lengths, prefix, attention, nbest):
+        """Random sampling: -beam_size draws of each sentence, ranked by log-probability / length penalty; the
+        best is the output, ``nbest`` (a list, or None) receives the -n_best best as beam search gives them."""
+        k = self.beam_size
+        if k > 1:  # each sentence k times in a row
+            rows = torch.arange(src.size(0), device=src.device).repeat_interleave(k)
+            src, src_lengths, max_lengths = src[rows], src_lengths[rows], max_lengths[rows]
+            prefix = None if prefix is None else [p for p in prefix for _ in range(k)]
+        totals = [] if k > 1 or nbest is not None else None
+        ids, attns = greedy_search(self.search_model, src, src_lengths, max_lengths, self.banned,
+                                   block_ngram_repeat=self.block_ngram_repeat, need_attn=attention,
+                                   sampler=self.sampler, prefix=prefix, min_length=self.min_length,
+                                   ignore_when_blocking=self.ignore_when_blocking, totals_out=totals)
+        if totals is None:
+            return ids, attns
+        out_ids, out_attns = [], []
+        for b in range(0, len(ids), k):
+            draws = [(totals[j] / length_penalty(max(len(ids[j]), 1), self.length_penalty, self.alpha), ids[j],
+                      attns[j]) for j in range(b, b + k)]
+            draws.sort(key=lambda d: d[0], reverse=True)  # stable: ties keep the order of the draws
+            out_ids.append(draws[0][1])
+            out_attns.append(draws[0][2])
+            if nbest is not None:
+                nbest.append(draws[: self.n_best])
+        return out_ids, out_attns
 
     def _words(self, ids, attn, src_tokens):
         """A hypothesis's words, ``<unk>`` replaced through its attention where -replace_unk asks."""
