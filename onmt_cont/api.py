@@ -11,6 +11,7 @@
 Decoding options are translate.py's, as keyword arguments (docs/usage.md, "From Python").
 """
 
+import dataclasses
 import difflib
 import functools
 import inspect
@@ -21,12 +22,9 @@ import warnings
 import torch
 
 from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm
-from onmt_cont.translate.calibration import load_offsets
-from onmt_cont.translate.checks import sampling_on, search_defaults
-from onmt_cont.translate.ct2 import Ct2Translator, check_engine_options, read_record, resolve_engine
+from onmt_cont.translate.config import DecodingConfig, build_translator
 from onmt_cont.translate.report import reference_mismatch
-from onmt_cont.translate.translator import Translator
-from onmt_cont.translate.unk import read_lexicon, remove_bpe
+from onmt_cont.translate.unk import remove_bpe
 from onmt_cont.utils.device import check_device
 from onmt_cont.utils.errors import UserError, UserTypeError, UserValueError
 
@@ -50,44 +48,35 @@ def _python_errors(func):
 class Model:
     """A trained model ready to translate; see :func:`load` for the arguments."""
 
-    def __init__(self, checkpoint, *, src_lang=None, tgt_lang=None, bpe_codes=None, device="cpu", beam_size=None,
-                 lexicon=None, freq_offsets=None, decode_prior=None, remove_target_bpe=False, batch_size=32,
-                 tokenized=False, src_spm=None, tgt_spm=None, ensemble=(), random_sampling_topk=0,
-                 random_sampling_topp=0.0, random_sampling_temp=1.0, seed=0, engine=None, min_length=0,
-                 ignore_when_blocking=(), coverage_penalty="none", beta=0.0, **decoding):
+    def __init__(self, checkpoint, *, src_lang=None, tgt_lang=None, bpe_codes=None, device="cpu",
+                 remove_target_bpe=False, batch_size=32, tokenized=False, src_spm=None, tgt_spm=None, ensemble=(),
+                 **decoding):
         self._closed, self.input_warning = False, None  # input_warning: raw text given to a model of tokens
         checkpoint = _path_arg("checkpoint", checkpoint)
         self._name = os.path.basename(os.path.normpath(checkpoint))
         for name, value in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
             if value is not None and not isinstance(value, str):
                 raise UserTypeError(f"onmt_cont.load(): {name} takes a language code such as 'fr', got {value!r}")
-        bpe_codes, lexicon, freq_offsets = (_path_arg(n, v, optional=True) for n, v in
-                                            (("bpe_codes", bpe_codes), ("lexicon", lexicon),
-                                             ("freq_offsets", freq_offsets)))
+        bpe_codes = _path_arg("bpe_codes", bpe_codes, optional=True)
+        for name in ("lexicon", "freq_offsets"):
+            decoding[name] = _path_arg(name, decoding.get(name), optional=True)
         src_spm, tgt_spm = _path_arg("src_spm", src_spm, optional=True), _path_arg("tgt_spm", tgt_spm, optional=True)
         if isinstance(ensemble, (str, os.PathLike)):
             ensemble = [ensemble]
         ensemble = [_path_arg("ensemble", path) for path in ensemble]
         device = check_device(device)
-        beam_size, decoding["block_ngram_repeat"] = search_defaults(  # translate.py's defaults
-            beam_size, decoding.get("block_ngram_repeat"), sampling_on(random_sampling_topk, random_sampling_topp))
-        replace_unk = decoding.pop("replace_unk", lexicon is not None)
+        decoding.setdefault("replace_unk", decoding["lexicon"] is not None)  # a lexicon is given to be used
         _check_names(decoding)
-        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in (beam_size, batch_size)):
+        beam_size = decoding.get("beam_size")
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
+                   for n in ([] if beam_size is None else [beam_size]) + [batch_size]):
             raise UserError(f"beam_size and batch_size must be whole numbers, at least 1, got {beam_size!r} and "
                             f"{batch_size!r}")
-        if engine not in (None, "torch", "ctranslate2"):
-            raise UserError(f"onmt_cont.load(): engine must be 'torch' or 'ctranslate2', got {engine!r}")
-        if resolve_engine(engine, checkpoint) == "ctranslate2":
-            self._load_ct2(checkpoint, device, beam_size, lexicon, replace_unk, freq_offsets, decode_prior, ensemble,
-                           decoding)
-        else:
-            self._load_torch(checkpoint, device, beam_size, lexicon, replace_unk, freq_offsets, decode_prior, ensemble,
-                             decoding)
-        self.translator.set_sampling(random_sampling_topk, random_sampling_topp, random_sampling_temp, seed)
-        self.translator.set_coverage_penalty(coverage_penalty, beta)
-        self.translator.set_min_length(min_length)
-        self.translator.set_ignore_when_blocking(ignore_when_blocking)
+        if decoding.get("engine") not in (None, "torch", "ctranslate2"):
+            raise UserError(f"onmt_cont.load(): engine must be 'torch' or 'ctranslate2', got {decoding['engine']!r}")
+        # translate.py's constructor path: the same defaults, checks and set-up
+        self.translator = build_translator(DecodingConfig(**decoding), [checkpoint, *ensemble], device,
+                                           threads=torch.get_num_threads())
         record, lower = self.translator.text_record, True
         if record is not None:
             lower = bool(record.get("lower", True))
@@ -106,42 +95,6 @@ class Model:
             raise
         self.remove_target_bpe, self.batch_size = remove_target_bpe, batch_size
         self._lock = threading.Lock()  # one translation at a time: the translator keeps per-call state
-
-    def _load_ct2(self, path, device, beam_size, lexicon, replace_unk, freq_offsets, decode_prior, ensemble, decoding):
-        """A directory onmt_cont_convert wrote, decoded by CTranslate2 (engine="ctranslate2")."""
-        if ensemble:
-            raise UserError("onmt_cont.load(): engine ctranslate2 decodes one exported model, not an ensemble")
-        check_engine_options({**decoding, "decode_prior": decode_prior or 0.0, "freq_offsets": freq_offsets},
-                             read_record(path)[0])
-        kept = {k: decoding[k] for k in ("max_length", "max_length_ratio", "length_penalty", "alpha", "ban_unk",
-                                         "block_ngram_repeat") if k in decoding}
-        self.translator = Ct2Translator(path, device, beam_size, replace_unk=bool(replace_unk),
-                                        lexicon=read_lexicon(lexicon) if lexicon else None,
-                                        threads=torch.get_num_threads(), **kept)
-
-    def _load_torch(self, checkpoint, device, beam_size, lexicon, replace_unk, freq_offsets, decode_prior, ensemble,
-                    decoding):
-        offsets = offsets_model = None
-        if freq_offsets is not None:
-            offsets, fitted_beta, offsets_model = load_offsets(freq_offsets, with_model=True)
-            if decode_prior is not None and decode_prior != fitted_beta:
-                raise UserError(f"{freq_offsets} was fitted under decode_prior {fitted_beta:g}, not {decode_prior:g}")
-            decode_prior = fitted_beta
-        words = read_lexicon(lexicon) if lexicon else None  # read once, shared by an ensemble's members
-        self.translator = Translator(
-            checkpoint, device=device, beam_size=beam_size, replace_unk=bool(replace_unk),
-            lexicon=words, freq_offsets=offsets,
-            decode_prior=0.0 if decode_prior is None else decode_prior, **decoding)
-        if freq_offsets is not None:
-            self.translator.check_offsets_model(freq_offsets, offsets_model)
-        if isinstance(ensemble, str):
-            ensemble = [ensemble]
-        if ensemble:  # translate.py -model A B ...: the other members, with the same decoding options
-            others = [Translator(path, device=device, beam_size=beam_size, replace_unk=bool(replace_unk),
-                                 lexicon=words,
-                                 decode_prior=0.0 if decode_prior is None else decode_prior, **decoding)
-                      for path in ensemble]
-            self.translator.set_ensemble(others, [checkpoint, *ensemble])
 
     @_python_errors
     def translate(self, sentences, n_best=None, with_score=False, beam_size=None, tgt_prefix=None, report_align=False):
@@ -243,14 +196,12 @@ class Model:
 # translate.py's flag names that the API spells otherwise: both are accepted
 FLAG_NAMES = {"src_bpe_codes": "bpe_codes", "lookup_dict": "lexicon", "ban_unk_token": "ban_unk",
               "remove_bpe": "remove_target_bpe"}
-# the decoding keywords the Translator takes (translate.py's flags of the same names)
-DECODING = [name for name in inspect.signature(Translator.__init__).parameters
-            if name not in ("self", "checkpoint_path", "device", "beam_size", "replace_unk", "lexicon", "freq_offsets",
-                            "decode_prior", "ann")]
-
-
-_DEFAULTS = {**{n: p.default for n, p in inspect.signature(Translator.__init__).parameters.items()},
-             **{n: p.default for n, p in inspect.signature(Model.__init__).parameters.items()}, "replace_unk": False}
+# load()'s decoding keywords: DecodingConfig's fields (translate.py's flags of the same names), less those
+# translate() takes per call (n_best, with_score, report_align) and those of translate.py alone
+DECODING = [name for name in DecodingConfig.names() if name not in ("n_best", "with_score", "report_align",
+                                                                      "attn_debug", "ann")]
+_DEFAULTS = {**{f.name: f.default for f in dataclasses.fields(DecodingConfig)},
+             **{n: p.default for n, p in inspect.signature(Model.__init__).parameters.items()}}
 
 
 def _path_arg(name, value, optional=False):
@@ -265,12 +216,12 @@ def _path_arg(name, value, optional=False):
 
 
 def _check_names(decoding):
-    """A keyword neither load() nor the Translator knows: a UserError naming load() and the closest
-    names, not a TypeError from inside the Translator."""
+    """A keyword load() does not know: a UserError naming load() and the closest names, not a TypeError from
+    inside the configuration."""
     for name in decoding:
         if name not in DECODING:
             known = sorted(set(inspect.signature(Model.__init__).parameters) - {"self", "checkpoint", "decoding"}
-                           | set(DECODING) | set(FLAG_NAMES) | {"replace_unk", "gpu"})
+                           | set(DECODING) | set(FLAG_NAMES) | {"gpu"})
             close = difflib.get_close_matches(name, known, n=3)
             hint = f" (did you mean {' or '.join(close)}?)" if close else ""
             raise UserError(f"onmt_cont.load(): unknown option {name!r}{hint}; it takes: {', '.join(known)}")
@@ -294,9 +245,9 @@ def load(checkpoint, **options):
     decoded with this one as an ensemble: translate.py -model A B), ``random_sampling_topk`` /
     ``random_sampling_topp`` / ``random_sampling_temp`` / ``seed`` (sampling, as translate.py's flags; then
     ``beam_size`` is the number of draws of each sentence), ``coverage_penalty`` / ``beta``, ``min_length``,
-    ``ignore_when_blocking``, and translate.py's other options by their
-    names in :class:`~onmt_cont.translate.translator.Translator` (``max_length_ratio``,
-    ``block_ngram_repeat``, ``length_penalty``, ``alpha``, ``ban_unk``, ``decode_prior``...).
+    ``ignore_when_blocking``, and translate.py's other decoding options by their names in
+    :class:`~onmt_cont.translate.config.DecodingConfig` (``max_length_ratio``, ``block_ngram_repeat``,
+    ``length_penalty``, ``alpha``, ``ban_unk``, ``decode_prior``...), set up as translate.py sets them up.
     translate.py's own spellings work too: ``src_bpe_codes``, ``lookup_dict``, ``ban_unk_token``,
     ``remove_bpe``, ``gpu``, ``replace_unk``. An unknown name is a UserError naming load().
     ``checkpoint`` may also be a directory onmt_cont_convert wrote: it is then decoded by CTranslate2

@@ -34,13 +34,10 @@ from onmt_cont import opts
 from onmt_cont.inputters.corpus import count_lines
 from onmt_cont.inputters.vocab import lowercase_only
 from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm, describe_record
-from onmt_cont.translate.calibration import load_offsets
-from onmt_cont.translate.checks import check_decoding_options, sampling_on, search_defaults
-from onmt_cont.translate.ct2 import Ct2Translator, check_engine_options, resolve_engine
+from onmt_cont.translate.config import FLAG_NAMES, DecodingConfig, build_translator
 from onmt_cont.translate.options import build_parser
 from onmt_cont.translate.report import attention_table, reference_mismatch, unsegmented
-from onmt_cont.translate.translator import Translator
-from onmt_cont.translate.unk import read_lexicon, remove_bpe
+from onmt_cont.translate.unk import remove_bpe
 from onmt_cont.utils.device import resolve_device
 from onmt_cont.utils.errors import UserError, cli_main, printable
 from onmt_cont.utils.io import (
@@ -220,9 +217,6 @@ def output_file(path):
 def main(argv=None):
     opt = opts.parse(build_parser(), argv, required=("model",))
     opt.models = opt.model if isinstance(opt.model, list) else [opt.model]  # -model A.pt B.pt: an ensemble
-    opt.beam_size, opt.block_ngram_repeat = search_defaults(  # the same defaults as load() and the server
-        opt.beam_size, opt.block_ngram_repeat, sampling_on(opt.random_sampling_topk, opt.random_sampling_topp),
-        opt.n_best)
     opt.model = opt.models[0]
     if opt.output is None:
         opt.output = "-"
@@ -250,6 +244,17 @@ def main(argv=None):
         raise SystemExit(143 if sigterm else 130) from None
 
 
+def decoding_config(opt):
+    """translate.py's decoding flags -> a DecodingConfig (the API's names)."""
+    ann = None
+    if opt.ann:
+        ann = {"kind": opt.ann_index, "nlist": opt.ann_nlist, "nprobe": opt.ann_nprobe, "hnsw_m": opt.ann_hnsw_m,
+               "ef_search": opt.ann_ef_search}
+    names = {name: getattr(opt, flag) for flag, name in FLAG_NAMES.items()}
+    return DecodingConfig(**{name: getattr(opt, name) for name in DecodingConfig.names()
+                             if name not in names and name != "ann"}, **names, ann=ann)
+
+
 def run(opt, done):
     """translate.py's work; ``done["lines"]``: the lines translated so far (for an interrupt's message)."""
     refuse_output_over_inputs({"-output": opt.output, "-log_file": opt.log_file}, {
@@ -263,14 +268,8 @@ def run(opt, done):
     tgt = STDIN if opt.tgt == "-" else opt.tgt
     if opt.batch_size < 1 or opt.chunk_size < 1:
         raise UserError("-batch_size and -chunk_size must be at least 1")
-    ann = None
-    if opt.ann:
-        ann = {"kind": opt.ann_index, "nlist": opt.ann_nlist, "nprobe": opt.ann_nprobe, "hnsw_m": opt.ann_hnsw_m,
-               "ef_search": opt.ann_ef_search}
-    check_decoding_options(opt.beam_size, opt.max_length, opt.max_length_ratio, opt.alpha, opt.decode_prior,
-                           opt.decode_prior_cap, opt.csls, opt.block_ngram_repeat, ann=ann)
-    if opt.lookup_dict and not opt.replace_unk:
-        raise UserError("-lookup_dict is only used with -replace_unk")
+    config = decoding_config(opt).resolved()  # refused before any file is read or model loaded
+    opt.beam_size, opt.block_ngram_repeat = config.beam_size, config.block_ngram_repeat  # the defaults filled in
     if opt.output != "-":
         out_dir = os.path.dirname(os.path.abspath(opt.output))
         if not os.path.isdir(out_dir):
@@ -280,7 +279,6 @@ def run(opt, done):
         stale = remove_stale_temps(out_dir, os.path.basename(opt.output), exact=True)
         if stale:
             log(f"removed {len(stale)} temporary file(s) that killed runs left beside -output: {', '.join(stale)}")
-    lexicon = read_lexicon(opt.lookup_dict) if opt.lookup_dict else None
     # A binary line count (no decoding, no lines kept) finds a -tgt of the wrong length before any decoding.
     # A pipe can be read only once: it is not counted, and a -tgt of another length is found at its end.
     n_src = None if is_stream(src) else count_lines(src)
@@ -290,49 +288,7 @@ def run(opt, done):
     device = resolve_device(opt.gpu)
     apply_threads(opt.threads)
     keep_freed_memory()  # a beam step reuses the pages of the last one's scores (onmt_cont.utils.memory)
-    if opt.tgt_emb_extend_vocab and not opt.tgt_emb_extend:
-        raise UserError("-tgt_emb_extend_vocab is only used with -tgt_emb_extend")
-    freq_offsets = offsets_model = None
-    if opt.freq_offsets:
-        freq_offsets, fitted_beta, offsets_model = load_offsets(opt.freq_offsets, with_model=True)
-        if opt.decode_prior_cap:
-            raise UserError("-freq_offsets: tools/calibrate_offsets.py fits them under the plain -decode_prior, "
-                            "not under -decode_prior_cap")
-        if fitted_beta != opt.decode_prior:
-            raise UserError(f"-freq_offsets {opt.freq_offsets} was fitted under -decode_prior {fitted_beta:g}, but "
-                            f"this run has -decode_prior {opt.decode_prior:g}: give -decode_prior {fitted_beta:g}")
-    engine = resolve_engine(opt.engine, opt.model)
-    if engine == "ctranslate2":
-        if len(opt.models) > 1:
-            raise UserError("-engine ctranslate2 decodes one exported model; an ensemble needs the checkpoints "
-                            "(-engine torch)")
-        translator = Ct2Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
-                                   opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.ban_unk_token,
-                                   opt.block_ngram_repeat, torch.get_num_threads())
-        check_engine_options({**vars(opt), "ann": ann}, translator.record)
-        log(f"{opt.model}: decoding with CTranslate2 ({translator.record.get('quantization')} weights)")
-    else:
-        translator = Translator(opt.model, device, opt.beam_size, opt.max_length, opt.max_length_ratio,
-                                opt.length_penalty, opt.alpha, opt.replace_unk, lexicon, opt.tgt_emb_extend,
-                                opt.tgt_emb_extend_vocab, ann, opt.ban_unk_token, opt.alignment_layer,
-                                opt.decode_prior, opt.csls, opt.block_ngram_repeat, opt.decode_prior_cap, freq_offsets,
-                                opt.beam_temperature)
-    if opt.freq_offsets:
-        translator.check_offsets_model(opt.freq_offsets, offsets_model)
-    if len(opt.models) > 1:  # the other members, each set up with the same decoding options
-        others = [Translator(path, device, opt.beam_size, opt.max_length, opt.max_length_ratio, opt.length_penalty,
-                             opt.alpha, opt.replace_unk, lexicon, None, None, ann, opt.ban_unk_token,
-                             opt.alignment_layer, opt.decode_prior, opt.csls, opt.block_ngram_repeat,
-                             opt.decode_prior_cap, None, opt.beam_temperature) for path in opt.models[1:]]
-        translator.set_ensemble(others, opt.models)
-        log(f"an ensemble of {len(opt.models)} models: the mean of their log-probabilities at each step")
-    translator.set_min_length(opt.min_length)
-    translator.set_ignore_when_blocking(opt.ignore_when_blocking)
-    translator.set_n_best(opt.n_best)
-    translator.set_with_score(opt.with_score)
-    translator.set_sampling(opt.random_sampling_topk, opt.random_sampling_topp, opt.random_sampling_temp, opt.seed)
-    translator.set_coverage_penalty(opt.coverage_penalty, opt.beta)
-    translator.report_align, translator.attn_debug = opt.report_align, opt.attn_debug
+    translator = build_translator(config, opt.models, device, threads=torch.get_num_threads(), log=log)
     if opt.tgt_prefix and not opt.tgt:
         raise UserError("-tgt_prefix forces each output to start with its -tgt line: give -tgt")
     if opt.tgt_emb_extend:

@@ -156,10 +156,7 @@ class Ct2Translator(Translator):
         self.length_penalty, self.alpha = length_penalty, alpha
         self.replace_unk, self.lexicon, self.ban_unk = replace_unk, lexicon, ban_unk
         self.block_ngram_repeat = block_ngram_repeat
-        self.n_best, self._with_score, self.last_nbest, self.min_length = 1, False, None, 0
-        self.ignore_when_blocking, self.coverage = frozenset(), ("none", 0.0)
-        self.sampler, self.report_align, self.last_align, self.attn_debug = None, False, None, False
-        self.words_out = self.unk_out = 0
+        self._init_search_state()
 
     def output_limit(self, source_length):
         return min(super().output_limit(source_length), self.record.get("positions", POSITIONS) - 1)

@@ -103,19 +103,20 @@ def build_parser():
     g.add_argument("-remove_bpe", action="store_true", help="the model's target side is subword-nmt BPE: join "
                    "the pieces ('@@ ' and a final '@@' removed) before writing the output and scoring it")
     g = p.add_argument_group("Word choice (continuous models; -freq_offsets: any model)")
-    g.add_argument("-decode_prior", type=float, default=0.0, help="score each word by the nearest-neighbour score "
+    g.add_argument("-decode_prior", type=float, default=None, help="score each word by the nearest-neighbour score "
                    "+ this beta x log p_train(w), its add-one smoothed frequency in the training targets (stored in "
                    "checkpoints of this version): a frequency prior that nearest-neighbour search lacks. Pick beta on "
-                   "validation BLEU; negative values favour rarer words; 0 (default): off")
+                   "validation BLEU; negative values favour rarer words; 0: off (the default, or with -freq_offsets "
+                   "the beta the file was fitted under)")
     g.add_argument("-decode_prior_cap", type=int, default=0, help="with -decode_prior: the prior is flat (0) for "
                    "words seen at least this many times in training and log((c+1)/(cap+1)) for a word seen c < cap "
                    "times, so it only penalises rare words instead of pushing every word towards the most frequent "
                    "ones; at least 2; 0 (default): the plain prior")
     g.add_argument("-freq_offsets", help="add to each word's score the offset of its bin of training counts (1, "
                    "2-4, 5-9, 10-99, 100-999, 1000+) from this file, written by tools/calibrate_offsets.py, which "
-                   "fits them on validation so that every bin comes out as often as in the reference. Give the "
-                   "-decode_prior beta the file was fitted under (it says which). Softmax models too: their "
-                   "log-probabilities plus the offsets")
+                   "fits them on validation so that every bin comes out as often as in the reference. They decode "
+                   "under the -decode_prior beta the file was fitted under (it says which; another is refused). "
+                   "Softmax models too: their log-probabilities plus the offsets")
     g.add_argument("-csls", type=int, default=0, help="rank words by CSLS (Conneau et al. 2018): 2 cos(e^, e_w) - "
                    "r(w), r(w) the mean cosine of e_w to its K nearest table words (a penalty for hubs), in the "
                    "decoding criterion's units; K > 0 turns it on (the paper: 10)")

@@ -110,14 +110,8 @@ class Translator:
                                block_ngram_repeat, freq_offsets, ann, length_penalty)
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.block_ngram_repeat = block_ngram_repeat
-        self.n_best, self._with_score, self.last_nbest = 1, False, None  # set_n_best, set_with_score
-        self.min_length = 0  # set_min_length
-        self.coverage = ("none", 0.0)  # set_coverage_penalty
-        self.ignore_when_blocking = frozenset()  # set_ignore_when_blocking
-        self.sampler = None  # set_sampling
+        self._init_search_state()
         self.search_model = self.model  # what the searches decode with: the model, or an ensemble (set_ensemble)
-        self.report_align, self.last_align = False, None  # -report_align: each output's word alignment
-        self.attn_debug = False  # -attn_debug: keep every output's attention for translate_lines(attn=...)
         self.train_vocab = tgt_vocab  # before -tgt_emb_extend adds words
         words = len(tgt_vocab)
         if csls > max(words - 2, 0):  # the K nearest other words (padding left out): there are V - 2
@@ -162,6 +156,17 @@ class Translator:
         self.alpha = alpha
         self.replace_unk = replace_unk
         self.lexicon = lexicon
+
+    def _init_search_state(self):
+        """The options the setters change after construction, at their defaults, and the per-call records: one
+        place for both engines (Ct2Translator calls it too)."""
+        self.n_best, self._with_score, self.last_nbest = 1, False, None  # set_n_best, set_with_score
+        self.min_length = 0  # set_min_length
+        self.coverage = ("none", 0.0)  # set_coverage_penalty
+        self.ignore_when_blocking = frozenset()  # set_ignore_when_blocking
+        self.sampler = None  # set_sampling
+        self.report_align, self.last_align = False, None  # -report_align: each output's word alignment
+        self.attn_debug = False  # -attn_debug: keep every output's attention for translate_lines(attn=...)
         self.words_out = self.unk_out = 0  # words decoded so far, and how many were <unk> (before replacement)
 
     @property
