@@ -223,8 +223,13 @@ def test_calibrate_and_translate_end_to_end(data, wc_infonce, wc_ce, tmp_path, c
             main(args)
         assert exc.value.code == 2 and needle in capsys.readouterr().err
 
-    refused(translate.main, translate_args(model, data, tmp_path / "x.txt", "-freq_offsets", str(out)),
-            "fitted under -decode_prior 0.5")
+    refused(translate.main, translate_args(model, data, tmp_path / "x.txt", "-decode_prior", "0.25", "-freq_offsets",
+                                           str(out)), "fitted under -decode_prior 0.5")
+    # no -decode_prior: the file's (translate.py and load() alike, issue 78)
+    translate.main(translate_args(model, data, tmp_path / "own.txt", "-freq_offsets", str(out)))
+    translate.main(translate_args(model, data, tmp_path / "given.txt", "-decode_prior", "0.5", "-freq_offsets",
+                                  str(out)))
+    assert (tmp_path / "own.txt").read_text() == (tmp_path / "given.txt").read_text()
     refused(translate.main, translate_args(model, data, tmp_path / "x.txt", "-decode_prior", "0.5",
                                            "-decode_prior_cap", "3", "-freq_offsets", str(out)), "-decode_prior_cap")
     (tmp_path / "bad.json").write_text("{}")
