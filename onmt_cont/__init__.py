@@ -5,7 +5,7 @@
     model.translate(["Un chien court dans l'herbe."])
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 __all__ = ["load", "Model"]
 
 

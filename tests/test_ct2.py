@@ -20,8 +20,8 @@ pytest.importorskip("ctranslate2")
 import onmt_cont  # noqa: E402
 from onmt_cont.bin import convert as convert_cli  # noqa: E402
 from onmt_cont.bin import preprocess, train  # noqa: E402
+from onmt_cont.export.ct2 import convert  # noqa: E402
 from onmt_cont.translate.ct2 import Ct2Translator  # noqa: E402
-from onmt_cont.translate.ct2_export import convert  # noqa: E402
 from onmt_cont.translate.translator import Translator  # noqa: E402
 from onmt_cont.utils.errors import UserError  # noqa: E402
 from tests.test_outputs import sample_table  # noqa: E402
@@ -232,7 +232,7 @@ def test_force_never_deletes_what_it_did_not_write(models, tmp_path, monkeypatch
     (all of them left as they were); issue 77.2: an -output that appears during a conversion is not replaced."""
     import shutil
 
-    from onmt_cont.translate import ct2_export as ct2
+    from onmt_cont.export import ct2
 
     home = tmp_path / "home"
     home.mkdir()

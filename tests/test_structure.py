@@ -18,7 +18,7 @@ LAYERS = [
     {"losses", "inputters", "opts", "align"},
     {"models"},
     {"translate"},
-    {"train"},
+    {"train", "export"},
     {"bin", "api", "serve"},
 ]
 RANK = {name: i for i, layer in enumerate(LAYERS) for name in layer}

@@ -14,8 +14,8 @@ does from the checkpoint."""
 import argparse
 import sys
 
+from onmt_cont.export.ct2 import QUANTIZATIONS, convert
 from onmt_cont.models.transformer import parse_alignment_layer
-from onmt_cont.translate.ct2_export import QUANTIZATIONS, convert
 from onmt_cont.utils.errors import cli_main
 from onmt_cont.utils.io import refuse_output_over_inputs
 

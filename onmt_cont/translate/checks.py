@@ -6,6 +6,8 @@ score NaN or ±inf (a beam search that never ends, outputs of <unk> or padding, 
 and a finite value can still overflow (β · log p of 1e308) or ask for a search no machine runs.
 """
 
+from __future__ import annotations
+
 import math
 
 from onmt_cont.translate.search import MAX_OUTPUT_LENGTH
@@ -27,7 +29,8 @@ LENGTH_PENALTIES = ("none", "avg", "wu")  # -length_penalty's choices
 DEFAULT_BEAM, DEFAULT_BLOCK = 5, 3
 
 
-def check_number(flag, value, low=-math.inf, high=math.inf, integer=False, expected=None):
+def check_number(flag: str, value: object, low: float = -math.inf, high: float = math.inf, integer: bool = False,
+                 expected: str | None = None) -> None:
     """UserError unless ``value`` is a finite number (an int where ``integer``) in [low, high].
     ``expected``: the message's description of a good value (default: from the bounds)."""
     good = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
@@ -44,7 +47,8 @@ def check_number(flag, value, low=-math.inf, high=math.inf, integer=False, expec
     raise UserError(f"-{flag} must be {expected}, got {value!r}")
 
 
-def search_defaults(beam_size=None, block_ngram_repeat=None, sampling=False, n_best=None):
+def search_defaults(beam_size: int | None = None, block_ngram_repeat: int | None = None, sampling: bool = False,
+                    n_best: int | None = None) -> tuple[int, int]:
     """The beam size and n-gram blocking to use where the caller gave None: DEFAULT_BEAM (at least -n_best) and
     DEFAULT_BLOCK; under random sampling the beam is the number of draws of each sentence: one, or -n_best's."""
     if beam_size is None:
@@ -55,14 +59,15 @@ def search_defaults(beam_size=None, block_ngram_repeat=None, sampling=False, n_b
     return beam_size, block_ngram_repeat
 
 
-def sampling_on(topk=0, topp=0.0):
+def sampling_on(topk: int = 0, topp: float = 0.0) -> bool:
     """Whether -random_sampling_topk / -topp ask for sampling (Translator.set_sampling's rule)."""
     return topk == -1 or (isinstance(topk, int) and topk > 1) or (isinstance(topp, (int, float)) and 0.0 < topp < 1.0)
 
 
-def check_decoding_options(beam_size=1, max_length=None, max_length_ratio=2.0, alpha=0.0, decode_prior=0.0,
-                           decode_prior_cap=0, csls=0, block_ngram_repeat=0, freq_offsets=None, ann=None,
-                           length_penalty="avg"):
+def check_decoding_options(beam_size: int = 1, max_length: int | None = None, max_length_ratio: float = 2.0,
+                           alpha: float = 0.0, decode_prior: float = 0.0, decode_prior_cap: int = 0, csls: int = 0,
+                           block_ngram_repeat: int = 0, freq_offsets: list[float] | None = None,
+                           ann: dict | None = None, length_penalty: str = "avg") -> None:
     """Refuse decoding options no search can use (translate.py's names in the messages). The
     checks that need the model (-beam_size and -csls against its vocabulary) are the Translator's."""
     check_number("beam_size", beam_size, 1, integer=True)

@@ -1,12 +1,15 @@
 """CTranslate2 as a second engine: decoding a folder onmt_cont_convert wrote (:class:`Ct2Translator`,
 translate.py -engine ctranslate2, the API's and the server's ``engine``), and reading that folder's record
-(:func:`read_record`: every value and every file's sha256 checked). The export itself is ct2_export.py."""
+(:func:`read_record`: every value and every file's sha256 checked). The export itself is onmt_cont/export/ct2.py."""
+
+from __future__ import annotations
 
 import base64
 import hashlib
 import json
 import math
 import os
+from collections.abc import Sequence
 from types import SimpleNamespace
 
 import torch
@@ -158,27 +161,29 @@ class Ct2Translator(Translator):
         self.block_ngram_repeat = block_ngram_repeat
         self._init_search_state()
 
-    def output_limit(self, source_length):
+    def output_limit(self, source_length: int) -> int:
         return min(super().output_limit(source_length), self.record.get("positions", POSITIONS) - 1)
 
     def _limit_note(self):
         return f"; the export's positions, {self.record.get('positions', POSITIONS)}, less one"
 
-    def set_ensemble(self, others, names):
+    def set_ensemble(self, others: Sequence[Translator], names: Sequence[str]) -> None:
         if others:
             raise UserError("-engine ctranslate2 decodes one exported model; an ensemble needs -engine torch")
 
-    def set_sampling(self, topk=0, topp=0.0, temp=1.0, seed=0):
+    def set_sampling(self, topk: int = 0, topp: float = 0.0, temp: float = 1.0, seed: int = 0) -> None:
         super().set_sampling(topk, topp, temp, seed)
         if self.sampler is not None:
             _ctranslate2().set_random_seed(self.sampler.seed)  # -1 drawn by the base class
 
-    def set_ignore_when_blocking(self, words):
+    def set_ignore_when_blocking(self, words: Sequence[str]) -> None:
         if words:
             raise UserError("-ignore_when_blocking: CTranslate2's n-gram blocking has no exceptions: decode the "
                             "checkpoint (-engine torch)")
 
-    def translate_batch(self, token_lists, attention=None, prefixes=None):
+    def translate_batch(self, token_lists: Sequence[Sequence[str]], attention: bool | None = None,
+                        prefixes: Sequence[Sequence[str]] | None = None
+                        ) -> tuple[list[list[str]], list[torch.Tensor | None]]:
         if attention is None:
             attention = self.replace_unk or self.report_align or self.attn_debug
         cov_kind, beta = self.coverage

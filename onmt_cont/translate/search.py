@@ -1,7 +1,12 @@
 """Greedy and beam search over any generator: each step takes ``generator.scores`` (log-probs
 for softmax models, nearest-neighbour scores against the embedding table for continuous ones)."""
 
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
 import torch
+from torch import Tensor
 
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 
@@ -18,7 +23,7 @@ MAX_LENGTH_RATIO = 2.0  # translate.py -max_length_ratio's default
 MAX_OUTPUT_LENGTH = 1024
 
 
-def length_limits(src_lengths, max_length=None, ratio=MAX_LENGTH_RATIO):
+def length_limits(src_lengths: Tensor, max_length: int | None = None, ratio: float = MAX_LENGTH_RATIO) -> Tensor:
     """The longest output of each source [B]: translate.py -max_length, else -max_length_ratio ×
     its length + 10; never more than MAX_OUTPUT_LENGTH."""
     if max_length is not None:
@@ -27,7 +32,7 @@ def length_limits(src_lengths, max_length=None, ratio=MAX_LENGTH_RATIO):
     return (src_lengths.double() * ratio + 10).clamp(max=MAX_OUTPUT_LENGTH).long()
 
 
-def blocked_words(seq, n, ignore=frozenset()):
+def blocked_words(seq: Sequence[int], n: int, ignore: Collection[int] = frozenset()) -> set[int]:
     """The words that, appended to ``seq``, would repeat one of its n-grams (translate.py
     -block_ngram_repeat, OpenNMT-py's flag): the words that followed each earlier occurrence of
     ``seq``'s last n − 1 words. n = 1: every word of ``seq``; n = 0: none. An n-gram holding a word of
@@ -40,7 +45,8 @@ def blocked_words(seq, n, ignore=frozenset()):
     return {seq[i + n - 1] for i in range(len(seq) - n + 1) if seq[i : i + n - 1] == suffix} - ignore
 
 
-def block_repeats(scores, prefixes, n, ignore=frozenset()):
+def block_repeats(scores: Tensor, prefixes: Sequence[Sequence[int]], n: int,
+                  ignore: Collection[int] = frozenset()) -> Tensor:
     """Scores [rows, vocab] with -inf where a row's word would repeat an n-gram of its prefix."""
     for r, seq in enumerate(prefixes):
         words = blocked_words(seq, n, ignore)
@@ -49,8 +55,9 @@ def block_repeats(scores, prefixes, n, ignore=frozenset()):
     return scores
 
 
-def decode_step(model, last_ids, memory_bank, src_mask, state, ban_eos=False, banned=BANNED, greedy=False,
-                need_attn=True, clean=True):
+def decode_step(model, last_ids: Tensor, memory_bank: Tensor, src_mask: Tensor, state, ban_eos: bool = False,
+                banned: Sequence[int] = BANNED, greedy: bool = False, need_attn: bool = True, clean: bool = True
+                ) -> tuple[Tensor, Tensor | None, object]:
     """One decoder step. last_ids: [batch] -> scores [batch, vocab], attn [batch, src_len] (None
     without ``need_attn``: a Transformer then skips its attention weights), state.
 
@@ -82,11 +89,11 @@ class Sampler:
     (-1 or 0: all) and to the smallest set whose probability reaches ``topp`` (0 or 1: all), from a generator
     seeded with ``seed``: the same seed, batches and device give the same draws."""
 
-    def __init__(self, topk=-1, topp=0.0, temp=1.0, seed=0):
+    def __init__(self, topk: int = -1, topp: float = 0.0, temp: float = 1.0, seed: int = 0):
         self.topk, self.topp, self.temp = topk, topp, temp
         self.seed, self._gen = seed, {}
 
-    def pick(self, scores):
+    def pick(self, scores: Tensor) -> Tensor:
         """scores [batch, vocab] (log-probabilities, -inf for banned words) -> drawn ids [batch]; a row with no
         candidate draws </s>."""
         device = scores.device
@@ -110,9 +117,11 @@ class Sampler:
 
 
 @torch.no_grad()
-def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_every=None, block_ngram_repeat=0,
-                  need_attn=True, sampler=None, prefix=None, min_length=0, ignore_when_blocking=frozenset(),
-                  totals_out=None):
+def greedy_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, banned: Sequence[int] = BANNED,
+                  check_every: int | None = None, block_ngram_repeat: int = 0, need_attn: bool = True,
+                  sampler: Sampler | None = None, prefix: Sequence[Sequence[int]] | None = None, min_length: int = 0,
+                  ignore_when_blocking: Collection[int] = frozenset(), totals_out: list[float] | None = None
+                  ) -> tuple[list[list[int]], list[Tensor | None]]:
     """Batched greedy decoding; the chosen word's embedding feeds the next step.
 
     src: [batch, src_len]; max_lengths: [batch] longest output (without </s>); banned: ids never
@@ -202,10 +211,42 @@ def greedy_search(model, src, src_lengths, max_lengths, banned=BANNED, check_eve
     return out_ids, attns
 
 
+def sample_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, sampler: Sampler, draws: int,
+                  penalty: str = "avg", alpha: float = 0.0, banned: Sequence[int] = BANNED,
+                  block_ngram_repeat: int = 0, need_attn: bool = True, nbest_out: list | None = None, n_best: int = 1,
+                  prefix: Sequence[Sequence[int]] | None = None, min_length: int = 0,
+                  ignore_when_blocking: Collection[int] = frozenset()) -> tuple[list[list[int]], list[Tensor | None]]:
+    """Random sampling (:class:`Sampler`): ``draws`` samples of each sentence (translate.py -beam_size under
+    sampling, OpenNMT-py's meaning), ranked by log-probability / length penalty; the best is the output, and
+    ``nbest_out`` (a list, or None) receives the ``n_best`` best as :func:`beam_search` gives them. One draw
+    without ``nbest_out`` is :func:`greedy_search` with the sampler."""
+    k = draws
+    if k > 1:  # each sentence k times in a row
+        rows = torch.arange(src.size(0), device=src.device).repeat_interleave(k)
+        src, src_lengths, max_lengths = src[rows], src_lengths[rows], torch.as_tensor(max_lengths)[rows]
+        prefix = None if prefix is None else [p for p in prefix for _ in range(k)]
+    totals = [] if k > 1 or nbest_out is not None else None
+    ids, attns = greedy_search(model, src, src_lengths, max_lengths, banned, block_ngram_repeat=block_ngram_repeat,
+                               need_attn=need_attn, sampler=sampler, prefix=prefix, min_length=min_length,
+                               ignore_when_blocking=ignore_when_blocking, totals_out=totals)
+    if totals is None:
+        return ids, attns
+    out_ids, out_attns = [], []
+    for b in range(0, len(ids), k):
+        ranked = [(totals[j] / length_penalty(max(len(ids[j]), 1), penalty, alpha), ids[j], attns[j])
+                  for j in range(b, b + k)]
+        ranked.sort(key=lambda d: d[0], reverse=True)  # stable: ties keep the order of the draws
+        out_ids.append(ranked[0][1])
+        out_attns.append(ranked[0][2])
+        if nbest_out is not None:
+            nbest_out.append(ranked[:n_best])
+    return out_ids, out_attns
+
+
 COVERAGE_PENALTIES = ("none", "wu", "summary")  # -coverage_penalty's choices (OpenNMT-py's)
 
 
-def coverage_penalty(attn, kind, beta):
+def coverage_penalty(attn: Tensor | None, kind: str, beta: float) -> float:
     """What -coverage_penalty takes from a finished hypothesis's score / length penalty (OpenNMT-py's
     re-ranking): ``attn`` [output words, source words] its attention over its own source, summed per source
     word into the coverage c_j; ``wu`` (Wu et al. 2016): beta x -sum_j log min(c_j, 1), a source word
@@ -220,7 +261,7 @@ def coverage_penalty(attn, kind, beta):
     return beta * float(cov.clamp(min=1.0).sum() - cov.numel())
 
 
-def length_penalty(length, kind, alpha):
+def length_penalty(length: int, kind: str, alpha: float) -> float:
     """OpenNMT's normalisers: ``avg`` divides by the length, ``wu`` by ((5+|Y|)/6)^alpha."""
     if kind == "avg":
         return float(length)
@@ -230,9 +271,11 @@ def length_penalty(length, kind, alpha):
 
 
 @torch.no_grad()
-def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", alpha=0.0, banned=BANNED,
-                block_ngram_repeat=0, need_attn=True, nbest_out=None, n_best=1, prefix=None, min_length=0,
-                ignore_when_blocking=frozenset(), coverage=("none", 0.0)):
+def beam_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, beam_size: int, penalty: str = "avg",
+                alpha: float = 0.0, banned: Sequence[int] = BANNED, block_ngram_repeat: int = 0, need_attn: bool = True,
+                nbest_out: list | None = None, n_best: int = 1, prefix: Sequence[Sequence[int]] | None = None,
+                min_length: int = 0, ignore_when_blocking: Collection[int] = frozenset(),
+                coverage: tuple[str, float] = ("none", 0.0)) -> tuple[list[list[int]], list[Tensor | None]]:
     """Beam search over a batch of sentences, each with its own beam of ``beam_size`` rows.
 
     A hypothesis's score is the sum of its per-step scores (log-probabilities, or the
@@ -362,6 +405,6 @@ def beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", 
     return out_ids, out_attn
 
 
-def _stack_rows(rows, src_len):
+def _stack_rows(rows: Sequence[Tensor], src_len: int) -> Tensor:
     """A hypothesis's attention rows (a list of [src_len] tensors) -> [len, src_len]."""
     return torch.stack(rows) if rows else torch.zeros(0, src_len)

@@ -1,7 +1,10 @@
 """Translate a file with a trained checkpoint: batches by length, output in input order."""
 
+from __future__ import annotations
+
 import os
 import sys
+from collections.abc import Sequence
 
 import torch
 
@@ -25,7 +28,7 @@ from onmt_cont.translate.search import (
     beam_search,
     greedy_search,
     length_limits,
-    length_penalty,
+    sample_search,
 )
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError
@@ -200,7 +203,7 @@ class Translator:
                             f"{search(mine['beam_size'])}: the offsets calibrate one search's output, not another's; "
                             f"fit them under this one (tools/calibrate_offsets.py -beam_size {mine['beam_size']})")
 
-    def set_freq_offsets(self, offsets):
+    def set_freq_offsets(self, offsets: Sequence[float] | None) -> None:
         """Decode from now on with these frequency-bin offsets [bins] (None: none) and the
         -decode_prior this translator was built with (tools/calibrate_offsets.py, round by round)."""
         decode_prior, decode_prior_cap = self._prior_options
@@ -240,7 +243,7 @@ class Translator:
     def _max_lengths(self, src_lengths):
         return length_limits(src_lengths, self.max_length, self.max_length_ratio)
 
-    def set_n_best(self, n):
+    def set_n_best(self, n: int | None) -> None:
         """Keep the ``n`` best hypotheses of each sentence with their scores (translate.py -n_best,
         -with_score): beam search's finished hypotheses, ranked by score / length penalty; n may not
         exceed the beam (greedy search is beam 1 here, which outputs the same words with their score).
@@ -251,7 +254,7 @@ class Translator:
                             "hypotheses")
         self.n_best = n
 
-    def set_ensemble(self, others, names):
+    def set_ensemble(self, others: Sequence[Translator], names: Sequence[str]) -> None:
         """Decode with this model and the models of the Translators ``others`` as one ensemble
         (onmt_cont.translate.ensemble): every member must have this model's vocabularies. ``names``:
         the checkpoints, for messages."""
@@ -263,7 +266,7 @@ class Translator:
                                     f"{names[0]} ({len(mine)} words): an ensemble's members share one vocabulary")
         self.search_model = Ensemble([self.model] + [o.model for o in others]) if others else self.model
 
-    def set_ignore_when_blocking(self, words):
+    def set_ignore_when_blocking(self, words: Sequence[str]) -> None:
         """-ignore_when_blocking (OpenNMT-py's): n-grams holding one of these target words are never blocked by
         -block_ngram_repeat (e.g. punctuation, which may repeat). A word outside the vocabulary is a UserError."""
         if isinstance(words, str) or not all(isinstance(w, str) for w in words):
@@ -273,14 +276,14 @@ class Translator:
             raise UserError(f"-ignore_when_blocking: {', '.join(unknown[:5])}: not in the model's target vocabulary")
         self.ignore_when_blocking = frozenset(self.tgt_vocab.index(w) for w in words)
 
-    def set_min_length(self, n):
+    def set_min_length(self, n: int) -> None:
         """No output shorter than ``n`` words unless its length limit comes first (translate.py -min_length,
         OpenNMT-py's; 0: off)."""
         check_number("min_length", n, 0, MAX_OUTPUT_LENGTH, integer=True,
                      expected=f"a whole number from 0 (off) to {MAX_OUTPUT_LENGTH}")
         self.min_length = n
 
-    def set_coverage_penalty(self, kind="none", beta=0.0):
+    def set_coverage_penalty(self, kind: str = "none", beta: float = 0.0) -> None:
         """-coverage_penalty wu|summary with -beta (OpenNMT-py's): beam search ranks its finished hypotheses by
         score / length penalty minus beta x the penalty of their attention's coverage of the source
         (:func:`~onmt_cont.translate.search.coverage_penalty`). Needs beam search and a non-zero beta."""
@@ -298,7 +301,7 @@ class Translator:
                             "-beam_size 2 or more, and no random sampling")
         self.coverage = (kind, float(beta))
 
-    def set_sampling(self, topk=0, topp=0.0, temp=1.0, seed=0):
+    def set_sampling(self, topk: int = 0, topp: float = 0.0, temp: float = 1.0, seed: int = 0) -> None:
         """Random sampling instead of search (translate.py -random_sampling_topk/-topp/-temp/-seed, as
         OpenNMT-py names them): on when ``topk`` is -1 (the whole distribution) or above 1, or ``topp`` is
         in (0, 1); ``topk`` 0 or 1 with ``topp`` 0 is the argmax (off). With sampling, -beam_size K draws K
@@ -318,7 +321,9 @@ class Translator:
                             "none: leave one out")
         self.sampler = Sampler(topk, topp, temp, seed) if on else None
 
-    def translate_batch(self, token_lists, attention=None, prefixes=None):
+    def translate_batch(self, token_lists: Sequence[Sequence[str]], attention: bool | None = None,
+                        prefixes: Sequence[Sequence[str]] | None = None
+                        ) -> tuple[list[list[str]], list[torch.Tensor | None]]:
         """token_lists: non-empty source sentences (lists of tokens) -> (outputs, attentions).
         ``attention``: whether to keep each output word's attention over the source (None: only
         where -replace_unk reads it); without it the attentions are None and a Transformer's step
@@ -334,7 +339,10 @@ class Translator:
         if prefixes is not None:
             prefix = [self.tgt_vocab.encode(words) for words in prefixes]
         if self.sampler is not None:
-            ids, attns = self._sample(batch["src"], batch["src_lengths"], max_lengths, prefix, attention, nbest)
+            ids, attns = sample_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths,
+                                       self.sampler, self.beam_size, self.length_penalty, self.alpha, self.banned,
+                                       self.block_ngram_repeat, attention, nbest, self.n_best, prefix,
+                                       self.min_length, self.ignore_when_blocking)
         elif self.beam_size > 1 or nbest is not None:
             ids, attns = beam_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
                                      self.length_penalty, self.alpha, self.banned, self.block_ngram_repeat,
@@ -364,38 +372,12 @@ class Translator:
             for toks, hyps in zip(token_lists, nbest, strict=True)]
         return outputs, attns
 
-    def _sample(self, src, src_lengths, max_lengths, prefix, attention, nbest):
-        """Random sampling: -beam_size draws of each sentence, ranked by log-probability / length penalty; the
-        best is the output, ``nbest`` (a list, or None) receives the -n_best best as beam search gives them."""
-        k = self.beam_size
-        if k > 1:  # each sentence k times in a row
-            rows = torch.arange(src.size(0), device=src.device).repeat_interleave(k)
-            src, src_lengths, max_lengths = src[rows], src_lengths[rows], max_lengths[rows]
-            prefix = None if prefix is None else [p for p in prefix for _ in range(k)]
-        totals = [] if k > 1 or nbest is not None else None
-        ids, attns = greedy_search(self.search_model, src, src_lengths, max_lengths, self.banned,
-                                   block_ngram_repeat=self.block_ngram_repeat, need_attn=attention,
-                                   sampler=self.sampler, prefix=prefix, min_length=self.min_length,
-                                   ignore_when_blocking=self.ignore_when_blocking, totals_out=totals)
-        if totals is None:
-            return ids, attns
-        out_ids, out_attns = [], []
-        for b in range(0, len(ids), k):
-            draws = [(totals[j] / length_penalty(max(len(ids[j]), 1), self.length_penalty, self.alpha), ids[j],
-                      attns[j]) for j in range(b, b + k)]
-            draws.sort(key=lambda d: d[0], reverse=True)  # stable: ties keep the order of the draws
-            out_ids.append(draws[0][1])
-            out_attns.append(draws[0][2])
-            if nbest is not None:
-                nbest.append(draws[: self.n_best])
-        return out_ids, out_attns
-
     def _words(self, ids, attn, src_tokens):
         """A hypothesis's words, ``<unk>`` replaced through its attention where -replace_unk asks."""
         words = self.tgt_vocab.decode(ids)
         return replace_unk(words, attn, src_tokens, self.lexicon) if self.replace_unk else words
 
-    def output_limit(self, source_length):
+    def output_limit(self, source_length: int) -> int:
         """The longest output of a source of ``source_length`` tokens (search.length_limits)."""
         return int(length_limits(torch.tensor([source_length]), self.max_length, self.max_length_ratio)[0])
 
@@ -403,7 +385,7 @@ class Translator:
         return ""
 
     @property
-    def scored(self):
+    def scored(self) -> bool:
         """Whether decoding keeps each sentence's hypotheses and scores (-n_best above 1 or -with_score)."""
         return self.n_best > 1 or self._with_score
 
@@ -467,7 +449,7 @@ class Translator:
             attn.extend(attn_results)
         return results
 
-    def set_with_score(self, on):
+    def set_with_score(self, on: bool) -> None:
         """Give each translation its score (translate.py -with_score): decoding goes through beam
         search (beam 1 for greedy, the same words), whose scores are log-probabilities."""
         self._with_score = bool(on)

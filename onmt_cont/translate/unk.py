@@ -2,6 +2,8 @@
 output becomes the translation of the source word it attends to most, looked up in a bilingual
 lexicon, or that source word itself when the lexicon does not have it."""
 
+from __future__ import annotations
+
 import unicodedata
 
 from onmt_cont.constants import UNK
@@ -11,14 +13,14 @@ from onmt_cont.utils.io import read_lines
 BPE_JOINER = "@@"
 
 
-def remove_bpe(line):
+def remove_bpe(line: str) -> str:
     """Join subword-nmt pieces: 'the cat@@ s sat' -> 'the cats sat' (a final '@@' is dropped);
     translate.py -remove_bpe and train.py -valid_remove_bpe."""
     line = line.replace(BPE_JOINER + " ", "")
     return line[: -len(BPE_JOINER)] if line.endswith(BPE_JOINER) else line
 
 
-def read_lexicon(path):
+def read_lexicon(path: str) -> dict[str, str]:
     """Plain text, one ``source_word target_word`` pair per line (whitespace-separated).
     Parsed, never executed. The first entry of a repeated source word wins."""
     lexicon = {}
@@ -32,7 +34,7 @@ def read_lexicon(path):
     return lexicon
 
 
-def is_punctuation(token):
+def is_punctuation(token: str) -> bool:
     return all(unicodedata.category(ch).startswith("P") for ch in token)
 
 
