@@ -23,6 +23,23 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         raise UserError(message)
 
+    def parse_known_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        return super().parse_known_args(self._single_dash(args), namespace)
+
+    def _single_dash(self, args):
+        """OpenNMT-py's double-dash spellings: ``--beam_size 5`` and ``--beam_size=5`` are ``-beam_size``'s,
+        where the parser has no ``--beam_size`` of its own (after ``--``, nothing is an option)."""
+        known, out = self._option_string_actions, []
+        for i, arg in enumerate(args):
+            if arg == "--":
+                return out + args[i:]
+            name, eq, value = arg.partition("=")
+            if name.startswith("--") and name not in known and name[1:] in known:
+                arg = name[1:] + eq + value
+            out.append(arg)
+        return out
+
 
 def new_parser(description):
     p = _Parser(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)

@@ -202,3 +202,17 @@ def test_save_config_round_trips_toy_parser(tmp_path):
     opts.save_config(args, args.save_config)
     again = opts.parse(toy_parser(), ["-config", str(tmp_path / "x.yaml")])
     assert (again.loss, again.layers, again.lambda2, again.save_config) == ("cosine", [4, 5], 0.5, None)
+
+
+def test_double_dash_spellings_are_the_flags(tmp_path):
+    """Issue 78: OpenNMT-py's users write --beam_size 5 and --train_steps=100; the parsers take both spellings."""
+    from onmt_cont.translate.options import build_parser
+
+    args = opts.parse(build_parser(), ["--model", "m.pt", "--beam_size", "3", "--n_best=2", "-with_score",
+                                       "--ban_unk_token"])
+    assert (args.model, args.beam_size, args.n_best, args.with_score, args.ban_unk_token) == (["m.pt"], 3, 2, True,
+                                                                                              True)
+    with pytest.raises(UserError, match="unrecognized arguments: --no_such_flag"):
+        opts.parse(build_parser(), ["--model", "m.pt", "--no_such_flag"])
+    config(tmp_path, "beam_size: 4\n")
+    assert opts.parse(build_parser(), ["--config", str(tmp_path / "c.yaml"), "-model", "m.pt"]).beam_size == 4

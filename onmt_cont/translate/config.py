@@ -11,9 +11,18 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from onmt_cont.models.transformer import parse_alignment_layer
 from onmt_cont.translate.calibration import load_offsets
-from onmt_cont.translate.checks import check_decoding_options, sampling_on, search_defaults
+from onmt_cont.translate.checks import (
+    DEFAULT_BEAM,
+    DEFAULT_BLOCK,
+    LENGTH_PENALTIES,
+    check_decoding_options,
+    sampling_on,
+    search_defaults,
+)
 from onmt_cont.translate.ct2 import Ct2Translator, check_engine_options, read_record, resolve_engine
+from onmt_cont.translate.search import COVERAGE_PENALTIES, MAX_OUTPUT_LENGTH
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon
 from onmt_cont.utils.errors import UserError
@@ -22,47 +31,141 @@ from onmt_cont.utils.errors import UserError
 FLAG_NAMES = {"ban_unk_token": "ban_unk", "lookup_dict": "lexicon"}
 
 
+def option(default, help, flag=None, **argparse_kwargs):
+    """A DecodingConfig field that carries its translate.py flag: its help, the flag's name where it is not the
+    field's, and argparse's type, choices, nargs or metavar (:func:`add_flags`)."""
+    return field(default=default, metadata={"help": help, "flag": flag, **argparse_kwargs})
+
+
 @dataclass
 class DecodingConfig:
-    """What a translator decodes with: translate.py's decoding flags under the Python API's names (translate.py's
-    help says what each does). None where a default depends on other options: :meth:`resolved` fills them."""
+    """What a translator decodes with: translate.py's decoding flags under the Python API's names, each field
+    with its flag's help (:func:`add_flags` builds translate.py's flags from them). None where a default depends
+    on other options: :meth:`resolved` fills them."""
 
-    beam_size: int | None = None  # None: DEFAULT_BEAM (at least n_best); 1 under sampling (the draws)
-    block_ngram_repeat: int | None = None  # None: DEFAULT_BLOCK
-    max_length: int | None = None
-    max_length_ratio: float = 2.0
-    min_length: int = 0
-    length_penalty: str = "avg"
-    alpha: float = 0.0
-    coverage_penalty: str = "none"
-    beta: float = 0.0
-    ignore_when_blocking: Sequence[str] = ()
-    ban_unk: bool = False
-    replace_unk: bool = False
-    lexicon: str | None = None  # a build_lexicon.py file (-lookup_dict)
-    alignment_layer: int | str | None = None
-    n_best: int = 1
-    with_score: bool = False
-    report_align: bool = False
-    attn_debug: bool = False
-    random_sampling_topk: int = 0
-    random_sampling_topp: float = 0.0
-    random_sampling_temp: float = 1.0
-    seed: int = 0
-    decode_prior: float | None = None  # None: 0, or the β a -freq_offsets file was fitted under
-    decode_prior_cap: int = 0
-    csls: int = 0
-    freq_offsets: str | None = None  # a tools/calibrate_offsets.py file
-    beam_temperature: float = 1.0
-    tgt_emb_extend: str | None = None
-    tgt_emb_extend_vocab: str | None = None
+    beam_size: int | None = option(None, type=int,  # None: DEFAULT_BEAM, or n_best's; under sampling 1
+            help=f"default {DEFAULT_BEAM} (1 with random sampling); "
+            "1: greedy. Beam search sums log-probabilities: a "
+            "softmax model's, or for continuous models a softmax over the vocabulary of the generator's word "
+            "scores (criterion, word bias, prior, offsets) at the model's own temperature times "
+            "-beam_temperature (docs/usage.md, section 6)")
+    block_ngram_repeat: int | None = option(None, type=int,  # None: DEFAULT_BLOCK
+            help="never put out a word that would repeat an "
+            "n-gram of this size already in the sentence's output (OpenNMT-py's flag; greedy and beam, every "
+            "model; over the model's tokens, so BPE pieces with -remove_bpe). 1: no word twice; 0: "
+            f"off; default {DEFAULT_BLOCK}. A greedy sentence whose every candidate is blocked ends there")
+    max_length: int | None = option(None, type=int,
+            help=f"longest output in words, at most {MAX_OUTPUT_LENGTH}; default -max_length_ratio × source "
+            f"length + 10, capped at {MAX_OUTPUT_LENGTH}")
+    max_length_ratio: float = option(2.0, type=float,
+            help="see -max_length")
+    min_length: int = option(0, type=int,
+            help="no output shorter than this many words unless its length "
+            "limit comes first (OpenNMT-py's -min_length; 0: off)")
+    length_penalty: str = option("avg", choices=LENGTH_PENALTIES,
+            help="beam search: rank finished hypotheses by score / length (avg) or GNMT's penalty (wu). "
+            "Continuous models: per-step scores (cosines, vMF log-densities) are mostly positive, so "
+            "'none' favours long outputs; 'avg' ranks by the mean per-step score")
+    alpha: float = option(0.0, type=float,
+            help="exponent of -length_penalty wu")
+    coverage_penalty: str = option("none", choices=COVERAGE_PENALTIES,
+            help="beam search (OpenNMT-py's flag): rank finished hypotheses by score / length penalty minus "
+            "-beta x a penalty on their attention's coverage c_j of each source word: wu (GNMT): "
+            "-sum_j log min(c_j, 1), for source words left untranslated; summary: sum_j max(c_j, 1) - "
+            "source length, for words translated twice. Over the output words' attention (OpenNMT-py also "
+            "counts the </s> step's)")
+    beta: float = option(0.0, type=float,
+            help="weight of -coverage_penalty (GNMT: 0.2)")
+    ignore_when_blocking: Sequence[str] = option((), nargs="+", metavar="WORD",
+            help="target words that -block_ngram_repeat lets repeat: an n-gram holding one is never blocked "
+            "(OpenNMT-py's flag; e.g. punctuation). The checkpoint engine only")
+    ban_unk: bool = option(False, flag="ban_unk_token",
+            help="never produce <unk> (OpenNMT-py's flag). For "
+            "continuous models whose training targets had no <unk> (preprocess.py -tgt_emb), its row, the "
+            "mean of the out-of-vocabulary vectors, is a hub that uncertain predictions fall on")
+    replace_unk: bool = option(False,
+            help="replace each <unk> through the attention: the "
+            "most-attended source word, translated by -lookup_dict, or copied when it is not there")
+    lexicon: str | None = option(None, flag="lookup_dict",  # a build_lexicon.py file (-lookup_dict)
+            help="bilingual lexicon: 'source_word target_word' per line (build_lexicon.py)")
+    alignment_layer: int | str | None = option(None, type=parse_alignment_layer,
+            help="Transformer decoder: "
+            "the attention -replace_unk reads: mean (default: the cross-attention of every layer and head, "
+            "averaged) or one layer's, averaged over its heads (0-based, -1 the last); default: the "
+            "checkpoint's")
+    n_best: int = option(1, type=int,
+            help="write the N best hypotheses of each sentence, best first, "
+            "N lines per input line (at most -beam_size; BLEU scores the first)")
+    with_score: bool = option(False,
+            help="append a tab and the hypothesis's score to each "
+            "output line: its log-probability under beam search's scores divided by the length penalty "
+            "(greedy: beam 1, the same words)")
+    report_align: bool = option(False,
+            help="append ' ||| ' and each output's word alignment "
+            "to its line, OpenNMT-py's format: 'S-T' (0-based) for each output token T and the source token S "
+            "its attention weighs most (the model's tokens, before -detokenize; with -alignment_layer for a "
+            "Transformer). With -n_best or -with_score each hypothesis's line holds its own alignment, before "
+            "the tab and score")
+    attn_debug: bool = option(False,
+            help="print each sentence's attention on standard error "
+            "(OpenNMT-py's flag): a row per output token, a column per source token, '*' at each row's "
+            "largest weight")
+    random_sampling_topk: int = option(0, type=int,
+            help="draw each word instead of the argmax "
+            "(OpenNMT-py's name; back-translation): -1 from the whole distribution, K > 1 from the K most "
+            "likely words; 0 or 1: off. A continuous model draws from its beam distribution "
+            "(softmax(score / tau), -beam_temperature). -beam_size K: K draws of each sentence, the best by "
+            "log-probability / length penalty put out (-n_best N: the N best); default one (-n_best's)")
+    random_sampling_topp: float = option(0.0, type=float,
+            help="draw each word from the smallest set of "
+            "most likely words whose probability reaches P (nucleus sampling), 0 < P < 1; 0: off")
+    random_sampling_temp: float = option(1.0, type=float,
+            help="divide the scores by this before sampling")
+    seed: int = option(0, type=int,
+            help="random sampling's seed: the same seed, batches and device "
+            "draw the same words")
+    decode_prior: float | None = option(None, type=float,  # None: 0, or a -freq_offsets file's β
+            help="score each word by the nearest-neighbour score "
+            "+ this beta x log p_train(w), its add-one smoothed frequency in the training targets (stored in "
+            "checkpoints of this version): a frequency prior that nearest-neighbour search lacks. Pick beta on "
+            "validation BLEU; negative values favour rarer words; 0: off (the default, or with -freq_offsets "
+            "the beta the file was fitted under)")
+    decode_prior_cap: int = option(0, type=int,
+            help="with -decode_prior: the prior is flat (0) for "
+            "words seen at least this many times in training and log((c+1)/(cap+1)) for a word seen c < cap "
+            "times, so it only penalises rare words instead of pushing every word towards the most frequent "
+            "ones; at least 2; 0 (default): the plain prior")
+    csls: int = option(0, type=int,
+            help="rank words by CSLS (Conneau et al. 2018): 2 cos(e^, e_w) - "
+            "r(w), r(w) the mean cosine of e_w to its K nearest table words (a penalty for hubs), in the "
+            "decoding criterion's units; K > 0 turns it on (the paper: 10)")
+    freq_offsets: str | None = option(None,  # a tools/calibrate_offsets.py file
+            help="add to each word's score the offset of its bin of training counts (1, "
+            "2-4, 5-9, 10-99, 100-999, 1000+) from this file, written by tools/calibrate_offsets.py, which "
+            "fits them on validation so that every bin comes out as often as in the reference. They decode "
+            "under the -decode_prior beta the file was fitted under (it says which; another is refused). "
+            "Softmax models too: their log-probabilities plus the offsets")
+    beam_temperature: float = option(1.0, type=float,
+            help="continuous models, -beam_size > 1: beam "
+            "search scores each word by the log of a softmax of the word scores over the vocabulary, at the "
+            "model's own temperature (nllvmf_nce 1: its contrastive distribution; infonce its -temperature) "
+            "times this")
+    tgt_emb_extend: str | None = option(None,
+            help="decode over every word of this table too (.vec/.vec.gz, or a .pt "
+            "written by embeddings_to_torch.py with -tgt_emb_extend_vocab): the training target "
+            "vocabulary keeps its rows, the other words are appended, unit length. Tied models feed a "
+            "new word's vector to the next step, untied ones feed <unk>")
+    tgt_emb_extend_vocab: str | None = option(None,
+            help="the vocabulary (PREFIX.vocab.pt or PREFIX.vocab.tgt.txt) whose "
+            "rows a .pt -tgt_emb_extend follows")
     ann: dict | None = None  # FaissIndex's arguments (kind, nlist, nprobe, hnsw_m, ef_search); None: exact search
-    engine: str | None = None  # "torch" or "ctranslate2"; None: read from the model
-    extra: dict = field(default_factory=dict, repr=False)  # nothing yet: a place for an engine's own options
+    engine: str | None = option(None, choices=["torch", "ctranslate2"],  # None: read from the model
+            help="what decodes: torch (a train.py checkpoint) or ctranslate2 (a directory onmt_cont_convert "
+            "wrote); default: read from -model")
 
     @classmethod
     def names(cls) -> list[str]:
-        return [f.name for f in dataclasses.fields(cls) if f.name != "extra"]
+        return [f.name for f in dataclasses.fields(cls)]
 
     def resolved(self) -> DecodingConfig:
         """A copy with the search defaults filled in and the checks that need no model passed (UserError)."""
@@ -80,6 +183,20 @@ class DecodingConfig:
             raise UserError("-freq_offsets: tools/calibrate_offsets.py fits them under the plain -decode_prior, not "
                             "under -decode_prior_cap")
         return config
+
+
+def add_flags(group, names: Sequence[str]) -> None:
+    """translate.py's flags for these DecodingConfig fields, in this order, from the fields' defaults and
+    metadata (a bool field is a switch)."""
+    fields = {f.name: f for f in dataclasses.fields(DecodingConfig)}
+    for name in names:
+        f = fields[name]
+        meta = dict(f.metadata)
+        flag = meta.pop("flag") or name
+        if isinstance(f.default, bool):
+            group.add_argument(f"-{flag}", action="store_true", **meta)
+        else:
+            group.add_argument(f"-{flag}", default=list(f.default) if meta.get("nargs") else f.default, **meta)
 
 
 def build_translator(config: DecodingConfig, models: Sequence[str], device: str = "cpu", threads: int = 1,
