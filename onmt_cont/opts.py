@@ -295,3 +295,25 @@ class _NoAliasDumper(yaml.SafeDumper):
 
     def ignore_aliases(self, data):
         return True
+
+
+# A checkpoint's options where they predate an option: the value that reproduces how such a checkpoint was
+# trained (not always today's default: an old model had no word bias, whatever the presets say now).
+# upgrade() fills them in once, where stored options are read, so the code reads opt.name.
+LEGACY = {
+    "encoder_type": None, "decoder_type": None,  # None: -brnn's rnn/brnn, as before -encoder_type existed
+    "word_bias": False, "train_table": False, "joint_dropout": None, "joint_sample": None,
+    "rewe_hidden": None, "rewe_lambda": None, "share_embeddings": False, "share_decoder_embeddings": False,
+    "param_init_glorot": False, "emb_init": "default", "layer_norm": "pre", "ff_dropout": None,
+    "alignment_layer": None, "tie_emb": False, "vmf_form": "paper", "vmf_lambda": 0.2, "prefix_window": None,
+    "expected_counts": None, "sampling_correction": False, "amp": False, "word_bias_update": "dense",
+    "normalization": "tokens",
+}
+
+
+def upgrade(opt):
+    """Training options as a checkpoint stored them (a dict or a Namespace, perhaps from an older version) ->
+    a Namespace with every option of LEGACY present. Idempotent; ``opt`` itself is not changed."""
+    values = dict(opt) if isinstance(opt, dict) else dict(vars(opt))
+    return argparse.Namespace(**{**LEGACY, **values})
+

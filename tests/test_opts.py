@@ -216,3 +216,18 @@ def test_double_dash_spellings_are_the_flags(tmp_path):
         opts.parse(build_parser(), ["--model", "m.pt", "--no_such_flag"])
     config(tmp_path, "beam_size: 4\n")
     assert opts.parse(build_parser(), ["--config", str(tmp_path / "c.yaml"), "-model", "m.pt"]).beam_size == 4
+
+
+def test_upgrade_gives_old_checkpoints_the_options_they_were_trained_with():
+    """Issue 78: defaults for options a checkpoint predates were repeated in some 30 getattr calls; upgrade()
+    fills them in once (opts.LEGACY), where stored options are read, and every name in it is a train.py option."""
+    from onmt_cont.train.options import build_parser
+
+    old = {"loss": "ce", "brnn": True}
+    new = opts.upgrade(old)
+    assert (new.loss, new.brnn, new.word_bias, new.encoder_type, new.layer_norm, new.vmf_lambda) == \
+        ("ce", True, False, None, "pre", 0.2)
+    assert old == {"loss": "ce", "brnn": True} and vars(opts.upgrade(new)) == vars(new)
+    assert opts.upgrade({"word_bias": True}).word_bias is True  # a stored value wins
+    train_options = {a.dest for a in build_parser()._actions}
+    assert set(opts.LEGACY) <= train_options, set(opts.LEGACY) - train_options

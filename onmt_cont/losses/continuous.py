@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from onmt_cont.losses.spec import Loss
+from onmt_cont.opts import upgrade
 from onmt_cont.vmf import log_cmk, neg_log_cmk_approx
 
 
@@ -118,7 +119,7 @@ def vmf_options(opt):
     """The keyword arguments of :func:`nll_vmf` that the options set (options saved before -vmf_form
     existed: the paper's form)."""
     return {"lambda1": opt.lambda1, "lambda2": opt.lambda2, "approx": opt.vmf_approx,
-            "form": getattr(opt, "vmf_form", "paper"), "vmf_lambda": getattr(opt, "vmf_lambda", 0.2)}
+            "form": upgrade(opt).vmf_form, "vmf_lambda": upgrade(opt).vmf_lambda}
 
 
 def build_l2(opt, table):

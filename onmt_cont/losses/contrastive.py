@@ -32,6 +32,7 @@ from onmt_cont.losses.negatives import (
 )
 from onmt_cont.losses.shared_block import shared_logsumexp
 from onmt_cont.losses.spec import Loss
+from onmt_cont.opts import upgrade
 from onmt_cont.outputs import BiasedVector
 from onmt_cont.utils.amp import outside_autocast
 
@@ -194,8 +195,9 @@ def _chunked_parts(pred, target, table, negatives, shared, per_token, repeats, b
 
 def build_negatives(opt, table, log_prior=None):
     sources = parse_sources(opt.negatives or next(s.negatives for s in SPECS if s.name == opt.loss))
-    window = getattr(opt, "prefix_window", None) or PREFIX_WINDOW
-    counts = getattr(opt, "expected_counts", None) or "unigram"  # options saved before it: the unigram rule
+    opt = upgrade(opt)
+    window = opt.prefix_window or PREFIX_WINDOW
+    counts = opt.expected_counts or "unigram"  # options saved before it: the unigram rule
     return Negatives(sources, table, opt.num_sampled, opt.ann_candidates, log_prior=log_prior, prefix_window=window,
                      counts=counts)
 
@@ -207,7 +209,7 @@ def build_maxmargin(opt, table):
 
 def build_infonce(opt, table, log_prior=None):
     negatives, tau = build_negatives(opt, table, log_prior), opt.temperature
-    correct = getattr(opt, "sampling_correction", False)
+    correct = upgrade(opt).sampling_correction
 
     def loss(output, target):
         pred, bias = _split(output)
@@ -219,7 +221,7 @@ def build_infonce(opt, table, log_prior=None):
 def build_nllvmf_nce(opt, table, log_prior=None):
     negatives = build_negatives(opt, table, log_prior)
     w, kw = opt.contrastive_weight, vmf_options(opt)
-    correct = getattr(opt, "sampling_correction", False)
+    correct = upgrade(opt).sampling_correction
 
     def loss(output, target):
         pred, bias = _split(output)

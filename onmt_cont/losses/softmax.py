@@ -7,6 +7,7 @@ from torch.autograd.function import once_differentiable
 from onmt_cont.losses.continuous import cosine, l2
 from onmt_cont.losses.linear_ce import linear_cross_entropy
 from onmt_cont.losses.spec import Loss
+from onmt_cont.opts import upgrade
 from onmt_cont.outputs import HiddenLogits, SampledLogits
 
 # ReWE's regression loss between the head's ê [N, m] and e(y) [N, m] -> [N]: the cosine embedding
@@ -75,7 +76,7 @@ def nll_plus_rewe(output, target, target_vec, rewe_lambda, rewe_loss="cosine", l
 
 def build_ce(opt, table=None):
     smoothing = opt.label_smoothing
-    rewe_lambda = getattr(opt, "rewe_lambda", None)
+    rewe_lambda = upgrade(opt).rewe_lambda
     if rewe_lambda is None:
         return lambda output, target: cross_entropy(output, target, smoothing)
     rewe_loss = opt.rewe_loss

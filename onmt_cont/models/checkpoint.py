@@ -19,7 +19,6 @@ state of the device the process trained on, not of every GPU it could see (check
 before held one state per visible GPU, and :func:`restore_rng` reads those too).
 """
 
-import argparse
 import glob
 import os
 import random
@@ -30,6 +29,7 @@ import torch
 from onmt_cont.constants import FORMAT_VERSION
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.models.model import build_model
+from onmt_cont.opts import upgrade
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import atomic_torch_save, load_checkpoint_data
 
@@ -251,7 +251,7 @@ def model_from_checkpoint(data, device="cpu", path="the checkpoint"):
     if not isinstance(options, dict) or not isinstance(state, dict):
         raise bad("its options ('opt') or parameters ('model') are missing")
     try:
-        opt = argparse.Namespace(**options)
+        opt = upgrade(options)  # options this checkpoint predates take the values it was trained with
         src_vocab = Vocab(vocab["src"])
         tgt_vocab = Vocab(vocab["tgt"], vocab.get("tgt_counts"), vocab.get("tgt_total_tokens", 0),
                           vocab.get("tgt_sentences", 0))
@@ -259,7 +259,7 @@ def model_from_checkpoint(data, device="cpu", path="the checkpoint"):
         raise bad(f"its vocabulary ({exc})") from None
     table = state.get("generator.table")
     if table is None:
-        table = state.get("decoder.embeddings.table.weight") if getattr(opt, "tie_emb", False) else None
+        table = state.get("decoder.embeddings.table.weight") if opt.tie_emb else None
     if table is not None and (not isinstance(table, torch.Tensor) or table.dim() != 2 or len(table) != len(tgt_vocab)):
         rows = f"{len(table)} rows" if isinstance(table, torch.Tensor) and table.dim() == 2 else "no [words, dim] table"
         raise bad(f"its target table has {rows}, its target vocabulary {len(tgt_vocab)} words")

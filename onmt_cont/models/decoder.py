@@ -5,6 +5,7 @@ from torch import nn
 
 from onmt_cont.constants import UNK_ID
 from onmt_cont.models.dropout import Dropout
+from onmt_cont.opts import upgrade
 
 
 class GlobalAttention(nn.Module):
@@ -88,7 +89,7 @@ class InputFeedRNNDecoder(nn.Module):
     def from_opt(cls, opt, embeddings):
         """The decoder train.py's options describe (-dec_layers, -rnn_size, -dropout), reading
         ``embeddings`` (a TargetEmbeddings); its bridge takes the RNN encoder's final state."""
-        transformer = getattr(opt, "encoder_type", None) == "transformer"  # its final state is one layer
+        transformer = upgrade(opt).encoder_type == "transformer"  # its final state is one layer
         return cls(embeddings, opt.rnn_size, opt.dec_layers, opt.dropout, enc_hidden=opt.rnn_size,
                    enc_layers=1 if transformer else opt.enc_layers)
 

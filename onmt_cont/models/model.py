@@ -15,6 +15,7 @@ from onmt_cont.models.generators import (
     normalize_table,
 )
 from onmt_cont.models.transformer import TransformerDecoder, TransformerEncoder
+from onmt_cont.opts import upgrade
 
 # The architectures, by name (OpenNMT's -encoder_type / -decoder_type names). Each class has
 # from_opt(opt, ...) taking what it needs from the options; a new architecture is its own module
@@ -27,8 +28,9 @@ def architecture(opt):
     """-> (encoder name, decoder name) of the options: -encoder_type / -decoder_type, where
     -encoder_type defaults to brnn with -brnn and rnn without (checkpoints written before these
     options existed have neither, and are LSTMs)."""
-    enc = getattr(opt, "encoder_type", None) or ("brnn" if opt.brnn else "rnn")
-    dec = getattr(opt, "decoder_type", None) or "rnn"
+    opt = upgrade(opt)
+    enc = opt.encoder_type or ("brnn" if opt.brnn else "rnn")
+    dec = opt.decoder_type or "rnn"
     if opt.brnn and enc != "brnn":
         raise ValueError(f"-brnn makes the RNN encoder bidirectional: it does not go with -encoder_type {enc}")
     return enc, dec
@@ -59,6 +61,7 @@ class NMTModel(nn.Module):
 def generator_kind(opt):
     """Check that -generator, -loss and -rewe_lambda fit together; return 'softmax', 'rewe',
     'joint' or 'continuous'."""
+    opt = upgrade(opt)
     if LOSSES[opt.loss].continuous:
         if opt.generator not in ("linear", "nonlinear"):
             raise ValueError(f"-loss {opt.loss} needs a continuous generator (-generator linear|nonlinear), "
@@ -71,7 +74,7 @@ def generator_kind(opt):
     else:
         raise ValueError(f"-loss {opt.loss} is a softmax loss: use -generator linear or joint "
                          f"(got -generator {opt.generator})")
-    if getattr(opt, "rewe_lambda", None) is not None:
+    if opt.rewe_lambda is not None:
         if kind != "softmax":
             raise ValueError("-rewe_lambda adds a ReWE head to a softmax model: it needs -loss ce -generator linear "
                              f"(got -loss {opt.loss} -generator {opt.generator})")
@@ -106,24 +109,26 @@ def init_glorot(model):
 
 
 def build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table):
+    opt = upgrade(opt)
     if kind == "continuous":
         return ContinuousGenerator(opt.rnn_size, tgt_table, opt.generator == "nonlinear", decode_criterion(opt.loss),
-                                   word_bias=getattr(opt, "word_bias", False),  # older checkpoints: no bias
-                                   train_table=getattr(opt, "train_table", False))
+                                   word_bias=opt.word_bias,
+                                   train_table=opt.train_table)
     if kind == "joint":
-        dropout = opt.dropout if getattr(opt, "joint_dropout", None) is None else opt.joint_dropout
+        dropout = opt.dropout if opt.joint_dropout is None else opt.joint_dropout
         return JointGenerator(opt.rnn_size, embeddings, tgt_vocab_size, opt.joint_dim, dropout,
-                              getattr(opt, "joint_sample", None))
+                              opt.joint_sample)
     if kind == "rewe":
-        hidden = getattr(opt, "rewe_hidden", None) or opt.rnn_size
+        hidden = opt.rewe_hidden or opt.rnn_size
         return ReWEGenerator(opt.rnn_size, tgt_vocab_size, tgt_table, hidden, opt.param_init, opt.seed)
     return SoftmaxGenerator(opt.rnn_size, tgt_vocab_size)
 
 
 def check_sharing(opt, kind, src_vocab_size, tgt_vocab_size):
     """-share_embeddings / -share_decoder_embeddings: what they need of the model. Raises ValueError."""
+    opt = upgrade(opt)
     emb = opt.tgt_word_vec_size or opt.word_vec_size
-    if getattr(opt, "share_embeddings", False):
+    if opt.share_embeddings:
         src_emb = opt.src_word_vec_size or opt.word_vec_size
         if opt.tie_emb:
             raise ValueError("-share_embeddings makes the source embeddings the decoder's trained input table: "
@@ -132,7 +137,7 @@ def check_sharing(opt, kind, src_vocab_size, tgt_vocab_size):
             raise ValueError(f"-share_embeddings needs one vocabulary for both sides (preprocess.py -share_vocab) "
                              f"and one embedding size: the source has {src_vocab_size} words x {src_emb}, the target "
                              f"{tgt_vocab_size} x {emb}")
-    if getattr(opt, "share_decoder_embeddings", False):
+    if opt.share_decoder_embeddings:
         if kind != "softmax":
             raise ValueError("-share_decoder_embeddings makes the softmax's output matrix the decoder's input table: "
                              f"it needs -loss ce -generator linear (got -loss {opt.loss} -generator {opt.generator}"
@@ -149,7 +154,9 @@ def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
     """Build the model from options (a Namespace or anything with the same attributes).
 
     ``tgt_table`` [tgt_vocab, m]: the pretrained target vectors (normalised here), needed by
-    continuous losses, by ``-tie_emb`` and by ``-rewe_lambda``."""
+    continuous losses, by ``-tie_emb`` and by ``-rewe_lambda``. Options a checkpoint predates take their
+    :data:`~onmt_cont.opts.LEGACY` values."""
+    opt = upgrade(opt)
     kind = generator_kind(opt)
     if tgt_table is not None:
         tgt_table = normalize_table(tgt_table)
@@ -163,16 +170,16 @@ def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
     embeddings = TargetEmbeddings(tgt_vocab_size, tgt_emb, tgt_table if opt.tie_emb else None, PAD_ID)
     decoder = str2dec[dec_name].from_opt(opt, embeddings)
     generator = build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table)
-    if getattr(opt, "share_embeddings", False):
+    if opt.share_embeddings:
         encoder.embeddings.weight = embeddings.table.weight
-    if getattr(opt, "share_decoder_embeddings", False):
+    if opt.share_decoder_embeddings:
         generator.proj.weight = embeddings.table.weight
     model = NMTModel(encoder, decoder, generator)
-    if getattr(opt, "param_init_glorot", False):
+    if opt.param_init_glorot:
         init_glorot(model)
     elif opt.param_init:
         init_uniform(model, opt.param_init)
-    if getattr(opt, "emb_init", "default") == "normal":  # fairseq's: N(0, 1/d) for every trained word table
+    if opt.emb_init == "normal":  # fairseq's: N(0, 1/d) for every trained word table
         for table in (encoder.embeddings, None if opt.tie_emb else embeddings.table):
             if table is not None:
                 torch.nn.init.normal_(table.weight, 0.0, table.weight.size(1) ** -0.5)

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from onmt_cont.models.dropout import Dropout, dropout
+from onmt_cont.opts import upgrade
 from onmt_cont.utils.amp import autocast_dtype
 
 
@@ -231,7 +232,8 @@ def check_sizes(dim, heads, emb_sizes=()):
 def _norm_opts(opt):
     """(-layer_norm, -ff_dropout) of the options; checkpoints written before them are pre-norm, with
     -dropout inside the feed-forward blocks."""
-    return getattr(opt, "layer_norm", "pre"), getattr(opt, "ff_dropout", None)
+    opt = upgrade(opt)
+    return opt.layer_norm, opt.ff_dropout
 
 
 def check_alignment_layer(layer, num_layers):
@@ -306,7 +308,7 @@ class TransformerDecoder(nn.Module):
     def from_opt(cls, opt, embeddings):
         return cls(embeddings, opt.rnn_size, opt.heads, opt.transformer_ff, opt.dec_layers, opt.dropout,
                    opt.attention_dropout, opt.position_encoding, opt.max_positions,
-                   getattr(opt, "alignment_layer", None), *_norm_opts(opt))
+                   upgrade(opt).alignment_layer, *_norm_opts(opt))
 
     def set_alignment_layer(self, layer):
         """The layer whose cross-attention (mean over heads) is returned; None or "mean": the mean

@@ -14,6 +14,7 @@ from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.losses import build_loss
 from onmt_cont.models.generators import ReWEGenerator, SoftmaxGenerator
 from onmt_cont.models.model import architecture, build_model
+from onmt_cont.opts import upgrade
 from onmt_cont.train.average import ParameterAverage
 from onmt_cont.train.optim import make_optimizer
 from onmt_cont.train.step import SequenceUnlikelihood, Trainer, TrainingForward
@@ -50,7 +51,7 @@ def amp_dtype(opt, device=None):
     -loss ce or nllvmf_nce (the presets' losses) on a CPU whose bfloat16 products run on bfloat16 instructions
     (lab/bench/tiny_step.py; the first 1,000 updates of both Tiny presets, two seeds a side, in docs/benchmarks.md);
     elsewhere float32, as before."""
-    amp = getattr(opt, "amp", False)  # checkpoints' options before -amp auto hold True or False
+    amp = upgrade(opt).amp  # checkpoints' options before -amp auto hold True or False
     if amp != "auto":
         return ({"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if amp else None), None
     if device is None or device.type != "cpu":
@@ -86,6 +87,7 @@ def build(opt: Namespace, src_size: int, tgt_size: int, table: torch.Tensor | No
     ``ctx``: under torchrun the forward is wrapped in DistributedDataParallel; ``amp``: the autocast
     dtype, by default -amp's; ``fused``: make_optimizer's choice of Adam (None: by device)."""
     ctx = ctx if ctx is not None else distributed.Context()
+    opt = upgrade(opt)
     torch.manual_seed(opt.seed)
     random.seed(opt.seed)
     try:
@@ -106,14 +108,14 @@ def build(opt: Namespace, src_size: int, tgt_size: int, table: torch.Tensor | No
     amp_note = "; ".join(n for n in (auto_note, amp_note) if n) or None
     if ctx.distributed:
         # a ReWE head at lambda 0 is left out of the graph: DDP must be told some parameters go unused
-        unused = getattr(opt, "rewe_lambda", None) == 0
+        unused = opt.rewe_lambda == 0
         forward = distributed.wrap(forward, device, find_unused_parameters=unused)
     seq_ul = SequenceUnlikelihood(opt.seq_unlikelihood, opt.seq_unlikelihood_ngram, opt.seq_unlikelihood_every,
                                   opt.loss, opt.temperature) if opt.seq_unlikelihood else None
-    lazy = [model.generator.bias] if getattr(opt, "word_bias_update", "dense") == "lazy" else None
+    lazy = [model.generator.bias] if opt.word_bias_update == "lazy" else None
     trainer = Trainer(model, loss_fn, optimizer, opt.max_grad_norm, forward, ctx, amp,
                       measure_every=opt.report_every, seq_unlikelihood=seq_ul, lazy=lazy,
-                      normalization=getattr(opt, "normalization", "tokens"))
+                      normalization=opt.normalization)
     # -average_decay: validation and checkpoints see the average, training the raw parameters
     average = ParameterAverage(model, opt.average_decay, opt.average_every) if opt.average_decay else None
     return Parts(model, optimizer, loss_fn, trainer, average, amp_note)
