@@ -19,7 +19,7 @@ os.environ["OMP_NUM_THREADS"] = "1"
 @pytest.fixture(scope="session")
 def wc_data(tmp_path_factory):
     """The memorisation corpus with a 16-d table (test_word_choice.py's ``data``)."""
-    from tests.test_train import memorisation_data
+    from tests.helpers import memorisation_data
 
     return memorisation_data(tmp_path_factory.mktemp("wc"), 16)
 
@@ -28,8 +28,7 @@ def wc_data(tmp_path_factory):
 def wc_infonce(wc_data, tmp_path_factory):
     """An infonce model with a learned word bias, test_word_choice.py's WC options: its m_last.pt.
     Decoded (never written) by the prior, CSLS and calibration tests."""
-    from tests.test_train import run_train
-    from tests.test_word_choice import WC
+    from tests.helpers import WC, run_train
 
     out = tmp_path_factory.mktemp("wc_infonce")
     run_train(wc_data, out, loss="infonce", word_bias=True, **WC)
@@ -39,8 +38,7 @@ def wc_infonce(wc_data, tmp_path_factory):
 @pytest.fixture(scope="session")
 def wc_ce(wc_data, tmp_path_factory):
     """A softmax (ce) model with the WC options, untied: its m_last.pt."""
-    from tests.test_train import run_train
-    from tests.test_word_choice import WC
+    from tests.helpers import WC, run_train
 
     out = tmp_path_factory.mktemp("wc_ce")
     run_train(wc_data, out, loss="ce", **{**WC, "tie_emb": False})

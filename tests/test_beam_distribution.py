@@ -12,8 +12,7 @@ from onmt_cont.models.generators import ContinuousGenerator
 from onmt_cont.outputs import BiasedVector  # noqa: F401  (the generator's training output)
 from onmt_cont.translate.translator import Translator
 from onmt_cont.utils.errors import UserError
-from tests.test_train import run_train
-from tests.test_word_choice import WC
+from tests.helpers import WC, run_train
 
 
 def unit_table(vocab=12, dim=6, seed=0):

@@ -21,9 +21,8 @@ from onmt_cont.translate.calibration import (
     save_offsets,
 )
 from onmt_cont.utils.errors import UserError
-from tests.test_tools import load_tool
-from tests.test_train import run_train
-from tests.test_word_choice import WC, data, translate_args  # noqa: F401  (data: the module's fixture)
+from tests.helpers import WC, load_tool, run_train, translate_args
+from tests.test_word_choice import data  # noqa: F401  (data: the module's fixture)
 
 calibrate = load_tool("calibrate_offsets")
 

@@ -24,7 +24,7 @@ from onmt_cont.export.ct2 import convert  # noqa: E402
 from onmt_cont.translate.ct2 import Ct2Translator  # noqa: E402
 from onmt_cont.translate.translator import Translator  # noqa: E402
 from onmt_cont.utils.errors import UserError  # noqa: E402
-from tests.test_outputs import sample_table  # noqa: E402
+from tests.helpers import sample_table  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -186,7 +186,7 @@ def test_the_server_serves_an_export(models, exported, tmp_path):
 
 
 def test_what_has_no_exact_ctranslate2_form_is_refused_and_nothing_is_left(tmp_path):
-    from tests.test_outputs import sample_data, trained
+    from tests.helpers import sample_data, trained
 
     prefix = sample_data(tmp_path)
     lstm = trained(prefix, str(tmp_path / "lstm"), "-loss", "ce", "-train_steps", "2", "-rnn_size", "16",

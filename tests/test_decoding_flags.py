@@ -13,7 +13,7 @@ import torch
 
 from onmt_cont.constants import EOS_ID
 from onmt_cont.translate.search import Sampler
-from tests.test_outputs import sample_data, sample_table, trained
+from tests.helpers import sample_data, sample_table, trained
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"

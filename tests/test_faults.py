@@ -6,7 +6,6 @@ module's own tests are cited there instead of repeated here."""
 
 import gzip
 import os
-import random
 from pathlib import Path
 
 import numpy as np
@@ -17,56 +16,9 @@ from onmt_cont.bin import build_lexicon, embeddings_to_torch, preprocess, train,
 from onmt_cont.constants import SPECIALS
 from onmt_cont.inputters.corpus import load_shard
 from onmt_cont.inputters.vocab import Vocab, load_vocabs, save_vocabs
-
-SRC_WORDS = "le la un une chat chien rouge bleu mange dort petit grand".split()
-TGT_WORDS = "the a one an cat dog red blue eats sleeps small big".split()
-
-
-def write(path, text):
-    """``text``: str (written as UTF-8, newlines as given) or bytes."""
-    Path(path).write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
-    return str(path)
-
-
-def corpus(n=20, seed=0):
-    """n short pairs whose target is a word-by-word mapping of the source."""
-    rng = random.Random(seed)
-    src, tgt = [], []
-    for _ in range(n):
-        ids = [rng.randrange(len(SRC_WORDS)) for _ in range(rng.randint(3, 6))]
-        src.append(" ".join(SRC_WORDS[i] for i in ids))
-        tgt.append(" ".join(TGT_WORDS[i] for i in ids))
-    return src, tgt
-
-
-def fails(capsys, main, argv, *needles):
-    """Run ``main(argv)``: it must exit 2 with ``error: `` and every needle on stderr."""
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in argv])
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    assert "error: " in err and "Traceback" not in err
-    for needle in needles:
-        assert needle in err, (needle, err)
-    return err
-
+from tests.helpers import corpus, fails, pp_argv, pp_files, write
 
 # -- preprocess.py --------------------------------------------------------------------------------
-
-
-def pp_files(tmp_path, train_src, train_tgt, valid_src="le chat\n", valid_tgt="the cat\n"):
-    (tmp_path / "out").mkdir(exist_ok=True)
-    return {
-        "-train_src": write(tmp_path / "train.src", train_src),
-        "-train_tgt": write(tmp_path / "train.tgt", train_tgt),
-        "-valid_src": write(tmp_path / "valid.src", valid_src),
-        "-valid_tgt": write(tmp_path / "valid.tgt", valid_tgt),
-        "-save_data": str(tmp_path / "out" / "d"),
-    }
-
-
-def pp_argv(files, *extra):
-    return [x for kv in files.items() for x in kv] + [str(x) for x in extra]
 
 
 def test_preprocess_crlf_gives_the_same_data_as_lf(tmp_path):

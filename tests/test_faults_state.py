@@ -22,7 +22,7 @@ import torch
 from onmt_cont.bin import embeddings_to_torch, preprocess, train, translate
 from onmt_cont.models.checkpoint import load_checkpoint, newest_checkpoint
 from onmt_cont.train.step import Trainer
-from tests.test_tools import tool_path
+from tests.helpers import tool_path
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -9,8 +9,7 @@ import torch.nn.functional as F
 
 from onmt_cont.models.generators import ContinuousGenerator
 from onmt_cont.translate.translator import Translator
-from tests.test_train import run_train
-from tests.test_word_choice import WC
+from tests.helpers import WC, run_train
 
 
 def unit_table(vocab=40, dim=10, seed=0):

@@ -16,7 +16,7 @@ def tiny(tmp_path_factory):
     decoder's input), its data, and a second unit table of the same shape."""
     from onmt_cont.bin import preprocess, train
     from onmt_cont.inputters.vocab import load_vocabs
-    from tests.test_faults import corpus, pp_argv, pp_files
+    from tests.helpers import corpus, pp_argv, pp_files
 
     d = tmp_path_factory.mktemp("tiny")
     src, tgt = corpus()
@@ -41,13 +41,13 @@ def tiny(tmp_path_factory):
 
 
 def tool_fails(capsys, tool, argv, *needles):
-    from tests.test_faults import fails
+    from tests.helpers import fails
 
     return fails(capsys, load_tool(tool).main, argv, *needles)
 
 
 def load_tool(name):
-    from tests.test_tools import load_tool as load
+    from tests.helpers import load_tool as load
 
     return load(name)
 
@@ -122,7 +122,7 @@ def test_hostile_yaml_config(tmp_path, capsys, case):
     !!set and timestamps became paths like b'hello'.train.0.pt, and an alias bomb of a few hundred
     bytes expanded without bound (a line naming the expanded value)."""
     from onmt_cont.bin import preprocess
-    from tests.test_faults import fails, write
+    from tests.helpers import fails, write
 
     text, needle = YAML_CASES[case]
     cfg = write(tmp_path / "c.yaml", text)
@@ -135,7 +135,7 @@ def test_moderate_alias_expansion_message_is_short(tmp_path, capsys):
     """An alias of a 10^5-value list given to a one-value option: refused at the alias, never
     expanded into the error line (before: a 600 KB error line; with 9 levels, memory without bound)."""
     from onmt_cont.bin import preprocess
-    from tests.test_faults import fails, write
+    from tests.helpers import fails, write
 
     text = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
         f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcd", "bcde", strict=True)) + "train_src: *e\n"
@@ -164,7 +164,7 @@ SRC, TGT = "le chat\nun chien\n", "the cat\na dog\n"
 
 def pp(tmp_path, train_src=SRC, train_tgt=TGT, *extra):
     from onmt_cont.bin import preprocess
-    from tests.test_faults import write
+    from tests.helpers import write
 
     (tmp_path / "out").mkdir(exist_ok=True)
     files = [write(tmp_path / "t.fr", train_src), write(tmp_path / "t.en", train_tgt),
@@ -183,7 +183,7 @@ def pp(tmp_path, train_src=SRC, train_tgt=TGT, *extra):
 def test_text_that_is_not_utf8_text(tmp_path, capsys, case, needle):
     import gzip
 
-    from tests.test_faults import fails
+    from tests.helpers import fails
 
     src = {"gzip_without_gz": gzip.compress(SRC.encode()), "utf16_bom": SRC.encode("utf-16"),
            "utf16_ascii": SRC.encode("utf-16-le"), "nul": b"le chat\nun \x00chien\n"}[case]
@@ -211,7 +211,7 @@ def test_utf8_byte_order_mark_is_not_part_of_the_first_word(tmp_path):
 def test_save_data_that_is_a_folder(tmp_path, capsys, prefix):
     """Before: -save_data out/ wrote hidden files out/.train.0.pt, out/.vocab.pt (or, when out/ did not
     exist, failed only after reading everything)."""
-    from tests.test_faults import fails
+    from tests.helpers import fails
 
     main, argv = pp(tmp_path)
     argv[argv.index("-save_data") + 1] = str(tmp_path / prefix)
@@ -227,7 +227,7 @@ def test_save_data_that_is_a_folder(tmp_path, capsys, prefix):
 ])
 def test_vocabulary_with_no_word_is_an_error(tmp_path, capsys, extra, needle):
     """Before: accepted; every token of that side became <unk> and training went on from there."""
-    from tests.test_faults import fails, write
+    from tests.helpers import fails, write
 
     extra = [write(tmp_path / "x.vec", "zebra 1 2\n") if x == "VEC" else
              write(tmp_path / "e.txt", "") if x == "EMPTY" else x for x in extra]
@@ -244,7 +244,7 @@ def test_huge_dimension_is_refused_before_allocating(tmp_path, capsys, case):
     """A header '5 99999999999' (or -init random_sphere -dim 99999999999) asked numpy for 256 TiB:
     a MemoryError traceback."""
     from onmt_cont.bin import embeddings_to_torch
-    from tests.test_faults import fails, write
+    from tests.helpers import fails, write
 
     main, argv = pp(tmp_path)
     main(argv)
@@ -272,7 +272,7 @@ def test_build_lexicon_bounds_and_empty_lexicon(tmp_path, capsys, extra, needle)
     """An empty lexicon makes translate.py -replace_unk copy every source word (the reason an empty
     corpus is already an error)."""
     from onmt_cont.bin import build_lexicon
-    from tests.test_faults import fails, write
+    from tests.helpers import fails, write
 
     argv = ["-src", write(tmp_path / "s.fr", SRC), "-tgt", write(tmp_path / "s.en", TGT),
             "-output", tmp_path / "lex.txt", *extra]
@@ -300,7 +300,7 @@ def test_average_models_refuses_a_checkpoint_given_twice(tiny, tmp_path, capsys)
     ("empty", "no non-empty source line"),  # was: torch.cat(): expected a non-empty list of Tensors
 ])
 def test_accuracy_at_k_bad_input(tiny, tmp_path, capsys, case, needle):
-    from tests.test_faults import write
+    from tests.helpers import write
 
     src, tgt = tiny["src"], tiny["tgt"]
     extra = {"batch_size": ["-batch_size", "0"], "k": ["-k", "1", "0"], "threads": ["-threads", "-1"]}.get(case, [])
@@ -318,7 +318,7 @@ def test_accuracy_at_k_bad_input(tiny, tmp_path, capsys, case, needle):
 @pytest.mark.parametrize("case,needle", [("lines", "-lines must be at least 1"), ("empty", "no non-empty line")])
 def test_output_norms_bad_input(tiny, tmp_path, capsys, case, needle):
     """-lines -5 took every line but the last 5; an empty -src was a torch.cat traceback."""
-    from tests.test_faults import write
+    from tests.helpers import write
 
     src = write(tmp_path / "e.txt", "\n\n") if case == "empty" else tiny["src"]
     extra = ["-lines", "-5"] if case == "lines" else []
@@ -326,7 +326,7 @@ def test_output_norms_bad_input(tiny, tmp_path, capsys, case, needle):
 
 
 def test_replacement_accuracy_batch_size_zero(tiny, tmp_path, capsys):
-    from tests.test_faults import write
+    from tests.helpers import write
 
     lex = write(tmp_path / "lex.txt", "chat cat\n")
     tool_fails(capsys, "replacement_accuracy", ["-model", tiny["ckpt"], "-src", tiny["src"], "-lookup_dict", lex,
@@ -339,7 +339,7 @@ def test_replacement_accuracy_batch_size_zero(tiny, tmp_path, capsys):
     ("bin_bootstrap", ["-tolerance", "nan"], "-tolerance must be at least 1, got nan"),  # was: "beyond nanx"
 ])
 def test_bootstrap_bounds(tmp_path, capsys, tool, extra, needle):
-    from tests.test_faults import write
+    from tests.helpers import write
 
     ref = write(tmp_path / "ref.en", TGT)
     train = ["-train", ref] if tool == "bin_bootstrap" else []
@@ -350,7 +350,7 @@ def test_bootstrap_bounds(tmp_path, capsys, tool, extra, needle):
 
 def test_bootstrap_errors_exit_2(tmp_path, capsys):
     """Like every script: an error line and exit 2 (they exited 1)."""
-    from tests.test_faults import write
+    from tests.helpers import write
 
     ref = write(tmp_path / "ref.en", TGT)
     tool_fails(capsys, "paired_bootstrap", ["-ref", ref, "-a", write(tmp_path / "one.en", "x\n"), "-b", ref],
@@ -377,7 +377,7 @@ def test_moses_tok_names_a_line_that_is_not_utf8():
 ])
 def test_train_vectors_bounds(tmp_path, capsys, extra, needle):
     pytest.importorskip("gensim")
-    from tests.test_faults import write
+    from tests.helpers import write
 
     tool_fails(capsys, "train_vectors", ["-input", write(tmp_path / "t.en", TGT), "-output", tmp_path / "v.vec",
                                          *extra], needle)
@@ -387,7 +387,7 @@ def test_train_vectors_bounds(tmp_path, capsys, extra, needle):
 def test_open_vocab_eval_vocab_pt_and_bad_utf8(tiny, tmp_path, capsys):
     """-vocab PREFIX.vocab.pt (the help asks for the .tgt.txt) and a hypothesis that is not UTF-8 were
     UnicodeDecodeError tracebacks."""
-    from tests.test_faults import write
+    from tests.helpers import write
 
     base = ["-train_tgt", tiny["tgt"], "-ref", tiny["tgt"]]
     tool_fails(capsys, "open_vocab_eval", [*base, "-vocab", tiny["prefix"] + ".vocab.pt", "-hyp", tiny["tgt"]],
@@ -414,7 +414,7 @@ def test_report_tools_refuse_json_they_cannot_read(tmp_path, capsys):
 
 
 def test_time_to_quality_log_that_is_not_utf8(tmp_path, capsys):
-    from tests.test_faults import write
+    from tests.helpers import write
 
     log = write(tmp_path / "train.log", b"[10:00:00] start\n[10:00:01] \xff\n")
     tool_fails(capsys, "time_to_quality", ["-ref", log, "-runs", log], "train.log, line 2: invalid UTF-8")
@@ -422,7 +422,7 @@ def test_time_to_quality_log_that_is_not_utf8(tmp_path, capsys):
 
 def test_rare_word_f1_json_is_written_whole_or_not_at_all(tmp_path, monkeypatch, capsys):
     """-json was opened for writing before the table was dumped: a failure left an empty file."""
-    from tests.test_faults import write
+    from tests.helpers import write
 
     rwf = load_tool("rare_word_f1")
     ref = write(tmp_path / "ref.en", TGT)
@@ -453,7 +453,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_config_numbers_mean_what_the_command_line_means(tmp_path, capsys, text, kind):
     """YAML 1.1 read 010 as 8 and 1:30 as 90 where the command line reads 10 or refuses: refused, with the line."""
     from onmt_cont.bin import train
-    from tests.test_faults import fails
+    from tests.helpers import fails
 
     (tmp_path / "c.yaml").write_text(text + "\n", encoding="utf-8")
     fails(capsys, train.main, ["-config", str(tmp_path / "c.yaml"), "-save_config", str(tmp_path / "o.yaml")],

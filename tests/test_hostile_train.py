@@ -29,8 +29,7 @@ from onmt_cont.models.checkpoint import load_checkpoint
 from onmt_cont.train.average import ParameterAverage
 from onmt_cont.train.step import Trainer
 from onmt_cont.utils import numbers
-from tests.test_tools import tool_path
-from tests.test_train import memorisation_data
+from tests.helpers import memorisation_data, tool_path
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["-rnn_size", "8", "-word_vec_size", "8", "-dropout", "0", "-batch_size", "5", "-valid_batch_size", "8",

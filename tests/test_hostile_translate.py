@@ -30,7 +30,7 @@ from onmt_cont.translate import calibration, search
 from onmt_cont.translate import translator as translator_module
 from onmt_cont.utils.errors import UserError
 from tests import test_search as stub
-from tests.test_tools import tool_path
+from tests.helpers import tool_path
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -99,7 +99,7 @@ def test_translate_keeps_freed_memory(monkeypatch, tmp_path):
 def test_train_keeps_freed_memory(monkeypatch, tmp_path):
     """train.py raises the thresholds once its options are checked, before the model is built."""
     from onmt_cont.train import start as training
-    from tests.test_train import EMB_DIM, memorisation_data, run_train
+    from tests.helpers import EMB_DIM, memorisation_data, run_train
 
     called = []
     monkeypatch.setattr(training, "keep_freed_memory", lambda: called.append(True))

@@ -15,39 +15,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from onmt_cont.bin import preprocess, train
 from onmt_cont.utils.io import atomic_path, atomic_write_text
+from tests.helpers import sample_data, sample_table, trained
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
-
-
-def sample_data(d, *vectors):
-    """The shipped sample preprocessed in folder ``d`` (with ``-tgt_emb`` FILE if given) -> the prefix."""
-    prefix = str(d / "data")
-    preprocess.main(["-train_src", str(DATA / "train.fr"), "-train_tgt", str(DATA / "train.en"),
-                     "-valid_src", str(DATA / "valid.fr"), "-valid_tgt", str(DATA / "valid.en"),
-                     "-save_data", prefix, *[arg for v in vectors for arg in ("-tgt_emb", str(v))]])
-    return prefix
-
-
-def sample_table(d, prefix):
-    """The shipped vectors aligned to ``prefix``'s target vocabulary (embeddings_to_torch.py -normalize) in
-    folder ``d`` -> the table's path (EMB.dec.pt)."""
-    from onmt_cont.bin import embeddings_to_torch
-
-    embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", prefix + ".vocab.pt",
-                              "-output_file", str(d / "emb"), "-normalize"])
-    return str(d / "emb.dec.pt")
-
-
-def trained(prefix, save, *flags):
-    """train.main on ``prefix`` with a small model, one thread (the caller's thread count restored)."""
-    saved = torch.get_num_threads()
-    train.main(["-data", prefix, "-save_model", save, "-batch_size", "32", "-valid_steps", "1000", "-threads", "1",
-                *flags])
-    torch.set_num_threads(saved)
-    return save + "_last.pt"
 
 
 @pytest.fixture(scope="module")

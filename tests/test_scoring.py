@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import sacrebleu
 
-from tests.test_outputs import sample_data, trained
+from tests.helpers import sample_data, trained
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"

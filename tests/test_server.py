@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import onmt_cont
-from tests.test_outputs import sample_data, trained
+from tests.helpers import sample_data, trained
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"

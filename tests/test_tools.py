@@ -1,6 +1,5 @@
 """lab/tools/rare_word_f1.py and lab/tools/accuracy_at_k.py on hand-made inputs."""
 
-import importlib.util
 import math
 import os
 import subprocess
@@ -14,20 +13,9 @@ from torch import nn
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.models.generators import ContinuousGenerator, SoftmaxGenerator
+from tests.helpers import load_tool
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def tool_path(name):
-    """tools/NAME.py, the user's tools, or lab/tools/NAME.py, those that serve only the results."""
-    return next(p for d in ("tools", "lab/tools") if (p := ROOT / d / f"{name}.py").exists())
-
-
-def load_tool(name):
-    spec = importlib.util.spec_from_file_location(name, tool_path(name))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 rwf = load_tool("rare_word_f1")

@@ -4,7 +4,6 @@ task, exact resumption, plain-data checkpoints, and bad input that fails before 
 import dataclasses
 import math
 import os
-import random
 import re
 from pathlib import Path
 
@@ -19,92 +18,23 @@ from onmt_cont.outputs import logits_of
 from onmt_cont.train import build as training
 from onmt_cont.train.step import Trainer
 from onmt_cont.utils.errors import UserError
-
-EMB_DIM = 64
-BATCHES_PER_EPOCH = 4  # 20 pairs, -batch_size 5
-
-
-def memorisation_corpus(n=20, seed=0):
-    """n short pairs whose target is a word-by-word mapping of the source."""
-    rng = random.Random(seed)
-    src_words = "le la un une chat chien rouge bleu mange dort petit grand".split()
-    tgt_words = "the a one an cat dog red blue eats sleeps small big".split()
-    src, tgt = [], []
-    for _ in range(n):
-        ids = [rng.randrange(len(src_words)) for _ in range(rng.randint(3, 6))]
-        src.append(" ".join(src_words[i] for i in ids))
-        tgt.append(" ".join(tgt_words[i] for i in ids))
-    return src, tgt
-
-
-def memorisation_data(d, table_dim, final=""):
-    """Shards of the memorisation corpus in folder ``d`` (validation: its first 8 pairs) and a
-    random unit table of ``table_dim`` columns (row 0, padding, zero). ``final``: a token that
-    ends every sentence of both sides (e.g. ".")."""
-    src, tgt = memorisation_corpus()
-    if final:
-        src, tgt = ([f"{line} {final}" for line in side] for side in (src, tgt))
-    for name, lines in (("train.fr", src), ("train.en", tgt), ("valid.fr", src[:8]), ("valid.en", tgt[:8])):
-        (d / name).write_text("\n".join(lines) + "\n", encoding="utf-8")
-    prefix = str(d / "d")
-    preprocess.main(["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"),
-                     "-valid_src", str(d / "valid.fr"), "-valid_tgt", str(d / "valid.en"), "-save_data", prefix])
-    _, tgt_vocab, _ = load_vocabs(prefix + ".vocab.pt")
-    gen = torch.Generator().manual_seed(0)
-    table = torch.nn.functional.normalize(torch.randn(len(tgt_vocab), table_dim, generator=gen), dim=-1)
-    table[0] = 0
-    torch.save(table, d / "emb.pt")
-    return {"dir": d, "prefix": prefix, "emb": str(d / "emb.pt"), "tgt_vocab_size": len(tgt_vocab),
-            "src": src, "tgt": tgt}
+from tests.helpers import (
+    BATCHES_PER_EPOCH,
+    EMB_DIM,
+    argv,
+    corpus,
+    log_values,
+    memorisation_data,
+    record_steps,
+    reported_losses,
+    run_train,
+)
+from tests.helpers import train_fails as fails
 
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     return memorisation_data(tmp_path_factory.mktemp("data"), EMB_DIM)
-
-
-SMALL = {"-rnn_size": "32", "-word_vec_size": "16", "-dropout": "0", "-batch_size": "5", "-seed": "1",
-         "-learning_rate": "0.01", "-report_every": str(BATCHES_PER_EPOCH), "-valid_steps": "1000",
-         "-save_checkpoint_steps": "1000", "-epochs": "1"}
-
-
-def argv(ds, out, **opts):
-    """-data/-save_model/-tgt_emb plus SMALL, overridden by opts (``tie_emb=True`` -> -tie_emb,
-    ``x=None`` drops -x)."""
-    merged = {"-data": ds["prefix"], "-save_model": str(out / "m"), "-tgt_emb": ds["emb"], **SMALL}
-    merged.update({f"-{k}": v for k, v in opts.items()})
-    args = []
-    for k, v in merged.items():
-        if v is True:
-            args.append(k)
-        elif v is not None and v is not False:
-            args += [k, str(v)]
-    return args
-
-
-def run_train(data, out, **opts):
-    out.mkdir(parents=True, exist_ok=True)
-    opts.setdefault("log_file", str(out / "train.log"))
-    return train.main(argv(data, out, **opts))
-
-
-def log_values(path, pattern):
-    return [float(x) for x in re.findall(pattern, Path(path).read_text(encoding="utf-8"))]
-
-
-def reported_losses(path):
-    return log_values(path, r"\] step \d+: loss (-?[\d.]+)")
-
-
-def fails(capsys, args, *needles):
-    """main(args) exits 2 before training; stderr names every needle. Returns stderr."""
-    with pytest.raises(SystemExit) as exc:
-        train.main(args)
-    assert exc.value.code == 2
-    err = capsys.readouterr().err
-    for needle in needles:
-        assert needle in err, err
-    return err
 
 
 # --- the matrix ---------------------------------------------------------------------------------
@@ -336,28 +266,6 @@ def test_huge_learning_rate_stops(data, tmp_path, capsys):
 
 
 # --- checkpoints and resuming -----------------------------------------------------------------------
-
-
-def record_steps(monkeypatch):
-    """Wrap Trainer.train_step to record (step, loss sum) of every update."""
-    seen = []
-    real = Trainer.train_step
-
-    def wrapped(self, batch, step):
-        value, n = real(self, batch, step)
-        seen.append((step, value))
-        return value, n
-
-    monkeypatch.setattr(Trainer, "train_step", wrapped)
-    return seen
-
-
-def assert_resumed_exactly(seen, reference, resumed, full, steps):
-    """The resumed run took ``steps`` updates (record_steps' ``seen``) with the uninterrupted run's
-    losses at the same steps (``reference``: step -> loss) and ends with its parameters, bit for bit."""
-    assert [v for _, v in seen] == [reference[s] for s, _ in seen] and len(seen) == steps
-    for a, b in zip(resumed.model.parameters(), full.model.parameters(), strict=True):
-        torch.testing.assert_close(a, b, rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("loss", ["nllvmf", "ce", "margin_random", "ce_joint_sampled"])
@@ -664,7 +572,7 @@ def test_valid_shard_keeps_the_target_text(data):
     from onmt_cont.inputters.corpus import load_shard, load_shard_text
 
     text = load_shard_text(data["prefix"] + ".valid.0.pt")
-    _, tgt = memorisation_corpus()
+    _, tgt = corpus()
     assert text == tgt[:8]
     assert len(load_shard(data["prefix"] + ".valid.0.pt")) == 8
 
@@ -684,7 +592,7 @@ def test_valid_metric_bleu_decodes_greedily_like_translate(data, tmp_path, loss)
     assert "new best validation bleu" in log
     best_at = max(range(3), key=lambda i: (bleus[i], -i))  # the first maximum is kept
     assert run.progress["best_score"] == pytest.approx(bleus[best_at], abs=0.01)
-    src, tgt = memorisation_corpus()
+    src, tgt = corpus()
     (tmp_path / "v.fr").write_text("\n".join(src[:8]) + "\n", encoding="utf-8")
     (tmp_path / "v.en").write_text("\n".join(tgt[:8]) + "\n", encoding="utf-8")
     translate.main(["-model", str(tmp_path / "m_best.pt"), "-src", str(tmp_path / "v.fr"),

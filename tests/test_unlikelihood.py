@@ -15,8 +15,8 @@ from onmt_cont.models.generators import ContinuousGenerator, SoftmaxGenerator
 from onmt_cont.outputs import BiasedVector, logits_of
 from onmt_cont.train.step import SequenceUnlikelihood, Trainer, TrainingForward
 from onmt_cont.translate.search import greedy_search
-from tests.test_train import argv, assert_resumed_exactly, fails, memorisation_data, record_steps, run_train
-from tests.test_word_choice import WC
+from tests.helpers import WC, argv, assert_resumed_exactly, memorisation_data, record_steps, run_train
+from tests.helpers import train_fails as fails
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,8 @@ from onmt_cont.losses.negatives import Negatives, candidate_dots, candidate_ids,
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.models.generators import ContinuousGenerator, table_hubness
 from onmt_cont.outputs import BiasedVector
-from tests.test_train import fails, memorisation_data, reported_losses, run_train
+from tests.helpers import WC, memorisation_data, reported_losses, run_train, translate_args
+from tests.helpers import train_fails as fails
 
 # --- the prior ------------------------------------------------------------------------------------
 
@@ -447,11 +448,6 @@ def data(wc_data):
     return wc_data
 
 
-WC = {"rnn_size": "32", "word_vec_size": "16", "dropout": "0", "batch_size": "5", "seed": "1",
-      "learning_rate": "0.01", "report_every": "1", "valid_steps": "1000", "save_checkpoint_steps": "4",
-      "tie_emb": True, "epochs": "6"}
-
-
 @pytest.mark.parametrize("loss,extra,decrease", [("infonce", {}, 0.3),
                                                   ("nllvmf_nce", {"lambda1": "0", "lambda2": "1"}, 1.0),
                                                   ("nllvmf_nce", {"lambda1": "0", "lambda2": "1",
@@ -472,7 +468,7 @@ def test_train_learns_with_both(data, tmp_path, loss, extra, decrease):
 
 def test_flags_survive_train_from(data, tmp_path, monkeypatch, capsys):
     """Resumed without repeating the flags, the run keeps them and takes the same steps."""
-    from tests.test_train import record_steps
+    from tests.helpers import record_steps
 
     seen = record_steps(monkeypatch)
     common = {**WC, "loss": "nllvmf_nce", "train_steps": "8", "epochs": "5"}
@@ -488,7 +484,7 @@ def test_flags_survive_train_from(data, tmp_path, monkeypatch, capsys):
     old = torch.load(tmp_path / "full" / "m_step_4.pt", weights_only=True)
     del old["opt"]["expected_counts"]
     torch.save(old, tmp_path / "old_step_4.pt")
-    from tests.test_train import argv
+    from tests.helpers import argv
 
     (tmp_path / "old").mkdir()
     fails(capsys, argv(data, tmp_path / "old", train_from=str(tmp_path / "old_step_4.pt"), expected_counts="batch",
@@ -500,7 +496,7 @@ def test_flags_survive_train_from(data, tmp_path, monkeypatch, capsys):
     ({"loss": "maxmargin", "sampling_correction": True}, ["-sampling_correction", "not -loss maxmargin"]),
 ])
 def test_bad_combinations(data, tmp_path, capsys, extra, needles):
-    from tests.test_train import argv
+    from tests.helpers import argv
 
     fails(capsys, argv(data, tmp_path, **{**WC, **extra}), *needles)
     assert not list(tmp_path.iterdir())
@@ -508,7 +504,7 @@ def test_bad_combinations(data, tmp_path, capsys, extra, needles):
 
 def test_correction_needs_sentence_counts(data, tmp_path, capsys):
     """A vocabulary of an older preprocess.py (no sentence count): a clear error, nothing written."""
-    from tests.test_train import argv
+    from tests.helpers import argv
 
     old = dict(torch.load(data["prefix"] + ".vocab.pt", weights_only=True))
     old["tgt"] = {k: v for k, v in old["tgt"].items() if k != "sentences"}
@@ -528,11 +524,6 @@ def test_correction_needs_sentence_counts(data, tmp_path, capsys):
     run_train(ds, out, **{**WC, "loss": "infonce", "sampling_correction": True, "expected_counts": "batch",
                           "train_steps": "2"})
     assert (out / "m_last.pt").exists()
-
-
-def translate_args(model, data, out, *extra):
-    src = data["dir"] / "valid.fr"
-    return ["-model", str(model), "-src", str(src), "-output", str(out), *extra]
 
 
 def test_translate_prior_and_csls(data, wc_infonce, wc_ce, tmp_path, capsys):
@@ -616,7 +607,7 @@ def test_eos_and_unk_in_prior():
 def test_average_models(data, tmp_path, capsys):
     """The average of the last 2 epoch checkpoints is their parameters' mean; it translates; the
     tool refuses checkpoints of different models and too few files, writing nothing."""
-    from tests.test_tools import load_tool
+    from tests.helpers import load_tool
 
     avg = load_tool("average_models")
     run_train(data, tmp_path, loss="infonce", save_checkpoint_epochs="1", **{**WC, "epochs": "3"})
@@ -720,8 +711,7 @@ def test_train_table_trains_resumes_and_translates(data, tmp_path, capsys, monke
     """The checkpoint's output table moved and has unit rows, the decoder's tied input table is
     still the pretrained one; -train_from resumes bit for bit (with -average_decay, which leaves the
     table out); an average of checkpoints is put back on the sphere when loaded, and translates."""
-    from tests.test_tools import load_tool
-    from tests.test_train import record_steps
+    from tests.helpers import load_tool, record_steps
 
     seen = record_steps(monkeypatch)
     common = {**WC, "loss": "nllvmf_nce", "train_steps": "8", "epochs": "5", "average_decay": "0.1",
@@ -762,7 +752,7 @@ def test_train_table_trains_resumes_and_translates(data, tmp_path, capsys, monke
 
 
 def test_train_table_needs_a_contrastive_loss(data, tmp_path, capsys):
-    from tests.test_train import argv
+    from tests.helpers import argv
 
     fails(capsys, argv(data, tmp_path, **{**WC, "loss": "nllvmf", "train_table": True}),
           "-train_table trains the target table", "not -loss nllvmf")
@@ -773,7 +763,7 @@ def test_table_lr_scale_moves_the_table_slower_and_survives_train_from(data, tmp
     """-table_lr_scale 0.1: Adam's first step moves each touched coordinate by about the learning
     rate, so the table's first step is about a tenth of the unscaled one; the table's group runs
     at 0.1x the schedule; -train_from, the flag left out, keeps the scale and resumes bit for bit."""
-    from tests.test_train import record_steps
+    from tests.helpers import record_steps
 
     pretrained = F.normalize(torch.load(data["emb"], weights_only=True), dim=-1, eps=1e-12)
     one = {**WC, "loss": "nllvmf_nce", "train_table": True, "train_steps": "1"}
@@ -801,7 +791,7 @@ def test_table_lr_scale_moves_the_table_slower_and_survives_train_from(data, tmp
 
 
 def test_table_lr_scale_bad_values(data, tmp_path, capsys):
-    from tests.test_train import argv
+    from tests.helpers import argv
 
     base = {**WC, "loss": "nllvmf_nce"}
     fails(capsys, argv(data, tmp_path, **base, table_lr_scale="0.1"), "-table_lr_scale 0.1", "needs -train_table")
@@ -815,7 +805,7 @@ def test_prefix_negatives_train_and_resume(data, tmp_path, monkeypatch, capsys):
     """-negatives inbatch,prefix changes the losses against inbatch alone (the sample's targets
     repeat words within a sentence); a run resumed with the same options continues bit for bit;
     bad values are refused before anything is written."""
-    from tests.test_train import argv, assert_resumed_exactly, record_steps
+    from tests.helpers import argv, assert_resumed_exactly, record_steps
 
     common = {**WC, "loss": "nllvmf_nce", "train_steps": "8", "epochs": "5"}
     plain = run_train(data, tmp_path / "plain", negatives="inbatch", **common)
@@ -844,7 +834,7 @@ def test_faiss_is_needed_only_where_an_index_is_built(data, tmp_path, monkeypatc
     import sys
 
     from onmt_cont.losses import negatives
-    from tests.test_train import argv
+    from tests.helpers import argv
 
     monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss now raises ImportError
     common = {**WC, "loss": "nllvmf_nce", "train_steps": "2"}
@@ -872,7 +862,7 @@ def write_log(path, lines):
 def test_stopping_rule_replays_train_py(tmp_path, capsys):
     """The tool replays train.py's rule on a log (a run and its continuation joined by a comma):
     patience 2 on each score stops at the dip; a window of 2 rides it out and runs past the log."""
-    from tests.test_tools import load_tool
+    from tests.helpers import load_tool
 
     tool = load_tool("stopping_rule")
     v = "validation at step {}: loss 1.0; greedy BLEU {} (<unk> 0.0% of the output)"
@@ -915,7 +905,7 @@ def test_stopping_window_never_stops_sooner():
 
 
 def test_time_to_quality(tmp_path, capsys):
-    from tests.test_tools import load_tool
+    from tests.helpers import load_tool
 
     ttq = load_tool("time_to_quality")
     v = "validation at step {}: loss 1.0; greedy BLEU {} (<unk> 0.0% of the output)"
@@ -950,7 +940,7 @@ def test_time_to_quality(tmp_path, capsys):
 def test_time_to_quality_best_from(tmp_path, capsys):
     """A timed pair cut short: the target comes from the reference's full run, whose curve the timed
     reference must repeat; a different curve, a shorter full run or several -ref are refused."""
-    from tests.test_tools import load_tool
+    from tests.helpers import load_tool
 
     ttq = load_tool("time_to_quality")
     v = "validation at step {}: loss 1.0; greedy BLEU {} (<unk> 0.0% of the output)"
@@ -986,7 +976,7 @@ def test_time_to_quality_best_from(tmp_path, capsys):
 def test_time_to_quality_pairs(tmp_path, capsys):
     """Several references: every pair in validations to that reference's best − 1, scaled by
     -epoch_cost; the median and range over the pairs; bad values are refused."""
-    from tests.test_tools import load_tool
+    from tests.helpers import load_tool
 
     ttq = load_tool("time_to_quality")
     v = "validation at step {}: loss 1.0; greedy BLEU {} (<unk> 0.0% of the output)"
@@ -1023,7 +1013,7 @@ def test_time_to_quality_pairs(tmp_path, capsys):
 def test_quality_report_calibration(tmp_path, capsys):
     import json
 
-    from tests.test_tools import load_tool
+    from tests.helpers import load_tool
 
     report = load_tool("quality_report")
     run = tmp_path / "t_x.s1"
@@ -1042,7 +1032,7 @@ def test_quality_report_seed_means(tmp_path, capsys):
     the <unk> rate, and the mean calibration ratio per bin; a row with one seed gets none."""
     import json
 
-    from tests.test_tools import load_tool
+    from tests.helpers import load_tool
 
     report = load_tool("quality_report")
     sig = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
@@ -1071,7 +1061,7 @@ def test_quality_report_calibration_against_a_reference_row(tmp_path, capsys):
     bins with enough reference tokens (and a non-zero reference ratio); beyond 1.3 marked."""
     import json
 
-    from tests.test_tools import load_tool
+    from tests.helpers import load_tool
 
     report = load_tool("quality_report")
     bins = ("1", "2-4", "5-9", "10-99", "100-999", "1000+")
@@ -1107,7 +1097,7 @@ def test_quality_report_outputs_and_correct_tokens_per_bin(tmp_path, capsys):
     correct, from the counts lab/tools/rare_word_f1.py writes; files without them leave the table out."""
     import json
 
-    from tests.test_tools import load_tool
+    from tests.helpers import load_tool
 
     report = load_tool("quality_report")
     bins = ("1", "2-4", "5-9", "10-99", "100-999", "1000+")
@@ -1136,7 +1126,7 @@ def test_quality_report_suffix_reads_the_other_decodes(tmp_path, capsys):
     """-suffix .calib scores TEST.calib.bleu.txt and TEST.calib.calibration.json instead of step 4's files."""
     import json
 
-    from tests.test_tools import load_tool
+    from tests.helpers import load_tool
 
     report = load_tool("quality_report")
     sig = "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:2.6.0"
@@ -1159,7 +1149,7 @@ def test_quality_report_suffix_reads_the_other_decodes(tmp_path, capsys):
 def test_quality_report_unfinished_decode_is_a_clear_error(tmp_path, capsys):
     """A TEST.bleu.txt without translate.py's two score lines (a decode still being written) names
     the file and what was expected, exit 2, instead of a traceback."""
-    from tests.test_tools import load_tool
+    from tests.helpers import load_tool
 
     report = load_tool("quality_report")
     run = tmp_path / "t_x.s1"
@@ -1205,7 +1195,7 @@ def test_lazy_entries_keep_value_and_state(fused):
 
 def test_train_lazy_bias(data, tmp_path, capsys):
     """-word_bias_update lazy trains, is kept by -train_from, and needs -word_bias."""
-    from tests.test_train import argv
+    from tests.helpers import argv
 
     run = run_train(data, tmp_path, loss="nllvmf_nce", word_bias=True, sampling_correction=True,
                     word_bias_update="lazy", **{**WC, "epochs": "2"})
