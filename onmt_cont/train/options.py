@@ -95,11 +95,8 @@ def build_parser():
     g.add_argument("-tie_emb", action="store_true", help="decoder input embeddings = the frozen pretrained target "
                    "vectors (-tgt_emb), mapped to -tgt_word_vec_size by a trainable linear layer if sizes differ")
     g = p.add_argument_group("Loss")
-    g.add_argument("-loss", choices=sorted(LOSSES), default="ce", help="ce: softmax cross-entropy; l2, cosine, "
-                   "maxmargin, synmargin_proj, synmargin_diff, margin_random, nllvmf: continuous losses against "
-                   "the pretrained target vector; infonce (cosine logits / -temperature) and nllvmf_nce (NLLvMF + "
-                   "-contrastive_weight x the vMF renormalised over the candidates): contrastive losses against "
-                   "-negatives")
+    g.add_argument("-loss", choices=sorted(LOSSES), default="ce", help="; ".join(  # from the registry (losses/spec.py)
+        f"{name}: {LOSSES[name].summary}" for name in sorted(LOSSES)))
     g.add_argument("-label_smoothing", type=float, default=0.0, help="ce only")
     g.add_argument("-margin", type=float, default=0.5, help="margin γ of the margin losses (maxmargin, synmargin_*, "
                    "margin_random; Bhat et al. tune it on development data and do not report it)")
