@@ -224,7 +224,7 @@ def _check_architecture(opt):
 
 def bleu_validated(opt):
     """Whether validation decodes: -valid_metric bleu, or -valid_bleu beside another metric."""
-    return opt.valid_metric == "bleu" or getattr(opt, "valid_bleu", False)
+    return opt.valid_metric == "bleu" or opt.valid_bleu
 
 
 def _check_seq_unlikelihood(opt):
@@ -275,7 +275,7 @@ def _check_negatives(opt):
                                        "apart) of")):
         if getattr(opt, name) and not spec.candidate_logits:
             raise UserError(f"-{name} {what} -loss {_losses_with('candidate_logits')}, not -loss {opt.loss}")
-    if getattr(opt, "word_bias_update", "dense") == "lazy" and not opt.word_bias:
+    if opt.word_bias_update == "lazy" and not opt.word_bias:
         raise UserError("-word_bias_update lazy updates the word bias: it needs -word_bias")
     if opt.table_lr_scale != 1 and not opt.train_table:
         raise UserError(f"-table_lr_scale {opt.table_lr_scale} scales the learning rate of a trained target "

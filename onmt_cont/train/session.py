@@ -60,7 +60,7 @@ class Run:
         valid_text = list(valid_data["tgt_text"]) if valid_data.get("tgt_text") is not None else None
         self.valid_bleu = ValidBleu(valid_examples, valid_text, self.src_vocab, self.tgt_vocab,
                                     opt.valid_batch_size, opt.valid_remove_bpe) if bleu_validated(opt) else None
-        if getattr(opt, "share_embeddings", False) and list(self.src_vocab.itos) != list(self.tgt_vocab.itos):
+        if opt.share_embeddings and list(self.src_vocab.itos) != list(self.tgt_vocab.itos):
             raise UserError(f"-share_embeddings needs one vocabulary for both sides, but -data {opt.data} has a "
                             f"source vocabulary of {len(self.src_vocab)} and a target vocabulary of "
                             f"{len(self.tgt_vocab)} words that differ: preprocess with -share_vocab")
@@ -304,7 +304,7 @@ class Run:
         opt, pr = self.opt, self.progress
         meter = Meter(self.model.generator.continuous)
         cap = opt.train_steps
-        accum = getattr(opt, "accum_count", 1)
+        accum = opt.accum_count
         # stop_early(): resuming a run that stopped early must not take one more step
         while pr["epoch"] < opt.epochs and (cap is None or pr["step"] < cap) and not self.stop_early():
             group = []

@@ -104,7 +104,7 @@ def _prepare(opt, default, start, held):
     if opt.train_from_average and (not opt.train_from or opt.resume == "auto"):
         raise UserError("-train_from_average picks the parameters of the -train_from checkpoint: give -train_from "
                         "(not -resume auto, whose restarts must go on from their own parameters)")
-    reset = getattr(opt, "reset_optim", "none")
+    reset = opt.reset_optim
     if reset != "none" and (not opt.train_from or opt.resume == "auto"):
         raise UserError(f"-reset_optim {reset} applies to the -train_from checkpoint: give -train_from (not -resume "
                         "auto: a restarted run goes on from its own checkpoints, which must not be reset again)")
