@@ -118,8 +118,9 @@ def nll_vmf(pred, target_vec, lambda1=0.02, lambda2=0.1, approx=False, form="pap
 def vmf_options(opt):
     """The keyword arguments of :func:`nll_vmf` that the options set (options saved before -vmf_form
     existed: the paper's form)."""
+    opt = upgrade(opt)
     return {"lambda1": opt.lambda1, "lambda2": opt.lambda2, "approx": opt.vmf_approx,
-            "form": upgrade(opt).vmf_form, "vmf_lambda": upgrade(opt).vmf_lambda}
+            "form": opt.vmf_form, "vmf_lambda": opt.vmf_lambda}
 
 
 def build_l2(opt, table):
