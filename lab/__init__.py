@@ -1,7 +1,8 @@
 """The lab beside the toolkit: the benchmarks (lab/bench), the research tools that serve only the results
-(lab/tools) and the recipes that reproduce the results tables (lab/recipes). None of it is part of onmt_cont;
-it is installed with it (``pip install -e .``, the last line of requirements.txt) so that its scripts import
-``lab`` and ``onmt_cont`` as packages from a checkout, wherever they are started."""
+(lab/tools) and the recipes that reproduce the results tables (lab/recipes). None of it is part of onmt_cont:
+it is a project of its own (lab/pyproject.toml), installed beside the toolkit from a checkout (``pip install -e lab``,
+the last line of requirements.txt) so that its scripts import ``lab`` and ``onmt_cont`` as packages wherever they
+are started; ``pip install .`` installs the toolkit without it."""
 
 import gzip
 import importlib.util

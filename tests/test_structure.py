@@ -131,12 +131,18 @@ def test_every_console_script_has_its_entry_and_the_tools_are_among_them():
 
 
 def test_every_package_folder_is_installed():
-    """A folder of onmt_cont/ (or lab/) with an __init__.py that pyproject.toml does not list would be missing
-    from a `pip install .` (the editable install and the checkout would not show it)."""
+    """A folder of onmt_cont/ with an __init__.py that pyproject.toml does not list would be missing from a
+    `pip install .` (the editable install and the checkout would not show it); the same for lab/ and
+    lab/pyproject.toml. The lab is a project of its own: `pip install .` installs the toolkit without it."""
     import tomllib
 
     root = pathlib.Path(__file__).resolve().parents[1]
-    listed = set(tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
-    found = {".".join(p.parent.relative_to(root).parts) for top in ("onmt_cont", "lab")
-             for p in (root / top).rglob("__init__.py")}
-    assert found <= listed, sorted(found - listed)
+
+    def listed(project):
+        config = tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))
+        return set(config["tool"]["setuptools"]["packages"])
+
+    for top, project in (("onmt_cont", root), ("lab", root / "lab")):
+        found = {".".join(p.parent.relative_to(root).parts) for p in (root / top).rglob("__init__.py")}
+        assert found <= listed(project), sorted(found - listed(project))
+    assert not any(name.split(".")[0] == "lab" for name in listed(root))
