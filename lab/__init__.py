@@ -23,7 +23,7 @@ def repo_module(path):
 
 
 def log_path(path):
-    """``path``, or ``path + ".gz"`` where only that exists: docs/results keeps the runs' logs gzipped
+    """``path``, or ``path + ".gz"`` where only that exists: lab/results keeps the runs' logs gzipped
     (``train.log.gz``) while the recipes' run folders hold plain ones, so a tool given ``.../train.log`` reads
     whichever is there."""
     if not os.path.exists(path) and os.path.exists(path + ".gz"):

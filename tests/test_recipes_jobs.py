@@ -90,7 +90,7 @@ def test_every_script_is_parsed_whole_before_it_runs(script):
     assert subprocess.run(["bash", "-n", str(ROOT / script)]).returncode == 0
 
 
-# the recipes and the scripts the docs give (not the records of past runs under docs/results/)
+# the recipes and the scripts the docs give (not the records of past runs under lab/results/)
 SCRIPTS = sorted(str(p.relative_to(ROOT)) for p in [*RECIPES.glob("*.sh"), *(ROOT / "docs").glob("*.sh"),
                                                      *(ROOT / "docs" / "recipes").glob("*.sh"),
                                                      *(ROOT / "lab" / "bench").glob("*.sh")])

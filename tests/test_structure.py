@@ -107,7 +107,9 @@ def test_the_package_is_in_rooms_and_the_lab_stays_outside():
                      [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             into_lab += [f"{path.relative_to(root)}: {n}" for n in names if n.split(".")[0] == "lab"]
     assert into_lab == []
-    hacks = [str(p.relative_to(root)) for folder in ("lab", "tools") for p in (root / folder).rglob("*.py")
+    # lab/results holds the records of past runs as they ran, not maintained scripts
+    hacks = [str(p.relative_to(root)) for folder in ("lab/bench", "lab/tools", "tools")
+             for p in (root / folder).rglob("*.py")
              if "sys.path.insert" in p.read_text(encoding="utf-8")]
     assert hacks == []
 

@@ -370,7 +370,7 @@ def test_rare_word_f1_refuses_files_of_different_lengths(tmp_path, capsys):
 
 
 def test_report_tools_read_a_gzipped_train_log_as_the_plain_one(tmp_path, capsys):
-    """docs/results keeps each run's train.log gzipped (train.log.gz): quality_report.py, m30k_report.py,
+    """lab/results keeps each run's train.log gzipped (train.log.gz): quality_report.py, m30k_report.py,
     time_to_quality.py and stopping_rule.py print the same from it as from the plain log the recipes write,
     whether given the .gz or the plain name it replaced."""
     import gzip

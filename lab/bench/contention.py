@@ -144,7 +144,7 @@ def main():
 def summarize(path):
     """Rebuild the table from the per-run lines main() writes to stderr (cells may have fewer runs)."""
     times, used, settings = {}, {}, []
-    path = log_path(path)  # docs/results keeps its logs gzipped
+    path = log_path(path)  # lab/results keeps its logs gzipped
     with open_text(path) as f:
         for line in f:
             m = LINE.match(line.strip())

@@ -21,7 +21,7 @@
 #                   (continuous rows decode greedily by nearest neighbour)
 #   CONVERGE        configurations whose per-epoch (and SAVE_STEPS) checkpoints are translated on val [ce nllvmf_reg12_tied synmargin_proj]
 #   SAVE_STEPS      also write PREFIX_step_N.pt every N steps (translated on val for CONVERGE rows) [1000000]
-#   RESULTS         where the small metric files and logs (gzipped: train.log.gz) are copied [docs/results/m30k_$SRC-$TGT]
+#   RESULTS         where the small metric files and logs (gzipped: train.log.gz) are copied [lab/results/m30k_$SRC-$TGT]
 #   THREADS         torch/OMP threads per process [2]
 #   BPE_MERGES      subword-nmt merge operations per language for the *bpe* rows [10000]
 # One { ... } block that ends in exit: bash parses all of it before running any of it, so an edit of this
@@ -41,7 +41,7 @@ CONFIGS=${CONFIGS:-$ALL_CONFIGS}
 CE_BEAMS=${CE_BEAMS:-1 5}
 SOFTMAX_BEAMS=${SOFTMAX_BEAMS:-1 5}
 CONVERGE=${CONVERGE:-ce nllvmf_reg12_tied synmargin_proj}
-RESULTS=${RESULTS:-docs/results/m30k_$SRC-$TGT}
+RESULTS=${RESULTS:-lab/results/m30k_$SRC-$TGT}
 SAVE_STEPS=${SAVE_STEPS:-1000000}
 BPE_MERGES=${BPE_MERGES:-10000}
 export OMP_NUM_THREADS=${THREADS:-2} MKL_NUM_THREADS=${THREADS:-2}

@@ -5,7 +5,7 @@
 # preprocessing are those of lab/recipes/multi30k.sh (same OUT, so either reuses the other's files);
 # nothing is trained.
 #
-#   bash lab/recipes/table_stats.sh                  # fr->en, writes docs/results/table_stats_fr-en.txt
+#   bash lab/recipes/table_stats.sh                  # fr->en, writes lab/results/table_stats_fr-en.txt
 #   SRC=de bash lab/recipes/table_stats.sh
 #
 # Environment: SRC, TGT [fr, en]; SHARED [../shared/data]; OUT [runs/m30k_$SRC-$TGT];
@@ -23,7 +23,7 @@ PY=${PYTHON:-python3}
 export OMP_NUM_THREADS=${THREADS:-1} MKL_NUM_THREADS=${THREADS:-1}
 EMB=$SHARED/embeddings/$TGT.ft300.vec.gz
 TOK=$OUT/tok; TAB=$OUT/tables
-mkdir -p "$TOK" "$TAB" docs/results
+mkdir -p "$TOK" "$TAB" lab/results
 for split in train val; do
   for l in $SRC $TGT; do
     [ -s "$TOK/$split.$l" ] || $PY tools/moses_tok.py -lang $l < "$SHARED/multi30k/$split.$l" > "$TOK/$split.$l"
@@ -53,6 +53,6 @@ $PY tools/table_stats.py -vocab "$OUT/data.vocab.pt" -threads "${THREADS:-1}" \
   "$TAB"/pretrained_unk_random.dec.pt "$TAB"/pretrained_unk_zero.dec.pt "$TAB"/pretrained_unk_vocab_mean.dec.pt \
   "$TAB"/random_sphere.dec.pt \
   "$TAB"/random_cube.dec.pt "$TAB"/mixed$ALPHA.dec.pt "$TAB"/mixed${ALPHA}_center.dec.pt \
-  | tee "docs/results/table_stats_$SRC-$TGT.txt"
+  | tee "lab/results/table_stats_$SRC-$TGT.txt"
 exit
 }

@@ -16,7 +16,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 SRC=${SRC:-fr}; TGT=${TGT:-en}
 OUT=${OUT:-runs/m30k_$SRC-$TGT}
-RESULTS=${RESULTS:-docs/results/m30k_$SRC-$TGT}
+RESULTS=${RESULTS:-lab/results/m30k_$SRC-$TGT}
 export OMP_NUM_THREADS=${THREADS:-1} MKL_NUM_THREADS=${THREADS:-1}
 TESTS="test_2016_flickr test_2017_flickr"
 for run in "$OUT"/*.s[0-9]*; do

@@ -108,7 +108,7 @@ DFP="-drop_final_punct 0.05"
 # ROW -> "train.py flags|data": emb (words on both sides, the normalised pretrained table), bpe (subword-nmt
 # pieces on both sides, a softmax row: no table), bpe_sphere (the same pieces, a continuous row over a random unit
 # table) or srcbpe (pieces on the source only; words and the table on the target). The names are those of the run
-# folders in docs/results/word_choice_*.
+# folders in lab/results/word_choice_*.
 config() {
   case $1 in
     # Transformer, softmax: the preset is word ce with the moving average at dropout 0.1

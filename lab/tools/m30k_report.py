@@ -2,8 +2,8 @@
 """Tables (markdown) and the convergence plot from the small files lab/recipes/multi30k.sh copies to
 its RESULTS folder. Every number printed comes from those files.
 
-    python lab/tools/m30k_report.py -results docs/results/m30k_fr-en -png docs/results/m30k_fr-en/convergence.png \\
-        > docs/results/m30k_fr-en/tables.md
+    python lab/tools/m30k_report.py -results lab/results/m30k_fr-en -png lab/results/m30k_fr-en/convergence.png \\
+        > lab/results/m30k_fr-en/tables.md
 """
 
 import argparse
@@ -50,7 +50,7 @@ def bleu(path):
 
 
 def train_info(run_dir):
-    log = read(log_path(os.path.join(run_dir, "train.log")))  # docs/results: train.log.gz
+    log = read(log_path(os.path.join(run_dir, "train.log")))  # lab/results: train.log.gz
     info = {}
     m = re.search(r"parameters: encoder ([\d,]+); decoder ([\d,]+)", log)
     info["encoder"], info["decoder"] = (m.group(1), m.group(2)) if m else ("?", "?")

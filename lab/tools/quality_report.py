@@ -1,11 +1,11 @@
 """Results tables (markdown) from the run folders that the recipes in lab/recipes/ write
-(train.log, or train.log.gz as docs/results keeps it, train_time.txt, TEST.bleu.txt; word_choice.sh also choice.txt,
+(train.log, or train.log.gz as lab/results keeps it, train_time.txt, TEST.bleu.txt; word_choice.sh also choice.txt,
 the checkpoint and -decode_prior picked on validation, and TEST.calibration.json, lab/tools/rare_word_f1.py's ratios):
 per run, BLEU on both test sets with and without -replace_unk, the <unk> rate and the training
 time; per row with two or more seeds, mean ± std.
 
-    python lab/tools/quality_report.py docs/results/quality_fr-en/*
-    python lab/tools/quality_report.py -calibration_ref t_ce docs/results/word_choice_fr-en/t_*
+    python lab/tools/quality_report.py lab/results/quality_fr-en/*
+    python lab/tools/quality_report.py -calibration_ref t_ce lab/results/word_choice_fr-en/t_*
 
 -calibration_ref ROW adds a calibration check: for every other row, each training-count
 bin's output/reference ratio (mean over the row's seeds) divided by ROW's (mean over its seeds),

@@ -2,7 +2,7 @@
 """Validation BLEU against wall-clock seconds from train.py logs: time to quality.
 
     python lab/tools/time_to_quality.py -ref runs/x/t_ce.s1/train.log -runs runs/x/t_nce_both.s1/train.log \\
-        -plot docs/results/word_choice_fr-en/time_to_quality.png
+        -plot lab/results/word_choice_fr-en/time_to_quality.png
 
 For every log: the greedy validation BLEU of each validation (-valid_metric bleu) against the
 seconds since the log's first line (its [HH:MM:SS] stamps; validation time included, as it is
@@ -44,7 +44,7 @@ PROCESS_START = ("-resume auto:", "warning: -train_from", "resumed from step", "
 
 def curve(path):
     """-> [(seconds since the first line, validation BLEU)] of one train.log (or train.log.gz: a .../train.log
-    that is not there is read from its .gz, as docs/results keeps the logs)."""
+    that is not there is read from its .gz, as lab/results keeps the logs)."""
     path = log_path(path)
     if not os.path.isfile(path):
         raise UserError(f"{path}: no such file")
