@@ -12,7 +12,14 @@ from lab.bench import benchlib
 from onmt_cont.bin import train
 from onmt_cont.constants import PAD_ID
 from onmt_cont.utils.errors import UserError
-from tests.test_portability import TRANSFORMER_CE, sample  # noqa: F401  (the fixture)
+from tests.helpers import TRANSFORMER_CE, sample_subset
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    """The first 100 pairs of the shipped sample (data/), preprocessed, and a random unit target table."""
+    return sample_subset(tmp_path_factory.mktemp("portability"))
+
 
 SIZE = ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "32", "-word_vec_size", "32",
         "-heads", "4", "-transformer_ff", "64", "-layers", "2", "-dropout", "0", "-attention_dropout", "0"]
@@ -44,7 +51,7 @@ def test_two_batches_accumulated_are_the_joined_batch(loss, amp):
         torch.testing.assert_close(p, q, msg=name, **tol)
 
 
-def test_train_py_takes_one_update_per_n_batches(sample, tmp_path):  # noqa: F811
+def test_train_py_takes_one_update_per_n_batches(sample, tmp_path):
     """100 pairs in batches of 16 sentences: 7 batches an epoch, so -accum_count 3 takes 3 updates an epoch
     (3 + 3 + the 1 left); -train_steps counts updates."""
     out = tmp_path / "m"
@@ -67,7 +74,7 @@ def test_accum_count_is_checked():
         checks.check_options(opt)
 
 
-def test_keep_checkpoint_keeps_the_last_n(sample, tmp_path):  # noqa: F811
+def test_keep_checkpoint_keeps_the_last_n(sample, tmp_path):
     """Issue 79: -keep_checkpoint 2 over 8 step checkpoints and 2 epoch checkpoints keeps the last two steps and both
     epochs; _best and _last stay; another prefix in the folder is not touched."""
     out = tmp_path / "m"
@@ -87,7 +94,7 @@ def test_keep_checkpoint_keeps_the_last_n(sample, tmp_path):  # noqa: F811
         checks.check_options(train.build_parser().parse_args(SIZE + ["-loss", "ce", "-keep_checkpoint", "0"]))
 
 
-def test_fine_tuning_a_release_and_reset_optim(sample, tmp_path):  # noqa: F811
+def test_fine_tuning_a_release_and_reset_optim(sample, tmp_path):
     """Issue 79: -train_from refused a release, so a shipped model could not be adapted, and there was no
     -reset_optim. -reset_optim all fine-tunes the weights (a release too) from step 0 with a new optimiser;
     -reset_optim states keeps the step and schedule with a new optimiser state."""

@@ -72,9 +72,9 @@ def test_missing_faiss_is_a_clear_error(table, monkeypatch):
 
 
 def test_translate_with_ann(tmp_path, capsys, monkeypatch):
-    from test_open_vocab import NEW_VEC, NEW_WORD, checkpoint, write_vec
-
     from onmt_cont.bin import translate
+    from tests.helpers import NEW_VEC, NEW_WORD, write_vec
+    from tests.helpers import open_vocab_checkpoint as checkpoint
 
     model = checkpoint(tmp_path, True, NEW_VEC)
     ext = write_vec(
@@ -106,9 +106,8 @@ def test_decode_speed_reports_ann_recall_and_speedup(capsys):
 
 
 def test_gaussian_table_like_a_vector_file(tmp_path):
-    from test_open_vocab import write_vec
-
     from lab.bench.ann_speed import gaussian_table_like
+    from tests.helpers import write_vec
 
     gen = torch.Generator().manual_seed(0)
     base = torch.randn(8, generator=gen)

@@ -217,9 +217,8 @@ def test_label_smoothing_bench_refuses_gpu_without_cuda(capsys):
 def test_profile_train_ranks_operators(tmp_path, capsys):
     """lab/bench/profile_train.py runs train.py under the profiler and lists its operators; without '--' it
     says what it needs."""
-    from test_train import argv, memorisation_data
-
     from lab.bench import profile_train
+    from tests.helpers import argv, memorisation_data
 
     data = memorisation_data(tmp_path, 8)
     profile_train.main(["-top", "5", "--", *argv(data, tmp_path, train_steps=2, log_file=str(tmp_path / "t.log"))])

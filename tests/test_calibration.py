@@ -22,9 +22,14 @@ from onmt_cont.translate.calibration import (
 )
 from onmt_cont.utils.errors import UserError
 from tests.helpers import WC, load_tool, run_train, translate_args
-from tests.test_word_choice import data  # noqa: F401  (data: the module's fixture)
 
 calibrate = load_tool("calibrate_offsets")
+
+
+@pytest.fixture(scope="module")
+def data(wc_data):
+    """The memorisation corpus with a 16-d table: conftest's, which its trained models share."""
+    return wc_data
 
 
 def test_bin_edges():
@@ -73,7 +78,7 @@ def test_generator_adds_the_offsets(beta):
 @pytest.mark.parametrize("kind", ["softmax", "joint"])
 def test_softmax_generators_add_the_offsets(kind):
     from onmt_cont.models.generators import SoftmaxGenerator
-    from tests.test_seed_methods import joint
+    from tests.helpers import joint
 
     torch.manual_seed(0)
     gen = SoftmaxGenerator(4, len(VOCAB)) if kind == "softmax" else joint(vocab=len(VOCAB))[0]
@@ -161,7 +166,7 @@ def test_offsets_file_round_trip_and_errors(tmp_path):
         load_offsets(str(tmp_path / "missing.json"))
 
 
-def test_calibrate_and_translate_end_to_end(data, wc_infonce, wc_ce, tmp_path, capsys):  # noqa: F811
+def test_calibrate_and_translate_end_to_end(data, wc_infonce, wc_ce, tmp_path, capsys):
     """The tool fits and writes offsets that translate.py reads; a huge offset on one bin makes
     every word of the output a word of that bin, for a continuous and a softmax model; bad uses are
     refused with the reason, and nothing is written."""
@@ -267,7 +272,7 @@ def ratios_printed(text, label):
     return [float(v) for v in line.split()[-len(FREQ_BINS):]]
 
 
-def test_score_calibration_and_the_bias_refit(data, tmp_path, capsys):  # noqa: F811
+def test_score_calibration_and_the_bias_refit(data, tmp_path, capsys):
     """On the training data itself a refit bias (full softmax, model frozen, no dropout here) makes
     the expected tokens of every bin match the reference's, which the contrastive bias does not;
     -output writes a checkpoint with that bias and nothing else changed; misuse is refused."""
@@ -324,7 +329,7 @@ def test_fit_can_keep_the_round_that_scores_best():
     assert nearest != pick[0]
 
 
-def test_offsets_are_tied_to_their_search(data, wc_infonce, tmp_path, capsys):  # noqa: F811
+def test_offsets_are_tied_to_their_search(data, wc_infonce, tmp_path, capsys):
     """Offsets fitted under greedy search are refused under beam search (and the other way); fitted
     with -beam_size, the file records it and translate.py takes it under that beam."""
     src, ref = data["dir"] / "valid.fr", data["dir"] / "valid.en"
@@ -348,7 +353,7 @@ def test_offsets_are_tied_to_their_search(data, wc_infonce, tmp_path, capsys):  
     assert "was fitted under beam search (-beam_size 2)" in capsys.readouterr().err
 
 
-def test_calibrate_lowercases_the_source_as_translate_does(data, wc_infonce, tmp_path, monkeypatch):  # noqa: F811
+def test_calibrate_lowercases_the_source_as_translate_does(data, wc_infonce, tmp_path, monkeypatch):
     """A model trained on lowercased text (its vocabulary says so) reads lowercased sources: the tool's
     decodes pass the model's lowercasing as translate.py's do."""
     seen = []

@@ -170,7 +170,7 @@ def test_the_api_and_the_options_it_shares(models, exported):
 
 
 def test_the_server_serves_an_export(models, exported, tmp_path):
-    from tests.test_server import Server
+    from tests.helpers import Server
 
     conf = tmp_path / "conf.json"
     conf.write_text(json.dumps({"models_root": os.path.dirname(exported["continuous"]), "models": [

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from onmt_cont.bin import preprocess
+from tests.helpers import SKEWED_RANKS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMMON = ["-loss", "nllvmf", "-tie_emb", "-rnn_size", "32", "-word_vec_size", "16", "-brnn", "-dropout", "0",
@@ -62,28 +63,6 @@ def two_ranks(data):
     """torchrun's 2-rank run of COMMON, which several tests compare with: (log, losses); its
     checkpoint is data / "multi_last.pt"."""
     return _train(data, "multi", 2)
-
-
-# train.py with rank 1 drawing one random number more than rank 0 before every update, so that the
-# ranks' generators differ, as a GPU's do (see test_two_ranks_resume_with_their_own_random_states)
-SKEWED_RANKS = """import os, sys
-sys.path.insert(0, {root!r})
-import torch
-from onmt_cont.train import step as trainer
-from onmt_cont.bin import train
-
-original = trainer.Trainer.train_step
-
-
-def train_step(self, batch, step):
-    if os.environ["RANK"] == "1":
-        torch.rand(1)
-    return original(self, batch, step)
-
-
-trainer.Trainer.train_step = train_step
-train.main(sys.argv[1:])
-"""
 
 
 @pytest.mark.slow

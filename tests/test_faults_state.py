@@ -522,11 +522,11 @@ def test_torchrun_restarts_resume_from_the_newest_checkpoint(tmp_path, monkeypat
     rank 0's checkpoint write): every restart resumes from the newest complete checkpoint, none
     from step 0, and every checkpoint equals the uninterrupted 2-rank run's, bit for bit (each
     rank gets its own random states back; gloo's sum of two ranks is order-free). The ranks'
-    generators are made to differ (test_distributed.SKEWED_RANKS: on CPU they would stay equal,
+    generators are made to differ (tests/helpers.py's SKEWED_RANKS: on CPU they would stay equal,
     and a resume giving every rank rank 0's states would pass), and the checkpoints compared
     hold both ranks' states. ~30 s; the tool runs 10 kills:
     python lab/tools/kill_resume.py -out DIR -torchrun 2 -kills 10 -steps 40."""
-    from tests.test_distributed import SKEWED_RANKS
+    from tests.helpers import SKEWED_RANKS
 
     script = tmp_path / "skewed_ranks.py"
     script.write_text(SKEWED_RANKS.format(root=str(ROOT)))

@@ -26,10 +26,11 @@ import torch
 
 import onmt_cont
 from onmt_cont.bin import build_lexicon, embeddings_to_torch, preprocess, train, translate
+from onmt_cont.constants import EOS_ID
 from onmt_cont.translate import calibration, search
 from onmt_cont.translate import translator as translator_module
 from onmt_cont.utils.errors import UserError
-from tests import test_search as stub
+from tests import helpers as stub  # the search stub (V, A, B, C, run_beam)
 from tests.helpers import tool_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,10 +108,10 @@ def test_beam_search_ends_at_the_length_limit_whatever_the_scores(bad):
             return [math.inf] * stub.V
         if bad == "nan_but_eos":
             r = [math.nan] * stub.V
-            r[stub.EOS_ID] = -1.0
+            r[EOS_ID] = -1.0
             return r
         r = [math.inf] * stub.V
-        r[stub.EOS_ID] = -math.inf
+        r[EOS_ID] = -math.inf
         return r
 
     with deadline(10):

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from test_train import argv, memorisation_data
 
 from onmt_cont.bin import preprocess, train
+from tests.helpers import argv, memorisation_data
 
 ROOT = Path(__file__).resolve().parents[1]
 HOLD = """

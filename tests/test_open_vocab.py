@@ -2,8 +2,6 @@
 the training vocabulary is produced where its vector is the nearest, the training rows (and
 </s>) are kept, untied models feed <unk>, and translate.py writes one line per input line."""
 
-import gzip
-
 import pytest
 import torch
 
@@ -16,15 +14,11 @@ from onmt_cont.models.model import build_model
 from onmt_cont.translate.open_vocab import read_extension
 from onmt_cont.translate.translator import Translator
 from onmt_cont.utils.errors import UserError
-
-DIM = 8
-TGT_WORDS = ["a", "dog", "runs"]  # training target vocabulary (after the specials)
-NEW_WORD = "zebra"
-# Training table: specials and words along the first axes; the new word along the last one.
-TRAIN_TABLE = torch.zeros(len(SPECIALS) + len(TGT_WORDS), DIM)
-for row in range(1, len(TRAIN_TABLE)):
-    TRAIN_TABLE[row, row - 1] = 1.0
-NEW_VEC = torch.tensor([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 3.0])  # not unit length: the reader must normalise it
+from tests.helpers import NEW_VEC, NEW_WORD, write_vec
+from tests.helpers import OV_DIM as DIM
+from tests.helpers import OV_TABLE as TRAIN_TABLE
+from tests.helpers import OV_WORDS as TGT_WORDS
+from tests.helpers import open_vocab_checkpoint as checkpoint
 
 
 @pytest.fixture(autouse=True)
@@ -33,48 +27,6 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(saved)
-
-
-def write_vec(path, rows):
-    """A gzipped fastText file: header then 'word v1 ... vd' lines."""
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        f.write(f"{len(rows)} {DIM}\n")
-        for word, vec in rows:
-            f.write(word + " " + " ".join(f"{v:g}" for v in vec) + "\n")
-    return str(path)
-
-
-def checkpoint(tmp_path, tie_emb, target):
-    """A tied or untied nllvmf checkpoint whose generator predicts 5·``target`` at every step."""
-    opt = train.build_parser().parse_args(
-        [
-            "-loss",
-            "nllvmf",
-            "-generator",
-            "linear",
-            "-rnn_size",
-            "8",
-            "-word_vec_size",
-            "4",
-            "-enc_layers",
-            "1",
-            "-dec_layers",
-            "1",
-            "-param_init",
-            "0.1",
-        ]
-        + (["-tie_emb"] if tie_emb else [])
-    )
-    src_vocab = Vocab(list(SPECIALS) + ["un", "chien"])
-    tgt_vocab = Vocab(list(SPECIALS) + TGT_WORDS)
-    torch.manual_seed(0)
-    model = build_model(opt, len(src_vocab), len(tgt_vocab), TRAIN_TABLE)
-    with torch.no_grad():
-        model.generator.proj.weight.zero_()
-        model.generator.proj.bias.copy_(5 * target)
-    path = tmp_path / f"model_tie{int(tie_emb)}.pt"
-    save_checkpoint(str(path), model, None, opt, src_vocab, tgt_vocab, {"step": 0})
-    return str(path)
 
 
 @pytest.fixture

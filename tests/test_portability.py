@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from onmt_cont.bin import preprocess, train, translate
+from onmt_cont.bin import train, translate
 from onmt_cont.losses import build_loss
 from onmt_cont.models.model import build_model
 from onmt_cont.train import checks as training
@@ -16,6 +16,7 @@ from onmt_cont.train.step import TrainingForward
 from onmt_cont.utils import threads
 from onmt_cont.utils.amp import avoid_per_shape_attention, probe_autocast, require_autocast
 from onmt_cont.utils.errors import UserError
+from tests.helpers import TRANSFORMER_CE, sample_subset
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ["-loss", "nllvmf", "-tie_emb", "-rnn_size", "32", "-word_vec_size", "16", "-brnn", "-dropout", "0.1",
@@ -25,18 +26,7 @@ TINY = ["-loss", "nllvmf", "-tie_emb", "-rnn_size", "32", "-word_vec_size", "16"
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
     """The first 100 pairs of the shipped sample (data/), preprocessed, and a random unit target table."""
-    d = tmp_path_factory.mktemp("portability")
-    for lang in ("fr", "en"):
-        with open(os.path.join(ROOT, "data", f"train.{lang}"), encoding="utf-8") as f:
-            lines = [next(f) for _ in range(100)]
-        (d / f"train.{lang}").write_text("".join(lines), encoding="utf-8")
-    preprocess.main(["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"), "-valid_src",
-                     str(d / "train.fr"), "-valid_tgt", str(d / "train.en"), "-save_data", str(d / "data")])
-    n = len(torch.load(d / "data.vocab.pt", weights_only=True)["tgt"]["tokens"])
-    table = torch.nn.functional.normalize(torch.randn(n, 8, generator=torch.Generator().manual_seed(0)), dim=-1)
-    table[0] = 0
-    torch.save(table, d / "emb.pt")
-    return d
+    return sample_subset(tmp_path_factory.mktemp("portability"))
 
 
 def tiny_model(sample):
@@ -181,12 +171,6 @@ def test_amp_on_a_gpu_switches_off_cudnn_attention():
         assert avoid_per_shape_attention(cuda, torch.float16) is None  # already off: said once
     finally:
         torch.backends.cuda.enable_cudnn_sdp(True)
-
-
-TRANSFORMER_CE = ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "16",
-                  "-word_vec_size", "16", "-heads", "2", "-transformer_ff", "32", "-layers", "1", "-loss", "ce",
-                  "-label_smoothing", "0.1", "-batch_size", "16", "-train_steps", "2", "-valid_steps", "100",
-                  "-save_checkpoint_steps", "100"]
 
 
 def _amp_choice(argv, device="cpu"):

@@ -1,15 +1,15 @@
 """Nearest-neighbour scores of the continuous generator, greedy and beam search against stub
 models whose next-word scores are a hand-written function of the prefix."""
 
-import math
 
 import pytest
 import torch
 
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from onmt_cont.models.generators import ContinuousGenerator
-from onmt_cont.translate.search import beam_search, blocked_words, greedy_search, length_penalty
+from onmt_cont.translate.search import blocked_words, length_penalty
 from onmt_cont.vmf import log_cmk
+from tests.helpers import NEG, A, B, C, D, V, W, X, Z, row, run_beam, run_greedy
 
 # -- nearest-neighbour decoding ------------------------------------------------------------------
 
@@ -77,98 +77,6 @@ def test_criteria_rank_neighbours_alike_but_score_differently():
 def test_unknown_criterion_is_refused():
     with pytest.raises(ValueError, match="criterion"):
         ContinuousGenerator(4, TABLE, criterion="dot")
-
-
-# -- stub model ---------------------------------------------------------------------------------
-
-V = 11  # 0 <blank>, 1 <unk>, 2 <s>, 3 </s>, 4.. words
-A, B, C, D, W, X, Z = 4, 5, 6, 7, 8, 9, 10
-NEG = float("-inf")
-
-
-class StubDecoder:
-    """Scores of the next word are ``table(sentence_id, prefix)``. The prefix travels in the
-    decoder state (batch in dim 0, as beam search reorders it), and every call is recorded."""
-
-    def __init__(self, table):
-        self.table = table
-        self.calls = []  # the ids fed at each step, [batch] each
-
-    def __call__(self, tgt_in, memory_bank, src_mask, state, need_attn=True):
-        assert tgt_in.dim() == 2 and tgt_in.size(1) == 1
-        self.calls.append(tgt_in[:, 0].tolist())
-        prefix = torch.cat([state["prefix"], tgt_in], 1)
-        rows = []
-        for sid, p in zip(state["sid"].tolist(), prefix.tolist(), strict=True):
-            rows.append(self.table(sid, tuple(w for w in p[1:])))  # without the leading <s>
-        dec_out = torch.tensor(rows, dtype=torch.float).unsqueeze(1)  # [batch, 1, V]
-        # attention: all on position (step mod source length), never on padding
-        attn = torch.zeros(len(rows), 1, memory_bank.size(1))
-        for b, n in enumerate(src_mask.sum(1).tolist()):
-            attn[b, 0, (prefix.size(1) - 1) % n] = 1.0
-        new_state = dict(state, prefix=prefix, h=state["h"] + 1)
-        return dec_out, attn, new_state
-
-    def reorder_state(self, state, index, memory=True):
-        """The stub's state is laid out like the LSTM decoder's: h and c have the batch in dim 1."""
-        return {key: v.index_select(1 if key in ("h", "c") else 0, index) for key, v in state.items()}
-
-
-class StubGenerator:
-    """The decoder already produced scores: forward and scores are identities."""
-
-    def __call__(self, dec_out):
-        return dec_out
-
-    def scores(self, output):
-        return output.clone()
-
-
-class StubModel:
-    def __init__(self, table):
-        self.decoder = StubDecoder(table)
-        self.generator = StubGenerator()
-
-    def encode(self, src, src_lengths):
-        batch, src_len = src.shape
-        state = {
-            "h": torch.zeros(1, batch, 1),
-            "c": torch.zeros(1, batch, 1),
-            "input_feed": torch.zeros(batch, 1),
-            "prefix": torch.zeros(batch, 0, dtype=torch.long),
-            "sid": src[:, 0].clone(),  # the sentence's id is its first source token
-        }
-        return torch.zeros(batch, src_len, 1), src != PAD_ID, state
-
-
-def row(probs, default=NEG, log=True):
-    """A score row from {word: probability}; unlisted words get ``default``."""
-    r = [default] * V
-    for w, p in probs.items():
-        r[w] = math.log(p) if log else p
-    return r
-
-
-def run_greedy(table, srcs, max_lengths, block=0):
-    model = StubModel(table)
-    src, lengths = batch_of(srcs)
-    ids, attn = greedy_search(model, src, lengths, torch.tensor(max_lengths), block_ngram_repeat=block)
-    return model, ids, attn
-
-
-def run_beam(table, srcs, max_lengths, k, penalty="none", alpha=0.0, block=0):
-    model = StubModel(table)
-    src, lengths = batch_of(srcs)
-    ids, attn = beam_search(model, src, lengths, torch.tensor(max_lengths), k, penalty, alpha,
-                            block_ngram_repeat=block)
-    return model, ids, attn
-
-
-def batch_of(srcs):
-    src = torch.full((len(srcs), max(map(len, srcs))), PAD_ID)
-    for i, s in enumerate(srcs):
-        src[i, : len(s)] = torch.tensor(s)
-    return src, torch.tensor([len(s) for s in srcs])
 
 
 # -- greedy ---------------------------------------------------------------------------------------

@@ -20,9 +20,7 @@ from onmt_cont.bin import embeddings_to_torch, preprocess, train, translate
 from onmt_cont.losses import build_loss
 from onmt_cont.losses.continuous import random_negatives, synthetic_negative
 from onmt_cont.losses.softmax import cross_entropy, nll_plus_rewe
-from onmt_cont.models.decoder import TargetEmbeddings
 from onmt_cont.models.generators import (
-    JointGenerator,
     ReWEGenerator,
     ReWEHead,
     ReWEOutput,
@@ -31,6 +29,7 @@ from onmt_cont.models.generators import (
     sample_candidates,
 )
 from onmt_cont.models.model import build_model
+from tests.helpers import joint, model_opts
 
 TABLE3 = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.6, 0.8, 0.0]])
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -218,15 +217,6 @@ def test_rewe_head_draws_no_global_random_numbers():
     assert rewe.head.w2.weight.shape == (5, 4) and rewe.head.w2.weight.abs().max() <= 0.1
 
 
-def model_opts(**kw):
-    base = {"loss": "ce", "generator": "linear", "tie_emb": False, "rnn_size": 8, "word_vec_size": 6,
-            "src_word_vec_size": None, "tgt_word_vec_size": None, "enc_layers": 1, "dec_layers": 2, "brnn": True,
-            "dropout": 0.0, "param_init": 0.1, "seed": 3, "rewe_lambda": None, "rewe_hidden": None, "joint_dim": 4,
-            "joint_sample": None, "joint_dropout": None}
-    base.update(kw)
-    return Namespace(**base)
-
-
 def test_rewe_model_initialises_like_the_plain_model():
     """The global param_init loop skips the head: every shared parameter starts bit-identical."""
     table = torch.randn(9, 5)
@@ -257,17 +247,6 @@ def test_rewe_generator_ignores_the_head_when_decoding():
 
 
 # --- joint input-output layer ---------------------------------------------------------------------
-
-
-def joint(vocab=6, emb=3, hidden=4, d_j=2, sample=None, pretrained=None, seed=0):
-    torch.manual_seed(seed)
-    embeddings = TargetEmbeddings(vocab, emb, pretrained)
-    gen = JointGenerator(hidden, embeddings, vocab, d_j, dropout=0.0, sample=sample)
-    with torch.no_grad():
-        for p in (*gen.parameters(), *embeddings.parameters()):
-            if p.requires_grad:
-                p.uniform_(-1, 1)
-    return gen, embeddings
 
 
 def test_joint_logits_formula():

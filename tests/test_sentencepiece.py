@@ -15,7 +15,7 @@ import onmt_cont
 from onmt_cont.bin import embeddings_to_torch, preprocess, train
 from onmt_cont.text import TextPipeline
 from onmt_cont.utils.errors import UserError
-from tests.test_text_record import translate
+from tests.helpers import translate_py as translate
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"

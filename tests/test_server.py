@@ -4,20 +4,17 @@ unloading, every bad request a JSON error with the server still up, and a clean 
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 import onmt_cont
-from tests.helpers import sample_data, trained
+from tests.helpers import Server, sample_data, trained
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -29,30 +26,6 @@ def model(tmp_path_factory):
     d = tmp_path_factory.mktemp("server")
     return trained(sample_data(d), str(d / "ce"), "-loss", "ce", "-train_steps", "20", "-rnn_size", "16",
                    "-word_vec_size", "16")
-
-
-class Server:
-    def __init__(self, conf_path, *args):
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config",
-                                      str(conf_path), "-port", "0", "-threads", "1", *args],
-                                     stderr=subprocess.PIPE, text=True)
-        line = self.proc.stderr.readline()
-        match = re.search(r"http://([\d.]+):(\d+)(\S*)", line)
-        assert match, line + self.proc.stderr.read()
-        self.url = f"http://{match.group(1)}:{match.group(2)}"
-
-    def call(self, path, body=None, raw=None):
-        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-        req = urllib.request.Request(self.url + path, data=data, method="POST" if data is not None else "GET")
-        try:
-            with urllib.request.urlopen(req, timeout=120) as res:
-                return res.status, json.loads(res.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read())
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=60)
 
 
 def config(tmp_path, model, **entry):

@@ -14,6 +14,7 @@ import onmt_cont
 from onmt_cont.bin import preprocess, train
 from onmt_cont.text import TextPipeline
 from onmt_cont.utils.errors import UserError
+from tests.helpers import translate_py as translate
 
 ROOT = Path(__file__).resolve().parents[1]
 RAW = ROOT / "data" / "raw"
@@ -44,13 +45,6 @@ def model(tmp_path_factory):
                 "-threads", "1"])
     torch.set_num_threads(saved)
     return d
-
-
-def translate(*args):
-    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-threads", "1", *map(str, args)],
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 0, res.stderr
-    return res.stdout.splitlines(), res.stderr
 
 
 def test_the_checkpoint_records_the_text_and_translate_applies_it(model):

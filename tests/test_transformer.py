@@ -4,7 +4,7 @@ loss trains and decodes on it, the key/value cache decodes exactly like re-runni
 combinations fail before anything is written, mixed encoder/decoder pairs work, 2 gloo ranks
 match one process, and the noam schedule is the formula it claims.
 
-Tiny models (d_model 16, 2 heads, 2 layers) on test_train.py's memorisation corpus."""
+Tiny models (d_model 16, 2 heads, 2 layers) on the memorisation corpus (tests/helpers.py)."""
 
 import copy
 import gzip
@@ -18,15 +18,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_train import (
-    argv,
-    fails,
-    log_values,
-    memorisation_data,
-    record_steps,
-    reported_losses,
-    run_train,
-)
 from torch import nn
 
 from onmt_cont.bin import train, translate
@@ -40,16 +31,12 @@ from onmt_cont.train.optim import learning_rate
 from onmt_cont.train.step import Trainer
 from onmt_cont.translate.search import beam_search, greedy_search
 from onmt_cont.translate.translator import Translator
+from tests.helpers import TRANSFORMER, argv, log_values, memorisation_data, record_steps, reported_losses, run_train
+from tests.helpers import train_fails as fails
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE_DIM = 16
 D = 16
-# One epoch is 4 batches of 5 pairs; -train_steps caps most tests at one epoch (the matrix trains 8).
-TRANSFORMER = {"encoder_type": "transformer", "decoder_type": "transformer", "rnn_size": str(D),
-               "word_vec_size": str(D), "heads": "2", "transformer_ff": "32", "layers": "2",
-               "attention_dropout": "0", "report_every": "1", "train_steps": "4"}
-
-
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """The memorisation corpus's shards and a random unit table of TABLE_DIM (= d_model: tied
@@ -363,7 +350,7 @@ def test_finished_sentences_leave_the_batch_without_changing_the_output(data, de
     """Greedy search drops ended sentences from the state (every step on CPU, every 8 on GPU):
     the words equal those of the former search, which kept every row to the batch's end, and of
     each sentence alone, and the attention -replace_unk reads is the same."""
-    from search_reference import full_batch_greedy_search
+    from tests.search_reference import full_batch_greedy_search
 
     if decoder == "transformer":
         model, n_src, _ = tiny_model(data, loss=loss, seed=5)
@@ -421,7 +408,7 @@ def test_batched_beam_equals_the_sentence_at_a_time_beam(data, decoder, loss, pe
     penalties. Run on the untrained model and on it with </s> competing (eos_competes), where
     hypotheses of different lengths end in the same beam: there the length penalty decides, and
     under avg and wu with alpha 3 it picks another hypothesis than the best summed score would."""
-    from search_reference import normaliser, sequential_beam_search
+    from tests.search_reference import normaliser, sequential_beam_search
 
     if decoder == "transformer":
         model, n_src, _ = tiny_model(data, loss=loss, seed=7)

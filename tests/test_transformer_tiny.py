@@ -8,14 +8,14 @@ from argparse import Namespace
 
 import pytest
 import torch
-from test_train import fails, log_values, run_train
-from test_transformer import TRANSFORMER
 
 from onmt_cont.bin import preprocess, translate
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.models.transformer import DecoderLayer, EncoderLayer, TransformerEncoder
 from onmt_cont.train.optim import learning_rate
+from tests.helpers import TRANSFORMER, log_values, run_train
+from tests.helpers import train_fails as fails
 
 
 def corpus(d):
@@ -92,7 +92,7 @@ def test_all_embeddings_shared_train_save_and_reload(joint, tmp_path):
 
 
 def test_share_embeddings_needs_one_vocabulary(separate, tmp_path, capsys):
-    from test_train import argv
+    from tests.helpers import argv
     fails(capsys, argv(separate, tmp_path, **TINY), "-share_embeddings", "-share_vocab")
     assert not list(tmp_path.glob("m*"))
 
@@ -105,7 +105,7 @@ def test_share_embeddings_needs_one_vocabulary(separate, tmp_path, capsys):
     ({"ff_dropout": "1.5"}, "-ff_dropout"),
 ])
 def test_bad_combinations(joint, tmp_path, capsys, extra, needle):
-    from test_train import argv
+    from tests.helpers import argv
     emb = tmp_path / "emb.pt"
     src, tgt, _ = load_vocabs(joint["prefix"] + ".vocab.pt")
     table = torch.nn.functional.normalize(torch.randn(len(tgt), 16), dim=-1)

@@ -690,7 +690,7 @@ def test_train_table_leaves_the_other_initial_values():
     """The table is not drawn by -param_init (or -param_init_glorot): every other parameter starts
     as without the flag, and the table starts as the pretrained vectors."""
     from onmt_cont.models.model import build_model
-    from tests.test_seed_methods import model_opts
+    from tests.helpers import model_opts
 
     table = F.normalize(torch.randn(11, 16, generator=torch.Generator().manual_seed(0)), dim=-1)
     for glorot in (False, True):
