@@ -38,7 +38,7 @@ Accuracy (float64, against mpmath at 50 digits): worst error 4e-11 for log C_m
 (relative to max(|value|, 1), as log C_m crosses zero) and 1e-10 relative for
 the ratio, over kappa in [0, 1e5] (0, 1e-300, 1e-30, 1e-8, log grid, points
 near v and sqrt(v)) for all m < 40 and every 7th m up to 1100; larger orders
-only make the expansion more accurate.  tests/test_vmf.py asserts 1e-9 for
+only make the expansion more accurate.  tests/unit/test_vmf.py asserts 1e-9 for
 m in {2, 3, 4, 10, 33, 34, 35, 50, 64, 100, 299, 300, 301, 512, 777, 1024}.  kappa must
 be >= 0 (it is a norm); negative input is not checked.  Inputs of any floating
 dtype are computed in float64 on their own device and cast back; float32

@@ -31,7 +31,7 @@ MAX_RESAMPLES = 1_000_000  # 1000 is the usual count; more only costs time
 
 
 # sacreBLEU's statistics methods are underscored, but its own paired test (sacrebleu.significance) is built on
-# them; tests/test_tools.py checks the scores against sacrebleu.corpus_bleu, so an API change fails there.
+# them; tests/lab/test_tools.py checks the scores against sacrebleu.corpus_bleu, so an API change fails there.
 def sentence_stats(bleu, hyp_lines, ref_lines):
     """-> [sentences, stats] int64: sacreBLEU's sufficient statistics (hypothesis and reference
     lengths, matches and totals per n-gram order) of each sentence; their column sums score the corpus."""

@@ -13,7 +13,7 @@ factors while they are at hand: u_i = Σ_j p_ij e_j (the prediction's gradient i
 the column's gradient Σ_i g_i p_ij; under autocast both in its dtype, as autocast's backward products run.
 lab/bench/tiny_step.py times it in the continuous preset's
 update; the unfused composition (candidate_dots, masks, corrections, logsumexp) is what
-tests/test_fast_cpu_training.py holds it to.
+tests/unit/losses/test_fast_cpu_training.py holds it to.
 """
 
 import torch

@@ -6,7 +6,7 @@ first forward fails deep inside the LSTM with "could not create a primitive desc
 :func:`require_autocast` runs one tiny forward and backward of the real model under the same
 autocast on a synthetic batch of two 3-word sentences, so train.py can refuse ``-amp`` with a
 message that says why and what to change, before it writes a log file or a checkpoint. It
-costs a few milliseconds on the small models (see tests/test_portability.py).
+costs a few milliseconds on the small models (see tests/integration/test_portability.py).
 """
 
 import contextlib

@@ -20,7 +20,7 @@ python -c "import torch,faiss,sys;print(sys.version.split()[0], torch.__version_
 cat "$O/env.txt"
 
 echo "== CUDA tests $(date +%T)"
-timeout 120 python -m pytest -q -p no:cacheprovider -rs tests/test_losses.py tests/test_contrastive.py tests/test_vmf.py \
+timeout 120 python -m pytest -q -p no:cacheprovider -rs tests/unit/losses/test_losses.py tests/unit/losses/test_contrastive.py tests/unit/test_vmf.py \
   -k "gpu or cuda" 2>&1 | tail -5
 
 echo "== ce loss on the GPU $(date +%T)"
