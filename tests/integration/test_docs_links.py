@@ -8,7 +8,8 @@ import unicodedata
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
+from tests.helpers import ROOT
+
 PAGES = sorted(
     str(p.relative_to(ROOT)) for p in [ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").glob("*.md")]
 )
