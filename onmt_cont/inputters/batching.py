@@ -1,13 +1,26 @@
 """Length-bucketed batches, reproducible from (seed, epoch) so training can resume mid-epoch."""
 
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import TypedDict
+
 import numpy as np
 import torch
 
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
-from onmt_cont.inputters.corpus import load_shard
+from onmt_cont.inputters.corpus import Example, load_shard
 
 
-def make_batches(examples, batch_size, batch_type="sents", generator=None):
+class Batch(TypedDict):
+    """What :func:`collate` returns."""
+
+    src: torch.Tensor  # [batch, src_len] long, padded with PAD_ID
+    src_lengths: torch.Tensor  # [batch] long, on the CPU
+    tgt: torch.Tensor  # [batch, tgt_len + 2] long: <s> y </s>, padded
+    size: int  # batch
+
+
+def make_batches(examples: Sequence[Example], batch_size: int, batch_type: str = "sents",
+                 generator: torch.Generator | None = None) -> list[list[int]]:
     """Group examples of similar length; ``examples``: list of (src, tgt) 1-D tensors.
 
     Returns a list of index lists. With ``batch_type='tokens'`` a batch holds at most
@@ -16,7 +29,9 @@ def make_batches(examples, batch_size, batch_type="sents", generator=None):
     n = len(examples)
     noise = torch.rand(n, generator=generator) if generator is not None else torch.zeros(n)
     keys = sorted(range(n), key=lambda i: (len(examples[i][0]), len(examples[i][1]), float(noise[i])))
-    batches, cur, cur_max = [], [], 0
+    batches: list[list[int]] = []
+    cur: list[int] = []
+    cur_max = 0
     for i in keys:
         length = max(len(examples[i][0]), len(examples[i][1]) + 2)
         new_max = max(cur_max, length)
@@ -34,7 +49,7 @@ def make_batches(examples, batch_size, batch_type="sents", generator=None):
     return batches
 
 
-def collate(examples, indices, device="cpu"):
+def collate(examples: Sequence[Example], indices: Sequence[int], device: str | torch.device = "cpu") -> Batch:
     """-> dict with src [B, S], src_lengths [B], tgt [B, T+2] (<s> y </s>), all padded with PAD_ID."""
     srcs = [examples[i][0] for i in indices]
     tgts = [examples[i][1] for i in indices]
@@ -56,7 +71,8 @@ def collate(examples, indices, device="cpu"):
 FINAL_PUNCT = (".", "!", "?")
 
 
-def drop_final_punct(examples, p, src_ids, tgt_ids, rng):
+def drop_final_punct(examples: Sequence[Example], p: float, src_ids: Collection[int], tgt_ids: Collection[int],
+                     rng: np.random.Generator) -> list[Example]:
     """train.py -drop_final_punct: each example whose source ends with one of ``src_ids`` (and
     holds another token) loses that last token with probability ``p``, and its target loses its
     last token too where that is one of ``tgt_ids`` (and not its only one). ``rng``: a numpy
@@ -80,8 +96,9 @@ class ShardedIterator:
     ``drop_p`` > 0 shortens (:func:`drop_final_punct`, a stream of its own per (seed, epoch, shard)),
     drawn before batching, so batches group the lengths the model sees."""
 
-    def __init__(self, shard_paths, batch_size, batch_type, seed, device="cpu", rank=0, world=1, drop_p=0.0,
-                 punct_ids=((), ())):
+    def __init__(self, shard_paths: Iterable[str], batch_size: int, batch_type: str, seed: int,
+                 device: str | torch.device = "cpu", rank: int = 0, world: int = 1, drop_p: float = 0.0,
+                 punct_ids: tuple[Iterable[int], Iterable[int]] = ((), ())) -> None:
         self.paths = list(shard_paths)
         self.batch_size = batch_size
         self.batch_type = batch_type
@@ -90,9 +107,9 @@ class ShardedIterator:
         self.rank = rank
         self.world = world
         self.drop_p = drop_p
-        self.punct_ids = tuple(frozenset(ids) for ids in punct_ids)  # (source ids, target ids)
+        self.punct_ids = (frozenset(punct_ids[0]), frozenset(punct_ids[1]))  # (source ids, target ids)
 
-    def epoch(self, epoch, start_shard=0, start_batch=0):
+    def epoch(self, epoch: int, start_shard: int = 0, start_batch: int = 0) -> Iterator[tuple[int, int, Batch]]:
         """Yield (shard_index, batch_index, batch) from the given position on."""
         gen = torch.Generator().manual_seed(self.seed * 1000003 + epoch)
         shard_order = torch.randperm(len(self.paths), generator=gen).tolist()

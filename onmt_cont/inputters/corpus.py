@@ -18,10 +18,13 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import torch
 
 from onmt_cont.constants import FORMAT_VERSION
+from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import (
     Prefix,
@@ -33,8 +36,13 @@ from onmt_cont.utils.io import (
     read_lines,
 )
 
+# one sentence pair of a shard: (src LongTensor [src_len], tgt LongTensor [tgt_len]), no <s>/</s>
+Example = tuple[torch.Tensor, torch.Tensor]
+# a shard as plain data (the module docstring's layout)
+Shard = dict[str, Any]
 
-def count_lines(path):
+
+def count_lines(path: str) -> int:
     """Number of lines of a text file (``.gz`` too, as :func:`read_lines` reads it), counted in
     binary chunks (fast, no decoding)."""
     check_readable(path)
@@ -50,7 +58,7 @@ def count_lines(path):
     return n + (last != b"\n")
 
 
-def check_parallel(src_path, tgt_path):
+def check_parallel(src_path: str, tgt_path: str) -> int:
     """Refuse files of different line counts before anything is written; return the count. Both are
     read twice (counted, then read), so each must be a regular file: a pipe would be drained by the
     count, a device such as /dev/zero never ends."""
@@ -63,7 +71,7 @@ def check_parallel(src_path, tgt_path):
     return n_src
 
 
-def iter_parallel(src_path, tgt_path, lower=False):
+def iter_parallel(src_path: str, tgt_path: str, lower: bool = False) -> Iterator[tuple[int, list[str], list[str]]]:
     """Yield ``(line_number, src_tokens, tgt_tokens)`` for aligned lines, streaming."""
     for (lineno, src), (_, tgt) in zip(read_lines(src_path), read_lines(tgt_path), strict=True):
         if lower:
@@ -71,26 +79,28 @@ def iter_parallel(src_path, tgt_path, lower=False):
         yield lineno, src.split(), tgt.split()
 
 
-def vocab_fingerprint(src_vocab, tgt_vocab):
+def vocab_fingerprint(src_vocab: Vocab, tgt_vocab: Vocab) -> str:
     """A short hash of both vocabularies' word lists: a shard records the one its ids index, so
     that train.py can refuse shards of another preprocess.py run (ids in range, other words)."""
     words = json.dumps([list(src_vocab.itos), list(tgt_vocab.itos)], ensure_ascii=False)
     return hashlib.sha256(words.encode("utf-8")).hexdigest()[:16]
 
 
-def pack_shard(examples, tgt_text=None, fingerprint=None):
+def pack_shard(examples: Sequence[tuple[Sequence[int], Sequence[int]]], tgt_text: Sequence[str] | None = None,
+               fingerprint: str | None = None) -> Shard:
     """``examples``: list of ``(src_ids, tgt_ids)`` int lists -> the shard dict; ``tgt_text``: the
     target lines as text (tokens joined by spaces), kept in the validation shard so that
     train.py -valid_metric bleu scores against the real words, not against ``<unk>``;
     ``fingerprint``: :func:`vocab_fingerprint` of the vocabularies the ids come from."""
 
-    def cat(seqs):
+    def cat(seqs: Sequence[Sequence[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         flat = [i for s in seqs for i in s]
         return torch.tensor(flat, dtype=torch.int32), torch.tensor([len(s) for s in seqs], dtype=torch.int32)
 
     src, src_len = cat([e[0] for e in examples])
     tgt, tgt_len = cat([e[1] for e in examples])
-    shard = {"format_version": FORMAT_VERSION, "src": src, "src_lengths": src_len, "tgt": tgt, "tgt_lengths": tgt_len}
+    shard: Shard = {"format_version": FORMAT_VERSION, "src": src, "src_lengths": src_len, "tgt": tgt,
+                    "tgt_lengths": tgt_len}
     if tgt_text is not None:
         if len(tgt_text) != len(examples):
             raise ValueError(f"{len(tgt_text)} target lines for {len(examples)} examples")
@@ -100,17 +110,18 @@ def pack_shard(examples, tgt_text=None, fingerprint=None):
     return shard
 
 
-def save_shard(path, examples, tgt_text=None, fingerprint=None):
+def save_shard(path: str, examples: Sequence[tuple[Sequence[int], Sequence[int]]],
+               tgt_text: Sequence[str] | None = None, fingerprint: str | None = None) -> None:
     atomic_torch_save(pack_shard(examples, tgt_text, fingerprint), path)
 
 
-def load_shard_text(path):
+def load_shard_text(path: str) -> list[str] | None:
     """The target lines stored in a validation shard, or None (shards of older preprocess runs)."""
     text = load_checkpoint_data(path).get("tgt_text")
     return list(text) if text is not None else None
 
 
-def read_shard(path):
+def read_shard(path: str) -> Shard:
     """A shard's dict, as :func:`pack_shard` made it."""
     data = load_checkpoint_data(path, "a data shard written by preprocess.py")
     if not isinstance(data, dict) or "src_lengths" not in data:
@@ -118,19 +129,19 @@ def read_shard(path):
     return data
 
 
-def shard_examples(data):
+def shard_examples(data: Mapping[str, Any]) -> list[Example]:
     """A shard's dict -> list of ``(src LongTensor [len], tgt LongTensor [len])``."""
     src = torch.split(data["src"].long(), data["src_lengths"].tolist())
     tgt = torch.split(data["tgt"].long(), data["tgt_lengths"].tolist())
     return list(zip(src, tgt, strict=True))
 
 
-def load_shard(path):
+def load_shard(path: str) -> list[Example]:
     """Load a shard -> list of ``(src LongTensor [len], tgt LongTensor [len])``."""
     return shard_examples(read_shard(path))
 
 
-def check_shard(path, data, src_vocab, tgt_vocab, vocab_path):
+def check_shard(path: str, data: Mapping[str, Any], src_vocab: Vocab, tgt_vocab: Vocab, vocab_path: str) -> bool:
     """Refuse a shard (``data``: :func:`read_shard`'s) whose ids are not of ``src_vocab`` /
     ``tgt_vocab`` (read from ``vocab_path``): an id beyond a vocabulary, or a recorded
     :func:`vocab_fingerprint` of other vocabularies. Returns False for a shard of an older
@@ -159,20 +170,20 @@ def check_shard(path, data, src_vocab, tgt_vocab, vocab_path):
 DATA_FILES = r"\.(vocab\.(pt|src\.txt|tgt\.txt)|(train|valid)\.\d+\.pt|shards\.json)"
 
 
-def data_files(prefix):
+def data_files(prefix: str) -> Prefix:
     """preprocess.py's files of -save_data ``prefix``, for :func:`~onmt_cont.utils.io.refuse_output_over_inputs`."""
     return Prefix(prefix, DATA_FILES)
 
 
-def manifest_path(prefix):
+def manifest_path(prefix: str) -> str:
     return prefix + ".shards.json"
 
 
-def write_manifest(prefix, n_train):
+def write_manifest(prefix: str, n_train: int) -> None:
     """preprocess.py's last file: the shards of this run, by name and size. train.py takes exactly
     these (:func:`shard_paths`), so a run killed half-way, or another run's leftovers, cannot mix
     shards of two runs even when their vocabularies match."""
-    def entry(path):
+    def entry(path: str) -> dict[str, Any]:
         return {"file": os.path.basename(path), "bytes": os.path.getsize(path)}
 
     data = {"format": 1, "train": [entry(f"{prefix}.train.{i}.pt") for i in range(n_train)],
@@ -180,7 +191,7 @@ def write_manifest(prefix, n_train):
     atomic_write_text(manifest_path(prefix), json.dumps(data, indent=1) + "\n")
 
 
-def _manifest_shards(prefix, split):
+def _manifest_shards(prefix: str, split: str) -> list[str] | None:
     """The split's shard paths as the manifest lists them (None without a manifest: data of an older
     preprocess.py), each checked to exist with the size it had when written."""
     path = manifest_path(prefix)
@@ -201,7 +212,7 @@ def _manifest_shards(prefix, split):
     return [shard for shard, _ in listed]
 
 
-def shard_paths(prefix, split):
+def shard_paths(prefix: str, split: str) -> list[str]:
     """The shard files of a split: those PREFIX.shards.json lists (checked), or without it (data of an
     older preprocess.py) those found, in numeric order; a clear error when there are none."""
     listed = _manifest_shards(prefix, split)

@@ -30,9 +30,11 @@ import os
 import time
 import zlib
 from collections import Counter
+from collections.abc import Generator, Iterable, Iterator, Mapping
 from contextlib import closing
 from dataclasses import dataclass, field
 from functools import partial
+from typing import BinaryIO
 
 import numpy as np
 
@@ -52,6 +54,9 @@ _BOM = b"\xef\xbb\xbf"
 _GZIP_MAGIC = b"\x1f\x8b"
 _TRAILING_SPACE = b" \t\r\v\f"
 
+# what follows a line's word: a view into the chunk where possible (no copy), else bytes
+Rest = bytes | memoryview
+
 
 @dataclass
 class EmbeddingFile:
@@ -65,7 +70,7 @@ class EmbeddingFile:
 
     path: str
     dim: int
-    header: tuple | None
+    header: tuple[int, int] | None  # (count, dim) of a word2vec/fastText header
     vectors: np.ndarray  # [n_rows, dim] float32
     found: np.ndarray  # [n_rows] bool
     other_sum: np.ndarray  # [dim] float64
@@ -74,20 +79,20 @@ class EmbeddingFile:
     n_vectors: int = 0  # valid, first-seen vectors
     n_lines: int = 0  # lines after the header
     n_malformed: int = 0
-    malformed_examples: list = field(default_factory=list)  # [(line number, reason)]
+    malformed_examples: list[tuple[int, str]] = field(default_factory=list)  # [(line number, reason)]
     n_wrong_count: int = 0
-    wrong_counts: Counter = field(default_factory=Counter)  # value count -> lines
+    wrong_counts: Counter[int] = field(default_factory=Counter)  # value count -> lines
     n_duplicates: int = 0
-    duplicate_examples: list = field(default_factory=list)  # [(line number, word)]
+    duplicate_examples: list[tuple[int, str]] = field(default_factory=list)  # [(line number, word)]
     seconds: float = 0.0
 
     @property
-    def rms_norm(self):
+    def rms_norm(self) -> float:
         """Root-mean-square length of the file's vectors (0 if none)."""
         return float(np.sqrt(self.sum_sq_norm / self.n_vectors)) if self.n_vectors else 0.0
 
 
-def iter_chunks(path, chunk_bytes=DEFAULT_CHUNK_BYTES):
+def iter_chunks(path: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> Generator[bytes, None, None]:
     """Yield the bytes of a plain or ``.gz`` file, about ``chunk_bytes`` at a time.
 
     A gzip file (recognised by its first bytes, whatever its name) is inflated with zlib
@@ -109,7 +114,7 @@ def iter_chunks(path, chunk_bytes=DEFAULT_CHUNK_BYTES):
         raise UserError(f"{path}: cannot read ({exc})") from None
 
 
-def _inflate(raw, chunk_bytes, in_bytes=1 << 20):
+def _inflate(raw: BinaryIO, chunk_bytes: int, in_bytes: int = 1 << 20) -> Iterator[bytes]:
     """Decompress a gzip stream (several members allowed, zero padding between them skipped),
     yielding at most ``chunk_bytes`` at a time. zlib checks each member's CRC and length."""
     inflater, started, pending = zlib.decompressobj(31), False, b""
@@ -135,7 +140,7 @@ def _inflate(raw, chunk_bytes, in_bytes=1 << 20):
             yield out
 
 
-def iter_word_blocks(chunks):
+def iter_word_blocks(chunks: Iterable[bytes]) -> Iterator[tuple[list[bytes], list[Rest]]]:
     """Turn byte chunks into blocks ``(words, rests)``, one entry per complete line: the
     bytes before the line's first space, and what follows that space without trailing
     whitespace (a memoryview into the chunk where possible: no copy). A line that spans
@@ -149,7 +154,9 @@ def iter_word_blocks(chunks):
             continue
         first = data.find(b"\n")
         word, _, rest = (carry + data[:first]).removeprefix(bom).partition(b" ")
-        words, rests, bom = [word], [rest.rstrip()], b""
+        words: list[bytes] = [word]
+        rests: list[Rest] = [rest.rstrip()]
+        bom = b""
         view, find = memoryview(data), data.find
         pos = first + 1
         while pos <= last:
@@ -173,7 +180,7 @@ def iter_word_blocks(chunks):
         yield [word], [rest.rstrip()]
 
 
-def parse_header(line):
+def parse_header(line: bytes) -> tuple[int, int] | None:
     """``(count, dim)`` if ``line`` is a word2vec/fastText ``COUNT DIM`` header, else None."""
     parts = line.split()
     if len(parts) == 2 and parts[0].isdigit() and parts[1].isdigit():
@@ -181,13 +188,13 @@ def parse_header(line):
     return None
 
 
-def read_embedding_words(path, chunk_bytes=DEFAULT_CHUNK_BYTES):
+def read_embedding_words(path: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> set[str]:
     """The words of a vector file (header skipped), without parsing the numbers.
 
     A word counts if its line has something after it; a word on a malformed line is
     included (the full reader would skip that line). Words that are not valid UTF-8 are
     left out, like the full reader does."""
-    found = set()
+    found: set[str] = set()
     with progress(desc=f"reading {path}", unit="lines") as bar, closing(iter_chunks(path, chunk_bytes)) as chunks:
         for block, (words, rests) in enumerate(iter_word_blocks(chunks)):
             bar.update(len(words))
@@ -204,7 +211,8 @@ def read_embedding_words(path, chunk_bytes=DEFAULT_CHUNK_BYTES):
     return found
 
 
-def read_embeddings(path, wanted, n_rows=None, normalize_others=False, chunk_bytes=DEFAULT_CHUNK_BYTES):
+def read_embeddings(path: str, wanted: Mapping[str, int], n_rows: int | None = None, normalize_others: bool = False,
+                    chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> EmbeddingFile:
     """Stream the vector file at ``path``.
 
     wanted: word -> row in the returned ``vectors`` table ([n_rows, dim], n_rows defaults to
@@ -222,8 +230,9 @@ def read_embeddings(path, wanted, n_rows=None, normalize_others=False, chunk_byt
     with progress(desc=f"reading {path}", unit="lines") as bar, closing(iter_chunks(path, chunk_bytes)) as chunks:
         for words, rests in iter_word_blocks(chunks):
             reader.feed(words, rests)
-            if bar.total is None and reader.result.header is not None:
-                bar.total = reader.result.header[0] + 1
+            header = reader._res().header
+            if bar.total is None and header is not None:
+                bar.total = header[0] + 1
             bar.update(len(words))
     result = reader.finish()
     result.seconds = time.perf_counter() - start
@@ -233,21 +242,26 @@ def read_embeddings(path, wanted, n_rows=None, normalize_others=False, chunk_byt
 class _Reader:
     """Block-by-block state of :func:`read_embeddings`."""
 
-    def __init__(self, path, wanted, n_rows, normalize_others):
+    def __init__(self, path: str, wanted: Mapping[str, int], n_rows: int, normalize_others: bool) -> None:
         self.path = path
         # Looked up by the word's bytes: decoding is only needed to check it is UTF-8.
         self.wanted_bytes = {word.encode("utf-8", "surrogatepass"): row for word, row in wanted.items()}
         self.n_rows = n_rows
         self.normalize_others = normalize_others
-        self.seen = set()  # bytes of every first-seen word, for duplicates
+        self.seen: set[bytes] = set()  # every first-seen word, for duplicates
         self.scratch = Scratch()
-        self.block_malformed = []
+        self.block_malformed: list[tuple[int, str]] = []
         self.lineno = 0  # number of the last line fed
-        self.result = None  # EmbeddingFile, once the dimension is known
+        self.result: EmbeddingFile | None = None  # once the dimension is known
+
+    def _res(self) -> EmbeddingFile:
+        """The result so far, which :meth:`_start` makes before any line is counted."""
+        assert self.result is not None, "_start reads the first line first"
+        return self.result
 
     # -- first line ---------------------------------------------------------------------
 
-    def _start(self, word, rest):
+    def _start(self, word: bytes, rest: Rest) -> bool:
         """Read the header or take the dimension from the first line; return whether the
         first line is a vector line to parse."""
         first_line = word + b" " + bytes(rest)
@@ -280,7 +294,7 @@ class _Reader:
 
     # -- blocks -------------------------------------------------------------------------
 
-    def feed(self, words, rests):
+    def feed(self, words: list[bytes], rests: list[Rest]) -> None:
         """Take one block from :func:`iter_word_blocks`."""
         first_lineno = self.lineno + 1
         self.lineno += len(words)
@@ -288,7 +302,7 @@ class _Reader:
             words, rests, first_lineno = words[1:], rests[1:], first_lineno + 1
             if not words:
                 return
-        res = self.result
+        res = self._res()
         res.n_lines += len(words)
         values, bad = parse_values(rests, res.dim, self.scratch)
         # an all-zero vector has no direction: a word with it could never be told from another by cosine
@@ -309,9 +323,9 @@ class _Reader:
         if res.n_lines >= EARLY_DIM_CHECK_LINES:
             self._check_dimension()
 
-    def _assign(self, words, values, bad, first_lineno):
+    def _assign(self, words: list[bytes], values: np.ndarray, bad: set[int], first_lineno: int) -> None:
         """Store the wanted vectors of a block and add the others to the running sums."""
-        res = self.result
+        res = self._res()
         use, keep_lines, keep_rows = self._select(words, bad, first_lineno)
         if keep_lines:
             res.vectors[keep_rows] = values[keep_lines]
@@ -327,7 +341,7 @@ class _Reader:
             np.divide(weight, norms, out=weight, where=norms > 0)
         res.other_sum += weight @ values
 
-    def _select(self, words, bad, first_lineno):
+    def _select(self, words: list[bytes], bad: set[int], first_lineno: int) -> tuple[np.ndarray, list[int], list[int]]:
         """``(use, keep_lines, keep_rows)``: which lines count (valid, first seen, UTF-8) and
         which of them are wanted, at which rows. A block without bad lines, duplicates or
         bad UTF-8 (the usual case) is done with whole-block set and map operations."""
@@ -341,11 +355,12 @@ class _Reader:
                 else:
                     self.seen |= block
                     rows = list(map(self.wanted_bytes.get, words))
-                    keep_lines = [i for i, row in enumerate(rows) if row is not None]
-                    return np.ones(len(words), bool), keep_lines, [rows[i] for i in keep_lines]
-        res, seen = self.result, self.seen
+                    wanted = [i for i, row in enumerate(rows) if row is not None]
+                    return np.ones(len(words), bool), wanted, [row for row in rows if row is not None]
+        res, seen = self._res(), self.seen
         use = np.ones(len(words), bool)
-        keep_lines, keep_rows = [], []
+        keep_lines: list[int] = []
+        keep_rows: list[int] = []
         for i, word in enumerate(words):
             if i in bad:
                 use[i] = False
@@ -369,8 +384,8 @@ class _Reader:
                     keep_rows.append(row)
         return use, keep_lines, keep_rows
 
-    def _check_dimension(self):
-        res = self.result
+    def _check_dimension(self) -> None:
+        res = self._res()
         if res.n_wrong_count * 2 <= res.n_lines:
             return
         where = f"the header says {res.dim}" if res.header else f"line 1 has {res.dim}"
@@ -380,7 +395,7 @@ class _Reader:
             f"of {res.n_lines} vector lines have another count ({lines} lines have {count} values)"
         )
 
-    def finish(self):
+    def finish(self) -> EmbeddingFile:
         res = self.result
         if res is None:
             raise UserError(f"{self.path}: empty file, expected word vectors")

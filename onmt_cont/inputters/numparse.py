@@ -7,16 +7,22 @@ but says which lines are malformed and why. Every path gives the values of Pytho
 """
 
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 # Tables are stored as float32: a larger value would become inf there (and its square
 # overflows the float64 sums of squared lengths long before that, at 1e154), so such a line is
 # as malformed as one holding "inf".
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
+# a malformed line: (index in the block, reason, its number of values where that was wrong, else None)
+Malformed = tuple[int, str, int | None]
 
-def parse_values(rests, dim, scratch=None):
+
+def parse_values(rests: Sequence[bytes | memoryview], dim: int,
+                 scratch: "Scratch | None" = None) -> tuple[np.ndarray, list[Malformed]]:
     """Parse the numeric part of many lines (bytes or memoryviews, no trailing whitespace;
     values separated by single spaces for the fast paths, any whitespace otherwise).
 
@@ -31,14 +37,14 @@ def parse_values(rests, dim, scratch=None):
     values = _parse_fixed(rests, dim, scratch or Scratch())
     if values is not None:
         return values, []
-    rests = [bytes(r) for r in rests]  # memoryviews lack the bytes methods used below
-    values = _parse_block_fromstring(rests, dim)
+    lines = [bytes(r) for r in rests]  # memoryviews lack the bytes methods used below
+    values = _parse_block_fromstring(lines, dim)
     if values is not None:
         return values, []
-    return _parse_lines(rests, dim)
+    return _parse_lines(lines, dim)
 
 
-def _parse_block_fromstring(rests, dim):
+def _parse_block_fromstring(rests: list[bytes], dim: int) -> np.ndarray | None:
     """One ``np.fromstring`` call for the block, when every line has ``dim`` fields."""
     if any(r.count(b" ") != dim - 1 for r in rests):
         return None
@@ -54,13 +60,14 @@ def _parse_block_fromstring(rests, dim):
     return values.reshape(len(rests), dim)
 
 
-def _parse_lines(rests, dim):
+def _parse_lines(rests: list[bytes], dim: int) -> tuple[np.ndarray, list[Malformed]]:
     """Line by line: slow, but says which lines are malformed and why."""
     values = np.zeros((len(rests), dim))
-    bad = []
+    bad: list[Malformed] = []
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
         for i, rest in enumerate(rests):
+            row: np.ndarray | None
             try:
                 row = np.fromstring(rest, dtype=np.float64, sep=" ")
             except (ValueError, DeprecationWarning):
@@ -96,10 +103,11 @@ class Scratch:
     """Work arrays kept from block to block: allocating fresh large temporaries for every
     block (and faulting their pages in) is a measurable part of the parsing time."""
 
-    def __init__(self):
-        self._arrays = {}
+    def __init__(self) -> None:
+        self._arrays: dict[str, np.ndarray] = {}
 
-    def get(self, name, size, dtype):
+    def get(self, name: str, size: int, dtype: DTypeLike) -> np.ndarray:
+        """A work array ``[size]`` of ``dtype`` (contents undefined), reused under ``name``."""
         arr = self._arrays.get(name)
         if arr is None or arr.size < size or arr.dtype != dtype:
             arr = np.empty(max(size, 1024), dtype)
@@ -107,7 +115,7 @@ class Scratch:
         return arr[:size]
 
 
-def _parse8(x):
+def _parse8(x: np.ndarray) -> np.ndarray:
     """Eight ASCII digits (first digit in the lowest byte) -> their integer value, in place
     (the multiply-shift steps of simdjson's parse_eight_digits_unrolled)."""
     for mask, mul, shift in (
@@ -121,7 +129,7 @@ def _parse8(x):
     return x
 
 
-def _parse_fixed(rests, dim, scratch):
+def _parse_fixed(rests: Sequence[bytes | memoryview], dim: int, scratch: Scratch) -> np.ndarray | None:
     """Vectorised parse of a block where every value is ``-?\\d{1,2}\\.\\d{1,6}`` (what
     fastText, word2vec and GloVe text files contain) and every line has ``dim`` values.
 

@@ -13,10 +13,14 @@ makes a mean vector close to everything. ``tools/table_stats.py`` measures both 
 Every function works on a numpy table ``[V, dim]`` whose row ``PAD_ID`` stays zero.
 """
 
+import argparse
+
 import numpy as np
+from numpy.typing import ArrayLike
 
 from onmt_cont.constants import PAD_ID, SPECIALS, UNK_ID
 from onmt_cont.inputters.embeddings import MAX_DIM
+from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.io import load_checkpoint_data
 
@@ -68,7 +72,7 @@ UNK_HELP = (
 )
 
 
-def add_table_args(parser):
+def add_table_args(parser: argparse.ArgumentParser) -> None:
     """The target-table options of embeddings_to_torch.py."""
     g = parser.add_argument_group("target table (see the end of -h)")
     g.add_argument("-init", choices=INITS, default="pretrained", help="how the target rows are made")
@@ -91,7 +95,7 @@ def add_table_args(parser):
     )
 
 
-def check_table_args(opt):
+def check_table_args(opt: argparse.Namespace) -> None:
     """Conflicting or out-of-range table options -> UserError, before anything is read."""
     if opt.alpha is not None and opt.init != "mixed":
         raise UserError(f"-alpha is the weight of -init mixed; it means nothing with -init {opt.init}")
@@ -133,7 +137,7 @@ def check_table_args(opt):
         opt.center = True
 
 
-def unit(rows):
+def unit(rows: ArrayLike) -> np.ndarray:
     """``rows`` scaled to unit length (a new array); zero rows stay zero. rows: [..., dim]."""
     rows = np.array(rows, dtype=np.float64)
     norms = np.linalg.norm(rows, axis=-1, keepdims=True)
@@ -141,12 +145,12 @@ def unit(rows):
     return rows
 
 
-def random_sphere(n, dim, rng):
+def random_sphere(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
     """``[n, dim]`` rows uniform on the unit sphere: standard normal vectors made unit length."""
     return unit(rng.standard_normal((n, dim)))
 
 
-def random_cube(n, dim, rng):
+def random_cube(n: int, dim: int, rng: np.random.Generator) -> np.ndarray:
     """``[n, dim]`` random corners of {-1, 1}^dim scaled by 1/sqrt(dim): unit length."""
     signs = rng.integers(0, 2, size=(n, dim), dtype=np.int8) * 2 - 1
     return signs.astype(np.float64) / np.sqrt(dim)
@@ -155,18 +159,18 @@ def random_cube(n, dim, rng):
 RANDOM_INITS = {"random_sphere": random_sphere, "random_cube": random_cube}
 
 
-def mix(pretrained, random, alpha):
+def mix(pretrained: ArrayLike, random: ArrayLike, alpha: float) -> np.ndarray:
     """The combined rows ``unit(alpha * unit(pretrained) + (1 - alpha) * random)``.
 
     pretrained, random: [n, dim]; random rows are unit length."""
     return unit(alpha * unit(pretrained) + (1.0 - alpha) * np.asarray(random, dtype=np.float64))
 
 
-def init_stream(seed):
+def init_stream(seed: int) -> np.random.Generator:
     return np.random.default_rng((seed, _STREAM))
 
 
-def empty_table(vocab, dim):
+def empty_table(vocab: Vocab, dim: int) -> tuple[np.ndarray, None, list[str]]:
     """The starting point of a random table made without a vector file: ``([V, dim] zeros,
     None for the missing words: no file, so none is missing from it, report lines)``."""
     if len(vocab) <= len(SPECIALS):
@@ -178,7 +182,7 @@ def empty_table(vocab, dim):
     return np.zeros((len(vocab), dim), np.float64), None, report
 
 
-def softmax_table(path, vocab, opt):
+def softmax_table(path: str, vocab: Vocab, opt: argparse.Namespace) -> tuple[np.ndarray, list[str], list[str]]:
     """-init softmax: the output-layer rows [V_model, hidden] of a softmax checkpoint, aligned to
     ``vocab`` by word. Returns ``(table float64 [V, hidden], missing words, report lines)``; a
     word the model lacks gets a random unit row (-seed), made unit length with the others under
@@ -216,7 +220,7 @@ def softmax_table(path, vocab, opt):
     return table, missing, report
 
 
-def apply_init(table, opt):
+def apply_init(table: np.ndarray, opt: argparse.Namespace) -> str | None:
     """Replace the rows of ``table`` [V, dim] by ``opt.init``'s; returns the report line.
 
     random_*: every row but padding is a fresh draw (row i depends only on -seed, V and dim).
@@ -239,7 +243,7 @@ def apply_init(table, opt):
     )
 
 
-def apply_unk(table, opt):
+def apply_unk(table: np.ndarray, opt: argparse.Namespace) -> str | None:
     """Set the ``<unk>`` row as ``opt.unk_vector`` says (after :func:`apply_init`); returns the
     report line, or None where the pretrained build's own line says it all."""
     kind = opt.unk_vector
@@ -270,7 +274,7 @@ def apply_unk(table, opt):
     return f"  <unk>: a random Gaussian direction, {note} (-unk_vector random, seed {opt.seed})"
 
 
-def center(table, n_pcs=0):
+def center(table: np.ndarray, n_pcs: int = 0) -> tuple[float, float]:
     """Remove the mean word row (rows ``len(SPECIALS):``) and then the top ``n_pcs`` principal
     directions of the centred word rows from every row except padding and zero rows, in
     place. Returns ``(norm of the removed mean, fraction of the centred word rows' variance
@@ -291,7 +295,7 @@ def center(table, n_pcs=0):
     return float(np.linalg.norm(mean)), float(var[:n_pcs].sum() / var.sum()) if var.sum() > 0 else 0.0
 
 
-def transform_target(table, opt):
+def transform_target(table: ArrayLike, opt: argparse.Namespace) -> tuple[np.ndarray, list[str]]:
     """embeddings_to_torch.py's target-table steps after the pretrained build: -init, then
     -unk_vector, then -center/-center_pcs and renormalisation. Returns ``(table float64
     [V, dim], report lines)``; row PAD_ID is zero."""

@@ -15,6 +15,8 @@ of running tokens on that side of the kept training pairs, so coverage can be co
 
 import math
 from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any, Self
 
 import torch
 
@@ -28,7 +30,8 @@ RESERVED = (PAD, BOS, EOS)  # the markers' spellings: never read from text as th
 class Vocab:
     """Index <-> token mapping. Index 0 is padding, 1 ``<unk>``, 2 ``<s>``, 3 ``</s>``."""
 
-    def __init__(self, tokens, counts=None, total_tokens=0, sentences=0):
+    def __init__(self, tokens: Sequence[str], counts: Iterable[int] | None = None, total_tokens: int = 0,
+                 sentences: int = 0) -> None:
         if list(tokens[: len(SPECIALS)]) != list(SPECIALS):
             raise ValueError(f"vocabulary must start with {SPECIALS}")
         self.itos = list(tokens)
@@ -42,35 +45,35 @@ class Vocab:
         # a word of the text spelled as padding, <s> or </s> is no marker: <unk> (issue 77.22)
         self._text_ids = {**self.stoi, **dict.fromkeys(RESERVED, UNK_ID)}
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.itos)
 
-    def index(self, token):
+    def index(self, token: str) -> int:
         """The id of a token of text; <unk> for one outside the vocabulary or spelled as a marker."""
         return self._text_ids.get(token, UNK_ID)
 
-    def encode(self, tokens):
+    def encode(self, tokens: Iterable[str]) -> list[int]:
         """Tokens of text -> ids (:meth:`index`): a literal ``</s>`` in a corpus does not end the sentence."""
         ids = self._text_ids
         return [ids.get(t, UNK_ID) for t in tokens]
 
-    def decode(self, ids):
+    def decode(self, ids: Iterable[int]) -> list[str]:
         return [self.itos[i] for i in ids]
 
     @property
-    def pad_id(self):
+    def pad_id(self) -> int:
         return PAD_ID
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         return {"tokens": self.itos, "counts": self.counts, "total_tokens": self.total_tokens,
                 "sentences": self.sentences}
 
     @classmethod
-    def from_dict(cls, d):
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
         return cls(d["tokens"], d.get("counts"), d.get("total_tokens", 0), d.get("sentences", 0))
 
 
-def unigram_log_prior(vocab):
+def unigram_log_prior(vocab: Vocab) -> torch.Tensor:
     """log p_train(w) of every word of a target vocabulary, float32 [V], add-one smoothed:
     p(w) = (c(w) + 1) / (T + S + V), where c(w) is the word's training count, c(<unk>) the T
     running tokens no vocabulary word covers, c(</s>) = S (one per training sentence) and
@@ -81,7 +84,7 @@ def unigram_log_prior(vocab):
     return (_log_smoothed_counts(vocab) - math.log(total)).float()
 
 
-def word_log_frequency(vocab):
+def word_log_frequency(vocab: Vocab) -> torch.Tensor:
     """log q(w) [V] float32: each word's share of the training words, </s> not counted (-expected_counts
     sentence): q(w) = c(w) / T, c(<unk>) the running tokens no vocabulary word covers; padding, <s> and
     </s> get log 0 = -inf. Raises ValueError as :func:`unigram_log_prior` does."""
@@ -90,14 +93,14 @@ def word_log_frequency(vocab):
     return (torch.log(counts) - math.log(float(counts.sum()))).float()
 
 
-def has_word_counts(vocab):
+def has_word_counts(vocab: Vocab) -> bool:
     """Does the vocabulary carry its words' training counts? A checkpoint saved without them (its
     "tgt_counts" missing) reads as all zeros: a prior over those would give every word the same
     count and <unk> all the running tokens, so every output word would be <unk>."""
     return any(c > 0 for c in vocab.counts[len(SPECIALS):])
 
 
-def _log_smoothed_counts(vocab):
+def _log_smoothed_counts(vocab: Vocab) -> torch.Tensor:
     """log(c(w) + 1) [V] float64, c as :func:`unigram_log_prior` counts; ValueError without counts."""
     if vocab.sentences <= 0 or vocab.total_tokens <= 0 or not has_word_counts(vocab):
         raise ValueError("target vocabulary has no training counts (it was written without them, or before "
@@ -109,7 +112,7 @@ def _log_smoothed_counts(vocab):
     return torch.log(counts + 1)
 
 
-def capped_log_prior(vocab, cap):
+def capped_log_prior(vocab: Vocab, cap: int) -> torch.Tensor:
     """:func:`unigram_log_prior` made flat at and above ``cap`` training occurrences: min(0, log
     p_train(w) − log p_cap), p_cap the smoothed probability of a word seen ``cap`` times. Words seen
     ``cap`` times or more all get 0; a rarer word gets log((c(w) + 1) / (cap + 1)) < 0. With
@@ -121,7 +124,8 @@ def capped_log_prior(vocab, cap):
     return (_log_smoothed_counts(vocab) - math.log(cap + 1)).clamp_max(0).float()
 
 
-def build_vocab(counter, max_size, min_frequency=1, allowed=None):
+def build_vocab(counter: Mapping[str, int], max_size: int, min_frequency: int = 1,
+                allowed: Collection[str] | None = None) -> Vocab:
     """The ``max_size`` most frequent tokens with count >= ``min_frequency`` (specials excluded
     from the count), optionally only those in ``allowed``. Ties break alphabetically so the
     result does not depend on corpus order."""
@@ -137,16 +141,17 @@ def build_vocab(counter, max_size, min_frequency=1, allowed=None):
     return Vocab(tokens, counts, total_tokens=sum(counter.values()))
 
 
-def vocab_to_text(vocab):
+def vocab_to_text(vocab: Vocab) -> str:
     """One token per line in index order, a tab, then its count."""
     return "".join(f"{tok}\t{c}\n" for tok, c in zip(vocab.itos, vocab.counts, strict=True))
 
 
-def read_vocab_text(path):
+def read_vocab_text(path: str) -> Vocab:
     """Read a vocabulary text file (``token`` or ``token<TAB>count`` per line).
 
     Specials are added in front when missing, so a plain word list works too."""
-    tokens, counts = [], []
+    tokens: list[str] = []
+    counts: list[int] = []
     for lineno, line in read_lines(path):
         if not line.strip():
             continue
@@ -162,7 +167,8 @@ def read_vocab_text(path):
         tokens.append(parts[0])
         counts.append(count)
     rest = [(t, c) for t, c in zip(tokens, counts, strict=True) if t not in SPECIALS]
-    seen, dedup = set(), []
+    seen: set[str] = set()
+    dedup: list[tuple[str, int]] = []
     for t, c in rest:
         if t in seen:
             raise UserError(f"{path}: token {t!r} appears twice")
@@ -171,17 +177,17 @@ def read_vocab_text(path):
     return Vocab(list(SPECIALS) + [t for t, _ in dedup], [0] * len(SPECIALS) + [c for _, c in dedup])
 
 
-def data_words(vocab):
+def data_words(vocab: Vocab) -> list[str]:
     """The vocabulary's words other than bracketed tokens (<blank>, <unk>, <s>, </s> and the like)."""
     return [w for w in vocab.itos if not (w.startswith("<") and w.endswith(">"))]
 
 
-def lowercase_only(*vocabs):
+def lowercase_only(*vocabs: Vocab) -> bool:
     """Whether no data word of these vocabularies has an upper-case letter: the text was lowercased."""
     return not any(ch.isupper() for v in vocabs for w in data_words(v) for ch in w)
 
 
-def save_vocabs(prefix, src, tgt, lower, text=None):
+def save_vocabs(prefix: str, src: Vocab, tgt: Vocab, lower: bool, text: Mapping[str, Any] | None = None) -> None:
     """Write ``PREFIX.vocab.pt`` and the two text files, each atomically. ``text``: the raw text the
     data was made from (onmt_cont.text.text_record), or None."""
     from onmt_cont.utils.io import atomic_torch_save
@@ -194,7 +200,7 @@ def save_vocabs(prefix, src, tgt, lower, text=None):
     atomic_torch_save(data, prefix + ".vocab.pt")
 
 
-def load_vocabs(path):
+def load_vocabs(path: str) -> tuple[Vocab, Vocab, dict[str, Any]]:
     """Load ``PREFIX.vocab.pt`` -> ``(src Vocab, tgt Vocab, data dict)``."""
     data = load_checkpoint_data(path, "a vocabulary file written by preprocess.py")
     if not isinstance(data, dict) or "src" not in data or "tgt" not in data:
