@@ -9,7 +9,9 @@ a package's entry goes in, or up, with the commit that types it."""
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent / "onmt_cont"
+from tests import helpers
+
+ROOT = helpers.ROOT / "onmt_cont"
 PACKAGES = ("inputters", "models", "losses", "translate")
 THRESHOLDS = {"inputters": 0.80}
 
