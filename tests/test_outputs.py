@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from onmt_cont.utils.io import atomic_path, atomic_write_text
+from onmt_cont.utils.atomic import atomic_path, atomic_write_text
 from tests.helpers import sample_data, sample_table, trained
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -16,8 +16,10 @@ import time
 from collections import Counter
 
 from onmt_cont.align import SYMMETRISERS, AlignConfig, Alignment, align_corpus, format_pharaoh, read_pharaoh
+from onmt_cont.utils.atomic import atomic_write_text
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import atomic_write_text, read_lines, refuse_output_over_inputs
+from onmt_cont.utils.io import read_lines
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 from onmt_cont.utils.progress import summary, write
 
 # Options that only make sense when we train the aligner ourselves.

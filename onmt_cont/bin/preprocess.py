@@ -31,8 +31,10 @@ from onmt_cont.inputters.vocab import RESERVED, Vocab, build_vocab, lowercase_on
 from onmt_cont.text import check_cut_with, read_spm, text_record
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import pid_alive, read_lines, refuse_output_over_inputs
+from onmt_cont.utils.io import read_lines
 from onmt_cont.utils.locks import prefix_lock
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
+from onmt_cont.utils.process import pid_alive
 from onmt_cont.utils.progress import progress, summary
 
 

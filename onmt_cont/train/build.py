@@ -20,7 +20,7 @@ from onmt_cont.train.optim import make_optimizer
 from onmt_cont.train.step import SequenceUnlikelihood, Trainer, TrainingForward
 from onmt_cont.utils.amp import avoid_per_shape_attention, fast_bf16_cpu, require_autocast
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import load_checkpoint_data
+from onmt_cont.utils.loading import load_checkpoint_data
 
 
 def load_table(path: str, tgt_vocab: Vocab) -> torch.Tensor:

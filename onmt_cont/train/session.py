@@ -24,8 +24,8 @@ from onmt_cont.train.optim import learning_rate, set_learning_rate
 from onmt_cont.train.step import TrainingForward
 from onmt_cont.train.stopping import fresh_stopping, is_better, track_validation
 from onmt_cont.train.validate import VALID_SCALARS, ValidBleu
+from onmt_cont.utils.atomic import atomic_link
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import atomic_link
 from onmt_cont.utils.signals import signals_deferred
 
 
