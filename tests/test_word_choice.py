@@ -1170,7 +1170,7 @@ def test_quality_report_unfinished_decode_is_a_clear_error(tmp_path, capsys):
 def test_lazy_entries_keep_value_and_state(fused):
     """After a step in which only entry 0 has a gradient, the other entries have the value and the Adam state
     they had (dense Adam moves them on their momentum and decays it); entry 0 moves as dense Adam moves it."""
-    from onmt_cont.train.step import LazyEntries
+    from onmt_cont.train.optim import LazyEntries
 
     def run(lazy):
         p = torch.nn.Parameter(torch.zeros(4))
