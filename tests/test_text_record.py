@@ -12,7 +12,7 @@ import torch
 
 import onmt_cont
 from onmt_cont.bin import preprocess, train
-from onmt_cont.text import TextPipeline
+from onmt_cont.text.pipeline import TextPipeline
 from onmt_cont.utils.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -28,7 +28,8 @@ from onmt_cont.inputters.corpus import (
     write_manifest,
 )
 from onmt_cont.inputters.vocab import RESERVED, Vocab, build_vocab, lowercase_only, read_vocab_text, save_vocabs
-from onmt_cont.text import check_cut_with, read_spm, text_record
+from onmt_cont.text.record import text_record
+from onmt_cont.text.subwords import check_cut_with, read_spm
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import read_lines

@@ -185,7 +185,7 @@ def lowercase_only(*vocabs):
 
 def save_vocabs(prefix, src, tgt, lower, text=None):
     """Write ``PREFIX.vocab.pt`` and the two text files, each atomically. ``text``: the raw text the
-    data was made from (onmt_cont.text.text_record), or None."""
+    data was made from (onmt_cont.text.record.text_record), or None."""
     from onmt_cont.utils.atomic import atomic_torch_save
 
     data = {"format_version": FORMAT_VERSION, "src": src.to_dict(), "tgt": tgt.to_dict(), "lower": lower}
