@@ -14,7 +14,8 @@ from test_transformer import TRANSFORMER
 from onmt_cont.bin import preprocess, translate
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
-from onmt_cont.models.transformer import DecoderLayer, EncoderLayer, TransformerEncoder
+from onmt_cont.models.transformer import TransformerEncoder
+from onmt_cont.models.transformer_layers import DecoderLayer, EncoderLayer
 from onmt_cont.train.optim import learning_rate
 
 
