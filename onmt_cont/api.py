@@ -21,7 +21,9 @@ import warnings
 
 import torch
 
-from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm
+from onmt_cont.text.pipeline import TextPipeline
+from onmt_cont.text.record import checked_codes, checked_spm
+from onmt_cont.text.subwords import CodesText
 from onmt_cont.translate.config import DecodingConfig, build_translator
 from onmt_cont.translate.report import reference_mismatch
 from onmt_cont.translate.unk import remove_bpe

@@ -282,7 +282,7 @@ def _check_scalar(value, where):
 
 def save_config(args, path):
     """Write the effective options as YAML (``-save_config``), atomically."""
-    from onmt_cont.utils.io import atomic_write_text
+    from onmt_cont.utils.atomic import atomic_write_text
 
     # unset options are left out, so the file can be reused with them given on the command line
     data = {k: v for k, v in sorted(vars(args).items()) if k not in ("config", "save_config") and v is not None}

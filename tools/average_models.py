@@ -27,8 +27,9 @@ from onmt_cont.models.checkpoint import (
     model_from_checkpoint,
 )
 from onmt_cont.train.resume import MODEL_OPTS
+from onmt_cont.utils.atomic import atomic_torch_save
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import Prefix, atomic_torch_save, refuse_output_over_inputs
+from onmt_cont.utils.overwrite import Prefix, refuse_output_over_inputs
 
 
 def last_epochs(prefix, n):

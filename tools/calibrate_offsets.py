@@ -36,7 +36,8 @@ from onmt_cont.translate.checks import check_decoding_options, search_defaults
 from onmt_cont.translate.translator import Translator
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import check_readable, read_lines, refuse_output_over_inputs
+from onmt_cont.utils.io import check_readable, read_lines
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 from onmt_cont.utils.threads import add_threads_arg, apply_threads
 from onmt_cont.utils.writable import check_writable_folder
 

@@ -27,7 +27,7 @@ import torch
 from onmt_cont.constants import SPECIALS, UNK_ID
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import load_checkpoint_data
+from onmt_cont.utils.loading import load_checkpoint_data
 
 
 def k_occurrence(units, k, chunk=1024):

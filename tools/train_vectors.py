@@ -19,8 +19,10 @@ from collections import Counter
 
 from onmt_cont.inputters.embeddings import MAX_DIM
 from onmt_cont.utils import numbers
+from onmt_cont.utils.atomic import atomic_path
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import atomic_path, read_lines, refuse_output_over_inputs
+from onmt_cont.utils.io import read_lines
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 
 MAX_EPOCHS = 10_000
 

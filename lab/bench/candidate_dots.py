@@ -1,5 +1,5 @@
 """Forward + backward time of the contrastive losses' per-token candidate products
-(losses.negatives.candidate_dots: gold_nn / ann / prefix candidates), against gathering the [N, C, m]
+(losses.token_dots.candidate_dots: gold_nn / ann / prefix candidates), against gathering the [N, C, m]
 rows and multiplying, and against the implementation it replaced (the same gather, a few MB of
 rows at a time, gathered again in the backward), with a frozen and with a trained table
 (-train_table). All are timed in turns in one run; each ratio is the median of candidate_dots over
@@ -16,7 +16,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from onmt_cont.losses.negatives import _TokenDots, table_gradient
+from onmt_cont.losses.token_dots import _TokenDots, table_gradient
 
 CHUNK_BYTES = 4 << 20  # the former implementation's rows at a time
 

@@ -39,7 +39,9 @@ from onmt_cont.losses.contrastive import (
     build_negatives,
     unique_shared,
 )
-from onmt_cont.losses.negatives import EXPECTED_COUNTS, candidate_dots, candidate_ids, invalid
+from onmt_cont.losses.expected_counts import EXPECTED_COUNTS
+from onmt_cont.losses.negatives import candidate_ids, invalid
+from onmt_cont.losses.token_dots import candidate_dots
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.train.step import TrainingForward
 

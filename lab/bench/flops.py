@@ -26,6 +26,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from lab.bench.benchlib import synthetic_prior
 from onmt_cont.losses import build_loss, contrastive, negatives
+from onmt_cont.losses.token_dots import _TokenDots
 from onmt_cont.models import generators
 from onmt_cont.models.model import architecture, build_model
 
@@ -94,7 +95,7 @@ def _meta_sampling():
 
     with (
         mock.patch.object(contrastive, "unique_shared", unique_shared),
-        mock.patch.object(negatives._TokenDots, "apply", token_dots),
+        mock.patch.object(_TokenDots, "apply", token_dots),
         mock.patch.object(generators, "sample_candidates", candidates),
         mock.patch.object(negatives, "table_neighbours", neighbours),
         mock.patch.object(negatives, "PredictionIndex", PredictionIndex),

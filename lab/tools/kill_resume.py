@@ -31,7 +31,7 @@ import torch
 from lab import ROOT, open_text
 from onmt_cont.models.checkpoint import load_checkpoint, newest_checkpoint
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import refuse_output_over_inputs
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 
 WORK_MARKER = ".kill_resume"  # in -out: a folder this tool made, which a new run may empty
 

@@ -16,7 +16,7 @@ import sys
 
 from lab import log_path, open_text
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import refuse_output_over_inputs
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 
 TESTS = ["test_2016_flickr", "test_2017_flickr"]
 BINS = ["0", "1", "2", "3", "4", "5-9", "10-99", "100-999", "1000+"]

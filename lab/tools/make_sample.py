@@ -19,7 +19,7 @@ import os
 from mosestokenizer import MosesTokenizer
 
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import refuse_output_over_inputs
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 
 SPLITS = (("train", "train", 3000), ("valid", "val", 200), ("test", "test_2016_flickr", 200))
 

@@ -29,8 +29,10 @@ import sys
 from collections import Counter
 
 from onmt_cont.translate.calibration import FREQ_BINS
+from onmt_cont.utils.atomic import atomic_write_text
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import atomic_write_text, read_lines, refuse_output_over_inputs
+from onmt_cont.utils.io import read_lines
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 
 BINS = [("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4", 4, 4), ("5-9", 5, 9), ("10-99", 10, 99),
         ("100-999", 100, 999), ("1000+", 1000, float("inf"))]

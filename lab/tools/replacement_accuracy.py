@@ -26,8 +26,10 @@ from onmt_cont.translate.unk import (
     replace_unk,
     source_word_at,
 )
+from onmt_cont.utils.atomic import atomic_write_text
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import atomic_write_text, read_lines, refuse_output_over_inputs
+from onmt_cont.utils.io import read_lines
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 from onmt_cont.utils.threads import apply_threads
 
 

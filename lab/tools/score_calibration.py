@@ -30,8 +30,9 @@ from onmt_cont.inputters.corpus import data_files, load_shard, shard_paths
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.translate.calibration import FREQ_BINS, word_bins
 from onmt_cont.utils import numbers
+from onmt_cont.utils.atomic import atomic_torch_save
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import atomic_torch_save, refuse_output_over_inputs
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 from onmt_cont.utils.threads import add_threads_arg, apply_threads
 
 

@@ -16,8 +16,10 @@ import argparse
 import sys
 
 from onmt_cont.inputters.batching import FINAL_PUNCT
+from onmt_cont.utils.atomic import atomic_write_text
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import atomic_write_text, read_lines, refuse_output_over_inputs
+from onmt_cont.utils.io import read_lines
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 
 
 def strip(words):

@@ -32,7 +32,8 @@ import statistics
 
 from lab import log_path
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import read_lines, refuse_output_over_inputs
+from onmt_cont.utils.io import read_lines
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 
 STAMP = re.compile(r"^\[(\d\d):(\d\d):(\d\d)\] (.*)$")
 VALID = re.compile(r"validation at step \d+: .*greedy BLEU ([\d.]+)")

@@ -15,9 +15,14 @@ import os
 import time
 from collections import Counter
 
-from onmt_cont.align import SYMMETRISERS, AlignConfig, Alignment, align_corpus, format_pharaoh, read_pharaoh
+from onmt_cont.align import Alignment
+from onmt_cont.align.fast_align import AlignConfig, align_corpus
+from onmt_cont.align.pharaoh import format_pharaoh, read_pharaoh
+from onmt_cont.align.symmetrise import SYMMETRISERS
+from onmt_cont.utils.atomic import atomic_write_text
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import atomic_write_text, read_lines, refuse_output_over_inputs
+from onmt_cont.utils.io import read_lines
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 from onmt_cont.utils.progress import summary, write
 
 # Options that only make sense when we train the aligner ourselves.

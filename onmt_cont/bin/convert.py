@@ -17,7 +17,7 @@ import sys
 from onmt_cont.export.ct2 import QUANTIZATIONS, convert
 from onmt_cont.models.transformer import parse_alignment_layer
 from onmt_cont.utils.errors import cli_main
-from onmt_cont.utils.io import refuse_output_over_inputs
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 
 
 def build_parser():

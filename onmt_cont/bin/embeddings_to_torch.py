@@ -28,8 +28,9 @@ from onmt_cont.inputters.tables import (
 )
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.utils import numbers
+from onmt_cont.utils.atomic import atomic_path, torch_save_to
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import Prefix, atomic_path, refuse_output_over_inputs, torch_save_to
+from onmt_cont.utils.overwrite import Prefix, refuse_output_over_inputs
 from onmt_cont.utils.progress import summary
 
 ROWS_HELP = """\

@@ -7,33 +7,33 @@ Reads the training corpus twice, streaming: once to count words for the vocabula
 
 import contextlib
 import os
-import re
-import shutil
-import sys
-import tempfile
 import time
-from collections import Counter
-
-import numpy as np
 
 from onmt_cont import opts
 from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.corpus import (
     check_parallel,
     data_files,
-    iter_parallel,
     manifest_path,
     save_shard,
     vocab_fingerprint,
     write_manifest,
 )
-from onmt_cont.inputters.vocab import RESERVED, Vocab, build_vocab, lowercase_only, read_vocab_text, save_vocabs
-from onmt_cont.text import check_cut_with, read_spm, text_record
+from onmt_cont.inputters.preprocessing import (
+    count_corpus,
+    kept_ids,
+    remove_dead_work_folders,
+    remove_stale_shards,
+    write_train_shards,
+)
+from onmt_cont.inputters.vocab import Vocab, build_vocab, lowercase_only, read_vocab_text, save_vocabs
+from onmt_cont.text.record import text_record
+from onmt_cont.text.subwords import check_cut_with, read_spm
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import pid_alive, read_lines, refuse_output_over_inputs
 from onmt_cont.utils.locks import prefix_lock
-from onmt_cont.utils.progress import progress, summary
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
+from onmt_cont.utils.progress import summary
 
 
 def build_parser():
@@ -76,129 +76,6 @@ def build_parser():
     g.add_argument("-src_seq_length", type=int, default=100, help="drop pairs whose source is longer")
     g.add_argument("-tgt_seq_length", type=int, default=100, help="drop pairs whose target is longer")
     return p
-
-
-def _keep(src, tgt, opt, stats):
-    if not src or not tgt:
-        stats["empty"] += 1
-        return False
-    if len(src) > opt.src_seq_length or len(tgt) > opt.tgt_seq_length:
-        stats["too_long"] += 1
-        return False
-    return True
-
-
-def count_corpus(src_path, tgt_path, opt, total=None):
-    """One pass: token counts of the kept pairs and filtering statistics (``total``: the number of
-    lines, for the progress bar)."""
-    stats = Counter()
-    src_counts, tgt_counts = Counter(), Counter()
-    pairs = progress(iter_parallel(src_path, tgt_path, opt.lower), f"counting {src_path}", total, "pairs")
-    for _, src, tgt in pairs:
-        stats["read"] += 1
-        if _keep(src, tgt, opt, stats):
-            stats["kept"] += 1
-            src_counts.update(src)
-            tgt_counts.update(tgt)
-    for path, counts in ((src_path, src_counts), (tgt_path, tgt_counts)):
-        found = {t: counts[t] for t in RESERVED if counts[t]}
-        if found:
-            first = _first_line_with(path, found, opt.lower)
-            print(f"warning: {path}: {', '.join(f'{n:,} {t}' for t, n in found.items())} in the text (first at line "
-                  f"{first}): spelled as the start, end and padding markers, they are read as <unk>, not as markers",
-                  file=sys.stderr)
-    return src_counts, tgt_counts, stats
-
-
-def _first_line_with(path, tokens, lower):
-    for lineno, line in read_lines(path):
-        if any(t in tokens for t in (line.lower() if lower else line).split()):
-            return lineno
-    return "?"
-
-
-def _kept_ids(src_path, tgt_path, opt, src_vocab, tgt_vocab, total=None, text=None):
-    """Yield the ids of the kept pairs; append each kept target line to ``text`` when given."""
-    stats = Counter()
-    pairs = progress(iter_parallel(src_path, tgt_path, opt.lower), f"writing {src_path}", total, "pairs")
-    for _, src, tgt in pairs:
-        if _keep(src, tgt, opt, stats):
-            if text is not None:
-                text.append(" ".join(tgt))
-            yield src_vocab.encode(src), tgt_vocab.encode(tgt)
-
-
-def write_train_shards(opt, src_vocab, tgt_vocab, n_kept, written, flush_every=100_000, n_lines=None):
-    """Write PREFIX.train.N.pt; with -shuffle every pair goes to a random position of a
-    permutation, via one temporary bucket file per shard, so memory stays bounded by one shard
-    (plus ``flush_every`` buffered pairs); only one bucket file is open at a time, so thousands
-    of shards do not run into the open-files limit."""
-    size = opt.shard_size
-    n_shards = max(1, -(-n_kept // size))
-    fingerprint = vocab_fingerprint(src_vocab, tgt_vocab)
-    examples = _kept_ids(opt.train_src, opt.train_tgt, opt, src_vocab, tgt_vocab, n_lines)
-    if not opt.shuffle:
-        shard, index = [], 0
-        for ex in examples:
-            shard.append(ex)
-            if len(shard) == size:
-                written.append(f"{opt.save_data}.train.{index}.pt")
-                save_shard(written[-1], shard, fingerprint=fingerprint)
-                shard, index = [], index + 1
-        if shard or index == 0:
-            written.append(f"{opt.save_data}.train.{index}.pt")
-            save_shard(written[-1], shard, fingerprint=fingerprint)
-        return n_shards
-    perm = np.random.default_rng(opt.seed).permutation(n_kept)
-    tmpdir = tempfile.mkdtemp(prefix=f".preprocess-{os.getpid()}-",
-                              dir=os.path.dirname(os.path.abspath(opt.save_data)))
-    buffers = [[] for _ in range(n_shards)]
-
-    def flush():
-        for i, rows in enumerate(buffers):
-            if rows:
-                path = os.path.join(tmpdir, f"{i}.txt")
-                try:
-                    with open(path, "a") as f:
-                        f.writelines(rows)
-                except OSError as exc:  # a full disk: name the file, no traceback (the caller removes the shards)
-                    raise UserError(f"cannot write {path}: {(exc.strerror or str(exc)).lower()}") from None
-                rows.clear()
-
-    try:
-        for k, (s, t) in enumerate(examples):
-            pos = int(perm[k])
-            buffers[pos // size].append(f"{pos}\t{' '.join(map(str, s))}\t{' '.join(map(str, t))}\n")
-            if (k + 1) % max(size, flush_every) == 0:
-                flush()
-        flush()
-        for i in range(n_shards):
-            with open(os.path.join(tmpdir, f"{i}.txt")) as f:
-                rows = sorted((line.rstrip("\n").split("\t") for line in f), key=lambda r: int(r[0]))
-            shard = [([int(x) for x in r[1].split()], [int(x) for x in r[2].split()]) for r in rows]
-            written.append(f"{opt.save_data}.train.{i}.pt")
-            save_shard(written[-1], shard, fingerprint=fingerprint)
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
-    return n_shards
-
-
-def _remove_dead_work_folders(folder):
-    """-shuffle's bucket folders (.preprocess-PID-XXXX) whose run is gone (SIGKILLed: nothing removed
-    them; one held a full copy of the corpus)."""
-    for name in os.listdir(folder):
-        m = re.match(r"\.preprocess-(\d+)-", name)
-        path = os.path.join(folder, name)
-        if m and not pid_alive(int(m.group(1))) and os.path.isdir(path) and not os.path.islink(path):
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def _remove_stale_shards(prefix, n_shards):
-    """A previous run with more shards would leave PREFIX.train.K.pt (K >= n) to be picked up by train.py."""
-    k = n_shards
-    while os.path.exists(f"{prefix}.train.{k}.pt"):
-        os.remove(f"{prefix}.train.{k}.pt")
-        k += 1
 
 
 def _coverage(counts, vocab):
@@ -326,13 +203,13 @@ def main(argv=None):
         # the shards it rewrote no longer match that list, and train.py refuses the mix
         if text is not None:  # lowercased here, or before (no word of either side has an upper-case letter)
             text["lower"] = bool(opt.lower) or lowercase_only(src_vocab, tgt_vocab)
-        _remove_dead_work_folders(out_dir)
+        remove_dead_work_folders(out_dir)
         written = []  # two runs on one prefix would replace each other's files: the lock refuses the second
         try:
             n_shards = write_train_shards(opt, src_vocab, tgt_vocab, stats["kept"], written, n_lines=n_train)
             written.append(f"{opt.save_data}.valid.0.pt")
             valid_text = []
-            valid = list(_kept_ids(opt.valid_src, opt.valid_tgt, opt, src_vocab, tgt_vocab, n_valid, valid_text))
+            valid = list(kept_ids(opt.valid_src, opt.valid_tgt, opt, src_vocab, tgt_vocab, n_valid, valid_text))
             save_shard(written[-1], valid, valid_text, vocab_fingerprint(src_vocab, tgt_vocab))
             written += [f"{opt.save_data}.vocab.{x}" for x in ("src.txt", "tgt.txt", "pt")]
             save_vocabs(opt.save_data, src_vocab, tgt_vocab, opt.lower, text)
@@ -343,7 +220,7 @@ def main(argv=None):
                 if os.path.exists(path):
                     os.remove(path)
             raise
-        _remove_stale_shards(opt.save_data, n_shards)
+        remove_stale_shards(opt.save_data, n_shards)
 
     print(
         f"train: {stats['read']} pairs read, {stats['kept']} kept, dropped: {stats['empty']} with an empty side, "

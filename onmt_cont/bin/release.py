@@ -12,8 +12,9 @@ import argparse
 import os
 
 from onmt_cont.models.checkpoint import load_checkpoint
+from onmt_cont.utils.atomic import atomic_torch_save
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.io import atomic_torch_save, refuse_output_over_inputs
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 
 # what a release keeps of a checkpoint; the rest (optimiser, random states, raw parameters, loss scaler)
 # serves only a resumed training

@@ -2,7 +2,7 @@
 
     onmt_cont_server -config conf.json [-host 127.0.0.1] [-port 5000] [-url_root /translator]
 
-The configuration file (onmt_cont/serve/models.py) names the models by id; each keeps its decoding
+The configuration file (onmt_cont/serve/config.py) names the models by id; each keeps its decoding
 options and raw-text preprocessing (its checkpoint's record, or "opt"). Requests that arrive together
 are translated as one batch. The server listens on 127.0.0.1 unless -host says otherwise, and on
 SIGTERM or Ctrl-C it stops taking requests, answers those in flight, and exits with status 0."""
@@ -48,7 +48,7 @@ def main(argv=None):
     from waitress.server import create_server
 
     from onmt_cont.serve.app import MAX_BODY, create_app
-    from onmt_cont.serve.models import read_config
+    from onmt_cont.serve.config import read_config
 
     if not 0 <= opt.port <= 65535 or opt.workers < 1 or not opt.request_timeout > 0 or opt.connection_limit < 1 \
             or not opt.connection_timeout > 0:

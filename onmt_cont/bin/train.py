@@ -8,7 +8,7 @@ from onmt_cont.inputters.corpus import data_files
 from onmt_cont.train import train
 from onmt_cont.train.options import build_parser
 from onmt_cont.utils.errors import cli_main
-from onmt_cont.utils.io import Prefix, refuse_output_over_inputs
+from onmt_cont.utils.overwrite import Prefix, refuse_output_over_inputs
 
 # The checkpoints of -save_model PREFIX (PREFIX + these)
 CHECKPOINT_FILES = r"_(step_\d+|epoch_\d+|best|last)\.pt"

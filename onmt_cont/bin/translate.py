@@ -33,22 +33,19 @@ import torch
 from onmt_cont import opts
 from onmt_cont.inputters.corpus import count_lines
 from onmt_cont.inputters.vocab import lowercase_only
-from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm, describe_record
+from onmt_cont.text.pipeline import TextPipeline
+from onmt_cont.text.record import checked_codes, checked_spm, describe_record
+from onmt_cont.text.subwords import CodesText
 from onmt_cont.translate.config import FLAG_NAMES, DecodingConfig, build_translator
 from onmt_cont.translate.options import build_parser
 from onmt_cont.translate.report import attention_table, reference_mismatch, unsegmented
 from onmt_cont.translate.unk import remove_bpe
+from onmt_cont.utils.atomic import atomic_path, remove_stale_temps
 from onmt_cont.utils.device import resolve_device
 from onmt_cont.utils.errors import UserError, cli_main, printable
-from onmt_cont.utils.io import (
-    atomic_path,
-    check_readable,
-    decode_line,
-    read_lines,
-    refuse_output_over_inputs,
-    remove_stale_temps,
-)
+from onmt_cont.utils.io import check_readable, decode_line, read_lines
 from onmt_cont.utils.memory import keep_freed_memory
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 from onmt_cont.utils.progress import progress
 from onmt_cont.utils.signals import Stopped, sigterm_stops
 from onmt_cont.utils.threads import apply_threads

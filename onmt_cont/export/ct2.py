@@ -31,7 +31,7 @@ import torch
 from onmt_cont.constants import PAD_ID
 from onmt_cont.export.readme import SUBWORD_FILES, readme, subword_files
 from onmt_cont.models.transformer import TransformerDecoder, TransformerEncoder
-from onmt_cont.text import checked_codes, checked_spm
+from onmt_cont.text.record import checked_codes, checked_spm
 from onmt_cont.translate.ct2 import CONFIG_NAME, POSITIONS, _ctranslate2, _sha256
 from onmt_cont.translate.search import BANNED
 from onmt_cont.translate.translator import Translator

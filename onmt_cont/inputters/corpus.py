@@ -25,16 +25,11 @@ import torch
 
 from onmt_cont.constants import FORMAT_VERSION
 from onmt_cont.inputters.vocab import Vocab
+from onmt_cont.utils.atomic import atomic_torch_save, atomic_write_text
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import (
-    Prefix,
-    atomic_torch_save,
-    atomic_write_text,
-    check_readable,
-    check_regular_file,
-    load_checkpoint_data,
-    read_lines,
-)
+from onmt_cont.utils.io import check_readable, check_regular_file, read_lines
+from onmt_cont.utils.loading import load_checkpoint_data
+from onmt_cont.utils.overwrite import Prefix
 
 # one sentence pair of a shard: (src LongTensor [src_len], tgt LongTensor [tgt_len]), no <s>/</s>
 Example = tuple[torch.Tensor, torch.Tensor]
@@ -166,12 +161,13 @@ def check_shard(path: str, data: Mapping[str, Any], src_vocab: Vocab, tgt_vocab:
     return True
 
 
-# The files of preprocess.py -save_data PREFIX (PREFIX + these), as utils.io.Prefix patterns
+# The files of preprocess.py -save_data PREFIX (PREFIX + these), as utils.overwrite.Prefix patterns
 DATA_FILES = r"\.(vocab\.(pt|src\.txt|tgt\.txt)|(train|valid)\.\d+\.pt|shards\.json)"
 
 
 def data_files(prefix: str) -> Prefix:
-    """preprocess.py's files of -save_data ``prefix``, for :func:`~onmt_cont.utils.io.refuse_output_over_inputs`."""
+    """preprocess.py's files of -save_data ``prefix``, for
+    :func:`~onmt_cont.utils.overwrite.refuse_output_over_inputs`."""
     return Prefix(prefix, DATA_FILES)
 
 

@@ -22,7 +22,7 @@ from onmt_cont.constants import PAD_ID, SPECIALS, UNK_ID
 from onmt_cont.inputters.embeddings import MAX_DIM
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import load_checkpoint_data
+from onmt_cont.utils.loading import load_checkpoint_data
 
 INITS = ("pretrained", "random_sphere", "random_cube", "mixed", "softmax")
 UNK_VECTORS = ("average", "random", "zero", "vocab_mean")

@@ -21,8 +21,10 @@ from typing import Any, Self
 import torch
 
 from onmt_cont.constants import BOS, EOS, EOS_ID, FORMAT_VERSION, PAD, PAD_ID, SPECIALS, UNK_ID
+from onmt_cont.utils.atomic import atomic_write_text
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import atomic_write_text, load_checkpoint_data, read_lines
+from onmt_cont.utils.io import read_lines
+from onmt_cont.utils.loading import load_checkpoint_data
 
 RESERVED = (PAD, BOS, EOS)  # the markers' spellings: never read from text as themselves
 
@@ -189,8 +191,8 @@ def lowercase_only(*vocabs: Vocab) -> bool:
 
 def save_vocabs(prefix: str, src: Vocab, tgt: Vocab, lower: bool, text: Mapping[str, Any] | None = None) -> None:
     """Write ``PREFIX.vocab.pt`` and the two text files, each atomically. ``text``: the raw text the
-    data was made from (onmt_cont.text.text_record), or None."""
-    from onmt_cont.utils.io import atomic_torch_save
+    data was made from (onmt_cont.text.record.text_record), or None."""
+    from onmt_cont.utils.atomic import atomic_torch_save
 
     data = {"format_version": FORMAT_VERSION, "src": src.to_dict(), "tgt": tgt.to_dict(), "lower": lower}
     if text is not None:

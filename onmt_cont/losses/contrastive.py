@@ -22,16 +22,10 @@ import torch
 import torch.nn.functional as F
 
 from onmt_cont.losses.continuous import VMF_OPTIONS, nll_vmf, vmf_options
-from onmt_cont.losses.negatives import (
-    PREFIX_WINDOW,
-    Negatives,
-    candidate_dots,
-    candidate_ids,
-    invalid,
-    parse_sources,
-)
+from onmt_cont.losses.negatives import PREFIX_WINDOW, Negatives, candidate_ids, invalid, parse_sources
 from onmt_cont.losses.shared_block import shared_logsumexp
 from onmt_cont.losses.spec import Loss
+from onmt_cont.losses.token_dots import candidate_dots
 from onmt_cont.opts import upgrade
 from onmt_cont.outputs import BiasedVector
 from onmt_cont.utils.amp import outside_autocast

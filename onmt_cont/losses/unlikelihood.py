@@ -23,9 +23,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from onmt_cont.constants import BOS_ID, PAD_ID
+from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
 from onmt_cont.losses import LOSSES
-from onmt_cont.outputs import BiasedVector, ReWEOutput, logits_of, prediction
+from onmt_cont.outputs import BiasedVector, HiddenLogits, ReWEOutput, logits_of, prediction
 
 # -seq_unlikelihood_ngram's default: repeated 3-grams are common in a greedy model's loops and rare in
 # the references; 2-grams would also push down correct repeats, 4-grams would see fewer loops.
@@ -80,3 +80,72 @@ def unlikelihood(logits, words):
     others = logits.scatter(1, words.unsqueeze(1), float("-inf"))
     large = torch.logsumexp(logits, 1) - torch.logsumexp(others, 1)
     return torch.where(logp < LOG_HALF, small, large)
+
+
+def _rows(output, rows):
+    """A generator output (a tensor, BiasedVector or ReWEOutput over N positions) at ``rows``."""
+    if isinstance(output, BiasedVector):
+        return BiasedVector(output.vector[rows], output.bias)
+    if isinstance(output, ReWEOutput):
+        return ReWEOutput(_rows(output.logits, rows), output.embedding[rows])
+    if isinstance(output, HiddenLogits):
+        return HiddenLogits(output.hidden[rows], output.weight, output.bias)
+    return output[rows]
+
+
+def _pad_to(tgt, length):
+    return F.pad(tgt, (0, length - tgt.size(1)), value=PAD_ID)
+
+
+class SequenceUnlikelihood:
+    """train.py -seq_unlikelihood (:mod:`onmt_cont.losses.unlikelihood`): on every ``every``-th
+    step the model decodes the batch's sources greedily (evaluation mode, no gradient, translate.py's
+    default length limit), and the step's forward runs on the batch's targets and those decodes
+    together, one batch of twice the sentences, so that a distributed run has one forward per step as
+    before. The decodes' tokens in a repeated ``ngram``-gram add ``alpha`` · −log(1 − p) to the loss
+    sum, which is normalised by the batch's target tokens like the token-level loss.
+
+    ``search(model, src, src_lengths)`` -> the greedy decodes (lists of ids): the trainer's
+    :func:`~onmt_cont.train.step.greedy_decodes`, passed in because greedy search (translate/) sits
+    above the losses in the package's layers."""
+
+    def __init__(self, alpha, ngram, every, loss, temperature=1.0, *, search):
+        self.alpha, self.ngram, self.every = alpha, ngram, every
+        self.loss, self.temperature, self.search = loss, temperature, search
+
+    def applies(self, step):
+        return step % self.every == 0
+
+    @torch.no_grad()
+    def decode(self, model, batch):
+        """-> (the batch with the decodes as extra sentences: <s> ŷ </s>, flags [B, T2 − 1] of the
+        decodes' target positions in a repeated n-gram, the number of decoded tokens)."""
+        seqs = self.search(model, batch["src"], batch["src_lengths"])
+        flags = repeated_ngrams(seqs, self.ngram)
+        width = max(len(q) for q in seqs) + 2
+        tgt2 = torch.full((len(seqs), width), PAD_ID, dtype=torch.long)
+        flag2 = torch.zeros(len(seqs), width - 1, dtype=torch.bool)
+        for b, (q, f) in enumerate(zip(seqs, flags, strict=True)):
+            tgt2[b, 0] = BOS_ID
+            tgt2[b, 1 : len(q) + 1] = torch.tensor(q, dtype=torch.long)
+            tgt2[b, len(q) + 1] = EOS_ID
+            flag2[b, : len(q)] = torch.tensor(f, dtype=torch.bool)
+        tgt1 = batch["tgt"]
+        length = max(tgt1.size(1), width)
+        joined = {**batch, "src": torch.cat([batch["src"], batch["src"]]),
+                  "src_lengths": torch.cat([batch["src_lengths"], batch["src_lengths"]]),
+                  "tgt": torch.cat([_pad_to(tgt1, length), _pad_to(tgt2.to(tgt1.device), length)])}
+        return joined, flag2.to(tgt1.device), sum(len(q) for q in seqs)
+
+    def split(self, gen, output, gold, tgt, flags):
+        """The joined forward's output -> (the batch's own output and gold, the unlikelihood sum
+        [] over the flagged tokens of the decodes, their count)."""
+        n1 = int((tgt[: tgt.size(0) // 2, 1:] != PAD_ID).sum())
+        decoded = tgt[tgt.size(0) // 2 :, 1:]
+        flagged = flags[decoded[:, : flags.size(1)] != PAD_ID]  # positions beyond flags' width are padding
+        rows = n1 + flagged.nonzero().squeeze(1)
+        own = _rows(output, slice(0, n1)), gold[:n1]
+        if rows.numel() == 0:
+            return own, gold.new_zeros((), dtype=torch.float32), 0
+        logits = word_logits(gen, _rows(output, rows), self.loss, self.temperature)
+        return own, unlikelihood(logits, gold[rows]).sum(), rows.numel()

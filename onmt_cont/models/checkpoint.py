@@ -30,8 +30,9 @@ from onmt_cont.constants import FORMAT_VERSION
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.models.model import build_model
 from onmt_cont.opts import upgrade
+from onmt_cont.utils.atomic import atomic_torch_save
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import atomic_torch_save, load_checkpoint_data
+from onmt_cont.utils.loading import load_checkpoint_data
 
 
 def rng_state(device=None):

@@ -12,15 +12,16 @@ import torch
 from onmt_cont import distributed
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.losses import build_loss
+from onmt_cont.losses.unlikelihood import SequenceUnlikelihood
 from onmt_cont.models.generators import ReWEGenerator, SoftmaxGenerator
 from onmt_cont.models.model import architecture, build_model
 from onmt_cont.opts import upgrade
 from onmt_cont.train.average import ParameterAverage
 from onmt_cont.train.optim import make_optimizer
-from onmt_cont.train.step import SequenceUnlikelihood, Trainer, TrainingForward
+from onmt_cont.train.step import Trainer, TrainingForward, greedy_decodes
 from onmt_cont.utils.amp import avoid_per_shape_attention, fast_bf16_cpu, require_autocast
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import load_checkpoint_data
+from onmt_cont.utils.loading import load_checkpoint_data
 
 
 def load_table(path: str, tgt_vocab: Vocab) -> torch.Tensor:
@@ -111,7 +112,7 @@ def build(opt: Namespace, src_size: int, tgt_size: int, table: torch.Tensor | No
         unused = opt.rewe_lambda == 0
         forward = distributed.wrap(forward, device, find_unused_parameters=unused)
     seq_ul = SequenceUnlikelihood(opt.seq_unlikelihood, opt.seq_unlikelihood_ngram, opt.seq_unlikelihood_every,
-                                  opt.loss, opt.temperature) if opt.seq_unlikelihood else None
+                                  opt.loss, opt.temperature, search=greedy_decodes) if opt.seq_unlikelihood else None
     lazy = [model.generator.bias] if opt.word_bias_update == "lazy" else None
     trainer = Trainer(model, loss_fn, optimizer, opt.max_grad_norm, forward, ctx, amp,
                       measure_every=opt.report_every, seq_unlikelihood=seq_ul, lazy=lazy,

@@ -1,4 +1,4 @@
-"""The optimiser and the learning-rate schedule."""
+"""The optimiser, the learning-rate schedule and lazily updated parameters."""
 
 
 from argparse import Namespace
@@ -46,3 +46,34 @@ def set_learning_rate(optimizer: torch.optim.Optimizer, lr: float) -> None:
     """Set every parameter group's rate: ``lr`` times the group's lr_scale."""
     for group in optimizer.param_groups:
         group["lr"] = lr * group["lr_scale"]
+
+
+class LazyEntries:
+    """A parameter updated lazily (TensorFlow's LazyAdam): the entries whose gradient is exactly zero this step
+    (a word bias's words that were no candidate) keep their value and their optimiser state, instead of moving
+    on their momentum and decaying it for many steps after their last gradient. :meth:`keep` before the
+    optimiser's step, :meth:`restore` after it; the copies are of those entries only."""
+
+    STATE = ("exp_avg", "exp_avg_sq", "momentum_buffer")
+
+    def __init__(self, optimizer, param):
+        self.optimizer, self.param = optimizer, param
+
+    @torch.no_grad()
+    def keep(self):
+        grad = self.param.grad
+        if grad is None:
+            return None
+        idle = grad == 0
+        state = self.optimizer.state.get(self.param, {})
+        return idle, self.param[idle].clone(), {k: state[k][idle].clone() for k in self.STATE if k in state}
+
+    @torch.no_grad()
+    def restore(self, kept):
+        if kept is None:
+            return
+        idle, value, saved = kept
+        self.param[idle] = value
+        state = self.optimizer.state.get(self.param, {})
+        for k, v in saved.items():
+            state[k][idle] = v

@@ -1,11 +1,12 @@
-"""train.py's options: the parser, grouped as OpenNMT-py groups them. What the parser cannot
+"""train.py's options: the parser, grouped as OpenNMT-py groups them; the model's and the loss's groups are
+their components' (:mod:`onmt_cont.models.options`, :mod:`onmt_cont.losses.options`). What the parser cannot
 check (ranges, combinations) is in :mod:`onmt_cont.train.checks`."""
 
 import argparse
 
 from onmt_cont import opts
-from onmt_cont.losses import LOSSES
-from onmt_cont.models.transformer import parse_alignment_layer
+from onmt_cont.losses.options import add_loss_options
+from onmt_cont.models.options import add_model_options
 from onmt_cont.utils import numbers
 from onmt_cont.utils.device import gpu_option
 from onmt_cont.utils.threads import add_threads_arg
@@ -30,142 +31,8 @@ def build_parser():
     g.add_argument("-save_model", help="checkpoint prefix: PREFIX_step_N.pt, PREFIX_best.pt, PREFIX_last.pt")
     g.add_argument("-tgt_emb", help="target embedding table OUT.dec.pt from embeddings_to_torch.py "
                    "(unit-normalised and frozen here); required by continuous losses and -tie_emb")
-    g = p.add_argument_group("Model")
-    g.add_argument("-encoder_type", choices=["rnn", "brnn", "transformer"], default=None,
-                   help="rnn: LSTM; brnn: bidirectional LSTM (same as -brnn); transformer: pre-norm self-attention "
-                   "(default: brnn with -brnn, else rnn)")
-    g.add_argument("-decoder_type", choices=["rnn", "transformer"], default="rnn",
-                   help="rnn: LSTM with Luong attention and input feeding; transformer: pre-norm causal "
-                   "self-attention + cross-attention, decoded with a key/value cache")
-    g.add_argument("-rnn_size", type=int, default=1024, help="LSTM hidden size (paper: 1024); the Transformer's "
-                   "model size d_model (its embeddings must be as wide: -word_vec_size)")
-    g.add_argument("-layers", type=int, default=None, help="set both -enc_layers and -dec_layers")
-    g.add_argument("-word_vec_size", type=int, default=512, help="input embedding size (paper: 512)")
-    g.add_argument("-src_word_vec_size", type=int, default=None, help="source embedding size (default -word_vec_size)")
-    g.add_argument("-tgt_word_vec_size", type=int, default=None,
-                   help="target input embedding size (default -word_vec_size)")
-    g.add_argument("-enc_layers", type=int, default=1, help="encoder LSTM layers (paper: 1)")
-    g.add_argument("-dec_layers", type=int, default=2, help="decoder LSTM layers (paper: 2)")
-    g.add_argument("-brnn", action="store_true", help="bidirectional encoder (the paper's)")
-    g.add_argument("-heads", type=int, default=8, help="transformer: attention heads (must divide -rnn_size)")
-    g.add_argument("-transformer_ff", type=int, default=2048, help="transformer: inner size of the feed-forward "
-                   "blocks")
-    g.add_argument("-position_encoding", choices=["sinusoidal", "learned"], default="sinusoidal",
-                   help="transformer: fixed sinusoids (any length) or a learned table of -max_positions rows")
-    g.add_argument("-max_positions", type=int, default=1024, help="transformer, -position_encoding learned: "
-                   "positions with a vector of their own (longer sentences reuse the last one)")
-    g.add_argument("-attention_dropout", type=float, default=0.1, help="transformer: dropout on the attention "
-                   "probabilities")
-    g.add_argument("-ff_dropout", type=float, default=None, help="transformer: dropout between the two layers of "
-                   "each feed-forward block (fairseq's --activation-dropout; default: -dropout)")
-    g.add_argument("-layer_norm", choices=["pre", "post"], default="pre", help="transformer: pre (a LayerNorm "
-                   "before every sublayer and after the last layer) or post (after every residual sum, none at the "
-                   "end: the original Transformer's and fairseq's layout)")
-    g.add_argument("-share_embeddings", action="store_true", help="one word table for the encoder and the "
-                   "decoder's input; needs one vocabulary for both sides (preprocess.py -share_vocab)")
-    g.add_argument("-share_decoder_embeddings", action="store_true", help="-loss ce: the softmax's output "
-                   "matrix is the decoder's input table (with -share_embeddings: fairseq's "
-                   "--share-all-embeddings); the softmax keeps its own bias")
-    g.add_argument("-emb_init", choices=["default", "normal"], default="default", help="trained word tables: "
-                   "default: as -param_init / -param_init_glorot; normal: N(0, 1/d), d their width (fairseq's "
-                   "Transformer)")
-    g.add_argument("-alignment_layer", type=parse_alignment_layer, default=None, help="Transformer decoder: "
-                   "the attention -replace_unk reads: mean (default: the cross-attention of every layer and head, "
-                   "averaged) or one layer's, averaged over its heads (0-based, -1 the last); translate.py can "
-                   "override it")
-    g.add_argument("-dropout", type=float, default=0.3, help="dropout probability (on the CPU rounded to a "
-                   "multiple of 1/65536: onmt_cont/models/dropout.py)")
-    g.add_argument("-param_init", type=float, default=0.1, help="uniform init in [-x, x]; 0 keeps PyTorch's init")
-    g.add_argument("-param_init_glorot", action="store_true", help="Xavier-uniform init of every trainable matrix "
-                   "instead of -param_init (OpenNMT's Transformer setting)")
-    g.add_argument("-generator", choices=["linear", "nonlinear", "joint"], default="linear",
-                   help="output layer: with -loss ce a softmax over the vocabulary (linear), or Pappas et al.'s "
-                   "structure-aware joint input-output layer (joint); with a continuous loss a layer to the "
-                   "embedding size (linear, or nonlinear: Linear-ReLU-Linear)")
-    g.add_argument("-joint_dim", type=int, default=512, help="joint: size d_j of the joint input-output space "
-                   "(paper: chosen on validation data among 512, 2048, 4096)")
-    g.add_argument("-joint_sample", type=float, default=None,
-                   help="joint: in training, each batch's softmax covers its target words plus uniform negatives, "
-                   "this fraction of the vocabulary in all (paper: 0.25 for |V| ~ 128K, or d_j >= 2048 at 64K); "
-                   "validation and decoding use the full softmax. Default: the full softmax throughout")
-    g.add_argument("-joint_dropout", type=float, default=None, help="joint: dropout after both joint-space "
-                   "projections (default: -dropout; the paper drops 0.3 after each layer)")
-    g.add_argument("-rewe_hidden", type=int, default=None, help="ReWE: hidden size of the head "
-                   "W2·ReLU(W1·s + b1) + b2 (default: -rnn_size, the size of s)")
-    g.add_argument("-tie_emb", action="store_true", help="decoder input embeddings = the frozen pretrained target "
-                   "vectors (-tgt_emb), mapped to -tgt_word_vec_size by a trainable linear layer if sizes differ")
-    g = p.add_argument_group("Loss")
-    g.add_argument("-loss", choices=sorted(LOSSES), default="ce", help="; ".join(  # from the registry (losses/spec.py)
-        f"{name}: {LOSSES[name].summary}" for name in sorted(LOSSES)))
-    g.add_argument("-label_smoothing", type=float, default=0.0, help="ce only")
-    g.add_argument("-margin", type=float, default=0.5, help="margin γ of the margin losses (maxmargin, synmargin_*, "
-                   "margin_random; Bhat et al. tune it on development data and do not report it)")
-    g.add_argument("-num_negatives", type=int, default=None, help="margin_random: negatives drawn uniformly per "
-                   "token, the loss averaged over them (default 5, Bhat et al.'s); maxmargin: the K hardest "
-                   "negatives among -negatives' candidates, the hinge averaged over them (default 1, Lazaridou "
-                   "et al.'s single most informative negative)")
-    g.add_argument("-negatives", default=None, help="maxmargin, infonce, nllvmf_nce: comma list of where negatives "
-                   "come from: exact (the whole table: cost grows with the vocabulary), inbatch (the batch's target "
-                   "words), random (-num_sampled uniform words), gold_nn (the gold word's -ann_candidates nearest "
-                   "words, found once before training with a faiss index over the frozen table: flat in the "
-                   "vocabulary), ann (the prediction's -ann_candidates nearest words, searched in that index at "
-                   "every step), prefix (the -prefix_window words before the token in its own target sentence: "
-                   "unlikelihood on words already written, against repetition). Default: exact for maxmargin, "
-                   "inbatch,random,gold_nn for the others")
-    g.add_argument("-num_sampled", type=int, default=64, help="-negatives random: uniform words per batch, shared "
-                   "by its tokens")
-    g.add_argument("-ann_candidates", type=int, default=32, help="-negatives gold_nn and ann: nearest words per "
-                   "token")
-    g.add_argument("-prefix_window", type=int, default=None, help="-negatives prefix: how many earlier words of "
-                   "the token's own target sentence are negatives (default 16)")
-    g.add_argument("-temperature", type=float, default=0.1, help="infonce: τ of the logits cos(ê, e_j)/τ")
-    g.add_argument("-contrastive_weight", type=float, default=1.0, help="nllvmf_nce: weight of the contrastive "
-                   "term (−log of the vMF density renormalised over the gold word and the negatives)")
-    g.add_argument("-sampling_correction", action="store_true", help="infonce, nllvmf_nce: subtract from each "
-                   "negative's logit the log of its expected count among the candidates (in-batch: see "
-                   "-expected_counts; random: -num_sampled/V; gold_nn/ann: 1), the sampled softmax's correction "
-                   "for how the candidates were drawn (Bengio & Senecal 2008)")
-    g.add_argument("-expected_counts", choices=["unigram", "batch", "sentence"], default="unigram",
-                   help="-sampling_correction: "
-                   "an in-batch candidate's expected count. unigram: the batch's tokens x its smoothed training "
-                   "frequency, as if they were independent draws (they are not, so the normaliser's estimate is "
-                   "biased; the results' rows; needs a vocabulary that records the sentence count); batch: its "
-                   "count in the batch, which makes that estimate unbiased on the batches as they are, but trained "
-                   "about 1 validation BLEU lower (docs/results.md); sentence: its count in the token's own sentence "
-                   "plus, for </s>, one per other sentence and, for a word, the other sentences' words x its "
-                   "training frequency (unbiased over how batches are drawn, given the token)")
-    g.add_argument("-word_bias", action="store_true", help="infonce, nllvmf_nce: learn a bias b_w per target word, "
-                   "added to the contrastive logits (only the candidates' entries get a gradient) and to every "
-                   "word's score when decoding, as a softmax's output bias is")
-    g.add_argument("-word_bias_update", choices=["dense", "lazy"], default="dense", help="-word_bias: dense: "
-                   "Adam updates every bias at every step, so a bias goes on moving on its momentum long after its "
-                   "word was last a candidate (the results' rows); lazy: only the biases of this step's candidates "
-                   "move, the others keep their value and Adam state (LazyAdam)")
-    g.add_argument("-train_table", action="store_true", help="infonce, nllvmf_nce: train the target table the "
-                   "outputs are scored against, starting from -tgt_emb (each step the rows of the gold words and of "
-                   "the candidates get a gradient; rows are put back to unit length after every update). The "
-                   "decoder's input embeddings (-tie_emb) stay the frozen pretrained vectors; -average_decay leaves "
-                   "the table out of its average. Adam updates the whole [vocab, dim] table each step")
-    g.add_argument("-table_lr_scale", type=float, default=1.0, help="-train_table: the table's learning rate is "
-                   "this times the model's (schedule included), so the table can move slower than the network "
-                   "and keep more of the pretrained geometry. -train_from keeps the checkpoint's unless given")
-    g.add_argument("-rewe_lambda", type=float, default=None, help="ReWE (Jauregi Unanue et al.): add a head that "
-                   "regresses the gold word's pretrained vector (-tgt_emb) and train on NLL + λ·ReWE loss "
-                   "(paper: 20); needs -loss ce -generator linear. The head is ignored at inference. 0 builds the "
-                   "head but trains exactly like plain -loss ce")
-    g.add_argument("-rewe_loss", choices=["cosine", "mse"], default="cosine", help="ReWE: 1 − cos (the paper's "
-                   "cosine embedding loss, its best) or the squared error ‖ê − e(y)‖²")
-    g.add_argument("-vmf_form", choices=["paper", "code"], default="paper", help="nllvmf, nllvmf_nce: paper: the "
-                   "printed loss −log C_m(κ) − λ2·êᵀe(w) + λ1·κ (-lambda1, -lambda2); code: the loss Kumar & "
-                   "Tsvetkov's public code trains, −log C_m(κ) + log(1 + κ)·(λ − cos(ê, e(w))) (-vmf_lambda)")
-    g.add_argument("-vmf_lambda", type=float, default=0.2, help="-vmf_form code: λ (the authors' code: 0.2)")
-    g.add_argument("-lambda1", type=float, default=0.02, help="nllvmf, -vmf_form paper: weight of ‖ê‖ (reg1; "
-                   "paper 0.02)")
-    g.add_argument("-lambda2", type=float, default=0.1, help="nllvmf, -vmf_form paper: weight of êᵀe(w) (reg2; "
-                   "paper 0.1; -lambda1 0 -lambda2 1 is plain NLLvMF)")
-    g.add_argument("-vmf_approx", action="store_true", help="nllvmf: replace −log C_m(κ) by the appendix's "
-                   "√((v+1)²+κ²) − (v−1)·log(v−1+√((v+1)²+κ²)), v=m/2−1, whose derivative approximates the exact "
-                   "one; its value is NOT equal to −log C_m, so reported losses are not NLLs")
+    add_model_options(p)
+    add_loss_options(p)
     g = p.add_argument_group("Training")
     g.add_argument("-epochs", type=int, default=10, help="passes over the training data")
     g.add_argument("-train_steps", type=int, default=None, help="stop after this many updates (a cap)")

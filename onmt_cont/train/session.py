@@ -3,7 +3,6 @@ and checkpoints."""
 
 import copy
 import gc
-import hashlib
 import os
 import re
 from argparse import Namespace
@@ -14,18 +13,19 @@ from torch.nn.parallel import DistributedDataParallel
 
 from onmt_cont import distributed
 from onmt_cont.inputters.batching import FINAL_PUNCT, ShardedIterator, collate, make_batches
-from onmt_cont.inputters.corpus import check_shard, read_shard, shard_examples, shard_paths
+from onmt_cont.inputters.corpus import shard_examples, shard_paths
 from onmt_cont.inputters.vocab import load_vocabs, unigram_log_prior, word_log_frequency
 from onmt_cont.models.checkpoint import restore_rng, rng_state, save_checkpoint
 from onmt_cont.train.build import build, load_table
 from onmt_cont.train.checks import bleu_validated, check_model_size
+from onmt_cont.train.inputs import check_ranks_agree, check_shards
 from onmt_cont.train.log import Meter, logger
 from onmt_cont.train.optim import learning_rate, set_learning_rate
 from onmt_cont.train.step import TrainingForward
 from onmt_cont.train.stopping import fresh_stopping, is_better, track_validation
 from onmt_cont.train.validate import VALID_SCALARS, ValidBleu
+from onmt_cont.utils.atomic import atomic_link
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import atomic_link
 from onmt_cont.utils.signals import signals_deferred
 
 
@@ -53,7 +53,8 @@ class Run:
         self.notes, self.warnings = [], []  # for the log, once it is set up
         self.train_paths = shard_paths(opt.data, "train")
         valid_path = shard_paths(opt.data, "valid")[0]
-        valid_data = self._check_shards(self.train_paths, valid_path)
+        valid_data = check_shards(opt.data, self.train_paths, valid_path, self.src_vocab, self.tgt_vocab,
+                                  self.warnings)
         valid_examples = shard_examples(valid_data)
         self.valid = [collate(valid_examples, b, device)
                       for b in make_batches(valid_examples, opt.valid_batch_size, "sents")]
@@ -65,7 +66,7 @@ class Run:
                             f"source vocabulary of {len(self.src_vocab)} and a target vocabulary of "
                             f"{len(self.tgt_vocab)} words that differ: preprocess with -share_vocab")
         table = load_table(opt.tgt_emb, self.tgt_vocab) if opt.tgt_emb else None
-        self._check_ranks_agree(table, valid_path)
+        check_ranks_agree(self.ctx, self.src_vocab, self.tgt_vocab, self.train_paths, valid_path, table)
         check_model_size(opt, len(self.src_vocab), len(self.tgt_vocab), table, device)
         # the unigram and sentence rules read the training counts; batch counts need none
         counted = opt.sampling_correction and opt.expected_counts in ("unigram", "sentence")
@@ -84,52 +85,6 @@ class Run:
         self._written = None  # (step, progress, path) of the checkpoint written last (save)
         self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
                                         self.ctx.rank, self.ctx.world, opt.drop_final_punct, self._punct_ids())
-
-    def _check_ranks_agree(self, table, valid_path):
-        """Under torchrun every rank must read the same inputs: a rank with another table of the same
-        shape trained on with 'parameters identical on all ranks: yes' (the frozen table is not
-        compared), and one with other shards hung the group until -dist_timeout. The ranks compare
-        digests of what they read and stop together, naming the ranks and the inputs that differ."""
-        if not self.ctx.distributed:
-            return
-        def digest(*chunks):
-            h = hashlib.sha256()
-            for chunk in chunks:
-                h.update(chunk if isinstance(chunk, bytes) else str(chunk).encode("utf-8"))
-            return h.hexdigest()
-
-        parts = {
-            "vocabularies (-data PREFIX.vocab.pt)": digest("\n".join(self.src_vocab.itos), "\0",
-                                                         "\n".join(self.tgt_vocab.itos)),
-            "training shards (-data PREFIX.train.N.pt: their number and sizes)": digest(
-                *[f"{os.path.basename(p)}:{os.path.getsize(p)};" for p in sorted(self.train_paths)]),
-            "validation shard (-data PREFIX.valid.0.pt)": digest(os.path.getsize(valid_path)),
-            "target table (-tgt_emb)": digest(table.contiguous().numpy().tobytes()) if table is not None else "none",
-        }
-        differ = distributed.inputs_differ(parts, self.ctx)
-        if differ:
-            said = "; ".join(f"rank {rank}: {', '.join(names)}" for rank, names in sorted(differ.items()))
-            raise UserError(f"torchrun: ranks read other inputs than rank 0 ({said}): every rank must be given the "
-                            "same -data and -tgt_emb files (on every node); nothing was written")
-
-    def _check_shards(self, train_paths, valid_path):
-        """Every shard's ids index this -data's vocabularies (corpus.check_shard), before training:
-        a shard of another vocabulary is refused, not found at the first validation (an index
-        error) or never (ids in range: training on the wrong words). -> the validation shard's data."""
-        vocab_path = self.opt.data + ".vocab.pt"
-        unmarked = []
-        for path in train_paths:
-            if not check_shard(path, read_shard(path), self.src_vocab, self.tgt_vocab, vocab_path):
-                unmarked.append(path)
-        valid = read_shard(valid_path)
-        if not check_shard(valid_path, valid, self.src_vocab, self.tgt_vocab, vocab_path):
-            unmarked.append(valid_path)
-        if unmarked:
-            more = f" and {len(unmarked) - 1} more" if len(unmarked) > 1 else ""
-            self.warnings.append(f"{unmarked[0]}{more} record no vocabulary fingerprint (made by an older "
-                                 f"preprocess.py): only their ids' range could be checked against {vocab_path}; "
-                                 "rerun preprocess.py to have them checked")
-        return valid
 
     def _punct_ids(self):
         """-drop_final_punct: the ids of . ! ? in the source and the target vocabulary (an error

@@ -24,10 +24,10 @@ from onmt_cont.train.log import logger, report_parameters, setup_logging, to_log
 from onmt_cont.train.resume import check_resumable, kept_best, take_checkpoint_options
 from onmt_cont.train.session import Run
 from onmt_cont.train.step import NonFiniteLoss
+from onmt_cont.utils.atomic import remove_stale_temps
 from onmt_cont.utils.board import Board
 from onmt_cont.utils.device import resolve_device
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import remove_stale_temps
 from onmt_cont.utils.locks import prefix_lock
 from onmt_cont.utils.memory import keep_freed_memory
 from onmt_cont.utils.signals import Stopped, sigterm_stops

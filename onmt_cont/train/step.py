@@ -8,9 +8,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from onmt_cont import distributed
-from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
-from onmt_cont.losses.unlikelihood import repeated_ngrams, unlikelihood, word_logits
-from onmt_cont.outputs import BiasedVector, HiddenLogits, ReWEOutput, SampledLogits, logits_of, prediction
+from onmt_cont.constants import PAD_ID
+from onmt_cont.outputs import HiddenLogits, ReWEOutput, SampledLogits, logits_of, prediction
+from onmt_cont.train.optim import LazyEntries
 from onmt_cont.translate.search import greedy_search, length_limits
 
 
@@ -103,105 +103,18 @@ class TrainingForward(nn.Module):
         return self.model.generator(dec_out[mask], gold), gold
 
 
-def _rows(output, rows):
-    """A generator output (a tensor, BiasedVector or ReWEOutput over N positions) at ``rows``."""
-    if isinstance(output, BiasedVector):
-        return BiasedVector(output.vector[rows], output.bias)
-    if isinstance(output, ReWEOutput):
-        return ReWEOutput(_rows(output.logits, rows), output.embedding[rows])
-    if isinstance(output, HiddenLogits):
-        return HiddenLogits(output.hidden[rows], output.weight, output.bias)
-    return output[rows]
-
-
-def _pad_to(tgt, length):
-    return F.pad(tgt, (0, length - tgt.size(1)), value=PAD_ID)
-
-
-class SequenceUnlikelihood:
-    """train.py -seq_unlikelihood (:mod:`onmt_cont.losses.unlikelihood`): on every ``every``-th
-    step the model decodes the batch's sources greedily (evaluation mode, no gradient, translate.py's
-    default length limit), and the step's forward runs on the batch's targets and those decodes
-    together, one batch of twice the sentences, so that a distributed run has one forward per step as
-    before. The decodes' tokens in a repeated ``ngram``-gram add ``alpha`` · −log(1 − p) to the loss
-    sum, which is normalised by the batch's target tokens like the token-level loss."""
-
-    def __init__(self, alpha, ngram, every, loss, temperature=1.0):
-        self.alpha, self.ngram, self.every = alpha, ngram, every
-        self.loss, self.temperature = loss, temperature
-
-    def applies(self, step):
-        return step % self.every == 0
-
-    @torch.no_grad()
-    def decode(self, model, batch):
-        """-> (the batch with the decodes as extra sentences: <s> ŷ </s>, flags [B, T2 − 1] of the
-        decodes' target positions in a repeated n-gram, the number of decoded tokens)."""
-        was_training = model.training
-        model.eval()
-        try:
-            seqs, _ = greedy_search(model, batch["src"], batch["src_lengths"], length_limits(batch["src_lengths"]))
-        finally:
-            model.train(was_training)
-        flags = repeated_ngrams(seqs, self.ngram)
-        width = max(len(q) for q in seqs) + 2
-        tgt2 = torch.full((len(seqs), width), PAD_ID, dtype=torch.long)
-        flag2 = torch.zeros(len(seqs), width - 1, dtype=torch.bool)
-        for b, (q, f) in enumerate(zip(seqs, flags, strict=True)):
-            tgt2[b, 0] = BOS_ID
-            tgt2[b, 1 : len(q) + 1] = torch.tensor(q, dtype=torch.long)
-            tgt2[b, len(q) + 1] = EOS_ID
-            flag2[b, : len(q)] = torch.tensor(f, dtype=torch.bool)
-        tgt1 = batch["tgt"]
-        length = max(tgt1.size(1), width)
-        joined = {**batch, "src": torch.cat([batch["src"], batch["src"]]),
-                  "src_lengths": torch.cat([batch["src_lengths"], batch["src_lengths"]]),
-                  "tgt": torch.cat([_pad_to(tgt1, length), _pad_to(tgt2.to(tgt1.device), length)])}
-        return joined, flag2.to(tgt1.device), sum(len(q) for q in seqs)
-
-    def split(self, gen, output, gold, tgt, flags):
-        """The joined forward's output -> (the batch's own output and gold, the unlikelihood sum
-        [] over the flagged tokens of the decodes, their count)."""
-        n1 = int((tgt[: tgt.size(0) // 2, 1:] != PAD_ID).sum())
-        decoded = tgt[tgt.size(0) // 2 :, 1:]
-        flagged = flags[decoded[:, : flags.size(1)] != PAD_ID]  # positions beyond flags' width are padding
-        rows = n1 + flagged.nonzero().squeeze(1)
-        own = _rows(output, slice(0, n1)), gold[:n1]
-        if rows.numel() == 0:
-            return own, gold.new_zeros((), dtype=torch.float32), 0
-        logits = word_logits(gen, _rows(output, rows), self.loss, self.temperature)
-        return own, unlikelihood(logits, gold[rows]).sum(), rows.numel()
-
-
-class LazyEntries:
-    """A parameter updated lazily (TensorFlow's LazyAdam): the entries whose gradient is exactly zero this step
-    (a word bias's words that were no candidate) keep their value and their optimiser state, instead of moving
-    on their momentum and decaying it for many steps after their last gradient. :meth:`keep` before the
-    optimiser's step, :meth:`restore` after it; the copies are of those entries only."""
-
-    STATE = ("exp_avg", "exp_avg_sq", "momentum_buffer")
-
-    def __init__(self, optimizer, param):
-        self.optimizer, self.param = optimizer, param
-
-    @torch.no_grad()
-    def keep(self):
-        grad = self.param.grad
-        if grad is None:
-            return None
-        idle = grad == 0
-        state = self.optimizer.state.get(self.param, {})
-        return idle, self.param[idle].clone(), {k: state[k][idle].clone() for k in self.STATE if k in state}
-
-    @torch.no_grad()
-    def restore(self, kept):
-        if kept is None:
-            return
-        idle, value, saved = kept
-        self.param[idle] = value
-        state = self.optimizer.state.get(self.param, {})
-        for k, v in saved.items():
-            state[k][idle] = v
+@torch.no_grad()
+def greedy_decodes(model, src, src_lengths):
+    """The model's greedy decodes of ``src`` for -seq_unlikelihood's
+    :class:`~onmt_cont.losses.unlikelihood.SequenceUnlikelihood` (evaluation mode, no gradient, translate.py's
+    default length limit): a list of id lists."""
+    was_training = model.training
+    model.eval()
+    try:
+        seqs, _ = greedy_search(model, src, src_lengths, length_limits(src_lengths))
+    finally:
+        model.train(was_training)
+    return seqs
 
 
 class Trainer:

@@ -33,8 +33,8 @@ import torch
 
 from onmt_cont.inputters.vocab import has_word_counts
 from onmt_cont.translate.checks import MAX_DECODE_PRIOR, MAX_OFFSET
+from onmt_cont.utils.atomic import atomic_write_text
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import atomic_write_text
 
 # (name, lowest, highest training count) of each bin; words of count 0 (the specials) get no offset
 FREQ_BINS = (("1", 1, 1), ("2-4", 2, 4), ("5-9", 5, 9), ("10-99", 10, 99), ("100-999", 100, 999),

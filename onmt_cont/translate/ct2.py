@@ -16,7 +16,7 @@ import torch
 
 from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.vocab import Vocab
-from onmt_cont.text import check_text_record
+from onmt_cont.text.record import check_text_record
 from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.search import coverage_penalty, length_limits
 from onmt_cont.translate.translator import Translator, alignment

@@ -20,7 +20,7 @@ from onmt_cont.inputters.embeddings import read_embedding_words, read_embeddings
 from onmt_cont.inputters.vocab import Vocab, load_vocabs, read_vocab_text
 from onmt_cont.models.generators import normalize_table
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import load_checkpoint_data
+from onmt_cont.utils.loading import load_checkpoint_data
 
 
 def read_extension(path, vocab_path=None):

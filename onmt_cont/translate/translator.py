@@ -14,7 +14,7 @@ from onmt_cont.inputters.batching import collate
 from onmt_cont.inputters.vocab import capped_log_prior, unigram_log_prior
 from onmt_cont.losses import LOSSES
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
-from onmt_cont.text import check_text_record
+from onmt_cont.text.record import check_text_record
 from onmt_cont.translate.calibration import model_record, offset_vector
 from onmt_cont.translate.checks import MAX_BETA, check_decoding_options, check_number, sampling_on
 from onmt_cont.translate.ensemble import Ensemble

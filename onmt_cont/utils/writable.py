@@ -14,7 +14,7 @@ def _reason(exc):
 
 def check_writable_folder(folder, what, name="probe"):
     """Create and remove a file in ``folder``; a UserError naming ``what`` (the option) if that
-    fails. The file is named like :func:`onmt_cont.utils.io.atomic_path`'s temporary files
+    fails. The file is named like :func:`onmt_cont.utils.atomic.atomic_path`'s temporary files
     (``.tmp-PID-XXXX-NAME``), so a run killed in between leaves nothing the next one keeps."""
     try:
         fd, probe = tempfile.mkstemp(prefix=f".tmp-{os.getpid()}-", suffix=f"-{name}", dir=folder)

@@ -245,9 +245,9 @@ def test_disk_full_writing_translations(sample, tmp_path, capsys, monkeypatch):
         return real_open(path, mode, *args, **kwargs)
 
     import onmt_cont.bin.translate as translate_module
-    import onmt_cont.utils.io as uio
+    import onmt_cont.utils.atomic as atomic_mod
 
-    monkeypatch.setattr(uio, "open", full_open, raising=False)
+    monkeypatch.setattr(atomic_mod, "open", full_open, raising=False)
     monkeypatch.setattr(translate_module, "open", full_open, raising=False)  # it streams into the temp file
     exits_2(capsys, translate.main, ["-model", str(sample["model"]), "-src", str(sample["src"]), "-output", str(out)],
             f"cannot write {out}: no space left on device")
@@ -299,7 +299,7 @@ REAL_FS_CHILD = textwrap.dedent("""
     import torch
     torch.set_num_threads(1)
     from onmt_cont.bin import preprocess, train, translate
-    from onmt_cont.utils.io import load_checkpoint_data
+    from onmt_cont.utils.loading import load_checkpoint_data
     args, mnt, sizes = json.loads(sys.argv[1])
     result = {}
     for name, size in sizes.items():
@@ -482,7 +482,7 @@ def test_pickled_code_refused_by_every_loader(sample, tmp_path, capsys):
 
 
 def test_every_torch_load_is_weights_only():
-    """Each torch.load call in the package, tools/, lab/bench/ and the scripts is utils/io.py's, with
+    """Each torch.load call in the package, tools/, lab/bench/ and the scripts is utils/loading.py's, with
     weights_only=True; nothing else unpickles (pickle.load(s), numpy's allow_pickle=True)."""
     files = [p for d in ("onmt_cont", "tools", "lab") for p in (ROOT / d).rglob("*.py")] + list(ROOT.glob("*.py"))
     found = []
@@ -495,7 +495,7 @@ def test_every_torch_load_is_weights_only():
             if func.endswith(("torch.load", "pickle.load", "pickle.loads", "Unpickler")) or \
                     kwargs.get("allow_pickle") == "True":
                 found.append((path.relative_to(ROOT).as_posix(), func, kwargs.get("weights_only")))
-    assert found == [("onmt_cont/utils/io.py", "torch.load", "True")], found
+    assert found == [("onmt_cont/utils/loading.py", "torch.load", "True")], found
 
 
 def test_fp16_loss_scale_is_saved(sample, tmp_path):

@@ -508,7 +508,7 @@ def test_an_all_zero_vector_is_malformed(tiny, tmp_path, capsys):
 
 def test_detokenized_output_keeps_a_leading_special_token():
     """'<unk> .' was written '<Unk>.' (the first letter raised inside the token)."""
-    from onmt_cont.text import capitalize_first
+    from onmt_cont.text.pipeline import capitalize_first
 
     assert capitalize_first("<unk>.") == "<unk>." and capitalize_first("a <unk> .") == "A <unk> ."
     assert capitalize_first("« le chat »") == "« Le chat »"

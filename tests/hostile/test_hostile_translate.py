@@ -240,7 +240,7 @@ def test_a_prior_that_rounds_to_zero_or_comes_from_yaml_is_refused(wc_infonce, s
 def test_stale_temporary_files_with_odd_names_are_passed_over(tmp_path):
     """A PID past any real one (was: OverflowError) and a folder named like a temporary file (was:
     IsADirectoryError) are left alone, not a traceback."""
-    from onmt_cont.utils.io import remove_stale_temps
+    from onmt_cont.utils.atomic import remove_stale_temps
 
     (tmp_path / ".tmp-99999999999999999999-abcd1234-o.txt").write_text("x")
     (tmp_path / f".tmp-{dead_pid()}-abcd1234-o.txt").mkdir()

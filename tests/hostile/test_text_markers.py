@@ -6,7 +6,7 @@ import torch
 
 from onmt_cont.bin import preprocess
 from onmt_cont.inputters.vocab import Vocab, load_vocabs
-from onmt_cont.text import TextPipeline
+from onmt_cont.text.pipeline import TextPipeline
 from onmt_cont.utils.io import drop_invisible, read_lines
 
 PAIRS = [("un chien court .", "a dog runs ."), ("un homme lit .", "a man reads ."),

@@ -12,7 +12,7 @@ import torch
 
 import onmt_cont
 from onmt_cont.bin import embeddings_to_torch, preprocess, train
-from onmt_cont.text import TextPipeline
+from onmt_cont.text.pipeline import TextPipeline
 from onmt_cont.utils.errors import UserError
 from tests.helpers import ROOT
 from tests.helpers import translate_py as translate

@@ -14,7 +14,9 @@ from onmt_cont.constants import EOS_ID, UNK_ID
 from onmt_cont.inputters.vocab import Vocab, capped_log_prior, load_vocabs, unigram_log_prior, word_log_frequency
 from onmt_cont.losses import build_loss
 from onmt_cont.losses.contrastive import _corrected_cross_entropy, unique_shared
-from onmt_cont.losses.negatives import Negatives, candidate_dots, candidate_ids, invalid, own_sentence_words
+from onmt_cont.losses.expected_counts import own_sentence_words
+from onmt_cont.losses.negatives import Negatives, candidate_ids, invalid
+from onmt_cont.losses.token_dots import candidate_dots
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.models.generators import ContinuousGenerator, table_hubness
 from onmt_cont.outputs import BiasedVector
@@ -1168,7 +1170,7 @@ def test_quality_report_unfinished_decode_is_a_clear_error(tmp_path, capsys):
 def test_lazy_entries_keep_value_and_state(fused):
     """After a step in which only entry 0 has a gradient, the other entries have the value and the Adam state
     they had (dense Adam moves them on their momentum and decays it); entry 0 moves as dense Adam moves it."""
-    from onmt_cont.train.step import LazyEntries
+    from onmt_cont.train.optim import LazyEntries
 
     def run(lazy):
         p = torch.nn.Parameter(torch.zeros(4))

@@ -9,17 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onmt_cont.align import (
-    AlignConfig,
-    DiagonalIBM2,
-    align_corpus,
-    encode,
-    format_pharaoh,
-    grow_diag_final_and,
-    intersect,
-    read_pharaoh,
-    union,
-)
+from onmt_cont.align.fast_align import AlignConfig, DiagonalIBM2, align_corpus, encode
+from onmt_cont.align.pharaoh import format_pharaoh, read_pharaoh
+from onmt_cont.align.symmetrise import grow_diag_final_and, intersect, union
 from onmt_cont.bin.build_lexicon import extract_lexicon, format_lexicon, main
 from onmt_cont.utils.errors import UserError
 from tests.helpers import ROOT

@@ -10,7 +10,7 @@ import torch
 
 import onmt_cont
 from onmt_cont.bin import embeddings_to_torch, preprocess, train, translate
-from onmt_cont.text import TextPipeline, capitalize_first
+from onmt_cont.text.pipeline import TextPipeline, capitalize_first
 from onmt_cont.utils.errors import UserError
 from tests.helpers import ROOT
 
@@ -177,7 +177,7 @@ def test_a_language_moses_does_not_know_is_refused_or_named():
     A malformed code is refused with the code to give; a well-formed one Moses has no rules for is a warning."""
     import warnings
 
-    from onmt_cont.text import TextPipeline
+    from onmt_cont.text.pipeline import TextPipeline
 
     for bad, hint in (("FR", "such as fr"), ("french", "such as fr"), ("x-y", "such as en")):
         with pytest.raises(UserError, match=hint):

@@ -345,9 +345,9 @@ train.main(sys.argv[1:])
 FAILING_WRITE = """import errno, os, sys
 sys.path.insert(0, {root!r})
 from onmt_cont.bin import train
-from onmt_cont.utils import io
+from onmt_cont.utils import atomic
 
-Writer, made = io._ErrorKeepingWriter, [0]
+Writer, made = atomic._ErrorKeepingWriter, [0]
 
 
 class Failing(Writer):  # rank 0's third checkpoint write meets a full disk
@@ -363,7 +363,7 @@ class Failing(Writer):  # rank 0's third checkpoint write meets a full disk
         return super().write(data)
 
 
-io._ErrorKeepingWriter = Failing
+atomic._ErrorKeepingWriter = Failing
 train.main(sys.argv[1:])
 """
 
@@ -417,7 +417,7 @@ def test_a_rank_ended_by_torchrun_says_why(data, tmp_path):
     slow = ("from onmt_cont import distributed\nimport time\n"
             "if os.environ['RANK'] == '1':\n    distributed.peer_failed = lambda exc: time.sleep(60)\n")
     text = _run_failing_write(data, tmp_path, FAILING_WRITE.format(root=ROOT).replace(
-        "io._ErrorKeepingWriter = Failing\n", "io._ErrorKeepingWriter = Failing\n" + slow))
+        "atomic._ErrorKeepingWriter = Failing\n", "atomic._ErrorKeepingWriter = Failing\n" + slow))
     assert text.count("error: cannot write") == 1
     assert text.count("error: rank 1: stopped by SIGTERM") == 1, text
     assert "another rank ended" not in text

@@ -80,7 +80,7 @@ def test_corpus_bleu_of_a_raw_reference_equals_sacrebleu_on_the_written_text():
     dropped; against the raw references (Moses-tokenized and lowercased for tokenized BLEU) the detokenized
     score is sacrebleu -lc's on the detokenized hypotheses, and both figures equal those of the tokenized pair."""
     from onmt_cont.evaluate import CorpusBleu, detokenize
-    from onmt_cont.text import TextPipeline
+    from onmt_cont.text.pipeline import TextPipeline
 
     tok = (DATA / "test.en").read_text(encoding="utf-8").splitlines()[:N]
     raw = (DATA / "raw" / "test.en").read_text(encoding="utf-8").splitlines()[:N]

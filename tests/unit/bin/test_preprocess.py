@@ -11,7 +11,9 @@ import torch
 
 from onmt_cont.bin import preprocess
 from onmt_cont.constants import SPECIALS
+from onmt_cont.inputters import preprocessing
 from onmt_cont.inputters.corpus import count_lines, load_shard, shard_paths
+from onmt_cont.inputters.preprocessing import count_corpus, write_train_shards
 from onmt_cont.inputters.vocab import Vocab, load_vocabs
 from tests.helpers import ROOT
 
@@ -292,13 +294,13 @@ def test_shuffle_flushes_give_the_same_shards(tmp_path):
     opt = preprocess.build_parser().parse_args(
         [f"-{k}" if i == 0 else v for k, v in p.items() for i in (0, 1)] + ["-shard_size", "4", "-shuffle"]
     )
-    src_counts, tgt_counts, stats = preprocess.count_corpus(opt.train_src, opt.train_tgt, opt)
+    src_counts, tgt_counts, stats = count_corpus(opt.train_src, opt.train_tgt, opt)
     sv = Vocab(list(SPECIALS) + sorted(src_counts))
     tv = Vocab(list(SPECIALS) + sorted(tgt_counts))
     results = []
     for flush_every in (1, 5, 10**6):
         written = []
-        assert preprocess.write_train_shards(opt, sv, tv, stats["kept"], written, flush_every=flush_every) == 6
+        assert write_train_shards(opt, sv, tv, stats["kept"], written, flush_every=flush_every) == 6
         results.append([[(s.tolist(), t.tolist()) for s, t in load_shard(x)] for x in written])
     assert results[0] == results[1] == results[2]
 
@@ -497,7 +499,9 @@ def fail_on_call(n, real):
 @pytest.mark.parametrize("shuffle", [[], ["-shuffle"]])
 def test_failing_save_shard_leaves_nothing(tmp_path, monkeypatch, shuffle):
     p = make_corpus(tmp_path, [s for s, _ in PAIRS], [t for _, t in PAIRS])
-    monkeypatch.setattr(preprocess, "save_shard", fail_on_call(2, preprocess.save_shard))
+    failing = fail_on_call(2, preprocess.save_shard)  # the training shards are written by inputters.preprocessing
+    monkeypatch.setattr(preprocess, "save_shard", failing)
+    monkeypatch.setattr(preprocessing, "save_shard", failing)
     with pytest.raises(RuntimeError, match="simulated"):
         run(p, "-shard_size", 2, *shuffle)
     assert os.listdir(tmp_path / "out") == []

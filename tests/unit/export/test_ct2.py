@@ -325,7 +325,7 @@ def test_misleading_messages_of_the_export_and_sentencepiece(models, exported, t
     """Issue 77.18: -src_spm DIR said "no such file"; convert copied a checkpoint whose embedded SentencePiece model
     failed its checksum without a word; -alignment_layer 0 on a 1-layer export was refused as "fixed when it was
     converted (None)"."""
-    from onmt_cont.text import read_spm
+    from onmt_cont.text.subwords import read_spm
     from onmt_cont.translate.ct2 import check_engine_options
 
     with pytest.raises(UserError, match=r"-src_spm .*: is a folder; give the SentencePiece model file in it"):

@@ -198,7 +198,7 @@ def test_negatives_logits_stay_float32_under_bf16_autocast(loss):
     kw = {"negatives": "exact"} if loss != "maxmargin" else {"num_negatives": 5}
     want = loss_of(loss, pred, target, table, **kw)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        from onmt_cont.losses.negatives import candidate_dots
+        from onmt_cont.losses.token_dots import candidate_dots
 
         assert candidate_dots(pred, table, torch.arange(1, 300), None).dtype == torch.float32
         got = loss_of(loss, pred, target, table, **kw)
@@ -251,7 +251,7 @@ def test_parse_sources_refuses(text):
 def test_candidate_dots_per_token_matches_gathering(table_grad):
     """The per-token products and both gradients (a trained table's included, repeated ids summed)
     equal those of gathering the rows and multiplying, in float64; gradcheck agrees."""
-    from onmt_cont.losses.negatives import _TokenDots, candidate_dots
+    from onmt_cont.losses.token_dots import _TokenDots, candidate_dots
 
     gen = torch.Generator().manual_seed(5)
     vec = torch.randn(6, 4, dtype=torch.float64, generator=gen, requires_grad=True)
@@ -272,7 +272,7 @@ def test_candidate_dots_per_token_matches_gathering(table_grad):
 def test_candidate_dots_per_token_matches_gathering_in_float32():
     """float32 at the size of a de->en batch's gold_nn candidates (300-d, a token's words repeated):
     the products and the prediction's gradient are those of gathering the rows, to float rounding."""
-    from onmt_cont.losses.negatives import _TokenDots
+    from onmt_cont.losses.token_dots import _TokenDots
 
     gen = torch.Generator().manual_seed(2)
     table = F.normalize(torch.randn(500, 300, generator=gen), dim=-1)
@@ -291,7 +291,7 @@ def test_candidate_dots_per_token_matches_gathering_in_float32():
 def test_candidate_dots_per_token_on_a_gpu_match_the_cpu():
     """A GPU gathers the rows; the CPU takes the sampled product and the embedding bag: the two agree
     (products, the prediction's and a trained table's gradients), repeated and -1 ids included."""
-    from onmt_cont.losses.negatives import _TokenDots
+    from onmt_cont.losses.token_dots import _TokenDots
 
     gen = torch.Generator().manual_seed(4)
     table = F.normalize(torch.randn(300, 64, generator=gen), dim=-1)
@@ -313,7 +313,7 @@ def test_candidate_dots_per_token_builds_a_valid_csr_pattern():
     each row's columns sorted and distinct. The pattern of candidates that repeat words (and of
     rows whose candidates outnumber the vocabulary) passes torch's own check, and reading its
     values back gives every candidate its word."""
-    from onmt_cont.losses.negatives import _csr_pattern
+    from onmt_cont.losses.token_dots import _csr_pattern
 
     ids = torch.tensor([[4, 1, 4, 0, 0], [2, 2, 2, 2, 2], [3, 1, 0, 2, 4]])
     pattern, distinct, order = _csr_pattern(ids, 5)
@@ -326,7 +326,7 @@ def test_candidate_dots_per_token_builds_a_valid_csr_pattern():
 def test_candidate_dots_per_token_of_a_batch_without_tokens():
     """A batch without target tokens, or tokens without candidates: empty products, and gradients
     of the prediction's and the table's shapes that are zero."""
-    from onmt_cont.losses.negatives import _TokenDots
+    from onmt_cont.losses.token_dots import _TokenDots
 
     table = torch.randn(200, 40, requires_grad=True)
     for vec, ids in ((torch.zeros(0, 40, requires_grad=True), torch.zeros(0, 7, dtype=torch.long)),

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from onmt_cont.losses import linear_ce
 from onmt_cont.losses.linear_ce import linear_cross_entropy
-from onmt_cont.models.transformer import MultiHeadAttention
+from onmt_cont.models.transformer_layers import MultiHeadAttention
 from onmt_cont.outputs import HiddenLogits, logits_of
 
 

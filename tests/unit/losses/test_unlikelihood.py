@@ -1,4 +1,4 @@
-"""train.py -seq_unlikelihood (onmt_cont.losses.unlikelihood, train.step.SequenceUnlikelihood): the
+"""train.py -seq_unlikelihood (onmt_cont.losses.unlikelihood, its SequenceUnlikelihood): the
 repeated n-grams, −log(1 − p) against mpmath, the logits per loss, the joined forward, one update
 lowering the unlikelihood term, and the command line (train, resume, bad values)."""
 
@@ -10,10 +10,10 @@ import torch.nn.functional as F
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
 from onmt_cont.inputters.batching import collate, make_batches
 from onmt_cont.inputters.corpus import load_shard, shard_paths
-from onmt_cont.losses.unlikelihood import repeated_ngrams, unlikelihood, word_logits
+from onmt_cont.losses.unlikelihood import SequenceUnlikelihood, repeated_ngrams, unlikelihood, word_logits
 from onmt_cont.models.generators import ContinuousGenerator, SoftmaxGenerator
 from onmt_cont.outputs import BiasedVector, logits_of
-from onmt_cont.train.step import SequenceUnlikelihood, Trainer, TrainingForward
+from onmt_cont.train.step import Trainer, TrainingForward, greedy_decodes
 from onmt_cont.translate.search import greedy_search
 from tests.helpers import WC, argv, assert_resumed_exactly, memorisation_data, record_steps, run_train
 from tests.helpers import train_fails as fails
@@ -93,7 +93,7 @@ def test_joined_forward_is_the_batch_and_its_decodes(data, tmp_path, loss):
     run, batch = _tiny_run(data, tmp_path, loss)
     model = run.model
     model.eval()  # dropout 0 in WC anyway: forwards are deterministic
-    ul = SequenceUnlikelihood(1.0, 1, 1, loss)  # n = 1: every repeated word, so flags are plenty
+    ul = SequenceUnlikelihood(1.0, 1, 1, loss, search=greedy_decodes)  # n = 1: every repeated word, so flags are plenty
     joined, flags, decoded = ul.decode(model, batch)
     lengths = (batch["src_lengths"].float() * 2).long() + 10
     seqs, _ = greedy_search(model, batch["src"], batch["src_lengths"], lengths)
@@ -133,7 +133,7 @@ def test_one_update_lowers_the_unlikelihood(data, tmp_path):
     alone: recomputed on the same joined batch, the term falls."""
     run, batch = _tiny_run(data, tmp_path)
     model = run.model
-    ul = SequenceUnlikelihood(1.0, 1, 1, "nllvmf_nce")
+    ul = SequenceUnlikelihood(1.0, 1, 1, "nllvmf_nce", search=greedy_decodes)
     joined, flags, _ = ul.decode(model, batch)
 
     def term():

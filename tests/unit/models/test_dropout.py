@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 from onmt_cont.models.dropout import LANES, Dropout, dropout
-from onmt_cont.models.transformer import MultiHeadAttention
+from onmt_cont.models.transformer_layers import MultiHeadAttention
 
 N = 1 << 20  # elements per statistical check
 

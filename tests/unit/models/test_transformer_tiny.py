@@ -12,7 +12,8 @@ import torch
 from onmt_cont.bin import preprocess, translate
 from onmt_cont.inputters.vocab import load_vocabs
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
-from onmt_cont.models.transformer import DecoderLayer, EncoderLayer, TransformerEncoder
+from onmt_cont.models.transformer import TransformerEncoder
+from onmt_cont.models.transformer_layers import DecoderLayer, EncoderLayer
 from onmt_cont.train.optim import learning_rate
 from tests.helpers import TRANSFORMER, log_values, run_train
 from tests.helpers import train_fails as fails

@@ -432,7 +432,7 @@ def test_onmt_py_model_routes(model, tmp_path):
 
 
 def test_the_tokenizer_section_maps_to_each_side():
-    from onmt_cont.serve.models import _tokenizer
+    from onmt_cont.serve.config import _tokenizer
 
     spm = {"type": "sentencepiece", "model": "sp.model"}
     assert _tokenizer(spm, "/r", "w") == {"src_spm": "/r/sp.model", "tgt_spm": "/r/sp.model"}

@@ -14,7 +14,7 @@ import time
 import pytest
 import torch
 
-from onmt_cont.utils.io import atomic_path, atomic_write_text
+from onmt_cont.utils.atomic import atomic_path, atomic_write_text
 from tests.helpers import ROOT, sample_data, sample_table, trained
 
 DATA = ROOT / "data"

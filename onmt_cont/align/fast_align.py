@@ -1,4 +1,4 @@
-"""Word alignment with fast_align's model, in numpy, plus symmetrisation and Pharaoh I/O.
+"""fast_align's model of word alignment, in numpy, and the alignment of a corpus in both directions.
 
 The model is the reparameterised IBM Model 2 of Dyer, Chahuneau & Smith (2013). For one
 direction, each word ``f_i`` of the generated side (length ``m``, ``i = 1..m``) picks a
@@ -14,17 +14,10 @@ get an entry, so memory is O(co-occurrences), not |F| x |E|. λ stays fixed unle
 ``optimize_tension`` is set; then after each M-step it is set to the value that maximises
 the expected log prior of the alignments (one-dimensional and concave, so a safeguarded
 Newton search finds it). fast_align takes a few gradient steps towards the same optimum.
-
-Direction naming: "forward" here means each *source* word picks a target word or NULL
-(the source word is generated), which is what a source->target lexicon needs; "reverse"
-trains the other way. (fast_align's own default direction is the opposite one.)
-Alignments are lists of ``(source_position, target_position)`` pairs, 0-based, sorted.
 """
 
 from __future__ import annotations
 
-import heapq
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -32,11 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import digamma
 
-from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.io import read_lines
+from onmt_cont.align import Alignment
+from onmt_cont.align.symmetrise import SYMMETRISERS
 from onmt_cont.utils.progress import progress
-
-Alignment = list[tuple[int, int]]
 
 # Cells per padded batch: big enough that numpy, not Python, dominates; small enough
 # that the handful of [B, M, N] float64 temporaries stay a few MB.
@@ -285,65 +276,6 @@ def train_direction(
     return model.viterbi()
 
 
-# --- symmetrisation (Koehn et al. 2003; Moses / atools definitions) -----------------------
-
-_NEIGHBOURS = ((-1, 0), (0, -1), (1, 0), (0, 1), (-1, -1), (-1, 1), (1, -1), (1, 1))
-
-
-def intersect(fwd: Alignment, rev: Alignment) -> Alignment:
-    return sorted(set(fwd) & set(rev))
-
-
-def union(fwd: Alignment, rev: Alignment) -> Alignment:
-    return sorted(set(fwd) | set(rev))
-
-
-def grow_diag_final_and(fwd: Alignment, rev: Alignment) -> Alignment:
-    """Start from the intersection; grow into union links next to (incl. diagonally) a link,
-    where the source or the target word is still unaligned; then add the remaining links of
-    each direction whose two words are both unaligned. Scans source-major, as Koehn's pseudocode.
-    """
-    both = set(fwd) | set(rev)
-    align = set(fwd) & set(rev)
-    src_done = {i for i, _ in align}
-    tgt_done = {j for _, j in align}
-
-    def add(p: tuple[int, int]) -> None:
-        align.add(p)
-        src_done.add(p[0])
-        tgt_done.add(p[1])
-
-    grown = True
-    while grown and align != both:
-        grown = False
-        # A heap replays the grid scan: links added behind the cursor wait for the next pass,
-        # links added ahead of it are visited in this one, without touching empty cells.
-        heap = sorted(align)
-        while heap:
-            i, j = heapq.heappop(heap)
-            for di, dj in _NEIGHBOURS:
-                p = (i + di, j + dj)
-                if p in both and p not in align and (p[0] not in src_done or p[1] not in tgt_done):
-                    add(p)
-                    grown = True
-                    if p > (i, j):
-                        heapq.heappush(heap, p)
-    for direction in (fwd, rev):  # final-and
-        for p in sorted(direction):
-            if p[0] not in src_done and p[1] not in tgt_done:
-                add(p)
-    return sorted(align)
-
-
-SYMMETRISERS: dict[str, Callable[[Alignment, Alignment], Alignment]] = {
-    "grow-diag-final-and": grow_diag_final_and,
-    "intersect": intersect,
-    "union": union,
-    "forward": lambda fwd, rev: sorted(fwd),
-    "reverse": lambda fwd, rev: sorted(rev),
-}
-
-
 def align_corpus(
     src: list[list[str]],
     tgt: list[list[str]],
@@ -361,38 +293,3 @@ def align_corpus(
         rev = [sorted((i, j) for j, i in links) for links in train_direction(tgt_ids, src_ids, config, log, "reverse")]
     combine = SYMMETRISERS[sym]
     return [combine(f, r) for f, r in zip(fwd, rev, strict=True)]
-
-
-# --- Pharaoh format: "i-j" per link, 0-based, source-target ---------------------------------
-
-_LINK = re.compile(r"([0-9]+)-([0-9]+)")
-
-
-def read_pharaoh(path: str, src_lens: list[int], tgt_lens: list[int]) -> list[Alignment]:
-    """Read and validate alignments against the corpus sentence lengths (one line per pair)."""
-    lines = list(read_lines(path))
-    if len(lines) != len(src_lens):
-        raise UserError(f"{path}: {len(lines)} lines, but the corpus has {len(src_lens)} sentence pairs")
-    out = []
-    for (lineno, line), m, n in zip(lines, src_lens, tgt_lens, strict=True):
-        links = set()
-        for tok in line.split():
-            match = _LINK.fullmatch(tok)
-            if not match:
-                raise UserError(
-                    f"{path}, line {lineno}: expected links 'i-j' (0-based source-target positions), got {tok!r}"
-                )
-            i, j = int(match[1]), int(match[2])
-            if i >= m or j >= n:
-                raise UserError(
-                    f"{path}, line {lineno}: link {tok} is outside the sentence pair (source has "
-                    f"{m} words, target {n}; positions are 0-based)"
-                )
-            links.add((i, j))
-        out.append(sorted(links))
-    return out
-
-
-def format_pharaoh(alignments: list[Alignment]) -> str:
-    """One line per sentence pair: space-separated ``i-j`` links."""
-    return "".join(" ".join(f"{i}-{j}" for i, j in links) + "\n" for links in alignments)
