@@ -20,8 +20,9 @@ import torch
 from onmt_cont.bin import train as train_cli
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
 from onmt_cont.losses import build_loss
+from onmt_cont.models.architecture import architecture
 from onmt_cont.models.generators import frozen_count, parameter_count
-from onmt_cont.models.model import architecture, build_model
+from onmt_cont.models.model import build_model
 from onmt_cont.train.build import build
 from onmt_cont.train.checks import check_options, expand_layers
 from onmt_cont.train.optim import learning_rate, make_optimizer, set_learning_rate

@@ -28,7 +28,8 @@ from lab.bench.benchlib import synthetic_prior
 from onmt_cont.losses import build_loss, contrastive, negatives
 from onmt_cont.losses.token_dots import _TokenDots
 from onmt_cont.models import generators
-from onmt_cont.models.model import architecture, build_model
+from onmt_cont.models.architecture import architecture
+from onmt_cont.models.model import build_model
 
 META = torch.device("meta")
 

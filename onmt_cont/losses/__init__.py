@@ -16,7 +16,17 @@ from onmt_cont.losses.spec import Loss
 # -loss NAME -> its Loss (onmt_cont.losses.spec): what it is and how it is built
 LOSSES: dict[str, Loss] = {spec.name: spec for spec in softmax.SPECS + continuous.SPECS + contrastive.SPECS}
 
+# the built-in continuous losses
 CONTINUOUS_LOSSES = frozenset(name for name, spec in LOSSES.items() if spec.continuous)
+
+
+def register_loss(spec: Loss) -> Loss:
+    """Add a loss of another module to -loss (docs/extending.md): train.py's choices and help, its checks, the
+    model builder and the decoder read it from LOSSES as they read the built-in ones. A taken name is refused."""
+    if spec.name in LOSSES:
+        raise ValueError(f"a loss is already registered as {spec.name!r}")
+    LOSSES[spec.name] = spec
+    return spec
 
 
 def build_loss(opt, table, log_prior=None):

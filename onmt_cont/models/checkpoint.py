@@ -19,6 +19,7 @@ state of the device the process trained on, not of every GPU it could see (check
 before held one state per visible GPU, and :func:`restore_rng` reads those too).
 """
 
+import argparse
 import glob
 import os
 import random
@@ -264,6 +265,9 @@ def model_from_checkpoint(data, device="cpu", path="the checkpoint"):
     if table is not None and (not isinstance(table, torch.Tensor) or table.dim() != 2 or len(table) != len(tgt_vocab)):
         rows = f"{len(table)} rows" if isinstance(table, torch.Tensor) and table.dim() == 2 else "no [words, dim] table"
         raise bad(f"its target table has {rows}, its target vocabulary {len(tgt_vocab)} words")
+    if opt.encoder_type == "brnn" and not opt.brnn and "encoder.rnn.weight_ih_l0_reverse" not in state:
+        # up to 0.2.0, -encoder_type brnn without -brnn trained a one-directional LSTM: load it as it was trained
+        opt = argparse.Namespace(**{**vars(opt), "encoder_type": "rnn"})
     try:
         model = build_model(opt, len(src_vocab), len(tgt_vocab), table)
     except AttributeError as exc:  # an option the model needs is missing

@@ -4,8 +4,8 @@ import torch
 from torch import nn
 
 from onmt_cont.constants import UNK_ID
+from onmt_cont.models.architecture import ENCODERS, Decoder, architecture, register_decoder
 from onmt_cont.models.dropout import Dropout
-from onmt_cont.opts import upgrade
 
 
 class GlobalAttention(nn.Module):
@@ -66,8 +66,11 @@ class TargetEmbeddings(nn.Module):
         return self(ids)
 
 
-class InputFeedRNNDecoder(nn.Module):
+@register_decoder("rnn")
+class InputFeedRNNDecoder(Decoder):
     """A stacked LSTM whose input at step t is [embedding(y_{t-1}); attentional state at t-1]."""
+
+    summary = "LSTM with Luong attention and input feeding"
 
     def __init__(self, embeddings, hidden_size, num_layers=2, dropout=0.0, enc_hidden=None, enc_layers=1):
         super().__init__()
@@ -88,10 +91,10 @@ class InputFeedRNNDecoder(nn.Module):
     @classmethod
     def from_opt(cls, opt, embeddings):
         """The decoder train.py's options describe (-dec_layers, -rnn_size, -dropout), reading
-        ``embeddings`` (a TargetEmbeddings); its bridge takes the RNN encoder's final state."""
-        transformer = upgrade(opt).encoder_type == "transformer"  # its final state is one layer
+        ``embeddings`` (a TargetEmbeddings); its bridge takes the encoder's final state."""
+        encoder = ENCODERS[architecture(opt)[0]]
         return cls(embeddings, opt.rnn_size, opt.dec_layers, opt.dropout, enc_hidden=opt.rnn_size,
-                   enc_layers=1 if transformer else opt.enc_layers)
+                   enc_layers=encoder.final_layers(opt))
 
     def init_state(self, enc_final):
         """enc_final: (h, c), each [enc_layers, batch, enc_hidden] -> decoder state dict with

@@ -4,6 +4,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from onmt_cont.models.architecture import Encoder, register_encoder
 from onmt_cont.models.dropout import Dropout
 
 # Devices whose LSTM runs in float32, outside autocast, when autocast asks for bfloat16. On CUDA,
@@ -21,12 +22,16 @@ def fp32_lstm(device_type):
             and torch.get_autocast_dtype(device_type) == torch.bfloat16)
 
 
-class RNNEncoder(nn.Module):
-    """Embeds the source and runs a (bi)LSTM over it.
+@register_encoder("rnn")
+class RNNEncoder(Encoder):
+    """Embeds the source and runs a (bi)LSTM over it (-encoder_type rnn: one direction).
 
     With ``bidirectional`` each direction has ``hidden_size // 2`` units, so the memory bank
     is ``hidden_size`` wide either way (OpenNMT's convention).
     """
+
+    summary = "LSTM"
+    bidirectional_type = False  # what -encoder_type builds under this class's name
 
     def __init__(self, vocab_size, emb_size, hidden_size, num_layers=1, bidirectional=True, dropout=0.0, pad_id=0):
         super().__init__()
@@ -47,10 +52,10 @@ class RNNEncoder(nn.Module):
 
     @classmethod
     def from_opt(cls, opt, vocab_size, pad_id=0):
-        """The encoder train.py's options describe (-brnn, -enc_layers, -rnn_size, -dropout), over a
-        source vocabulary of ``vocab_size`` words."""
+        """The encoder train.py's options describe (-enc_layers, -rnn_size, -dropout), over a
+        source vocabulary of ``vocab_size`` words; one direction, two for -encoder_type brnn (or -brnn)."""
         emb_size = opt.src_word_vec_size or opt.word_vec_size
-        return cls(vocab_size, emb_size, opt.rnn_size, opt.enc_layers, opt.brnn, opt.dropout, pad_id)
+        return cls(vocab_size, emb_size, opt.rnn_size, opt.enc_layers, cls.bidirectional_type, opt.dropout, pad_id)
 
     def forward(self, src, lengths):
         """src: [batch, src_len] ids; lengths: [batch] (on CPU or the same device).
@@ -70,3 +75,11 @@ class RNNEncoder(nn.Module):
             h = torch.cat([h[0::2], h[1::2]], dim=2)
             c = torch.cat([c[0::2], c[1::2]], dim=2)
         return memory_bank, (h, c)
+
+
+@register_encoder("brnn")
+class BiRNNEncoder(RNNEncoder):
+    """-encoder_type brnn (or -brnn): the LSTM encoder reading the source in both directions."""
+
+    summary = "bidirectional LSTM (same as -brnn)"
+    bidirectional_type = True

@@ -3,10 +3,13 @@
 import torch
 from torch import nn
 
+# the architectures register themselves (models/architecture.py) as their modules are imported
+import onmt_cont.models.encoder  # noqa: F401
+import onmt_cont.models.transformer  # noqa: F401
 from onmt_cont.constants import PAD_ID
 from onmt_cont.losses import LOSSES, decode_criterion
-from onmt_cont.models.decoder import InputFeedRNNDecoder, TargetEmbeddings
-from onmt_cont.models.encoder import RNNEncoder
+from onmt_cont.models.architecture import DECODERS, ENCODERS, architecture
+from onmt_cont.models.decoder import TargetEmbeddings
 from onmt_cont.models.generators import (
     ContinuousGenerator,
     JointGenerator,
@@ -14,26 +17,7 @@ from onmt_cont.models.generators import (
     SoftmaxGenerator,
     normalize_table,
 )
-from onmt_cont.models.transformer import TransformerDecoder, TransformerEncoder
 from onmt_cont.opts import upgrade
-
-# The architectures, by name (OpenNMT's -encoder_type / -decoder_type names). Each class has
-# from_opt(opt, ...) taking what it needs from the options; a new architecture is its own module
-# under models/ plus an entry here. "brnn" is the bidirectional RNNEncoder (-brnn).
-str2enc = {"rnn": RNNEncoder, "brnn": RNNEncoder, "transformer": TransformerEncoder}
-str2dec = {"rnn": InputFeedRNNDecoder, "transformer": TransformerDecoder}
-
-
-def architecture(opt):
-    """-> (encoder name, decoder name) of the options: -encoder_type / -decoder_type, where
-    -encoder_type defaults to brnn with -brnn and rnn without (checkpoints written before these
-    options existed have neither, and are LSTMs)."""
-    opt = upgrade(opt)
-    enc = opt.encoder_type or ("brnn" if opt.brnn else "rnn")
-    dec = opt.decoder_type or "rnn"
-    if opt.brnn and enc != "brnn":
-        raise ValueError(f"-brnn makes the RNN encoder bidirectional: it does not go with -encoder_type {enc}")
-    return enc, dec
 
 
 class NMTModel(nn.Module):
@@ -166,9 +150,9 @@ def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
     check_sharing(opt, kind, src_vocab_size, tgt_vocab_size)
     enc_name, dec_name = architecture(opt)
     tgt_emb = opt.tgt_word_vec_size or opt.word_vec_size
-    encoder = str2enc[enc_name].from_opt(opt, src_vocab_size, PAD_ID)
+    encoder = ENCODERS[enc_name].from_opt(opt, src_vocab_size, PAD_ID)
     embeddings = TargetEmbeddings(tgt_vocab_size, tgt_emb, tgt_table if opt.tie_emb else None, PAD_ID)
-    decoder = str2dec[dec_name].from_opt(opt, embeddings)
+    decoder = DECODERS[dec_name].from_opt(opt, embeddings)
     generator = build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table)
     if opt.share_embeddings:
         encoder.embeddings.weight = embeddings.table.weight

@@ -1,18 +1,21 @@
 """train.py's "Model" options: the architecture, its sizes, dropout, embeddings and the output layer.
 What the parser cannot check is in :mod:`onmt_cont.train.checks`."""
 
+from onmt_cont.models.model import DECODERS, ENCODERS
 from onmt_cont.models.transformer import parse_alignment_layer
+
+
+def _kinds(table):
+    """-encoder_type / -decoder_type's help: each registered name and its class's summary."""
+    return "; ".join(f"{name}: {table[name].summary}" for name in sorted(table))
 
 
 def add_model_options(p):
     """Add the "Model" group to train.py's parser ``p``."""
     g = p.add_argument_group("Model")
-    g.add_argument("-encoder_type", choices=["rnn", "brnn", "transformer"], default=None,
-                   help="rnn: LSTM; brnn: bidirectional LSTM (same as -brnn); transformer: pre-norm self-attention "
-                   "(default: brnn with -brnn, else rnn)")
-    g.add_argument("-decoder_type", choices=["rnn", "transformer"], default="rnn",
-                   help="rnn: LSTM with Luong attention and input feeding; transformer: pre-norm causal "
-                   "self-attention + cross-attention, decoded with a key/value cache")
+    g.add_argument("-encoder_type", choices=sorted(ENCODERS), default=None,
+                   help=f"{_kinds(ENCODERS)} (default: brnn with -brnn, else rnn)")
+    g.add_argument("-decoder_type", choices=sorted(DECODERS), default="rnn", help=_kinds(DECODERS))
     g.add_argument("-rnn_size", type=int, default=1024, help="LSTM hidden size (paper: 1024); the Transformer's "
                    "model size d_model (its embeddings must be as wide: -word_vec_size)")
     g.add_argument("-layers", type=int, default=None, help="set both -enc_layers and -dec_layers")

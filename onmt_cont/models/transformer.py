@@ -22,6 +22,7 @@ import math
 import torch
 from torch import nn
 
+from onmt_cont.models.architecture import Decoder, Encoder, register_decoder, register_encoder
 from onmt_cont.models.dropout import Dropout
 from onmt_cont.models.transformer_layers import DecoderLayer, EncoderLayer, PositionalEncoding, compute_input
 from onmt_cont.opts import upgrade
@@ -58,6 +59,23 @@ def _norm_opts(opt):
     return opt.layer_norm, opt.ff_dropout
 
 
+# the train.py options both Transformer sides read, and no other architecture
+READS = frozenset({"heads", "transformer_ff", "position_encoding", "max_positions", "attention_dropout",
+                   "ff_dropout", "layer_norm"})
+
+
+def check_opt(opt, side, emb_key):
+    """The options a Transformer ``side`` ("encoder" or "decoder") is built from, as train.py words them: its
+    sizes positive, -attention_dropout in [0, 1), and :func:`check_sizes` with that side's embedding width
+    (-``emb_key`` or -word_vec_size). Raises ValueError."""
+    for name in ("heads", "transformer_ff", "max_positions"):
+        if getattr(opt, name) < 1:
+            raise ValueError(f"-{name} must be at least 1, got {getattr(opt, name)}")
+    if not 0.0 <= opt.attention_dropout < 1.0:
+        raise ValueError(f"-attention_dropout must be in [0, 1), got {opt.attention_dropout}")
+    check_sizes(opt.rnn_size, opt.heads, [(side, emb_key, getattr(opt, emb_key) or opt.word_vec_size)])
+
+
 def check_alignment_layer(layer, num_layers):
     """-alignment_layer: "mean", None, or a layer of a ``num_layers``-layer decoder. Raises ValueError."""
     if layer not in (None, "mean") and not -num_layers <= layer < num_layers:
@@ -65,10 +83,16 @@ def check_alignment_layer(layer, num_layers):
                          "or -1 for the last)")
 
 
-class TransformerEncoder(nn.Module):
+@register_encoder("transformer")
+class TransformerEncoder(Encoder):
     """Word embeddings · √d + positions, ``num_layers`` self-attention layers, a final LayerNorm
     (pre-norm; post-norm layers end in their own). Its "final state" (for an RNN decoder's bridge) is the mean
     of the memory bank over the real source tokens, as one layer: ([1, batch, dim], same)."""
+
+    summary = "self-attention layers (pre- or post-norm: -layer_norm)"
+    reads = READS
+    auto_bf16 = True  # lab/bench/tiny_step.py: the Tiny presets' first 1,000 updates, two seeds a side
+    sdpa = True
 
     def __init__(self, vocab_size, dim, heads, ff, num_layers, dropout=0.1, attn_dropout=0.1,
                  position_encoding="sinusoidal", max_positions=1024, pad_id=0, norm="pre", ff_dropout=None):
@@ -82,6 +106,14 @@ class TransformerEncoder(nn.Module):
         self.dropout = Dropout(dropout)
         self.scale = math.sqrt(dim)
         self.pad_id = pad_id
+
+    @classmethod
+    def check_opt(cls, opt):
+        check_opt(opt, "encoder", "src_word_vec_size")
+
+    @classmethod
+    def final_layers(cls, opt):
+        return 1  # the mean of the memory bank
 
     @classmethod
     def from_opt(cls, opt, vocab_size, pad_id=0):
@@ -104,12 +136,18 @@ class TransformerEncoder(nn.Module):
         return x, (mean, mean)
 
 
-class TransformerDecoder(nn.Module):
+@register_decoder("transformer")
+class TransformerDecoder(Decoder):
     """Target embeddings (a TargetEmbeddings: trained, or -tie_emb's frozen table) · √d +
     positions, ``num_layers`` layers of causal self-attention, cross-attention and a feed-forward
     block, a final LayerNorm (pre-norm; post-norm layers end in their own). The state is the key/value cache:
     ``k{i}``/``v{i}`` [batch, heads, steps, head_dim] of layer i's self-attention and ``mk{i}``/``mv{i}`` of its
     cross-attention over the memory bank; the initial state is empty."""
+
+    summary = "causal self-attention + cross-attention layers, decoded with a key/value cache"
+    reads = READS | {"alignment_layer"}
+    auto_bf16 = True
+    sdpa = True
 
     def __init__(self, embeddings, dim, heads, ff, num_layers, dropout=0.1, attn_dropout=0.1,
                  position_encoding="sinusoidal", max_positions=1024, alignment_layer=None, norm="pre",
@@ -125,6 +163,11 @@ class TransformerDecoder(nn.Module):
         self.scale = math.sqrt(dim)
         self.hidden_size = dim
         self.set_alignment_layer(alignment_layer)
+
+    @classmethod
+    def check_opt(cls, opt):
+        check_opt(opt, "decoder", "tgt_word_vec_size")
+        check_alignment_layer(opt.alignment_layer, opt.dec_layers)
 
     @classmethod
     def from_opt(cls, opt, embeddings):

@@ -13,8 +13,9 @@ from onmt_cont import distributed
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.losses import build_loss
 from onmt_cont.losses.unlikelihood import SequenceUnlikelihood
+from onmt_cont.models.architecture import DECODERS, ENCODERS, architecture
 from onmt_cont.models.generators import ReWEGenerator, SoftmaxGenerator
-from onmt_cont.models.model import architecture, build_model
+from onmt_cont.models.model import build_model
 from onmt_cont.opts import upgrade
 from onmt_cont.train.average import ParameterAverage
 from onmt_cont.train.optim import make_optimizer
@@ -57,7 +58,8 @@ def amp_dtype(opt, device=None):
         return ({"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if amp else None), None
     if device is None or device.type != "cpu":
         return None, None
-    if architecture(opt) != ("transformer", "transformer") or opt.loss not in AUTO_BF16_LOSSES \
+    enc, dec = architecture(opt)
+    if not (ENCODERS[enc].auto_bf16 and DECODERS[dec].auto_bf16) or opt.loss not in AUTO_BF16_LOSSES \
             or opt.amp_dtype != "bf16":
         return None, None
     fast, why = fast_bf16_cpu()
@@ -104,8 +106,9 @@ def build(opt: Namespace, src_size: int, tgt_size: int, table: torch.Tensor | No
     amp, auto_note = amp_dtype(opt, device) if amp == "opt" else (amp, None)
     if amp is not None:  # before DDP wraps the model and before any log or checkpoint is written
         require_autocast(forward, loss_fn, device, amp)
-    # only the Transformer attends through scaled_dot_product_attention
-    amp_note = avoid_per_shape_attention(device, amp) if "transformer" in architecture(opt) else None
+    enc, dec = architecture(opt)
+    sdpa = ENCODERS[enc].sdpa or DECODERS[dec].sdpa  # only such a side attends through scaled_dot_product_attention
+    amp_note = avoid_per_shape_attention(device, amp) if sdpa else None
     amp_note = "; ".join(n for n in (auto_note, amp_note) if n) or None
     if ctx.distributed:
         # a ReWE head at lambda 0 is left out of the graph: DDP must be told some parameters go unused

@@ -12,8 +12,8 @@ import torch
 from onmt_cont.losses import LOSSES
 from onmt_cont.losses.negatives import parse_sources
 from onmt_cont.losses.unlikelihood import NGRAM
-from onmt_cont.models.model import architecture, build_model, generator_kind
-from onmt_cont.models.transformer import check_alignment_layer, check_sizes
+from onmt_cont.models.architecture import DECODERS, ENCODERS, architecture
+from onmt_cont.models.model import build_model, generator_kind
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.numbers import SEED_MAX
 from onmt_cont.utils.threads import MAX_REQUEST
@@ -195,7 +195,8 @@ def expand_layers(opt: Namespace, default: Callable[[str], Any]) -> None:
 
 
 def _check_architecture(opt):
-    """-encoder_type / -decoder_type and the Transformer's sizes, before anything is built."""
+    """-encoder_type / -decoder_type and what each side reads of the options (its check_opt), before anything
+    is built."""
     try:
         enc, dec = architecture(opt)
     except ValueError as exc:
@@ -203,21 +204,13 @@ def _check_architecture(opt):
     for name in ("enc_layers", "dec_layers"):
         if getattr(opt, name) < 1:
             raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
-    if "transformer" in (enc, dec):
-        for name in ("heads", "transformer_ff", "max_positions"):
-            if getattr(opt, name) < 1:
-                raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
-        if not 0.0 <= opt.attention_dropout < 1.0:
-            raise UserError(f"-attention_dropout must be in [0, 1), got {opt.attention_dropout}")
-    sides = (("encoder", enc, "src_word_vec_size"), ("decoder", dec, "tgt_word_vec_size"))
-    if opt.alignment_layer is not None and dec != "transformer":
-        raise UserError("-alignment_layer picks a Transformer decoder layer's cross-attention: it needs "
-                        f"-decoder_type transformer (got -decoder_type {dec})")
+    if opt.alignment_layer is not None and "alignment_layer" not in DECODERS[dec].reads:
+        readers = " or ".join(name for name, cls in DECODERS.items() if "alignment_layer" in cls.reads)
+        raise UserError("-alignment_layer picks a decoder layer's cross-attention: it needs "
+                        f"-decoder_type {readers} (got -decoder_type {dec})")
     try:
-        if "transformer" in (enc, dec):
-            check_sizes(opt.rnn_size, opt.heads, [(side, key, getattr(opt, key) or opt.word_vec_size)
-                                                  for side, name, key in sides if name == "transformer"])
-        check_alignment_layer(opt.alignment_layer, opt.dec_layers)
+        ENCODERS[enc].check_opt(opt)
+        DECODERS[dec].check_opt(opt)
     except ValueError as exc:
         raise UserError(str(exc)) from None
 
@@ -284,9 +277,6 @@ def _check_negatives(opt):
         raise UserError(f"-table_lr_scale must be positive, got {opt.table_lr_scale}")
 
 
-# Options only a Transformer side reads
-TRANSFORMER_OPTIONS = ("heads", "transformer_ff", "position_encoding", "max_positions", "attention_dropout",
-                       "ff_dropout", "layer_norm")
 # -negatives sources and the options that size them
 SOURCE_OPTIONS = {"num_sampled": ("random",), "ann_candidates": ("gold_nn", "ann")}
 
@@ -301,9 +291,13 @@ def ineffective_options(opt: Namespace, default: Callable[[str], Any]) -> list[s
         if name in read_by_some and name not in spec.reads:
             readers = [n for n, s in LOSSES.items() if name in s.reads]
             lines.append(f"-{name} does nothing for -loss {opt.loss} (it is read by -loss {', '.join(readers)})")
-    if "transformer" not in architecture(opt):
-        lines += [f"-{name} does nothing without a Transformer side (-encoder_type/-decoder_type transformer)"
-                  for name in TRANSFORMER_OPTIONS if name in given]
+    sides = architecture(opt)
+    reads = ENCODERS[sides[0]].reads | DECODERS[sides[1]].reads
+    for name in given:
+        readers = sorted({n for table in (ENCODERS, DECODERS) for n, cls in table.items() if name in cls.reads})
+        if readers and name not in reads:
+            kinds = " or ".join(readers)
+            lines.append(f"-{name} does nothing without a {kinds} side (-encoder_type/-decoder_type {kinds})")
     sources = (opt.negatives or "").split(",")
     for name, needs in SOURCE_OPTIONS.items():
         if name in given and not any(source in sources for source in needs):

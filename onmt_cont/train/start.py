@@ -12,13 +12,13 @@ from typing import Any
 
 from onmt_cont import distributed
 from onmt_cont.inputters.batching import FINAL_PUNCT
+from onmt_cont.models.architecture import architecture
 from onmt_cont.models.checkpoint import (
     find_resumable,
     inexact_resume,
     load_checkpoint,
     resume_problem,
 )
-from onmt_cont.models.model import architecture
 from onmt_cont.train.checks import check_options, expand_layers, ineffective_options
 from onmt_cont.train.log import logger, report_parameters, setup_logging, to_log_file
 from onmt_cont.train.resume import check_resumable, kept_best, take_checkpoint_options

@@ -6,8 +6,9 @@ import pytest
 
 from onmt_cont.bin import train
 from onmt_cont.models import model as model_mod
+from onmt_cont.models.architecture import DECODERS, ENCODERS
 from onmt_cont.models.decoder import InputFeedRNNDecoder
-from onmt_cont.models.encoder import RNNEncoder
+from onmt_cont.models.encoder import BiRNNEncoder, RNNEncoder
 from tests.helpers import ROOT
 
 PKG = ROOT / "onmt_cont"
@@ -60,18 +61,19 @@ def test_no_import_runs_from_a_lower_layer_to_a_higher_one():
 
 @pytest.mark.parametrize("brnn", [False, True])
 def test_build_model_takes_the_architecture_from_the_registries(brnn, monkeypatch):
-    """build_model constructs what str2enc / str2dec name, not a hard-coded class."""
+    """build_model constructs what ENCODERS / DECODERS name, not a hard-coded class; -encoder_type brnn is
+    bidirectional with or without -brnn."""
 
-    class MyEncoder(RNNEncoder):
+    class MyEncoder(BiRNNEncoder if brnn else RNNEncoder):
         pass
 
     class MyDecoder(InputFeedRNNDecoder):
         pass
 
     name = "brnn" if brnn else "rnn"
-    monkeypatch.setitem(model_mod.str2enc, name, MyEncoder)
-    monkeypatch.setitem(model_mod.str2dec, "rnn", MyDecoder)
-    args = ["-loss", "ce", "-rnn_size", "8", "-word_vec_size", "4", "-enc_layers", "2"] + (["-brnn"] if brnn else [])
+    monkeypatch.setitem(ENCODERS, name, MyEncoder)
+    monkeypatch.setitem(DECODERS, "rnn", MyDecoder)
+    args = ["-loss", "ce", "-rnn_size", "8", "-word_vec_size", "4", "-enc_layers", "2", "-encoder_type", name]
     opt = train.build_parser().parse_args(args)
     model = model_mod.build_model(opt, 11, 13)
     assert type(model.encoder) is MyEncoder and type(model.decoder) is MyDecoder

@@ -582,7 +582,7 @@ def test_old_lstm_checkpoint_loads_translates_and_resumes(data, tmp_path):
     old = tmp_path / "old.pt"
     torch.save(ckpt, old)
     model, opt, _, _ = model_from_checkpoint(load_checkpoint(str(old)))
-    assert type(model.encoder).__name__ == "RNNEncoder" and model.encoder.rnn.bidirectional
+    assert type(model.encoder).__name__ == "BiRNNEncoder" and model.encoder.rnn.bidirectional
     assert type(model.decoder).__name__ == "InputFeedRNNDecoder"
     src = tmp_path / "in.fr"
     src.write_text("\n".join(data["src"][:5]) + "\n", encoding="utf-8")
@@ -632,7 +632,7 @@ def test_mixed_pairs_train_and_decode(data, tmp_path, enc, dec):
                     **{**TRANSFORMER, "encoder_type": enc, "decoder_type": dec})
     losses = reported_losses(tmp_path / "train.log")
     assert len(losses) == 4 and all(math.isfinite(x) for x in losses)
-    names = {"transformer": "TransformerEncoder", "rnn": "RNNEncoder", "brnn": "RNNEncoder"}
+    names = {"transformer": "TransformerEncoder", "rnn": "RNNEncoder", "brnn": "BiRNNEncoder"}
     assert type(run.model.encoder).__name__ == names[enc]
     assert type(run.model.decoder).__name__ == ("TransformerDecoder" if dec == "transformer" else "InputFeedRNNDecoder")
     assert_trained(run, initial_model(run))

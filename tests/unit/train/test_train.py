@@ -978,7 +978,7 @@ def test_each_run_marks_its_start_in_an_appended_log(data, tmp_path):
     (["-margin", "0.3"], "-margin does nothing for -loss l2 (it is read by -loss synmargin_proj"),
     (["-temperature", "0.05"], "-temperature does nothing for -loss l2"),
     (["-lambda2", "0.5"], "-lambda2 does nothing for -loss l2"),
-    (["-heads", "4"], "-heads does nothing without a Transformer side"),
+    (["-heads", "4"], "-heads does nothing without a transformer side"),
     (["-rewe_loss", "mse"], "-rewe_loss picks the ReWE head's loss: without -rewe_lambda it does nothing"),
 ])
 def test_options_that_do_nothing_are_named_in_the_log(data, tmp_path, capsys, extra, needle):
