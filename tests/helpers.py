@@ -217,3 +217,12 @@ def translate_args(model, data, out, *extra):
     """translate.py's arguments for ``model`` on the memorisation corpus's validation source."""
     src = data["dir"] / "valid.fr"
     return ["-model", str(model), "-src", str(src), "-output", str(out), *extra]
+
+
+def translator(model, **options):
+    """The translator build_translator makes of ``model`` (a checkpoint or an export) under these decoding
+    options, with greedy search and no n-gram blocking unless they say otherwise."""
+    from onmt_cont.translate.build import build_translator
+    from onmt_cont.translate.config import DecodingConfig
+
+    return build_translator(DecodingConfig(**{"beam_size": 1, "block_ngram_repeat": 0, **options}), [str(model)])

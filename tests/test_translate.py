@@ -17,6 +17,7 @@ from onmt_cont.translate.search import beam_search, greedy_search
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon, replace_unk
 from onmt_cont.utils.errors import UserError
+from tests import helpers
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 N_TEST = sum(1 for _ in open(DATA / "test.fr", encoding="utf-8"))
@@ -385,7 +386,7 @@ def test_beam_size_one_search_equals_greedy_on_a_real_model(work):
 
 
 def test_translator_translates_lines(work):
-    translator = Translator(work["ce"], max_length=3)
+    translator = helpers.translator(work["ce"], max_length=3)
     out = translator.translate_lines(["un homme .", "", "chat"], batch_size=2)
     assert len(out) == 3 and out[1] == "" and all(len(o.split()) <= 3 for o in out)
 
@@ -521,7 +522,7 @@ def test_bleu_without_replace_unk_equals_a_run_without_it(work, capsys, tmp_path
 
 
 def test_length_batches():
-    from onmt_cont.translate.translator import length_batches
+    from onmt_cont.translate.base import length_batches
 
     lengths = [3, 1, 7, 2, 2, 9, 4]
     order = sorted(range(7), key=lambda i: lengths[i])  # 1, 3, 4, 0, 6, 2, 5

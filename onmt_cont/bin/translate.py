@@ -34,7 +34,8 @@ from onmt_cont import opts
 from onmt_cont.inputters.corpus import count_lines
 from onmt_cont.inputters.vocab import lowercase_only
 from onmt_cont.text import CodesText, TextPipeline, checked_codes, checked_spm, describe_record
-from onmt_cont.translate.config import FLAG_NAMES, DecodingConfig, build_translator
+from onmt_cont.translate.build import build_translator
+from onmt_cont.translate.config import FLAG_NAMES, DecodingConfig
 from onmt_cont.translate.options import build_parser
 from onmt_cont.translate.report import attention_table, reference_mismatch, unsegmented
 from onmt_cont.translate.unk import remove_bpe

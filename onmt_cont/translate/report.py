@@ -1,6 +1,6 @@
 """What translate.py says about its input and output besides the translations: warnings when an input or a
-reference does not look like what the model reads (raw text against tokens, pieces against words), and
--attn_debug's table."""
+reference does not look like what the model reads (raw text against tokens, pieces against words),
+-attn_debug's table and -report_align's alignments."""
 
 import re
 
@@ -56,3 +56,12 @@ def unsegmented(lines, src_vocab):
                 return (f"the model reads {what}, but the input holds none: give {flag} to cut it, or cut it "
                         "as the training data was")
     return None
+
+
+def alignment(attn, src_len):
+    """A hypothesis's word alignment, OpenNMT-py's -report_align format: "s-t" for each output word t
+    (0-based) and the source word s (0-based) its attention weighs most, space-separated."""
+    if attn is None or attn.numel() == 0 or src_len == 0:
+        return ""
+    best = attn[:, :src_len].argmax(-1).tolist()
+    return " ".join(f"{s}-{t}" for t, s in enumerate(best))
