@@ -435,7 +435,7 @@ def test_report_align_with_n_best_and_scores_in_both_engines(models, exported):
 
 def test_coverage_penalty_against_a_hand_computation():
     """-coverage_penalty's two forms (OpenNMT-py's penalties.py), over the coverage c_j = sum_i a_ij."""
-    from onmt_cont.translate.search import coverage_penalty
+    from onmt_cont.translate.beam import coverage_penalty
 
     attn = torch.tensor([[0.5, 0.25, 0.25], [0.25, 0.25, 0.5], [0.5, 0.5, 0.0]])  # c = 1.25, 1.0, 0.75
     assert coverage_penalty(attn, "wu", 0.2) == pytest.approx(0.2 * -math.log(0.75))
@@ -451,7 +451,7 @@ def test_coverage_penalty_re_ranks_beam_search_in_both_engines(models, exported)
     attention, which the checkpoint forced through its words (-tgt_prefix) reads again (the export's attention is
     its last decoder layer's: -alignment_layer -1). Checked on "summary", linear in the attention: "wu"'s log of
     a coverage near 0 turns batching's rounding into a visible difference."""
-    from onmt_cont.translate.search import coverage_penalty
+    from onmt_cont.translate.beam import coverage_penalty
 
     torch.set_num_threads(1)
     forced = translator(models["continuous"], beam_size=1, alignment_layer=-1)

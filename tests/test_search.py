@@ -8,7 +8,8 @@ import torch
 
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID, UNK_ID
 from onmt_cont.models.generators import ContinuousGenerator
-from onmt_cont.translate.search import beam_search, blocked_words, greedy_search, length_penalty
+from onmt_cont.translate.beam import beam_search
+from onmt_cont.translate.search import blocked_words, greedy_search, length_penalty
 from onmt_cont.vmf import log_cmk
 
 # -- nearest-neighbour decoding ------------------------------------------------------------------

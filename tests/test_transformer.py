@@ -38,8 +38,9 @@ from onmt_cont.models.model import build_model
 from onmt_cont.train.build import load_table
 from onmt_cont.train.optim import learning_rate
 from onmt_cont.train.step import Trainer
+from onmt_cont.translate.beam import beam_search
 from onmt_cont.translate.config import DecodingConfig
-from onmt_cont.translate.search import beam_search, greedy_search
+from onmt_cont.translate.search import greedy_search
 from onmt_cont.translate.translator import Translator
 from tests.helpers import translator
 

@@ -13,9 +13,10 @@ from onmt_cont.bin import build_lexicon, embeddings_to_torch, preprocess, train,
 from onmt_cont.constants import UNK, UNK_ID
 from onmt_cont.evaluate import bleu_report, detokenize
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
-from onmt_cont.translate.search import beam_search, greedy_search
+from onmt_cont.translate.beam import beam_search
+from onmt_cont.translate.search import greedy_search
 from onmt_cont.translate.translator import Translator
-from onmt_cont.translate.unk import read_lexicon, replace_unk
+from onmt_cont.translate.unk import read_lexicon, remove_bpe, replace_unk
 from onmt_cont.utils.errors import UserError
 from tests import helpers
 
@@ -451,9 +452,9 @@ def test_failure_during_translation_writes_nothing(work, capsys, tmp_path, monke
 
 
 def test_remove_bpe_function():
-    assert translate.remove_bpe("a cat@@ s sat on the mat@@") == "a cats sat on the mat"
-    assert translate.remove_bpe("un@@ believ@@ able .") == "unbelievable ."
-    assert translate.remove_bpe("") == "" and translate.remove_bpe("no pieces") == "no pieces"
+    assert remove_bpe("a cat@@ s sat on the mat@@") == "a cats sat on the mat"
+    assert remove_bpe("un@@ believ@@ able .") == "unbelievable ."
+    assert remove_bpe("") == "" and remove_bpe("no pieces") == "no pieces"
 
 
 def test_remove_bpe_joins_the_models_pieces(work, capsys, tmp_path):
@@ -467,7 +468,7 @@ def test_remove_bpe_joins_the_models_pieces(work, capsys, tmp_path):
     raw, _ = run_translate(capsys, path, src, tmp_path, "-max_length", 5, name="raw.txt")
     joined, _ = run_translate(capsys, path, src, tmp_path, "-max_length", 5, "-remove_bpe", name="joined.txt")
     assert all("@@" in line for line in raw)
-    assert joined == [translate.remove_bpe(line) for line in raw]
+    assert joined == [remove_bpe(line) for line in raw]
     assert all("@@" not in line and " " not in line for line in joined)
 
 

@@ -12,16 +12,10 @@ import torch
 
 from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.vocab import Vocab
+from onmt_cont.translate.beam import COVERAGE_PENALTIES
 from onmt_cont.translate.checks import MAX_BETA, check_number, sampling_on
 from onmt_cont.translate.config import DecodingConfig
-from onmt_cont.translate.search import (
-    BANNED,
-    BANNED_WITH_UNK,
-    COVERAGE_PENALTIES,
-    MAX_OUTPUT_LENGTH,
-    Sampler,
-    length_limits,
-)
+from onmt_cont.translate.search import BANNED, BANNED_WITH_UNK, MAX_OUTPUT_LENGTH, Sampler, length_limits
 from onmt_cont.utils.errors import UserError
 
 MAX_SEED = 2**32 - 1  # -seed: CTranslate2's random seed is an unsigned 32-bit integer; one rule for both engines
@@ -124,7 +118,7 @@ class BaseTranslator:
     def set_coverage_penalty(self, kind: str = "none", beta: float = 0.0) -> None:
         """-coverage_penalty wu|summary with -beta (OpenNMT-py's): beam search ranks its finished hypotheses by
         score / length penalty minus beta x the penalty of their attention's coverage of the source
-        (:func:`~onmt_cont.translate.search.coverage_penalty`). Needs beam search and a non-zero beta."""
+        (:func:`~onmt_cont.translate.beam.coverage_penalty`). Needs beam search and a non-zero beta."""
         if kind not in COVERAGE_PENALTIES:
             raise UserError(f"-coverage_penalty must be one of {', '.join(COVERAGE_PENALTIES)}, got {kind!r}")
         check_number("beta", beta, -MAX_BETA, MAX_BETA,

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from onmt_cont.models.transformer import parse_alignment_layer
+from onmt_cont.translate.beam import COVERAGE_PENALTIES
 from onmt_cont.translate.checks import (
     DEFAULT_BEAM,
     DEFAULT_BLOCK,
@@ -21,7 +22,7 @@ from onmt_cont.translate.checks import (
     sampling_on,
     search_defaults,
 )
-from onmt_cont.translate.search import COVERAGE_PENALTIES, MAX_OUTPUT_LENGTH
+from onmt_cont.translate.search import MAX_OUTPUT_LENGTH
 from onmt_cont.utils.errors import UserError
 
 # translate.py's flags that the configuration (and the Python API) names otherwise

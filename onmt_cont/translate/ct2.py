@@ -19,9 +19,10 @@ from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.text import check_text_record
 from onmt_cont.translate.base import BaseTranslator
+from onmt_cont.translate.beam import coverage_penalty
 from onmt_cont.translate.config import DecodingConfig
 from onmt_cont.translate.report import alignment
-from onmt_cont.translate.search import coverage_penalty, length_limits
+from onmt_cont.translate.search import length_limits
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError, printable
 

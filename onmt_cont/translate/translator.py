@@ -18,13 +18,14 @@ from onmt_cont.losses import LOSSES
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.text import check_text_record
 from onmt_cont.translate.base import BaseTranslator
+from onmt_cont.translate.beam import beam_search
 from onmt_cont.translate.calibration import model_record, offset_vector
 from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.config import DecodingConfig
 from onmt_cont.translate.ensemble import Ensemble
 from onmt_cont.translate.open_vocab import extend_model, read_extension
 from onmt_cont.translate.report import alignment
-from onmt_cont.translate.search import beam_search, greedy_search, length_limits, sample_search
+from onmt_cont.translate.search import greedy_search, length_limits, sample_search
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError
 
