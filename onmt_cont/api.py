@@ -24,7 +24,8 @@ import torch
 from onmt_cont.text.pipeline import TextPipeline
 from onmt_cont.text.record import checked_codes, checked_spm
 from onmt_cont.text.subwords import CodesText
-from onmt_cont.translate.config import DecodingConfig, build_translator
+from onmt_cont.translate.build import build_translator
+from onmt_cont.translate.config import DecodingConfig
 from onmt_cont.translate.report import reference_mismatch
 from onmt_cont.translate.unk import remove_bpe
 from onmt_cont.utils.device import check_device
@@ -175,7 +176,7 @@ class Model:
         if not 1 <= beam_size <= len(t.tgt_vocab):
             raise UserError(f"translate(): beam_size must be from 1 to the target vocabulary's {len(t.tgt_vocab)}, "
                             f"got {beam_size}")
-        if beam_size != t.beam_size and getattr(t, "beam_fixed", False):
+        if beam_size != t.beam_size and t.beam_fixed:
             raise UserError("translate(): beam_size cannot change per call with -freq_offsets (fitted under one "
                             "search) or an ANN index (built for one beam): load the model with it")
         if beam_size < 2 and t.coverage[0] != "none":

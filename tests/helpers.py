@@ -471,7 +471,7 @@ def run_greedy(table, srcs, max_lengths, block=0):
 
 
 def run_beam(table, srcs, max_lengths, k, penalty="none", alpha=0.0, block=0):
-    from onmt_cont.translate.search import beam_search
+    from onmt_cont.translate.beam import beam_search
 
     model = StubModel(table)
     src, lengths = batch_of(srcs)
@@ -485,3 +485,12 @@ def batch_of(srcs):
     for i, s in enumerate(srcs):
         src[i, : len(s)] = torch.tensor(s)
     return src, torch.tensor([len(s) for s in srcs])
+
+
+def translator(model, **options):
+    """The translator build_translator makes of ``model`` (a checkpoint or an export) under these decoding
+    options, with greedy search and no n-gram blocking unless they say otherwise."""
+    from onmt_cont.translate.build import build_translator
+    from onmt_cont.translate.config import DecodingConfig
+
+    return build_translator(DecodingConfig(**{"beam_size": 1, "block_ngram_repeat": 0, **options}), [str(model)])

@@ -1,6 +1,6 @@
 """The searches of onmt_cont before issue 24: greedy search that computes every sentence until
 the whole batch has ended, and beam search one sentence at a time. The references that the
-current searches (onmt_cont/translate/search.py) are compared against, word for word
+current searches (onmt_cont/translate/search.py and beam.py) are compared against, word for word
 (tests/unit/models/test_transformer.py), and timed against (lab/bench/search_speed.py).
 
 Independent of the search they check: the decoder step, the words never produced and the length

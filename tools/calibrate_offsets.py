@@ -33,6 +33,7 @@ from onmt_cont.translate.calibration import (
     save_offsets,
 )
 from onmt_cont.translate.checks import check_decoding_options, search_defaults
+from onmt_cont.translate.config import DecodingConfig
 from onmt_cont.translate.translator import Translator
 from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
@@ -123,8 +124,9 @@ def main(argv=None):
     # continuous one
     if args.beam_size < 1:
         raise UserError(f"-beam_size must be at least 1 (1: greedy), got {args.beam_size}")
-    translator = Translator(args.model, decode_prior=args.decode_prior, block_ngram_repeat=args.block_ngram_repeat,
-                            freq_offsets=[0.0] * len(FREQ_BINS), beam_size=args.beam_size)
+    config = DecodingConfig(decode_prior=args.decode_prior, block_ngram_repeat=args.block_ngram_repeat,
+                            beam_size=args.beam_size)
+    translator = Translator.from_checkpoint(args.model, config, offsets=[0.0] * len(FREQ_BINS))
     vocab = translator.tgt_vocab
     counts = dict(zip(vocab.itos, vocab.counts, strict=True))
     ref_bins = bin_tokens(ref, counts)

@@ -23,7 +23,8 @@ import time
 import torch
 
 from onmt_cont.constants import PAD_ID
-from onmt_cont.translate.translator import Translator
+from onmt_cont.translate.build import build_translator
+from onmt_cont.translate.config import DecodingConfig
 
 
 def main(argv=None):
@@ -38,7 +39,7 @@ def main(argv=None):
     p.add_argument("-beam_size", type=int, default=5, help="-whole: the beam decode's size (greedy is timed too)")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    tr = Translator(args.model)
+    tr = build_translator(DecodingConfig(beam_size=1, block_ngram_repeat=0), [args.model])
     gen = tr.model.generator
     if not getattr(gen, "continuous", False) or not isinstance(gen.proj, torch.nn.Linear):
         sys.exit(f"error: -model {args.model}: expected a continuous model with -generator linear")
@@ -94,7 +95,7 @@ def unfolded(gen, dec_out, greedy=False):
 
 def whole(model, lines, beam, batch, repeats):
     """Whole decodes with and without the fold, alternating; the best of ``repeats`` each."""
-    tr = Translator(model, beam_size=beam)
+    tr = build_translator(DecodingConfig(beam_size=beam, block_ngram_repeat=0), [model])
     gen = tr.model.generator
     times, outputs = {"unfolded": [], "folded": []}, {}
     for rep in range(repeats):

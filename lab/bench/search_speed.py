@@ -17,6 +17,8 @@ import torch
 
 from lab import repo_module
 from onmt_cont.translate import search, translator
+from onmt_cont.translate.build import build_translator
+from onmt_cont.translate.config import DecodingConfig
 from onmt_cont.utils.threads import apply_threads
 
 # the tests' reference searches (tests/ is no package): what the batched searches are timed against
@@ -52,7 +54,7 @@ def main(argv=None):
     for path in args.models:
         name = os.path.relpath(path)
         for label, beam in (("greedy", 1), (f"beam {args.beam_size}", args.beam_size)):
-            tr = translator.Translator(path, beam_size=beam)
+            tr = build_translator(DecodingConfig(beam_size=beam, block_ngram_repeat=0), [path])
             tr.translate_lines(lines[: args.batch_size], args.batch_size)  # warm-up: one-time allocations
             times = {"before": [], "now": []}
             for _ in range(args.reps):  # alternating, the best of each: the machine's noise hits both

@@ -14,14 +14,15 @@ import argparse
 
 import torch
 
-from onmt_cont.translate.translator import Translator
+from onmt_cont.translate.build import build_translator
+from onmt_cont.translate.config import DecodingConfig
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import read_lines
 from onmt_cont.utils.threads import apply_threads
 
 
 def diagnose(model_path, lines, batch_size=32):
-    tr = Translator(model_path, torch.device("cpu"), 1, None, 2.0, "avg", 0.0, False, None)
+    tr = build_translator(DecodingConfig(beam_size=1, block_ngram_repeat=0), [model_path])
     if not tr.model.generator.continuous:
         raise SystemExit(f"{model_path}: not a continuous-output model")
     hs, es = [], []

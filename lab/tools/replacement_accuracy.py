@@ -19,7 +19,8 @@ import json
 import sys
 
 from onmt_cont.constants import UNK
-from onmt_cont.translate.translator import Translator
+from onmt_cont.translate.build import build_translator
+from onmt_cont.translate.config import DecodingConfig
 from onmt_cont.translate.unk import (
     is_punctuation,
     read_lexicon,
@@ -89,7 +90,8 @@ def main(argv=None):
     lines = [line for _, line in read_lines(opt.src)]
     results = {}
     for layer in parse_layers(opt.alignment_layer):
-        translator = Translator(opt.model, alignment_layer=layer)
+        translator = build_translator(DecodingConfig(beam_size=1, block_ngram_repeat=0, alignment_layer=layer),
+                                      [opt.model])
         sources, outputs, attns = [], [], []
         todo = [line.lower().split() if translator.lower else line.split() for line in lines]
         todo = [t for t in todo if t]

@@ -32,6 +32,7 @@ from onmt_cont.constants import PAD_ID
 from onmt_cont.export.readme import SUBWORD_FILES, readme, subword_files
 from onmt_cont.models.transformer import TransformerDecoder, TransformerEncoder
 from onmt_cont.text.record import checked_codes, checked_spm
+from onmt_cont.translate.config import DecodingConfig
 from onmt_cont.translate.ct2 import CONFIG_NAME, POSITIONS, _ctranslate2, _sha256
 from onmt_cont.translate.search import BANNED
 from onmt_cont.translate.translator import Translator
@@ -183,8 +184,10 @@ def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prio
         raise UserError(f"-output {output}: exists; give -force to replace it")
     if os.path.lexists(output):
         _check_replaceable(output, model_path)
-    translator = Translator(model_path, "cpu", decode_prior=decode_prior, decode_prior_cap=decode_prior_cap,
-                            beam_temperature=beam_temperature, alignment_layer=alignment_layer)
+    config = DecodingConfig(beam_size=1, block_ngram_repeat=0, decode_prior=decode_prior,
+                            decode_prior_cap=decode_prior_cap, beam_temperature=beam_temperature,
+                            alignment_layer=alignment_layer)
+    translator = Translator.from_checkpoint(model_path, config)
     for side in ("src", "tgt"):  # a damaged raw-text record is not copied into the export (issue 77.18)
         checked_spm(translator.text_record, side, model_path)
     checked_codes(translator.text_record, model_path)

@@ -6,6 +6,7 @@ import torch
 from onmt_cont.constants import UNK
 from onmt_cont.evaluate import tokenized_bleu
 from onmt_cont.train.log import logger
+from onmt_cont.translate.config import DecodingConfig
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import remove_bpe
 
@@ -34,7 +35,8 @@ class ValidBleu:
         self.batch_size = batch_size
 
     def __call__(self, model, device):
-        translator = Translator.from_model(model, self.src_vocab, self.tgt_vocab, False, device)
+        greedy = DecodingConfig(beam_size=1, block_ngram_repeat=0)
+        translator = Translator(model, self.src_vocab, self.tgt_vocab, greedy, device=device)
         with torch.no_grad():
             hyps = translator.translate_lines(self.src_lines, self.batch_size)
         if self.join_bpe:

@@ -1,18 +1,19 @@
-"""One decoding configuration and one way to build a translator from it.
+"""One decoding configuration: translate.py's decoding flags, typed, with their help and defaults.
 
 translate.py, :func:`onmt_cont.load` (and so the server) fill a :class:`DecodingConfig` from their flags or
-keywords and call :func:`build_translator`, so that every entry point checks, defaults and sets up decoding
-the same way, whichever engine (the checkpoint's torch search or a CTranslate2 export) decodes.
+keywords and build their translator from it (translate/build.py), so that every entry point checks, defaults
+and sets up decoding the same way, whichever engine (the checkpoint's torch search or a CTranslate2 export)
+decodes.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from onmt_cont.models.transformer import parse_alignment_layer
-from onmt_cont.translate.calibration import load_offsets
+from onmt_cont.translate.beam import COVERAGE_PENALTIES
 from onmt_cont.translate.checks import (
     DEFAULT_BEAM,
     DEFAULT_BLOCK,
@@ -21,10 +22,7 @@ from onmt_cont.translate.checks import (
     sampling_on,
     search_defaults,
 )
-from onmt_cont.translate.ct2 import Ct2Translator, check_engine_options, read_record, resolve_engine
-from onmt_cont.translate.search import COVERAGE_PENALTIES, MAX_OUTPUT_LENGTH
-from onmt_cont.translate.translator import Translator
-from onmt_cont.translate.unk import read_lexicon
+from onmt_cont.translate.search import MAX_OUTPUT_LENGTH
 from onmt_cont.utils.errors import UserError
 
 # translate.py's flags that the configuration (and the Python API) names otherwise
@@ -197,63 +195,3 @@ def add_flags(group, names: Sequence[str]) -> None:
             group.add_argument(f"-{flag}", action="store_true", **meta)
         else:
             group.add_argument(f"-{flag}", default=list(f.default) if meta.get("nargs") else f.default, **meta)
-
-
-def build_translator(config: DecodingConfig, models: Sequence[str], device: str = "cpu", threads: int = 1,
-                     log: Callable[[str], None] | None = None) -> Translator:
-    """The translator of ``models`` (one checkpoint or export; several checkpoints: an ensemble) under ``config``:
-    the one constructor path of translate.py, onmt_cont.load() and the server. ``threads``: CTranslate2's."""
-    config = config.resolved()
-    models = list(models)
-    engine = resolve_engine(config.engine, models[0])
-    lexicon = read_lexicon(config.lexicon) if config.lexicon else None  # read once, shared by an ensemble
-    offsets = offsets_model = None
-    decode_prior = config.decode_prior
-    if config.freq_offsets:
-        offsets, fitted, offsets_model = load_offsets(config.freq_offsets, with_model=True)
-        if decode_prior is not None and decode_prior != fitted:
-            raise UserError(f"-freq_offsets {config.freq_offsets} was fitted under -decode_prior {fitted:g}, but this "
-                            f"run has -decode_prior {decode_prior:g}: give -decode_prior {fitted:g}, or leave it out")
-        decode_prior = fitted
-    decode_prior = decode_prior or 0.0
-    if engine == "ctranslate2":
-        if len(models) > 1:
-            raise UserError("-engine ctranslate2 decodes one exported model; an ensemble needs the checkpoints "
-                            "(-engine torch)")
-        given = {**dataclasses.asdict(config), "decode_prior": decode_prior}
-        check_engine_options(given, read_record(models[0])[0])
-        translator = Ct2Translator(models[0], device, beam_size=config.beam_size, max_length=config.max_length,
-                                   max_length_ratio=config.max_length_ratio, length_penalty=config.length_penalty,
-                                   alpha=config.alpha, replace_unk=config.replace_unk, lexicon=lexicon,
-                                   ban_unk=config.ban_unk, block_ngram_repeat=config.block_ngram_repeat,
-                                   threads=threads)
-        if log:
-            log(f"{models[0]}: decoding with CTranslate2 ({translator.record.get('quantization')} weights)")
-    else:
-        def member(path, first):
-            return Translator(path, device, beam_size=config.beam_size, max_length=config.max_length,
-                              max_length_ratio=config.max_length_ratio, length_penalty=config.length_penalty,
-                              alpha=config.alpha, replace_unk=config.replace_unk, lexicon=lexicon,
-                              tgt_emb_extend=config.tgt_emb_extend if first else None,
-                              tgt_emb_extend_vocab=config.tgt_emb_extend_vocab if first else None, ann=config.ann,
-                              ban_unk=config.ban_unk, alignment_layer=config.alignment_layer,
-                              decode_prior=decode_prior, csls=config.csls,
-                              block_ngram_repeat=config.block_ngram_repeat, decode_prior_cap=config.decode_prior_cap,
-                              freq_offsets=offsets if first else None, beam_temperature=config.beam_temperature)
-
-        translator = member(models[0], True)
-        if config.freq_offsets:
-            translator.check_offsets_model(config.freq_offsets, offsets_model)
-        if len(models) > 1:  # the other members, with the same decoding options (each keeps its own prior)
-            translator.set_ensemble([member(path, False) for path in models[1:]], models)
-            if log:
-                log(f"an ensemble of {len(models)} models: the mean of their log-probabilities at each step")
-    translator.set_min_length(config.min_length)
-    translator.set_ignore_when_blocking(config.ignore_when_blocking)
-    translator.set_n_best(config.n_best)
-    translator.set_with_score(config.with_score)
-    translator.set_sampling(config.random_sampling_topk, config.random_sampling_topp, config.random_sampling_temp,
-                            config.seed)
-    translator.set_coverage_penalty(config.coverage_penalty, config.beta)
-    translator.report_align, translator.attn_debug = bool(config.report_align), bool(config.attn_debug)
-    return translator

@@ -5,6 +5,7 @@ translate.py -engine ctranslate2, the API's and the server's ``engine``), and re
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import math
@@ -17,9 +18,11 @@ import torch
 from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.text.record import check_text_record
-from onmt_cont.translate.checks import check_decoding_options
-from onmt_cont.translate.search import coverage_penalty, length_limits
-from onmt_cont.translate.translator import Translator, alignment
+from onmt_cont.translate.base import BaseTranslator
+from onmt_cont.translate.beam import coverage_penalty
+from onmt_cont.translate.config import DecodingConfig
+from onmt_cont.translate.report import alignment
+from onmt_cont.translate.search import length_limits
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError, printable
 
@@ -123,53 +126,45 @@ def _sha256(path):
     return digest.hexdigest()
 
 
-class Ct2Translator(Translator):
+class Ct2Translator(BaseTranslator):
     """:class:`Translator`'s interface over a :func:`convert` directory, decoding with CTranslate2:
     greedy and beam search (OpenNMT-py's length normalisation, -length_penalty avg or none), -n_best,
     -with_score, -block_ngram_repeat, -ban_unk_token, random sampling, -tgt_prefix (also under beam
     search), -replace_unk, -report_align and -attn_debug (the attention of the exported alignment layer,
-    every head averaged). ``threads``: CTranslate2's intra-op threads."""
+    every head averaged). ``engine``: CTranslate2's translator of the export; ``record``: the export's
+    onmt_cont.json (:func:`read_record`)."""
 
-    def __init__(self, path, device="cpu", beam_size=1, max_length=None, max_length_ratio=2.0,
-                 length_penalty="avg", alpha=0.0, replace_unk=False, lexicon=None, ban_unk=False,
-                 block_ngram_repeat=0, threads=1):
-        # translate.py's checks, for the API's keywords too: one set for both engines (issue 77.12)
-        check_decoding_options(beam_size, max_length, max_length_ratio, alpha, block_ngram_repeat=block_ngram_repeat,
-                               length_penalty=length_penalty)
-        ct2 = _ctranslate2()
-        record, src_vocab, tgt_vocab = read_record(path)
-        if length_penalty == "wu":
-            raise UserError("-length_penalty wu: CTranslate2 normalises by length ** -alpha (-length_penalty avg "
-                            "with alpha 1 is ours), not by Wu et al.'s ((5 + length) / 6) ** alpha")
-        if beam_size < 1 or beam_size > len(tgt_vocab):
-            raise UserError(f"-beam_size {beam_size}: must be from 1 to the target vocabulary's {len(tgt_vocab)}")
+    def __init__(self, engine, src_vocab: Vocab, tgt_vocab: Vocab, config: DecodingConfig, *, record: dict,
+                 lexicon: dict | None = None) -> None:
         self.record = record
-        self.text_record = check_text_record(_from_json(record.get("text")), f"-model {path}")
+        super().__init__(engine, src_vocab, tgt_vocab, config, lower=bool(record.get("lower")), lexicon=lexicon,
+                         text_record=_from_json(record.get("text")))
+
+    @classmethod
+    def from_export(cls, path: str, config: DecodingConfig, device="cpu", threads: int = 1,
+                    lexicon: dict | None = None) -> Ct2Translator:
+        """The translator of the export ``path``, refusing the options it cannot honour (:func:`check_engine_options`)
+        before CTranslate2 loads it. ``threads``: CTranslate2's intra-op threads."""
+        config = config.resolved()
+        record, src_vocab, tgt_vocab = read_record(path)
+        check_engine_options(dataclasses.asdict(config), record)
+        ct2 = _ctranslate2()
         try:
-            self.ct2 = ct2.Translator(path, device="cuda" if str(device).startswith("cuda") else "cpu",
-                                      inter_threads=1, intra_threads=max(int(threads or 1), 1))
+            engine = ct2.Translator(path, device="cuda" if str(device).startswith("cuda") else "cpu",
+                                    inter_threads=1, intra_threads=max(int(threads or 1), 1))
         except (RuntimeError, ValueError) as exc:  # a damaged model.bin of an export without checksums
             raise UserError(f"-model {path}: CTranslate2 cannot load it ({printable(str(exc).splitlines()[0])[:200]}): "
                             "convert the checkpoint again") from None
-        self.model = None
-        self.src_vocab, self.tgt_vocab, self.train_vocab = src_vocab, tgt_vocab, tgt_vocab
-        self.n_train_words = len(tgt_vocab)
-        self.lower = bool(record.get("lower"))
-        self.beam_size, self.max_length, self.max_length_ratio = beam_size, max_length, max_length_ratio
-        self.length_penalty, self.alpha = length_penalty, alpha
-        self.replace_unk, self.lexicon, self.ban_unk = replace_unk, lexicon, ban_unk
-        self.block_ngram_repeat = block_ngram_repeat
-        self._init_search_state()
+        return cls(engine, src_vocab, tgt_vocab, config, record=record, lexicon=lexicon)
+
+    def _setup(self, config):
+        self._check_beam_size()
 
     def output_limit(self, source_length: int) -> int:
         return min(super().output_limit(source_length), self.record.get("positions", POSITIONS) - 1)
 
     def _limit_note(self):
         return f"; the export's positions, {self.record.get('positions', POSITIONS)}, less one"
-
-    def set_ensemble(self, others: Sequence[Translator], names: Sequence[str]) -> None:
-        if others:
-            raise UserError("-engine ctranslate2 decodes one exported model; an ensemble needs -engine torch")
 
     def set_sampling(self, topk: int = 0, topp: float = 0.0, temp: float = 1.0, seed: int = 0) -> None:
         super().set_sampling(topk, topp, temp, seed)
@@ -216,13 +211,13 @@ class Ct2Translator(Translator):
         if steps == 0:  # -max_length 0: empty lines, as the checkpoint gives (CTranslate2 refuses a length of 0)
             results = [SimpleNamespace(hypotheses=[[]], scores=[0.0], attention=None) for _ in source]
         else:
-            results = self.ct2.translate_batch(source, **options)
+            results = self.model.translate_batch(source, **options)
         first_rows = None
         if (attention or cov_on) and options["beam_size"] > 1 and len(source) > 1 and steps > 0:
             # CTranslate2 (4.x) returns a wrong first row of attention under beam search over a batch of several
             # sentences (it need not even sum to 1); the first step is the same for every hypothesis of a sentence
             # (its input is <s>), so one greedy step gives the right row
-            first = self.ct2.translate_batch(source, beam_size=1, max_decoding_length=1, min_decoding_length=1,
+            first = self.model.translate_batch(source, beam_size=1, max_decoding_length=1, min_decoding_length=1,
                                              return_attention=True, max_input_length=0)
             first_rows = [torch.tensor(r.attention[0][0], dtype=torch.float32) for r in first]
         outputs, attns, self.last_raw, nbest, aligns = [], [], [], [], []
@@ -311,3 +306,6 @@ def check_engine_options(given, record=None):
         if given.get(name, default) not in (default, None, 0, False):
             raise UserError(f"-{name} needs the checkpoint itself (-engine torch): CTranslate2 decodes the exported "
                             "output layer as it is")
+    if given.get("length_penalty") == "wu":
+        raise UserError("-length_penalty wu: CTranslate2 normalises by length ** -alpha (-length_penalty avg "
+                        "with alpha 1 is ours), not by Wu et al.'s ((5 + length) / 6) ** alpha")

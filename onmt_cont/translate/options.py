@@ -1,9 +1,11 @@
-"""translate.py's options: the parser. The decoding flags come from DecodingConfig's fields
-(translate/config.py: their help, types and defaults); their ranges are checked in translate/checks.py
-(before any model is loaded) and the Translator."""
+"""translate.py's options: the parser, and the parsed options with their decoding configuration. The decoding
+flags come from DecodingConfig's fields (translate/config.py: their help, types and defaults); every option is
+checked in translate/checks.py (before any model is loaded) and the Translator."""
+
+import sys
 
 from onmt_cont import opts
-from onmt_cont.translate.config import add_flags
+from onmt_cont.translate.config import FLAG_NAMES, DecodingConfig, add_flags
 from onmt_cont.utils import numbers
 from onmt_cont.utils.device import gpu_option
 from onmt_cont.utils.threads import add_threads_arg
@@ -86,3 +88,30 @@ def build_parser():
         if action.type is float:
             action.type = numbers.finite_float
     return p
+
+
+def parse_options(argv=None):
+    """translate.py's command line (and -config) -> its options, with ``models`` (-model A.pt B.pt: an
+    ensemble; ``model`` is the first), -output ``-`` for standard output and -src ``-`` for standard input."""
+    opt = opts.parse(build_parser(), argv, required=("model",))
+    opt.models = opt.model if isinstance(opt.model, list) else [opt.model]
+    opt.model = opt.models[0]
+    if opt.output is None:
+        opt.output = "-"
+    if opt.src is None:  # a Unix filter, as fairseq-interactive: `cat f | translate.py -model M`
+        opt.src = "-"
+        if sys.stdin is not None and sys.stdin.isatty():
+            print("translate.py: no -src: reading sentences from standard input, one per line (Ctrl-D ends)",
+                  file=sys.stderr)
+    return opt
+
+
+def decoding_config(opt):
+    """translate.py's decoding flags -> a DecodingConfig (the API's names)."""
+    ann = None
+    if opt.ann:
+        ann = {"kind": opt.ann_index, "nlist": opt.ann_nlist, "nprobe": opt.ann_nprobe, "hnsw_m": opt.ann_hnsw_m,
+               "ef_search": opt.ann_ef_search}
+    names = {name: getattr(opt, flag) for flag, name in FLAG_NAMES.items()}
+    return DecodingConfig(**{name: getattr(opt, name) for name in DecodingConfig.names()
+                             if name not in names and name != "ann"}, **names, ann=ann)

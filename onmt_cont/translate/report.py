@@ -1,10 +1,13 @@
 """What translate.py says about its input and output besides the translations: warnings when an input or a
-reference does not look like what the model reads (raw text against tokens, pieces against words), and
--attn_debug's table."""
+reference does not look like what the model reads (raw text against tokens, pieces against words),
+-attn_debug's table and -report_align's alignments; and :func:`log`, which prints all of it."""
 
 import re
+import sys
+from contextlib import contextmanager
 
 from onmt_cont.inputters.vocab import data_words
+from onmt_cont.utils.errors import printable
 
 _UNTOKENIZED = re.compile(r"\w[.,!?;:)\"]|\w'\w|[(\"]\w")
 
@@ -56,3 +59,52 @@ def unsegmented(lines, src_vocab):
                 return (f"the model reads {what}, but the input holds none: give {flag} to cut it, or cut it "
                         "as the training data was")
     return None
+
+
+def alignment(attn, src_len):
+    """A hypothesis's word alignment, OpenNMT-py's -report_align format: "s-t" for each output word t
+    (0-based) and the source word s (0-based) its attention weighs most, space-separated."""
+    if attn is None or attn.numel() == 0 or src_len == 0:
+        return ""
+    best = attn[:, :src_len].argmax(-1).tolist()
+    return " ".join(f"{s}-{t}" for t, s in enumerate(best))
+
+
+LOG_FILES = []  # -log_file's open file, while a run writes it
+
+
+def log(text):
+    """Every line translate.py prints besides the translations goes to standard error, so standard
+    output holds the translations alone when it is the output; and to -log_file when given."""
+    text = printable(text)  # names and lines read from files: no escape sequence reaches the terminal
+    print(text, file=sys.stderr, flush=True)
+    for f in list(LOG_FILES):
+        try:
+            f.write(text + "\n")
+            f.flush()
+        except OSError as exc:  # a full disk: the log stops, the translation goes on (as train.py's)
+            LOG_FILES.remove(f)
+            print(f"warning: cannot write the log file {f.name}: {exc.strerror or exc}; it is no longer written "
+                  "(the log goes on on standard error)", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def log_file(path):
+    """-log_file: opened for appending (a folder, a FIFO without reader: refused first), closed at the end."""
+    if path is None:
+        yield
+        return
+    from onmt_cont.utils.writable import check_log_file
+
+    check_log_file(path)
+    f = open(path, "a", encoding="utf-8")  # noqa: SIM115 - closed below, where a full disk's error is kept quiet
+    LOG_FILES.append(f)
+    try:
+        yield
+    finally:
+        if f in LOG_FILES:
+            LOG_FILES.remove(f)
+        try:
+            f.close()
+        except OSError:
+            pass

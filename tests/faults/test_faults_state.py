@@ -244,11 +244,11 @@ def test_disk_full_writing_translations(sample, tmp_path, capsys, monkeypatch):
             return FullDisk()
         return real_open(path, mode, *args, **kwargs)
 
-    import onmt_cont.bin.translate as translate_module
+    import onmt_cont.translate.files as files_module
     import onmt_cont.utils.atomic as atomic_mod
 
     monkeypatch.setattr(atomic_mod, "open", full_open, raising=False)
-    monkeypatch.setattr(translate_module, "open", full_open, raising=False)  # it streams into the temp file
+    monkeypatch.setattr(files_module, "open", full_open, raising=False)  # it streams into the temp file
     exits_2(capsys, translate.main, ["-model", str(sample["model"]), "-src", str(sample["src"]), "-output", str(out)],
             f"cannot write {out}: no space left on device")
     assert out.read_text(encoding="utf-8") == "an earlier translation\n"

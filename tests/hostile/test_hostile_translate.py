@@ -29,6 +29,7 @@ from onmt_cont.bin import build_lexicon, embeddings_to_torch, preprocess, train,
 from onmt_cont.constants import EOS_ID
 from onmt_cont.translate import calibration, search
 from onmt_cont.translate import translator as translator_module
+from onmt_cont.translate.config import DecodingConfig
 from onmt_cont.utils.errors import UserError
 from tests import helpers as stub  # the search stub (V, A, B, C, run_beam)
 from tests.helpers import ROOT, tool_path
@@ -248,12 +249,12 @@ def test_stale_temporary_files_with_odd_names_are_passed_over(tmp_path):
     assert [p.name for p in tmp_path.iterdir() if p.is_dir()]
 
 
-def test_translator_from_model_checks_its_options_too(wc_infonce):
+def test_translator_checks_its_options_too(wc_infonce):
     from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 
     model, _, src_vocab, tgt_vocab = model_from_checkpoint(load_checkpoint(str(wc_infonce)))
     with pytest.raises(UserError, match="-decode_prior"):
-        translator_module.Translator.from_model(model, src_vocab, tgt_vocab, decode_prior=math.nan)
+        translator_module.Translator(model, src_vocab, tgt_vocab, DecodingConfig(decode_prior=math.nan))
 
 
 # -- 20: a checkpoint without training counts is no prior ---------------------------------------------------

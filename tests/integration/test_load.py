@@ -13,6 +13,7 @@ import sacrebleu
 
 from onmt_cont.bin import preprocess, train, translate
 from onmt_cont.evaluate import CorpusBleu, detokenize
+from onmt_cont.translate import files
 from onmt_cont.translate.translator import Translator
 from onmt_cont.utils.errors import UserError
 from tests.helpers import ROOT
@@ -56,7 +57,7 @@ def test_translate_reads_and_writes_chunk_by_chunk(model, capsys, tmp_path, monk
     whole, whole_log = run(capsys, model, src, tmp_path / "whole.txt", "-tgt", ref, "-verbose")
 
     read = {"lines": 0}
-    real_read_lines = translate.read_lines
+    real_read_lines = files.read_lines
 
     def counting_read_lines(path):
         for item in real_read_lines(path):
@@ -72,7 +73,7 @@ def test_translate_reads_and_writes_chunk_by_chunk(model, capsys, tmp_path, monk
         calls.append((len(lines), read["lines"], (tmp_path / tmp).read_text(encoding="utf-8").count("\n")))
         return real_translate_lines(self, lines, *args, **kwargs)
 
-    monkeypatch.setattr(translate, "read_lines", counting_read_lines)
+    monkeypatch.setattr(files, "read_lines", counting_read_lines)
     monkeypatch.setattr(Translator, "translate_lines", spying_translate_lines)
     chunked, chunked_log = run(capsys, model, src, tmp_path / "chunked.txt", "-tgt", ref, "-verbose",
                                "-chunk_size", 3)
@@ -104,7 +105,7 @@ def test_read_chunks_names_the_shorter_file(tmp_path, shorter):
     a = write(tmp_path / "a.txt", ["x"] * 3)
     b = write(tmp_path / "b.txt", ["y"] * 5)
     src, tgt = (a, b) if shorter == "src" else (b, a)
-    chunks = translate.read_chunks(src, tgt, 2)
+    chunks = files.read_chunks(src, tgt, 2)
     assert next(chunks) == ((["x"] * 2, ["y"] * 2) if shorter == "src" else (["y"] * 2, ["x"] * 2))
     with pytest.raises(UserError, match=rf"{a} ends after line 3 but {b} goes on"):
         list(chunks)

@@ -23,10 +23,8 @@ import onmt_cont  # noqa: E402
 from onmt_cont.bin import convert as convert_cli  # noqa: E402
 from onmt_cont.bin import preprocess, train  # noqa: E402
 from onmt_cont.export.ct2 import convert  # noqa: E402
-from onmt_cont.translate.ct2 import Ct2Translator  # noqa: E402
-from onmt_cont.translate.translator import Translator  # noqa: E402
 from onmt_cont.utils.errors import UserError  # noqa: E402
-from tests.helpers import sample_table  # noqa: E402
+from tests.helpers import sample_table, translator  # noqa: E402
 
 DATA = ROOT / "data"
 TEST = [line.strip() for line in open(DATA / "test.fr", encoding="utf-8")]
@@ -70,8 +68,8 @@ def exported(models, tmp_path_factory):
 
 def _pair(models, exported, kind, **options):
     torch.set_num_threads(1)
-    ref = Translator(models[kind], **options)
-    ct2 = Ct2Translator(exported[kind], threads=1, **options)
+    ref = translator(models[kind], **options)
+    ct2 = translator(exported[kind], **options)
     return ref.translate_lines(TEST, 32), ct2.translate_lines(TEST, 32)
 
 
@@ -100,10 +98,8 @@ def test_beam_5_within_a_small_distance(models, exported, kind):
 
 def test_the_scores_are_translate_pys(models, exported):
     torch.set_num_threads(1)
-    ref = Translator(models["continuous"], beam_size=4)
-    ct2 = Ct2Translator(exported["continuous"], beam_size=4, threads=1)
-    for t in (ref, ct2):
-        t.set_n_best(2)
+    ref = translator(models["continuous"], beam_size=4, n_best=2)
+    ct2 = translator(exported["continuous"], beam_size=4, n_best=2)
     a, b = [], []
     ref.translate_lines(TEST[:20], 32, nbest=a)
     ct2.translate_lines(TEST[:20], 32, nbest=b)
@@ -115,8 +111,8 @@ def test_the_scores_are_translate_pys(models, exported):
 
 def test_int8_weights(models, exported, tmp_path):
     convert(models["continuous"], str(tmp_path / "int8"), quantization="int8")
-    float_bleu = _bleu(Translator(models["continuous"]).translate_lines(TEST, 32))
-    int8 = Ct2Translator(str(tmp_path / "int8"), threads=1).translate_lines(TEST, 32)
+    float_bleu = _bleu(translator(models["continuous"]).translate_lines(TEST, 32))
+    int8 = translator(tmp_path / "int8").translate_lines(TEST, 32)
     assert os.path.getsize(tmp_path / "int8" / "model.bin") < 0.4 * os.path.getsize(
         Path(exported["continuous"]) / "model.bin")
     assert _bleu(int8) >= float_bleu - 1.5
@@ -440,7 +436,7 @@ def test_report_align_with_n_best_and_scores_in_both_engines(models, exported):
 
 def test_coverage_penalty_against_a_hand_computation():
     """-coverage_penalty's two forms (OpenNMT-py's penalties.py), over the coverage c_j = sum_i a_ij."""
-    from onmt_cont.translate.search import coverage_penalty
+    from onmt_cont.translate.beam import coverage_penalty
 
     attn = torch.tensor([[0.5, 0.25, 0.25], [0.25, 0.25, 0.5], [0.5, 0.5, 0.0]])  # c = 1.25, 1.0, 0.75
     assert coverage_penalty(attn, "wu", 0.2) == pytest.approx(0.2 * -math.log(0.75))
@@ -456,19 +452,17 @@ def test_coverage_penalty_re_ranks_beam_search_in_both_engines(models, exported)
     attention, which the checkpoint forced through its words (-tgt_prefix) reads again (the export's attention is
     its last decoder layer's: -alignment_layer -1). Checked on "summary", linear in the attention: "wu"'s log of
     a coverage near 0 turns batching's rounding into a visible difference."""
-    from onmt_cont.translate.search import coverage_penalty
+    from onmt_cont.translate.beam import coverage_penalty
 
     torch.set_num_threads(1)
-    forced = Translator(models["continuous"], beam_size=1, alignment_layer=-1)
-    engines = {"torch": lambda: Translator(models["continuous"], beam_size=5, alignment_layer=-1),
-               "ct2": lambda: Ct2Translator(exported["continuous"], beam_size=5, threads=1)}
+    forced = translator(models["continuous"], beam_size=1, alignment_layer=-1)
+    engines = {"torch": lambda **options: translator(models["continuous"], alignment_layer=-1, **options),
+               "ct2": lambda **options: translator(exported["continuous"], **options)}
     for name, make in engines.items():
         runs = {}
         for kind in ("none", "summary", "wu"):
-            t = make()
-            if kind != "none":
-                t.set_coverage_penalty(kind, 1.0)
-            t.set_n_best(5)
+            cover = {} if kind == "none" else {"coverage_penalty": kind, "beta": 1.0}
+            t = make(beam_size=5, n_best=5, **cover)
             runs[kind] = []
             t.translate_lines(TEST[:12], 32, nbest=runs[kind])
         checked = 0
@@ -499,9 +493,8 @@ def test_sampled_scores_are_log_probabilities_in_both_engines(models, exported):
 
     torch.set_num_threads(1)
     scorer = ctranslate2.Translator(exported["continuous"], device="cpu", intra_threads=1)
-    for t in (Translator(models["continuous"], beam_size=3), Ct2Translator(exported["continuous"], beam_size=3)):
-        t.set_n_best(3)
-        t.set_sampling(-1, 0.0, 1.0, 7)
+    sampling = {"beam_size": 3, "n_best": 3, "random_sampling_topk": -1, "seed": 7}
+    for t in (translator(models["continuous"], **sampling), translator(exported["continuous"], **sampling)):
         nbest = []
         t.translate_lines(TEST[:6], 32, nbest=nbest)
         for src, hyps in zip(TEST[:6], nbest, strict=True):
@@ -518,8 +511,8 @@ def test_the_exports_attention_under_beam_search_over_a_batch(models, exported):
     -coverage_penalty: it summed to 0.29 here); the export engine takes that row from one greedy step. Every
     row of every 1-best is now the checkpoint's (its last decoder layer), so -replace_unk and -report_align are."""
     torch.set_num_threads(1)
-    forced = Translator(models["continuous"], beam_size=1, alignment_layer=-1)
-    ct2 = Ct2Translator(exported["continuous"], beam_size=5, threads=1)
+    forced = translator(models["continuous"], beam_size=1, alignment_layer=-1)
+    ct2 = translator(exported["continuous"], beam_size=5)
     outputs, attns = ct2.translate_batch([line.split() for line in TEST[:12]], attention=True)
     for src, words, attn in zip(TEST[:12], outputs, attns, strict=True):
         _, ref = forced.translate_batch([src.split()], attention=True, prefixes=[words])

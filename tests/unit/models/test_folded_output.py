@@ -8,8 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from onmt_cont.models.generators import ContinuousGenerator
-from onmt_cont.translate.translator import Translator
-from tests.helpers import WC, run_train
+from tests.helpers import WC, run_train, translator
 
 
 def unit_table(vocab=40, dim=10, seed=0):
@@ -96,8 +95,8 @@ def narrow_model(wc_data, tmp_path_factory):
 def test_translations_unchanged(narrow_model, wc_data, beam, monkeypatch):
     """A trained model translates its corpus the same with the fold as without it."""
     lines = wc_data["src"]
-    tr = Translator(narrow_model, beam_size=beam)
+    tr = translator(narrow_model, beam_size=beam)
     folded = tr.translate_lines(lines)
     assert tr.model.generator._folded is not None
     monkeypatch.setattr(ContinuousGenerator, "step_scores", lambda self, d, greedy=False: plain(self, d, greedy))
-    assert Translator(narrow_model, beam_size=beam).translate_lines(lines) == folded
+    assert translator(narrow_model, beam_size=beam).translate_lines(lines) == folded

@@ -28,7 +28,9 @@ from onmt_cont.models.model import build_model
 from onmt_cont.train.build import load_table
 from onmt_cont.train.optim import learning_rate
 from onmt_cont.train.step import Trainer
-from onmt_cont.translate.search import beam_search, greedy_search
+from onmt_cont.translate.beam import beam_search
+from onmt_cont.translate.config import DecodingConfig
+from onmt_cont.translate.search import greedy_search
 from onmt_cont.translate.translator import Translator
 from tests.helpers import (
     ROOT,
@@ -39,6 +41,7 @@ from tests.helpers import (
     record_steps,
     reported_losses,
     run_train,
+    translator,
 )
 from tests.helpers import train_fails as fails
 
@@ -74,7 +77,7 @@ def assert_trained(run, before):
 def decodes(run, lines, beam_size):
     """Greedy (beam 1) or beam outputs of the trained model in memory: one non-empty line each,
     of training target words (or <unk>), no longer than translate's default limit."""
-    tr = Translator.from_model(run.model, run.src_vocab, run.tgt_vocab, beam_size=beam_size)
+    tr = Translator(run.model, run.src_vocab, run.tgt_vocab, DecodingConfig(beam_size=beam_size, block_ngram_repeat=0))
     with torch.no_grad():
         out = tr.translate_lines(lines)
     assert len(out) == len(lines)
@@ -173,7 +176,7 @@ def test_open_vocabulary(data, tmp_path, tie_emb):
     changes no output."""
     run_train(data, tmp_path, loss="nllvmf", tie_emb=tie_emb, **TRANSFORMER)
     ckpt = str(tmp_path / "m_last.pt")
-    closed = Translator(ckpt)
+    closed = translator(ckpt)
     lines = data["src"][:4]
     before = closed.translate_lines(lines)
     model = closed.model
@@ -184,12 +187,12 @@ def test_open_vocabulary(data, tmp_path, tie_emb):
         first = model.generator(dec_out[:, 0])[0]
     far = -closed.model.generator.table[4:].sum(0)  # opposite every training word
     ext = write_vec(tmp_path / "ext.vec.gz", [("zzfar", far), ("zznew", first)])
-    opened = Translator(ckpt, tgt_emb_extend=ext)
+    opened = translator(ckpt, tgt_emb_extend=ext)
     assert opened.tgt_vocab.itos[-2:] == ["zzfar", "zznew"]
     after = opened.translate_lines(lines)
     assert after[0].split()[0] == "zznew"
     assert after[1:] == before[1:] or any("zznew" in a for a in after[1:])
-    far_only = Translator(ckpt, tgt_emb_extend=write_vec(tmp_path / "far.vec.gz", [("zzfar", far)]))
+    far_only = translator(ckpt, tgt_emb_extend=write_vec(tmp_path / "far.vec.gz", [("zzfar", far)]))
     assert far_only.translate_lines(lines) == before
 
 
@@ -200,8 +203,8 @@ def test_ann_decoding_matches_exact_search(data, tmp_path):
     ckpt = str(tmp_path / "m_last.pt")
     lines = data["src"][:4]
     for beam in (1, 3):
-        exact = Translator(ckpt, beam_size=beam).translate_lines(lines)
-        approx = Translator(ckpt, beam_size=beam, ann={"kind": "ivf", "nlist": 1, "nprobe": 1}).translate_lines(lines)
+        exact = translator(ckpt, beam_size=beam).translate_lines(lines)
+        approx = translator(ckpt, beam_size=beam, ann={"kind": "ivf", "nlist": 1, "nprobe": 1}).translate_lines(lines)
         assert approx == exact
 
 
@@ -521,11 +524,11 @@ def test_alignment_layer_is_carried_to_translation_and_through_resume(data, tmp_
     survives a -train_from that does not repeat it; a different one on resume is a conflict."""
     run_train(data, tmp_path / "a", loss="cosine", alignment_layer="-1", **TRANSFORMER)
     ckpt = str(tmp_path / "a" / "m_last.pt")
-    assert Translator(ckpt).model.decoder.alignment_layer == 1
+    assert translator(ckpt).model.decoder.alignment_layer == 1
     rest = {k: v for k, v in TRANSFORMER.items() if k not in ARCH}
     run = run_train(data, tmp_path / "b", train_from=ckpt, **{**rest, "epochs": "2", "train_steps": "5"})
     assert run.opt.alignment_layer == -1 and run.model.decoder.alignment_layer == 1
-    assert Translator(str(tmp_path / "b" / "m_last.pt")).model.decoder.alignment_layer == 1
+    assert translator(str(tmp_path / "b" / "m_last.pt")).model.decoder.alignment_layer == 1
     c = tmp_path / "c"
     c.mkdir()
     fails(capsys, argv(data, c, train_from=ckpt, alignment_layer="0", **rest), "-alignment_layer 0",
@@ -545,7 +548,7 @@ def test_translate_alignment_layer_overrides_the_checkpoint(data, tmp_path, caps
     toks = [line.split() for line in data["src"][:3]]
     words, attns = {}, {}
     for layer in (None, "mean", 0, 1, -1):
-        tr = Translator(ckpt, alignment_layer=layer)
+        tr = translator(ckpt, alignment_layer=layer)
         words[layer], attns[layer] = tr.translate_batch(toks, attention=True)
         assert tr.model.decoder.alignment_layer == (None if layer in (None, "mean") else layer % 2)
     assert words[0] == words[1] == words[None] == words["mean"] == words[-1]
@@ -639,7 +642,7 @@ def test_mixed_pairs_train_and_decode(data, tmp_path, enc, dec):
     lines = data["src"][:3]
     assert decodes(run, lines, 1) and decodes(run, lines, 3)
     # and through the checkpoint, as translate.py loads it
-    assert Translator(str(tmp_path / "m_last.pt")).translate_lines(lines) == decodes(run, lines, 1)
+    assert translator(str(tmp_path / "m_last.pt")).translate_lines(lines) == decodes(run, lines, 1)
 
 
 # --- 7. DDP and -amp --------------------------------------------------------------------------------

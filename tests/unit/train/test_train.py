@@ -646,7 +646,8 @@ def test_valid_bleu_joins_bpe_pieces(monkeypatch):
     """-valid_remove_bpe: the output's and the references' pieces are joined before BLEU, so two
     segmentations of the same words score 100, and without it they do not."""
     from onmt_cont.inputters.vocab import Vocab
-    from onmt_cont.train.validate import Translator, ValidBleu
+    from onmt_cont.train import validate
+    from onmt_cont.train.validate import ValidBleu
 
     class Fake:
         unk_out, words_out = 0, 6
@@ -654,7 +655,7 @@ def test_valid_bleu_joins_bpe_pieces(monkeypatch):
         def translate_lines(self, lines, batch_size):
             return ["a ca@@ t sat on the mat"]
 
-    monkeypatch.setattr(Translator, "from_model", staticmethod(lambda *args: Fake()))
+    monkeypatch.setattr(validate, "Translator", lambda *args, **kwargs: Fake())
     vocab = Vocab(["<blank>", "<unk>", "<s>", "</s>", "x"])
     examples = [(torch.tensor([4]), torch.tensor([4]))]
     ref = ["a c@@ at sat on the mat"]

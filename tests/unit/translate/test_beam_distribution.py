@@ -10,9 +10,8 @@ import torch.nn.functional as F
 
 from onmt_cont.models.generators import ContinuousGenerator
 from onmt_cont.outputs import BiasedVector  # noqa: F401  (the generator's training output)
-from onmt_cont.translate.translator import Translator
 from onmt_cont.utils.errors import UserError
-from tests.helpers import WC, run_train
+from tests.helpers import WC, run_train, translator
 
 
 def unit_table(vocab=12, dim=6, seed=0):
@@ -48,11 +47,11 @@ def nce_model(wc_data, tmp_path_factory):
 
 
 def test_each_loss_beams_at_its_own_scale(nce_model, wc_infonce, wc_ce):
-    assert Translator(str(nce_model), beam_size=2).model.generator.beam_scale == 1.0
-    assert Translator(str(nce_model), beam_size=2, beam_temperature=2).model.generator.beam_scale == 2.0
-    infonce = Translator(str(wc_infonce), beam_size=2).model.generator
+    assert translator(str(nce_model), beam_size=2).model.generator.beam_scale == 1.0
+    assert translator(str(nce_model), beam_size=2, beam_temperature=2).model.generator.beam_scale == 2.0
+    infonce = translator(str(wc_infonce), beam_size=2).model.generator
     assert infonce.criterion == "cosine" and math.isclose(infonce.beam_scale, 0.1)  # WC's -temperature default
-    assert not hasattr(Translator(str(wc_ce), beam_size=2).model.generator, "beam_scale")  # a softmax: no change
+    assert not hasattr(translator(str(wc_ce), beam_size=2).model.generator, "beam_scale")  # a softmax: no change
     for bad in (0.0, -1.0, float("nan"), 1e9):
         with pytest.raises(UserError, match="-beam_temperature"):
-            Translator(str(nce_model), beam_size=2, beam_temperature=bad)
+            translator(str(nce_model), beam_size=2, beam_temperature=bad)

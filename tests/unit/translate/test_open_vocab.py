@@ -12,9 +12,8 @@ from onmt_cont.models.checkpoint import save_checkpoint
 from onmt_cont.models.decoder import TargetEmbeddings
 from onmt_cont.models.model import build_model
 from onmt_cont.translate.open_vocab import read_extension
-from onmt_cont.translate.translator import Translator
 from onmt_cont.utils.errors import UserError
-from tests.helpers import NEW_VEC, NEW_WORD, write_vec
+from tests.helpers import NEW_VEC, NEW_WORD, translator, write_vec
 from tests.helpers import OV_DIM as DIM
 from tests.helpers import OV_TABLE as TRAIN_TABLE
 from tests.helpers import OV_WORDS as TGT_WORDS
@@ -46,9 +45,9 @@ def extension(tmp_path):
 @pytest.mark.parametrize("tie_emb", [True, False])
 def test_new_word_is_produced_where_its_vector_is_nearest(tmp_path, extension, tie_emb):
     model = checkpoint(tmp_path, tie_emb, NEW_VEC / 3)
-    closed = Translator(model, max_length=3)
+    closed = translator(model, max_length=3)
     assert NEW_WORD not in closed.translate_lines(["un chien"])[0]
-    opened = Translator(model, max_length=3, tgt_emb_extend=extension)
+    opened = translator(model, max_length=3, tgt_emb_extend=extension)
     assert opened.tgt_vocab.itos == list(SPECIALS) + TGT_WORDS + ["cat", NEW_WORD]  # new words sorted
     assert opened.translate_lines(["un chien"]) == [f"{NEW_WORD} {NEW_WORD} {NEW_WORD}"]
     table = opened.model.generator.table
@@ -61,7 +60,7 @@ def test_new_word_is_produced_where_its_vector_is_nearest(tmp_path, extension, t
 def test_training_words_decode_as_before(tmp_path, extension):
     model = checkpoint(tmp_path, True, TRAIN_TABLE[EOS_ID + 2])  # "dog"
     for kwargs in ({}, {"tgt_emb_extend": extension}):
-        assert Translator(model, max_length=2, **kwargs).translate_lines(["chien"]) == ["dog dog"]
+        assert translator(model, max_length=2, **kwargs).translate_lines(["chien"]) == ["dog dog"]
 
 
 def test_untied_decoder_reads_new_words_as_unk():
@@ -119,4 +118,4 @@ def test_softmax_model_is_refused(tmp_path, extension):
     path = str(tmp_path / "ce.pt")
     save_checkpoint(path, build_model(opt, len(vocab), len(vocab)), None, opt, vocab, vocab, {"step": 0})
     with pytest.raises(UserError, match="continuous-output model"):
-        Translator(path, tgt_emb_extend=extension)
+        translator(path, tgt_emb_extend=extension)

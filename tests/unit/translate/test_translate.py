@@ -13,10 +13,12 @@ from onmt_cont.bin import build_lexicon, embeddings_to_torch, preprocess, train,
 from onmt_cont.constants import UNK, UNK_ID
 from onmt_cont.evaluate import bleu_report, detokenize
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
-from onmt_cont.translate.search import beam_search, greedy_search
+from onmt_cont.translate.beam import beam_search
+from onmt_cont.translate.search import greedy_search
 from onmt_cont.translate.translator import Translator
-from onmt_cont.translate.unk import read_lexicon, replace_unk
+from onmt_cont.translate.unk import read_lexicon, remove_bpe, replace_unk
 from onmt_cont.utils.errors import UserError
+from tests import helpers
 from tests.helpers import ROOT
 
 DATA = ROOT / "data"
@@ -386,7 +388,7 @@ def test_beam_size_one_search_equals_greedy_on_a_real_model(work):
 
 
 def test_translator_translates_lines(work):
-    translator = Translator(work["ce"], max_length=3)
+    translator = helpers.translator(work["ce"], max_length=3)
     out = translator.translate_lines(["un homme .", "", "chat"], batch_size=2)
     assert len(out) == 3 and out[1] == "" and all(len(o.split()) <= 3 for o in out)
 
@@ -451,9 +453,9 @@ def test_failure_during_translation_writes_nothing(work, capsys, tmp_path, monke
 
 
 def test_remove_bpe_function():
-    assert translate.remove_bpe("a cat@@ s sat on the mat@@") == "a cats sat on the mat"
-    assert translate.remove_bpe("un@@ believ@@ able .") == "unbelievable ."
-    assert translate.remove_bpe("") == "" and translate.remove_bpe("no pieces") == "no pieces"
+    assert remove_bpe("a cat@@ s sat on the mat@@") == "a cats sat on the mat"
+    assert remove_bpe("un@@ believ@@ able .") == "unbelievable ."
+    assert remove_bpe("") == "" and remove_bpe("no pieces") == "no pieces"
 
 
 def test_remove_bpe_joins_the_models_pieces(work, capsys, tmp_path):
@@ -467,7 +469,7 @@ def test_remove_bpe_joins_the_models_pieces(work, capsys, tmp_path):
     raw, _ = run_translate(capsys, path, src, tmp_path, "-max_length", 5, name="raw.txt")
     joined, _ = run_translate(capsys, path, src, tmp_path, "-max_length", 5, "-remove_bpe", name="joined.txt")
     assert all("@@" in line for line in raw)
-    assert joined == [translate.remove_bpe(line) for line in raw]
+    assert joined == [remove_bpe(line) for line in raw]
     assert all("@@" not in line and " " not in line for line in joined)
 
 
@@ -522,7 +524,7 @@ def test_bleu_without_replace_unk_equals_a_run_without_it(work, capsys, tmp_path
 
 
 def test_length_batches():
-    from onmt_cont.translate.translator import length_batches
+    from onmt_cont.translate.base import length_batches
 
     lengths = [3, 1, 7, 2, 2, 9, 4]
     order = sorted(range(7), key=lambda i: lengths[i])  # 1, 3, 4, 0, 6, 2, 5

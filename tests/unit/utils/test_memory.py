@@ -18,7 +18,7 @@ import json, resource, sys, torch
 torch.set_num_threads(1)
 from onmt_cont.bin import train
 from onmt_cont.models.model import build_model
-from onmt_cont.translate.search import beam_search
+from onmt_cont.translate.beam import beam_search
 from onmt_cont.utils.memory import keep_freed_memory
 kept = keep_freed_memory() if sys.argv[1] == "keep" else None
 opt = train.build_parser().parse_args(["-loss", "ce", "-encoder_type", "transformer", "-decoder_type", "transformer",

@@ -83,7 +83,8 @@ def test_a_pipe_is_translated_line_in_line_out(model):
 
 def test_a_stream_line_without_end_is_refused(model):
     r = subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'translate.py'; "
-                        "from onmt_cont.bin import translate as t; t.MAX_STREAM_LINE = 1000; "
+                        "from onmt_cont.bin import translate as t; from onmt_cont.translate import files; "
+                        "files.MAX_STREAM_LINE = 1000; "
                         f"t.main(['-model', {model!r}, '-src', '-', '-threads', '1'])"],
                        input="x" * 5000, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 2

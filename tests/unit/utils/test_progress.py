@@ -227,11 +227,11 @@ def test_long_jobs_show_bars_and_end_with_a_summary(tiny, tmp_path, monkeypatch,
 def test_translate_lines_reports_every_line_done(tiny):
     """The progress hook counts every line once, empty ones included, so a bar ends at its total."""
     from onmt_cont.bin import train
-    from onmt_cont.translate.translator import Translator
+    from tests.helpers import translator
 
     train.main(["-data", str(tiny / "data"), "-save_model", str(tiny / "hook"), "-tgt_emb", str(tiny / "emb.pt"),
                 "-loss", "cosine", "-rnn_size", "16", "-word_vec_size", "8", "-train_steps", "1"])
     done = []
-    translator = Translator(str(tiny / "hook_last.pt"))
+    translator = translator(str(tiny / "hook_last.pt"))
     out = translator.translate_lines(["s1 s2", "", "s3", "s4 s5 s6"], batch_size=2, on_batch=done.append)
     assert len(out) == 4 and sum(done) == 4 and done[0] == 1
