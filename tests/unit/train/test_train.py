@@ -213,7 +213,7 @@ def test_gpu_without_cuda(data, tmp_path, capsys):
 def test_gpu_minus_one_means_cpu(monkeypatch):
     """OpenNMT's -gpu -1 is the CPU, also on a machine with CUDA (mocked here: before, it went to
     torch.cuda.set_device(-1) and a raw RuntimeError)."""
-    from onmt_cont.bin import translate
+    from onmt_cont.translate import options as translate
     from onmt_cont.utils.device import resolve_device
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
