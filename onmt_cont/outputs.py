@@ -18,7 +18,7 @@ class SampledLogits(NamedTuple):
 class ReWEOutput(NamedTuple):
     """A softmax model's logits and its ReWE head's predicted embedding (training and validation)."""
 
-    logits: torch.Tensor  # [N, vocab]
+    logits: "torch.Tensor | HiddenLogits"  # [N, vocab], or deferred like the softmax's (SoftmaxGenerator.defer_logits)
     embedding: torch.Tensor  # [N, m]
 
 

@@ -10,8 +10,12 @@ exactly), and that the contrastive losses' ``gold_nn``/``ann`` negatives come fr
 over the frozen table built once when the loss is built (onmt_cont.losses.negatives).
 """
 
+from argparse import Namespace
+
+from torch import Tensor
+
 from onmt_cont.losses import continuous, contrastive, softmax
-from onmt_cont.losses.spec import Loss
+from onmt_cont.losses.spec import Loss, LossFn
 
 # -loss NAME -> its Loss (onmt_cont.losses.spec): what it is and how it is built
 LOSSES: dict[str, Loss] = {spec.name: spec for spec in softmax.SPECS + continuous.SPECS + contrastive.SPECS}
@@ -29,7 +33,7 @@ def register_loss(spec: Loss) -> Loss:
     return spec
 
 
-def build_loss(opt, table, log_prior=None):
+def build_loss(opt: Namespace, table: Tensor | None, log_prior: Tensor | None = None) -> LossFn:
     """``log_prior``: log p_train(w) [V], for -sampling_correction (infonce, nllvmf_nce) only."""
     return LOSSES[opt.loss](opt, table, log_prior)
 

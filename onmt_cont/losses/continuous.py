@@ -4,25 +4,30 @@ unit-length embedding e(w) of the reference word, ``table[target]``.
 All return per-token losses [N]; constants come from the options with the papers' defaults.
 """
 
+from argparse import Namespace
+from collections.abc import Callable
+from typing import Any
+
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
-from onmt_cont.losses.spec import Loss
+from onmt_cont.losses.spec import Loss, LossFn
 from onmt_cont.opts import upgrade
 from onmt_cont.vmf import log_cmk, neg_log_cmk_approx
 
 
-def l2(pred, target_vec):
+def l2(pred: Tensor, target_vec: Tensor) -> Tensor:
     """Squared Euclidean distance ‖ê − e(w)‖²."""
     return ((pred - target_vec) ** 2).sum(-1)
 
 
-def cosine(pred, target_vec):
+def cosine(pred: Tensor, target_vec: Tensor) -> Tensor:
     """1 − cos(ê, e(w))."""
     return 1.0 - F.cosine_similarity(pred, target_vec, dim=-1, eps=1e-8)
 
 
-def most_informative_negative(pred, target, table):
+def most_informative_negative(pred: Tensor, target: Tensor, table: Tensor) -> Tensor:
     """Lazaridou et al. (2015): argmax_j cos(ê, e_j) − cos(e(w), e_j) over the vocabulary,
     the target itself excluded. Chosen without gradient. Returns ids [N]."""
     with torch.no_grad():
@@ -33,7 +38,7 @@ def most_informative_negative(pred, target, table):
         return diff.argmax(dim=1)
 
 
-def max_margin(pred, target, table, margin):
+def max_margin(pred: Tensor, target: Tensor, table: Tensor, margin: float) -> Tensor:
     """max(0, γ + cos(ê, e(w′)) − cos(ê, e(w))) with the most informative negative w′: the
     reference for ``-loss maxmargin`` (onmt_cont.losses.contrastive), which with ``-negatives
     exact -num_negatives 1`` computes the same."""
@@ -43,7 +48,7 @@ def max_margin(pred, target, table, margin):
     return torch.relu(margin + neg_cos - pos_cos)
 
 
-def synthetic_negative(unit_pred, target_vec, how):
+def synthetic_negative(unit_pred: Tensor, target_vec: Tensor, how: str) -> Tensor:
     """Bhat et al.'s synthetic negative for û (unit) and u = e(w), detached from the graph:
 
     - ``proj``: u_orth = normalize(û − (ûᵀu)u), the part of û orthogonal to u;
@@ -62,7 +67,7 @@ def synthetic_negative(unit_pred, target_vec, how):
         return F.normalize(residual, dim=-1, eps=1e-12)
 
 
-def syn_margin(pred, target_vec, margin, how):
+def syn_margin(pred: Tensor, target_vec: Tensor, margin: float, how: str) -> Tensor:
     """max(0, γ + u_negᵀû − uᵀû) with û = ê/‖ê‖ and the detached :func:`synthetic_negative`.
     In closed form: max(0, γ + sin θ − cos θ) (proj) and max(0, γ + sin(θ/2) − cos θ) (diff)."""
     unit = F.normalize(pred, dim=-1, eps=1e-8)
@@ -70,7 +75,7 @@ def syn_margin(pred, target_vec, margin, how):
     return torch.relu(margin + (neg * unit).sum(-1) - (target_vec * unit).sum(-1))
 
 
-def random_negatives(target, vocab_size, k):
+def random_negatives(target: Tensor, vocab_size: int, k: int) -> Tensor:
     """k word ids per target [N] -> [N, k], uniform over the words other than padding (id 0) and the
     target itself: a draw from 1..vocab−2 (global RNG) is shifted up by one when it is at or past the
     target, so it never hits the target and nothing is redrawn."""
@@ -78,7 +83,7 @@ def random_negatives(target, vocab_size, k):
     return draws + (draws >= target.unsqueeze(1)).long()
 
 
-def margin_random(pred, target, table, margin, k):
+def margin_random(pred: Tensor, target: Tensor, table: Tensor, margin: float, k: int) -> Tensor:
     """mean over k random negatives e(w′) of max(0, γ + cos(ê, e(w′)) − cos(ê, e(w))): the
     negative-sampling baseline of Bhat et al. The table rows are unit length."""
     unit = F.normalize(pred, dim=-1, eps=1e-8)
@@ -91,7 +96,8 @@ def margin_random(pred, target, table, margin, k):
 VMF_FORMS = ("paper", "code")
 
 
-def nll_vmf(pred, target_vec, lambda1=0.02, lambda2=0.1, approx=False, form="paper", vmf_lambda=0.2):
+def nll_vmf(pred: Tensor, target_vec: Tensor, lambda1: float = 0.02, lambda2: float = 0.1, approx: bool = False,
+            form: str = "paper", vmf_lambda: float = 0.2) -> Tensor:
     """NLLvMF of ê against the unit vector e(w), κ = ‖ê‖, in one of two forms:
 
     - ``paper`` (the printed equations): −log C_m(κ) − λ2·êᵀe(w) + λ1·κ (reg1 and reg2; λ1=0, λ2=1
@@ -115,36 +121,36 @@ def nll_vmf(pred, target_vec, lambda1=0.02, lambda2=0.1, approx=False, form="pap
     return neg_log_c - lambda2 * dot + lambda1 * kappa
 
 
-def vmf_options(opt):
+def vmf_options(opt: Namespace | dict) -> dict[str, Any]:
     """The keyword arguments of :func:`nll_vmf` that the options set (options saved before -vmf_form
     existed: the paper's form)."""
-    opt = upgrade(opt)
-    return {"lambda1": opt.lambda1, "lambda2": opt.lambda2, "approx": opt.vmf_approx,
-            "form": opt.vmf_form, "vmf_lambda": opt.vmf_lambda}
+    full = upgrade(opt)
+    return {"lambda1": full.lambda1, "lambda2": full.lambda2, "approx": full.vmf_approx,
+            "form": full.vmf_form, "vmf_lambda": full.vmf_lambda}
 
 
-def build_l2(opt, table):
+def build_l2(opt: Namespace, table: Tensor) -> LossFn:
     return lambda output, target: l2(output.float(), table[target])
 
 
-def build_cosine(opt, table):
+def build_cosine(opt: Namespace, table: Tensor) -> LossFn:
     return lambda output, target: cosine(output.float(), table[target])
 
 
-def build_synmargin(how):
-    def build(opt, table):
+def build_synmargin(how: str) -> Callable[[Namespace, Tensor], LossFn]:
+    def build(opt: Namespace, table: Tensor) -> LossFn:
         margin = opt.margin
         return lambda output, target: syn_margin(output.float(), table[target], margin, how)
 
     return build
 
 
-def build_margin_random(opt, table):
+def build_margin_random(opt: Namespace, table: Tensor) -> LossFn:
     margin, k = opt.margin, opt.num_negatives
     return lambda output, target: margin_random(output.float(), target, table, margin, k)
 
 
-def build_nllvmf(opt, table):
+def build_nllvmf(opt: Namespace, table: Tensor) -> LossFn:
     kw = vmf_options(opt)
     return lambda output, target: nll_vmf(output, table[target], **kw)
 

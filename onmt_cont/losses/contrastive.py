@@ -18,20 +18,24 @@ All return per-token losses [N] in float32. infonce and nllvmf_nce also take
   there and keeps its logit.
 """
 
+from argparse import Namespace
+
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from onmt_cont.losses.continuous import VMF_OPTIONS, nll_vmf, vmf_options
 from onmt_cont.losses.negatives import PREFIX_WINDOW, Negatives, candidate_ids, invalid, parse_sources
 from onmt_cont.losses.shared_block import shared_logsumexp
-from onmt_cont.losses.spec import Loss
+from onmt_cont.losses.spec import Loss, LossFn
 from onmt_cont.losses.token_dots import candidate_dots
 from onmt_cont.opts import upgrade
 from onmt_cont.outputs import BiasedVector
 from onmt_cont.utils.amp import outside_autocast
 
 
-def hardest_negatives(unit, target, table, shared, per_token, k):
+def hardest_negatives(unit: Tensor, target: Tensor, table: Tensor, shared: Tensor | None, per_token: Tensor | None,
+                      k: int) -> tuple[Tensor, Tensor]:
     """The k candidates with the largest cos(ê, e_j) − cos(e(w), e_j) (Lazaridou et al.'s most
     informative negatives), chosen without gradient. unit [N, m] (ê/‖ê‖), target [N] ->
     (ids [N, k'], valid [N, k']) with k' = min(k, candidates); invalid where fewer than k' of a
@@ -44,7 +48,7 @@ def hardest_negatives(unit, target, table, shared, per_token, k):
         return candidate_ids(top.indices, shared, per_token), torch.isfinite(top.values)
 
 
-def max_margin_k(pred, target, table, negatives, margin, k):
+def max_margin_k(pred: Tensor, target: Tensor, table: Tensor, negatives: Negatives, margin: float, k: int) -> Tensor:
     """mean over the k hardest negatives w′ of max(0, γ + cos(ê, e(w′)) − cos(ê, e(w))); a token
     with fewer valid negatives averages over those it has (none: loss 0)."""
     unit = F.normalize(pred, dim=-1, eps=1e-8)
@@ -57,7 +61,7 @@ def max_margin_k(pred, target, table, negatives, margin, k):
     return hinge.sum(-1) / valid.sum(-1).clamp_min(1)
 
 
-def unique_shared(shared, n_per_token):
+def unique_shared(shared: Tensor | None, n_per_token: int) -> tuple[Tensor, Tensor] | tuple[None, None]:
     """The shared candidate ids [S] (the in-batch ones repeat the batch's frequent words) -> (each
     word once [U], the [U + n_per_token] log-count offsets of the candidate logits, 0 for the
     per-token ones), or (None, None) without shared ids. A candidate that is k times in the list
@@ -71,14 +75,15 @@ def unique_shared(shared, n_per_token):
     return words, offsets
 
 
-def candidate_cross_entropy(pos, dots, mask):
+def candidate_cross_entropy(pos: Tensor, dots: Tensor, mask: Tensor) -> Tensor:
     """−log softmax of the gold logit ``pos`` [N] among itself and the negatives' ``dots`` [N, C]
     (``mask`` [N, C]: True where a candidate is no negative and is left out)."""
     logits = torch.cat([pos.unsqueeze(1), dots.masked_fill(mask, float("-inf"))], 1)
     return torch.logsumexp(logits, 1) - pos
 
 
-def _corrected_logits(dots, target, negatives, shared, per_token, repeats, correct):
+def _corrected_logits(dots: Tensor, target: Tensor, negatives: Negatives, shared: Tensor | None,
+                      per_token: Tensor | None, repeats: Tensor | None, correct: bool) -> Tensor:
     """The negatives' logits from their dots [N, S + C] (bias included): −log E subtracted with
     ``correct``, the log of the shared words' copies added."""
     if correct:
@@ -86,13 +91,15 @@ def _corrected_logits(dots, target, negatives, shared, per_token, repeats, corre
     return dots if repeats is None else dots + repeats
 
 
-def _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct):
+def _corrected_cross_entropy(pos: Tensor, dots: Tensor, target: Tensor, negatives: Negatives, shared: Tensor | None,
+                             per_token: Tensor | None, repeats: Tensor | None, correct: bool) -> Tensor:
     """The contrastive term from the gold logits pos [N] and the negatives' dots [N, S + C]."""
     dots = _corrected_logits(dots, target, negatives, shared, per_token, repeats, correct)
     return candidate_cross_entropy(pos, dots, invalid(target, shared, per_token))
 
 
-def _with_bias(pos, dots, target, shared, per_token, bias):
+def _with_bias(pos: Tensor, dots: Tensor, target: Tensor, shared: Tensor | None, per_token: Tensor | None,
+               bias: Tensor) -> tuple[Tensor, Tensor]:
     """The gold logits [N] and the negatives' [N, S + C] plus the word bias b [V] of their words."""
     parts = []
     if shared is not None:
@@ -102,14 +109,15 @@ def _with_bias(pos, dots, target, shared, per_token, bias):
     return pos + bias[target], dots + torch.cat(parts, 1)
 
 
-def _split(output):
+def _split(output: Tensor | BiasedVector) -> tuple[Tensor, Tensor | None]:
     """A continuous generator's output -> (ê float32 [N, m], bias [V] or None)."""
     if isinstance(output, BiasedVector):
         return output.vector.float(), output.bias.float()
     return output.float(), None
 
 
-def info_nce(pred, target, table, negatives, temperature, bias=None, correct=False):
+def info_nce(pred: Tensor, target: Tensor, table: Tensor, negatives: Negatives, temperature: float,
+             bias: Tensor | None = None, correct: bool = False) -> Tensor:
     """InfoNCE / sampled softmax: −log exp(s(w)) / Σ_{j ∈ {w} ∪ negatives} exp(s(j)), with
     s(j) = (cos(ê, e_j) + b_j)/τ (− log E(j) for the negatives with ``correct``)."""
     unit = F.normalize(pred, dim=-1, eps=1e-8)
@@ -122,8 +130,9 @@ def info_nce(pred, target, table, negatives, temperature, bias=None, correct=Fal
     return _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct)
 
 
-def nll_vmf_nce(pred, target, table, negatives, weight, lambda1, lambda2, approx, bias=None, correct=False,
-                form="paper", vmf_lambda=0.2):
+def nll_vmf_nce(pred: Tensor, target: Tensor, table: Tensor, negatives: Negatives, weight: float, lambda1: float,
+                lambda2: float, approx: bool, bias: Tensor | None = None, correct: bool = False, form: str = "paper",
+                vmf_lambda: float = 0.2) -> Tensor:
     """NLLvMF(ê, e(w)) (in ``form``: continuous.nll_vmf) + weight · (−log of the vMF density of w
     renormalised over {w} ∪ negatives).
 
@@ -187,8 +196,9 @@ def _chunked_parts(pred, target, table, negatives, shared, per_token, repeats, b
     return torch.logsumexp(torch.stack(lse, 1), 1) - pos
 
 
-def build_negatives(opt, table, log_prior=None):
-    sources = parse_sources(opt.negatives or next(s.negatives for s in SPECS if s.name == opt.loss))
+def build_negatives(opt: Namespace, table: Tensor, log_prior: Tensor | None = None) -> Negatives:
+    default = next(s.negatives for s in SPECS if s.name == opt.loss)  # every contrastive loss has one
+    sources = parse_sources(opt.negatives or default or "")
     opt = upgrade(opt)
     window = opt.prefix_window or PREFIX_WINDOW
     counts = opt.expected_counts or "unigram"  # options saved before it: the unigram rule
@@ -196,28 +206,28 @@ def build_negatives(opt, table, log_prior=None):
                      counts=counts)
 
 
-def build_maxmargin(opt, table):
+def build_maxmargin(opt: Namespace, table: Tensor) -> LossFn:
     negatives, margin, k = build_negatives(opt, table), opt.margin, opt.num_negatives or 1
     return lambda output, target: max_margin_k(output.float(), target, table, negatives, margin, k)
 
 
-def build_infonce(opt, table, log_prior=None):
+def build_infonce(opt: Namespace, table: Tensor, log_prior: Tensor | None = None) -> LossFn:
     negatives, tau = build_negatives(opt, table, log_prior), opt.temperature
     correct = upgrade(opt).sampling_correction
 
-    def loss(output, target):
+    def loss(output: Tensor | BiasedVector, target: Tensor) -> Tensor:
         pred, bias = _split(output)
         return info_nce(pred, target, table, negatives, tau, bias, correct)
 
     return loss
 
 
-def build_nllvmf_nce(opt, table, log_prior=None):
+def build_nllvmf_nce(opt: Namespace, table: Tensor, log_prior: Tensor | None = None) -> LossFn:
     negatives = build_negatives(opt, table, log_prior)
     w, kw = opt.contrastive_weight, vmf_options(opt)
     correct = upgrade(opt).sampling_correction
 
-    def loss(output, target):
+    def loss(output: Tensor | BiasedVector, target: Tensor) -> Tensor:
         pred, bias = _split(output)
         return nll_vmf_nce(pred, target, table, negatives, w, kw["lambda1"], kw["lambda2"], kw["approx"], bias,
                            correct, kw["form"], kw["vmf_lambda"])

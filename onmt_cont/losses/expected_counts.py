@@ -3,6 +3,7 @@ times, in expectation, the negative sources put a word among a token's candidate
 is the part of :class:`~onmt_cont.losses.negatives.Negatives` that computes them from its sources."""
 
 import torch
+from torch import Tensor
 
 from onmt_cont.constants import EOS_ID
 from onmt_cont.losses.token_dots import sorted_runs
@@ -15,7 +16,13 @@ class ExpectedCounts:
     """log E of a batch's candidates, for :class:`~onmt_cont.losses.negatives.Negatives`, whose
     ``sources``, ``table``, ``num_sampled``, ``counts`` and ``unigram`` it reads."""
 
-    def log_expected_counts(self, target, shared, per_token):
+    sources: tuple[str, ...]
+    table: Tensor  # [V, m]
+    num_sampled: int
+    counts: str
+    unigram: Tensor | None  # [V]
+
+    def log_expected_counts(self, target: Tensor, shared: Tensor | None, per_token: Tensor | None) -> Tensor:
         """log E_i(j) [N, S + C]: for each candidate j of token i, how many times the sources put j among
         token i's candidates, in expectation given the batch (-sampling_correction). A contrastive logit
         minus log E is the correction of a sampled softmax for its proposal (Bengio & Senécal 2008; Yi et
@@ -51,7 +58,7 @@ class ExpectedCounts:
         return torch.cat(parts, 1)
 
 
-    def _base(self, target):
+    def _base(self, target: Tensor) -> Tensor:
         """E(j) [V] float64 from the sources that treat every token alike: random, exact, and in-batch under the
         unigram and batch rules (the sentence rule's in-batch term is its own: :meth:`_sentence_expected`)."""
         vocab, n = self.table.size(0), target.numel()
@@ -70,7 +77,8 @@ class ExpectedCounts:
         base[0] = 0.0
         return base
 
-    def log_expected_parts(self, target, words, per_token):
+    def log_expected_parts(self, target: Tensor, words: Tensor, per_token: Tensor | None
+                           ) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor] | None, Tensor | None] | None:
         """:meth:`log_expected_counts` in parts, for distinct shared ``words`` [U] under the unigram and batch rules:
         (log E of each shared word [U], the pairs (rows, cols, log E) whose token's own list holds that word too
         (or None), log E of the per-token candidates [N, C] (or None)); float32. None under the sentence rule."""
@@ -86,7 +94,8 @@ class ExpectedCounts:
             own = torch.log(base[per_token.clamp_min(0)] + _own_counts(per_token) * (per_token > 0)).float()
         return col, hits, own
 
-    def _sentence_expected(self, target, shared, per_token, base):
+    def _sentence_expected(self, target: Tensor, shared: Tensor | None, per_token: Tensor | None,
+                           base: Tensor) -> Tensor:
         """log E_i(j) under counts="sentence": the batch is token i's own sentence plus other sentences
         drawn from the corpus. In-batch, j is among token i's candidates as often as it stands in the own
         sentence outside position i, s_i(j), plus, in the other sentences, exactly once per sentence for
@@ -124,7 +133,7 @@ class ExpectedCounts:
         return torch.cat(parts, 1)
 
 
-def own_sentence_words(target):
+def own_sentence_words(target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """target [N]: sentences one after the other, each ending with </s> (the last may lack it) ->
     (own [N, L]: the words of each token's own sentence, −1 at its own position and past the end; the
     sentence's length [N] and whether it ends with </s> [N], float64)."""
@@ -142,7 +151,7 @@ def own_sentence_words(target):
     return own, lengths[sentence].double(), ends[sentence].double()
 
 
-def _hits(words, lists, vocab):
+def _hits(words: Tensor, lists: Tensor, vocab: int) -> tuple[Tensor, Tensor]:
     """words [U] distinct, lists [N, C] (−1 padded) -> (where, times): the entries of an [N, U] matrix,
     flattened, whose row's list holds that column's word, and how many times. Each list entry is looked
     up in a [V] map of the words' columns: O(V + N·C)."""
@@ -155,7 +164,7 @@ def _hits(words, lists, vocab):
     return torch.unique(rows * words.numel() + found[hit], return_counts=True)
 
 
-def _shared_expected(log_base, base, shared, per_token, n):
+def _shared_expected(log_base: Tensor, base: Tensor, shared: Tensor, per_token: Tensor | None, n: int) -> Tensor:
     """log E [N, S] of the shared candidates: log base(j), or log(base(j) + k) where token i's own
     list holds j k times; float32. Scored on the distinct shared words (the losses pass them
     distinct and sorted already): O(V + N·C + N·S) (:func:`_hits`); ``n``: the tokens."""
@@ -169,7 +178,7 @@ def _shared_expected(log_base, base, shared, per_token, n):
     return expected[:, inverse]
 
 
-def _own_counts(per_token):
+def _own_counts(per_token: Tensor) -> Tensor:
     """[N, C]: how many times each entry's id is in its own row (1 for an id found once)."""
     _, order, first = sorted_runs(per_token)
     run = first.flatten().cumsum(0) - 1  # each sorted entry's run of equal ids

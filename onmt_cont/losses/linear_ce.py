@@ -21,6 +21,7 @@ backward's multiply-add) by the same three products on cache-sized pieces: lab/b
 """
 
 import torch
+from torch import Tensor
 
 from onmt_cont.utils.amp import autocast_dtype, outside_autocast
 
@@ -29,7 +30,7 @@ from onmt_cont.utils.amp import autocast_dtype, outside_autocast
 CHUNK_ELEMENTS = 256 * 10_000
 
 
-def chunk_rows(vocab):
+def chunk_rows(vocab: int) -> int:
     return max(1, CHUNK_ELEMENTS // max(vocab, 1))
 
 
@@ -113,7 +114,8 @@ class _LinearCrossEntropy(torch.autograd.Function):
                 None, None, None)
 
 
-def linear_cross_entropy(hidden, weight, bias, target, eps=0.0):
+def linear_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
+                         eps: float = 0.0) -> Tensor:
     """hidden [N, d], weight [V, d], bias [V] or None, target [N] -> [N] float32 per-token label-smoothed
     cross-entropy of the logits hidden·weightᵀ + bias. Products in the autocast dtype where autocast is on."""
     dev = hidden.device.type

@@ -29,17 +29,24 @@ masked by :func:`invalid`. The table is frozen (a buffer of ContinuousGenerator,
 parameter), which is what makes precomputing ``gold_nn`` and building one index correct.
 """
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
 import torch
+from torch import Tensor
 
 from onmt_cont.constants import EOS_ID
 from onmt_cont.losses.expected_counts import EXPECTED_COUNTS, ExpectedCounts
+
+if TYPE_CHECKING:  # imported where an index is built: faiss is optional
+    from onmt_cont.ann import FaissIndex
 
 SOURCES = ("exact", "inbatch", "random", "gold_nn", "ann", "prefix")
 PREFIX_WINDOW = 16  # -prefix_window's default: Multi30k's target sentences have 13 words on average
 SHARED = ("exact", "inbatch", "random")
 
 
-def parse_sources(text):
+def parse_sources(text: str) -> tuple[str, ...]:
     """'inbatch,random,gold_nn' -> a tuple of source names; raises ValueError with what is wrong."""
     names = tuple(s.strip() for s in text.split(",") if s.strip())
     bad = [s for s in names if s not in SOURCES]
@@ -61,26 +68,26 @@ EXACT_UP_TO = 16384
 EXACT_SEARCH_BYTES = 1 << 30
 
 
-def search_chunk_rows(vocab, budget=None):
+def search_chunk_rows(vocab: int, budget: int | None = None) -> int:
     """Rows per chunk of an exact search against ``vocab`` table rows: [rows, vocab] float32
     products with 3x headroom fit in ``budget`` bytes (default EXACT_SEARCH_BYTES); at least 1."""
     budget = EXACT_SEARCH_BYTES if budget is None else budget
     return max(1, budget // (3 * 4 * max(vocab, 1)))
 
 
-def _faiss_index(table, threads, need):
+def _faiss_index(table: Tensor, threads: int | None, need: tuple[str, str]) -> "FaissIndex":
     from onmt_cont.ann import FaissIndex
 
     return FaissIndex(table, "ivf", threads=threads or torch.get_num_threads(), need=need)
 
 
-def _exact_search(table, queries, k):
+def _exact_search(table: Tensor, queries: Tensor, k: int) -> Tensor:
     """The k rows 1.. of ``table`` with the largest inner products with ``queries`` [n, m]: [n, k]."""
     dots = queries @ table[1:].t()
     return dots.topk(min(k, dots.size(1)), dim=1).indices + 1
 
 
-def table_neighbours(table, k, threads=None, exact_up_to=None):
+def table_neighbours(table: Tensor, k: int, threads: int | None = None, exact_up_to: int | None = None) -> Tensor:
     """The k+1 nearest rows (inner product, the row itself included) of every row of ``table``
     [V, m]: LongTensor [V, k+1] on the table's device, −1 where fewer were found; row 0 (padding,
     never a target) is all −1. Exact up to ``exact_up_to`` rows (default EXACT_UP_TO) and on a GPU;
@@ -106,7 +113,7 @@ class PredictionIndex:
     """``search(unit [N, m], k)`` -> the k nearest table rows of each prediction [N, k] (−1: fewer):
     a faiss IVF index over the table, or exact products up to ``exact_up_to`` rows."""
 
-    def __init__(self, table, threads=None, exact_up_to=None):
+    def __init__(self, table: Tensor, threads: int | None = None, exact_up_to: int | None = None):
         self.table = table
         vocab = table.size(0)
         exact_up_to = EXACT_UP_TO if exact_up_to is None else exact_up_to
@@ -114,7 +121,7 @@ class PredictionIndex:
                 "leave ann out of -negatives")
         self.index = _faiss_index(table, threads, need) if vocab > exact_up_to else None
 
-    def search(self, unit, k):
+    def search(self, unit: Tensor, k: int) -> Tensor:
         if self.index is None:
             return _exact_search(self.table, unit, k)
         return self.index.search(unit, k).to(unit.device)
@@ -126,20 +133,23 @@ class Negatives(ExpectedCounts):
     ``__call__(unit [N, m], target [N])`` -> (shared ids [S] or None, per-token ids [N, C] or None); their
     expected counts come from :class:`~onmt_cont.losses.expected_counts.ExpectedCounts`."""
 
-    def __init__(self, sources, table, num_sampled=64, ann_candidates=32, threads=None, log_prior=None,
-                 prefix_window=PREFIX_WINDOW, counts="unigram"):
+    def __init__(self, sources: Iterable[str], table: Tensor, num_sampled: int = 64, ann_candidates: int = 32,
+                 threads: int | None = None, log_prior: Tensor | None = None, prefix_window: int = PREFIX_WINDOW,
+                 counts: str = "unigram"):
         if counts not in EXPECTED_COUNTS:
             raise ValueError(f"expected counts {counts!r}: expected one of {', '.join(EXPECTED_COUNTS)}")
-        self.sources, self.table, self.counts = tuple(sources), table, counts
+        sources = tuple(sources)
+        self.sources, self.table, self.counts = sources, table, counts
         self.num_sampled, self.k, self.prefix_window = num_sampled, ann_candidates, prefix_window
         # p_train(w) [V]: how often in-batch draws give each word under counts="unigram"
         self.unigram = None if log_prior is None else log_prior.double().exp().to(table.device)
         self.neighbours = table_neighbours(table, ann_candidates, threads) if "gold_nn" in sources else None
         self.index = PredictionIndex(table, threads) if "ann" in sources else None
 
-    def __call__(self, unit, target):
+    def __call__(self, unit: Tensor, target: Tensor) -> tuple[Tensor | None, Tensor | None]:
         vocab = self.table.size(0)
-        shared, per_token = [], []
+        shared: list[Tensor] = []
+        per_token: list[Tensor] = []
         for source in self.sources:
             if source == "exact":
                 shared.append(torch.arange(1, vocab, device=target.device))
@@ -148,16 +158,18 @@ class Negatives(ExpectedCounts):
             elif source == "random":
                 shared.append(torch.randint(1, vocab, (self.num_sampled,), device=target.device))
             elif source == "gold_nn":
+                assert self.neighbours is not None  # built when gold_nn is among the sources
                 per_token.append(self.neighbours[target])
             elif source == "prefix":
                 per_token.append(prefix_words(target, self.prefix_window))
             else:  # ann
+                assert self.index is not None  # built when ann is among the sources
                 with torch.no_grad():
                     per_token.append(self.index.search(unit.detach(), self.k))
         return (torch.cat(shared) if shared else None), (torch.cat(per_token, 1) if per_token else None)
 
 
-def prefix_words(target, k):
+def prefix_words(target: Tensor, k: int) -> Tensor:
     """target [N]: a batch's target sentences one after the other, each ending with </s> (as
     TrainingForward flattens them) -> [N, k]: the k words before each token in its own sentence,
     nearest first, −1 where the sentence has fewer."""
@@ -171,7 +183,7 @@ def prefix_words(target, k):
     return torch.where(ok, target[before], torch.full_like(before, -1))
 
 
-def invalid(target, shared, per_token):
+def invalid(target: Tensor, shared: Tensor | None, per_token: Tensor | None) -> Tensor:
     """[N, S + C] True where a candidate is no negative: the gold word, padding (0), or −1."""
     parts = []
     if shared is not None:
@@ -181,12 +193,15 @@ def invalid(target, shared, per_token):
     return torch.cat(parts, 1)
 
 
-def candidate_ids(index, shared, per_token):
+def candidate_ids(index: Tensor, shared: Tensor | None, per_token: Tensor | None) -> Tensor:
     """Positions [N, K] in the candidate list of :func:`~onmt_cont.losses.token_dots.candidate_dots` -> word
     ids [N, K], without materialising the [N, S + C] id matrix (S is the whole vocabulary for ``exact``)."""
-    s = 0 if shared is None else shared.numel()
-    from_shared = shared[index.clamp_max(s - 1)] if shared is not None else None
+    if shared is None:
+        assert per_token is not None  # a candidate list holds shared or per-token ids, or both
+        return per_token.gather(1, index.clamp_min(0))
+    s = shared.numel()
+    from_shared = shared[index.clamp_max(s - 1)]
     if per_token is None:
         return from_shared
     from_token = per_token.gather(1, (index - s).clamp_min(0))
-    return from_token if shared is None else torch.where(index < s, from_shared, from_token)
+    return torch.where(index < s, from_shared, from_token)

@@ -1,10 +1,12 @@
 """train.py's "Loss" options: the loss (its choices from the registry, losses/spec.py) and the constants
 of each family. What the parser cannot check is in :mod:`onmt_cont.train.checks`."""
 
+from argparse import ArgumentParser
+
 from onmt_cont.losses import LOSSES
 
 
-def add_loss_options(p):
+def add_loss_options(p: ArgumentParser) -> None:
     """Add the "Loss" group to train.py's parser ``p``."""
     g = p.add_argument_group("Loss")
     g.add_argument("-loss", choices=sorted(LOSSES), default="ce", help="; ".join(  # from the registry (losses/spec.py)

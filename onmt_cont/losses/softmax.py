@@ -1,14 +1,18 @@
 """Softmax-side losses: cross-entropy over the full vocabulary or a sampled part of it
 (``-generator joint -joint_sample``), plus the ReWE regulariser (``-rewe_lambda``)."""
 
+from argparse import Namespace
+from typing import Any
+
 import torch
+from torch import Tensor
 from torch.autograd.function import once_differentiable
 
 from onmt_cont.losses.continuous import cosine, l2
 from onmt_cont.losses.linear_ce import linear_cross_entropy
-from onmt_cont.losses.spec import Loss
+from onmt_cont.losses.spec import Loss, LossFn
 from onmt_cont.opts import upgrade
-from onmt_cont.outputs import HiddenLogits, SampledLogits
+from onmt_cont.outputs import HiddenLogits, ReWEOutput, SampledLogits
 
 # ReWE's regression loss between the head's ê [N, m] and e(y) [N, m] -> [N]: the cosine embedding
 # loss 1 − cos (the paper's best) or the squared error ‖ê − e(y)‖² summed over the dimensions.
@@ -24,7 +28,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
     log_softmax's backward (lab/bench/label_smoothing.py times the two, forward and backward)."""
 
     @staticmethod
-    def forward(ctx, logits, target, eps):
+    def forward(ctx: Any, logits: Tensor, target: Tensor, eps: float) -> Tensor:
         logp = torch.log_softmax(logits, dim=-1)
         at = target.unsqueeze(1)
         loss = logp.gather(1, at).squeeze(1).mul_(-(1.0 - eps))
@@ -36,7 +40,7 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
 
     @staticmethod
     @once_differentiable
-    def backward(ctx, grad):
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
         logp, at = ctx.saved_tensors
         eps, g = ctx.eps, grad.unsqueeze(1)
         out = torch.exp(logp)
@@ -49,7 +53,8 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         return out, None, None
 
 
-def cross_entropy(output, target, label_smoothing=0.0):
+def cross_entropy(output: Tensor | HiddenLogits | SampledLogits, target: Tensor,
+                  label_smoothing: float = 0.0) -> Tensor:
     """output: logits [N, vocab], :class:`HiddenLogits` (computed in chunks by linear_cross_entropy) or
     :class:`SampledLogits` (the softmax, and any label smoothing,
     then run over the candidates only); target: [N] word ids -> [N] per-token cross-entropy, the
@@ -57,11 +62,13 @@ def cross_entropy(output, target, label_smoothing=0.0):
     if isinstance(output, HiddenLogits):
         return linear_cross_entropy(*output, target, label_smoothing)
     if isinstance(output, SampledLogits):
-        output, target = output.logits, torch.searchsorted(output.candidates, target)
+        target = torch.searchsorted(output.candidates, target)
+        output = output.logits
     return _SmoothedCrossEntropy.apply(output.float(), target, float(label_smoothing))
 
 
-def nll_plus_rewe(output, target, target_vec, rewe_lambda, rewe_loss="cosine", label_smoothing=0.0):
+def nll_plus_rewe(output: ReWEOutput, target: Tensor, target_vec: Tensor, rewe_lambda: float, rewe_loss: str = "cosine",
+                  label_smoothing: float = 0.0) -> Tensor:
     """Jauregi Unanue et al. (2019), eq. 7, per token: NLL + λ·ReWE_loss(ê, e(y)).
     output: a ReWEOutput (logits [N, vocab], embedding [N, m]); target_vec: e(y) [N, m].
 
@@ -74,11 +81,13 @@ def nll_plus_rewe(output, target, target_vec, rewe_lambda, rewe_loss="cosine", l
     return nll + rewe_lambda * REWE_LOSSES[rewe_loss](output.embedding.float(), target_vec)
 
 
-def build_ce(opt, table=None):
+def build_ce(opt: Namespace, table: Tensor | None = None) -> LossFn:
     smoothing = opt.label_smoothing
     rewe_lambda = upgrade(opt).rewe_lambda
     if rewe_lambda is None:
         return lambda output, target: cross_entropy(output, target, smoothing)
+    if table is None:  # train.py's checks ask for -tgt_emb with -rewe_lambda
+        raise ValueError("-rewe_lambda needs the target embeddings (-tgt_emb)")
     rewe_loss = opt.rewe_loss
     return lambda output, target: nll_plus_rewe(output, target, table[target], rewe_lambda, rewe_loss, smoothing)
 

@@ -2,8 +2,17 @@
 builder in its own file and collected in ``onmt_cont.losses.LOSSES``. The option checks, the model
 builder, the decoder and -seq_unlikelihood read these fields instead of lists of names."""
 
+from argparse import Namespace
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from torch import Tensor
+
+# a built loss: (output, target [N] ids) -> per-token losses [N]. ``output`` is what the generator the loss goes
+# with returns: a tensor, or one of onmt_cont.outputs' tuples (SampledLogits, ReWEOutput, HiddenLogits,
+# BiasedVector), which each loss takes apart as its generator built it
+LossFn = Callable[[Any, Tensor], Tensor]
 
 
 @dataclass(frozen=True)
@@ -29,7 +38,7 @@ class Loss:
     """
 
     name: str
-    build: Callable
+    build: Callable[..., LossFn]  # (opt, table[, log_prior])
     summary: str
     continuous: bool = True
     criterion: str = "cosine"
@@ -41,5 +50,5 @@ class Loss:
     temperature: bool = False
     reads: frozenset[str] = frozenset()
 
-    def __call__(self, opt, table, log_prior=None):
+    def __call__(self, opt: Namespace, table: Tensor | None, log_prior: Tensor | None = None) -> LossFn:
         return self.build(opt, table) if log_prior is None else self.build(opt, table, log_prior)

@@ -5,11 +5,12 @@ import warnings
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from onmt_cont.utils.amp import outside_autocast
 
 
-def candidate_dots(vec, table, shared, per_token):
+def candidate_dots(vec: Tensor, table: Tensor, shared: Tensor | None, per_token: Tensor | None) -> Tensor:
     """vec [N, m] · e(j) for every candidate: [N, S + C] (shared first, then per-token); the rows
     of invalid per-token ids (−1) are read at 0 and must be masked with
     :func:`~onmt_cont.losses.negatives.invalid`. Always in float32, under -amp too: the gold logit is
@@ -67,7 +68,7 @@ class _TokenDots(torch.autograd.Function):
         return grad_vec, grad_table, None
 
 
-def table_gradient(vec, table, ids, grad):
+def table_gradient(vec: Tensor, table: Tensor, ids: Tensor, grad: Tensor) -> Tensor:
     """A trained table's gradient of the products vec[n] · table[ids[n, c]] given theirs, ``grad`` [N, C]:
     one sparse [V, N] x dense [N, m] product."""
     n, c = ids.shape
@@ -77,7 +78,7 @@ def table_gradient(vec, table, ids, grad):
     return torch.sparse.mm(weights, vec)
 
 
-def _csr_pattern(ids, vocab, dtype=torch.float32):
+def _csr_pattern(ids: Tensor, vocab: int, dtype: torch.dtype = torch.float32) -> tuple[Tensor, Tensor, Tensor]:
     """The entries of a valid sparse CSR [N, vocab] matrix for the candidates ``ids`` [N, C] (each
     row's columns sorted and distinct, as torch.sparse requires: a token's candidates can repeat a
     word), and how to read its values back: value ``distinct`` [N·C] of ``ids.sort(1)``'s order
@@ -94,7 +95,7 @@ def _csr_pattern(ids, vocab, dtype=torch.float32):
     return pattern, first.flatten().cumsum(0) - 1, order
 
 
-def sorted_runs(ids):
+def sorted_runs(ids: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """ids [N, C] -> (each row sorted, the sort's order, [N, C] True where a sorted row starts a run
     of equal ids)."""
     ordered, order = ids.sort(1)

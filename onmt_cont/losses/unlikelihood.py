@@ -19,9 +19,12 @@ Padding and <s>, which greedy search never produces, are left out of the softmax
 """
 
 import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, cast
 
 import torch
 import torch.nn.functional as F
+from torch import Tensor, nn
 
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
 from onmt_cont.losses import LOSSES
@@ -32,15 +35,25 @@ from onmt_cont.outputs import BiasedVector, HiddenLogits, ReWEOutput, logits_of,
 NGRAM = 3
 LOG_HALF = math.log(0.5)
 
+# what a generator's forward returns (onmt_cont.outputs)
+Output = Tensor | BiasedVector | ReWEOutput | HiddenLogits
 
-def repeated_ngrams(seqs, n):
+
+class WordScorer(Protocol):
+    """What :func:`word_logits` reads of a generator (models/generators.py; the losses do not import the models)."""
+
+    continuous: bool  # a continuous generator: ``table`` [V, m] is the unit-length target table
+    table: Tensor
+
+
+def repeated_ngrams(seqs: Sequence[Sequence[int]], n: int) -> list[list[bool]]:
     """Which tokens of each id list of ``seqs`` belong to an n-gram that already occurred earlier in
     the same list (overlaps count: 'be be be' holds the 2-gram 'be be' twice). Returns a list of
     lists of bools, one per token."""
     out = []
     for seq in seqs:
         flags = [False] * len(seq)
-        seen = set()
+        seen: set[tuple[int, ...]] = set()
         for i in range(len(seq) - n + 1):
             gram = tuple(seq[i : i + n])
             if gram in seen:
@@ -50,7 +63,7 @@ def repeated_ngrams(seqs, n):
     return out
 
 
-def word_logits(gen, output, loss, temperature=1.0):
+def word_logits(gen: WordScorer, output: Output, loss: str, temperature: float = 1.0) -> Tensor:
     """The training-time softmax logits [N, vocab] (with gradients) of a generator's ``output`` for
     N positions (what its forward returned for them), per the module docstring; ``loss``: the -loss
     name, whose ``vocab_logits`` says which softmax (onmt_cont.losses.spec)."""
@@ -70,7 +83,7 @@ def word_logits(gen, output, loss, temperature=1.0):
     return logits.index_fill(-1, torch.tensor([PAD_ID, BOS_ID], device=logits.device), float("-inf"))
 
 
-def unlikelihood(logits, words):
+def unlikelihood(logits: Tensor, words: Tensor) -> Tensor:
     """−log(1 − p(words)) [N] under softmax(``logits`` [N, vocab]), accurate over the whole range
     (log1mexp, Mächler 2012): for p < 1/2, −log1p(−p); above, logsumexp(all) − logsumexp(all but
     the word), where 1 − softmax would round to 0 (a word ahead by 50 in logit costs 50, not
@@ -82,18 +95,19 @@ def unlikelihood(logits, words):
     return torch.where(logp < LOG_HALF, small, large)
 
 
-def _rows(output, rows):
+def _rows(output: Output, rows: Tensor | slice) -> Output:
     """A generator output (a tensor, BiasedVector or ReWEOutput over N positions) at ``rows``."""
     if isinstance(output, BiasedVector):
         return BiasedVector(output.vector[rows], output.bias)
     if isinstance(output, ReWEOutput):
-        return ReWEOutput(_rows(output.logits, rows), output.embedding[rows])
+        logits = cast(Tensor | HiddenLogits, _rows(output.logits, rows))  # of the kind it was given
+        return ReWEOutput(logits, output.embedding[rows])
     if isinstance(output, HiddenLogits):
         return HiddenLogits(output.hidden[rows], output.weight, output.bias)
     return output[rows]
 
 
-def _pad_to(tgt, length):
+def _pad_to(tgt: Tensor, length: int) -> Tensor:
     return F.pad(tgt, (0, length - tgt.size(1)), value=PAD_ID)
 
 
@@ -109,15 +123,16 @@ class SequenceUnlikelihood:
     :func:`~onmt_cont.train.step.greedy_decodes`, passed in because greedy search (translate/) sits
     above the losses in the package's layers."""
 
-    def __init__(self, alpha, ngram, every, loss, temperature=1.0, *, search):
+    def __init__(self, alpha: float, ngram: int, every: int, loss: str, temperature: float = 1.0, *,
+                 search: Callable[[nn.Module, Tensor, Tensor], list[list[int]]]):
         self.alpha, self.ngram, self.every = alpha, ngram, every
         self.loss, self.temperature, self.search = loss, temperature, search
 
-    def applies(self, step):
+    def applies(self, step: int) -> bool:
         return step % self.every == 0
 
     @torch.no_grad()
-    def decode(self, model, batch):
+    def decode(self, model: nn.Module, batch: Mapping[str, Any]) -> tuple[dict[str, Any], Tensor, int]:
         """-> (the batch with the decodes as extra sentences: <s> ŷ </s>, flags [B, T2 − 1] of the
         decodes' target positions in a repeated n-gram, the number of decoded tokens)."""
         seqs = self.search(model, batch["src"], batch["src_lengths"])
@@ -137,7 +152,8 @@ class SequenceUnlikelihood:
                   "tgt": torch.cat([_pad_to(tgt1, length), _pad_to(tgt2.to(tgt1.device), length)])}
         return joined, flag2.to(tgt1.device), sum(len(q) for q in seqs)
 
-    def split(self, gen, output, gold, tgt, flags):
+    def split(self, gen: WordScorer, output: Output, gold: Tensor, tgt: Tensor, flags: Tensor
+              ) -> tuple[tuple[Output, Tensor], Tensor, int]:
         """The joined forward's output -> (the batch's own output and gold, the unlikelihood sum
         [] over the flagged tokens of the decodes, their count)."""
         n1 = int((tgt[: tgt.size(0) // 2, 1:] != PAD_ID).sum())

@@ -10,11 +10,14 @@ chosen architecture never reads, as the loss registry does for losses.
 from abc import ABCMeta, abstractmethod
 from argparse import Namespace
 from collections.abc import Callable
-from typing import ClassVar, TypeVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from torch import Tensor, nn
 
 from onmt_cont.opts import upgrade
+
+if TYPE_CHECKING:  # decoder.py imports this module
+    from onmt_cont.models.decoder import TargetEmbeddings
 
 # a decoder's state between steps: the LSTM's h, c and input feed, the Transformer's key/value cache
 State = dict[str, Tensor]
@@ -33,6 +36,8 @@ class Encoder(nn.Module, metaclass=ABCMeta):
     auto_bf16: ClassVar[bool] = False
     # it attends through torch's scaled_dot_product_attention (whose GPU backends -amp tunes)
     sdpa: ClassVar[bool] = False
+    # the source word table (-share_embeddings makes it the target's too)
+    embeddings: nn.Embedding
 
     @classmethod
     @abstractmethod
@@ -66,7 +71,7 @@ class Decoder(nn.Module, metaclass=ABCMeta):
 
     @classmethod
     @abstractmethod
-    def from_opt(cls, opt: Namespace, embeddings: nn.Module) -> "Decoder":
+    def from_opt(cls, opt: Namespace, embeddings: "TargetEmbeddings") -> "Decoder":
         """The decoder train.py's options describe, reading the target through ``embeddings``
         (models.decoder.TargetEmbeddings)."""
 

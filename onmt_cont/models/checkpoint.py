@@ -24,26 +24,33 @@ import glob
 import os
 import random
 import re
+from collections.abc import Mapping
+from typing import Any, Literal, overload
 
 import torch
+from torch import Tensor, nn
 
 from onmt_cont.constants import FORMAT_VERSION
 from onmt_cont.inputters.vocab import Vocab
-from onmt_cont.models.model import build_model
+from onmt_cont.models.model import NMTModel, build_model
 from onmt_cont.opts import upgrade
 from onmt_cont.utils.atomic import atomic_torch_save
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.loading import load_checkpoint_data
 
+# a loaded checkpoint: the plain-data dict the module docstring describes
+Checkpoint = dict[str, Any]
 
-def rng_state(device=None):
+
+def rng_state(device: str | torch.device | None = None) -> dict[str, Any]:
     """This process's random states: the CPU generator, Python's, and (on a GPU) its own device's."""
-    on_gpu = device is not None and torch.device(device).type == "cuda"
-    return {"torch": torch.get_rng_state(), "cuda": [torch.cuda.get_rng_state(device)] if on_gpu else [],
+    cuda = [torch.cuda.get_rng_state(device)] if device is not None and torch.device(device).type == "cuda" else []
+    return {"torch": torch.get_rng_state(), "cuda": cuda,
             "python": random.getstate()}
 
 
-def restore_rng(saved, device=None, rank=0, world=1):
+def restore_rng(saved: Mapping[str, Any], device: str | torch.device | None = None, rank: int = 0,
+                world: int = 1) -> str | None:
     """Set this process's random states from a checkpoint's ``rng``. Returns None when the resume is
     exact, else why not (for the log). The same number of ranks: each rank gets its own states back.
     Another number (or a checkpoint without per-rank states): every rank takes rank 0's, the way a
@@ -76,8 +83,10 @@ def restore_rng(saved, device=None, rank=0, world=1):
     return note
 
 
-def save_checkpoint(path, model, optimizer, opt, src_vocab, tgt_vocab, progress, lower=False, scaler=None,
-                    rng=None, train_params=None, text=None):
+def save_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer | None, opt: argparse.Namespace,
+                    src_vocab: Vocab, tgt_vocab: Vocab, progress: Mapping[str, Any], lower: bool = False,
+                    scaler: torch.amp.GradScaler | None = None, rng: Mapping[str, Any] | None = None,
+                    train_params: Mapping[str, Tensor] | None = None, text: Mapping[str, Any] | None = None) -> None:
     """Write atomically; refuse to write parameters that are not finite. ``scaler``: the fp16
     GradScaler, whose loss scale a resumed run must start from. ``rng``: the random states to keep
     (default: this process's, :func:`rng_state`; under torchrun, rank 0's with "ranks" added).
@@ -88,7 +97,7 @@ def save_checkpoint(path, model, optimizer, opt, src_vocab, tgt_vocab, progress,
     for name, tensor in state.items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
             raise RuntimeError(f"refusing to write {path}: parameter {name} holds NaN or inf")
-    data = {
+    data: Checkpoint = {
         "format_version": FORMAT_VERSION,
         "model": state,
         "optim": optimizer.state_dict() if optimizer is not None else None,
@@ -108,7 +117,7 @@ def save_checkpoint(path, model, optimizer, opt, src_vocab, tgt_vocab, progress,
     atomic_torch_save(data, path)
 
 
-def load_checkpoint(path):
+def load_checkpoint(path: str) -> Checkpoint:
     what = "a checkpoint written by train.py"
     data = load_checkpoint_data(path, what)
     if not isinstance(data, dict) or "model" not in data or "opt" not in data:
@@ -123,7 +132,7 @@ def load_checkpoint(path):
     return data
 
 
-def check_finite(path, state):
+def check_finite(path: str, state: object) -> None:
     """A model whose parameters hold NaN or inf translates into empty lines: refuse it, naming the
     first such tensor (train.py never writes one; a file from elsewhere or an average of one may)."""
     if not isinstance(state, dict):
@@ -135,7 +144,7 @@ def check_finite(path, state):
                             "translate (take an earlier checkpoint)")
 
 
-def _describe(data):
+def _describe(data: object) -> str | None:
     """Name the other file kinds of the toolkit, for the error when one is given as a checkpoint."""
     if isinstance(data, torch.Tensor):
         return "an embedding table written by embeddings_to_torch.py"
@@ -146,7 +155,7 @@ def _describe(data):
     return None
 
 
-def resume_problem(data, fine_tune=False):
+def resume_problem(data: Mapping[str, Any], fine_tune: bool = False) -> str | None:
     """Why a loaded checkpoint cannot be resumed (-train_from refuses it, -resume auto passes it
     over), or None: the parts a resume reads are missing or not what train.py writes. ``fine_tune``
     (-reset_optim all): only the weights, options and vocabularies are read, so a release will do."""
@@ -166,7 +175,7 @@ def resume_problem(data, fine_tune=False):
     return None
 
 
-def inexact_resume(data):
+def inexact_resume(data: Mapping[str, Any]) -> list[str]:
     """What a resume from the checkpoint ``data`` would not restore, as phrases (empty: nothing):
     -resume auto passes such files over, -train_from goes on and says so."""
     notes = []
@@ -180,11 +189,11 @@ def inexact_resume(data):
     return notes
 
 
-def _run_checkpoints(prefix):
+def _run_checkpoints(prefix: str) -> dict[str, list[tuple[int | None, str]]]:
     """A run's ``PREFIX_step_N.pt``, ``PREFIX_epoch_N.pt`` and ``PREFIX_last.pt`` -> {"step": [(N, path)],
     "epoch": [(N, path)], "last": [(None, path)]}, the numbered ones by N, highest first."""
     pattern = re.compile(re.escape(os.path.basename(prefix)) + r"_(step|epoch)_(\d+)\.pt$")
-    found = {"step": [], "epoch": [], "last": []}
+    found: dict[str, list[tuple[int | None, str]]] = {"step": [], "epoch": [], "last": []}
     for path in glob.glob(glob.escape(prefix) + "_*.pt"):
         name = os.path.basename(path)
         m = pattern.fullmatch(name)
@@ -197,7 +206,7 @@ def _run_checkpoints(prefix):
     return found
 
 
-def find_resumable(prefix):
+def find_resumable(prefix: str) -> tuple[str | None, Checkpoint | None, list[str]]:
     """Where a killed run goes on (train.py -resume auto): of the run's ``PREFIX_step_N.pt``,
     ``PREFIX_epoch_N.pt`` and ``PREFIX_last.pt``, the one whose progress is furthest, by the step
     it records (never by file time: a copied or touched file is not newer for it). Of each kind the
@@ -207,7 +216,8 @@ def find_resumable(prefix):
     -> (path or None, its data or None, [lines for the log: what was found, passed over, chosen])."""
     found = _run_checkpoints(prefix)
     names = [os.path.basename(p) for files in found.values() for _, p in files]
-    passed, chosen = [], []
+    passed: list[str] = []
+    chosen: list[tuple[int, str, Checkpoint]] = []
     for files in found.values():
         for _, path in files:
             try:
@@ -232,19 +242,28 @@ def find_resumable(prefix):
     return path, data, lines
 
 
-def newest_checkpoint(prefix, with_data=False):
+@overload
+def newest_checkpoint(prefix: str, with_data: Literal[False] = False) -> str | None: ...
+
+
+@overload
+def newest_checkpoint(prefix: str, with_data: Literal[True]) -> tuple[str | None, Checkpoint | None]: ...
+
+
+def newest_checkpoint(prefix: str, with_data: bool = False) -> str | None | tuple[str | None, Checkpoint | None]:
     """The checkpoint :func:`find_resumable` chooses (its path), or None. ``with_data``: (path,
     its loaded data), or (None, None), so that it is not read twice."""
     path, data, _ = find_resumable(prefix)
     return (path, data) if with_data else path
 
 
-def model_from_checkpoint(data, device="cpu", path="the checkpoint"):
+def model_from_checkpoint(data: Mapping[str, Any], device: str | torch.device = "cpu", path: str = "the checkpoint"
+                          ) -> tuple[NMTModel, argparse.Namespace, Vocab, Vocab]:
     """Rebuild the model (and vocabularies) a checkpoint was trained with. A checkpoint whose parts do
     not fit together (no vocabulary, an option missing or of the wrong type, parameters of other
     shapes, a target vocabulary shorter than its table) is a UserError naming ``path`` and the part,
     not a KeyError or a size-mismatch traceback (translate.py, onmt_cont.load())."""
-    def bad(what):
+    def bad(what: str) -> UserError:
         return UserError(f"{path}: not a usable checkpoint of train.py: {what}")
 
     vocab, options, state = data.get("vocab"), data.get("opt"), data.get("model")

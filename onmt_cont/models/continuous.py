@@ -3,9 +3,12 @@ unit-length target table (cosine, vMF or l2; the word bias, the decoding prior a
 beam search's distribution over the words). The softmax-side generators are in generators.py."""
 
 
+from collections.abc import Callable
+from typing import Protocol, cast
+
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from onmt_cont.constants import PAD_ID, SPECIALS, UNK_ID
 from onmt_cont.losses.negatives import search_chunk_rows
@@ -18,7 +21,13 @@ from onmt_cont.vmf import log_cmk
 ROUNDING, UNIT_TOLERANCE = 1e-6, 1e-5
 
 
-def with_offsets(scores, offsets):
+class SearchIndex(Protocol):
+    """An approximate nearest-neighbour index (:meth:`ContinuousGenerator.set_index`; onmt_cont.ann.FaissIndex)."""
+
+    def search(self, queries: Tensor, k: int) -> Tensor: ...
+
+
+def with_offsets(scores: Tensor, offsets: Tensor | None) -> Tensor:
     return scores if offsets is None else scores + offsets
 
 
@@ -58,7 +67,17 @@ class ContinuousGenerator(nn.Module):
     continuous = True
     CRITERIA = ("vmf", "cosine", "l2")
 
-    def __init__(self, hidden_size, table, nonlinear=False, criterion="cosine", word_bias=False, train_table=False):
+    table: Tensor  # [vocab, m]: a buffer, or a Parameter with -train_table
+    bias: nn.Parameter | None
+    proj: nn.Linear | nn.Sequential
+    make_index: Callable[[Tensor], SearchIndex] | None
+    index: SearchIndex | None
+    prior: Tensor | None
+    hubness: Tensor | None
+    beam_scale: float | None
+
+    def __init__(self, hidden_size: int, table: Tensor, nonlinear: bool = False, criterion: str = "cosine",
+                 word_bias: bool = False, train_table: bool = False):
         super().__init__()
         if criterion not in self.CRITERIA:
             raise ValueError(f"criterion must be one of {self.CRITERIA}, got {criterion!r}")
@@ -84,29 +103,29 @@ class ContinuousGenerator(nn.Module):
         self._folded_words = None  # the same with the vmf scores' word terms and the beam's scale folded in
 
     @property
-    def trains_table(self):
+    def trains_table(self) -> bool:
         return isinstance(self.table, nn.Parameter)
 
-    def after_update(self):
+    def after_update(self) -> None:
         """Called after every optimiser step: a trained table's rows are put back to unit length
         (rows within float rounding of it, those no update moved, are left as they are)."""
         if self.trains_table:
             self.unit_rows_(ROUNDING)
 
     @torch.no_grad()
-    def unit_rows_(self, tolerance=0.0):
+    def unit_rows_(self, tolerance: float = 0.0) -> None:
         """Scale to unit length every non-zero row whose length is more than ``tolerance`` from 1."""
         norm = self.table.norm(dim=-1, keepdim=True)
         off = ((norm - 1).abs() > tolerance) & (norm > 0)
         self.table.copy_(torch.where(off, self.table / norm.clamp_min(1e-12), self.table))
 
-    def forward(self, dec_out, gold=None):
+    def forward(self, dec_out: Tensor, gold: Tensor | None = None) -> Tensor | BiasedVector:
         """dec_out: [..., hidden] -> ê [..., m]; with -word_bias and ``gold`` (training, validation)
         a :class:`BiasedVector`, so that the loss sees the bias."""
         vec = self.proj(dec_out)
         return BiasedVector(vec, self.bias) if gold is not None and self.bias is not None else vec
 
-    def scores(self, output, greedy=False):
+    def scores(self, output: Tensor | BiasedVector, greedy: bool = False) -> Tensor:
         """output ê: [..., m] -> scores [..., vocab]; padding scores −inf.
 
         With an approximate index (:meth:`set_index`) only the index's ``index_k`` nearest words
@@ -131,7 +150,7 @@ class ContinuousGenerator(nn.Module):
         # beam search: log-probabilities of a distribution over the words
         return torch.log_softmax(scores / self.beam_scale, dim=-1) if distribution else scores
 
-    def step_scores(self, dec_out, greedy=False):
+    def step_scores(self, dec_out: Tensor, greedy: bool = False) -> Tensor:
         """The scores of one decoding step from the decoder's output ``dec_out`` [n, d]: :meth:`scores`
         (``greedy``: :meth:`greedy_scores`) of ê = proj(dec_out), computed with the table folded into
         the last layer where that is cheaper. That layer is ê = W x + b (x = dec_out for the linear
@@ -141,7 +160,8 @@ class ContinuousGenerator(nn.Module):
         to float rounding (as a change of BLAS kernel or thread count would give). Used in evaluation
         mode without an approximate index, and where d < m; the fold is built on first use and again
         after :meth:`set_table` or a move to another device."""
-        last = self.proj[-1] if isinstance(self.proj, nn.Sequential) else self.proj
+        # the last layer: a Linear (nn.Sequential's items are typed as Module)
+        last = cast(nn.Linear, self.proj[-1]) if isinstance(self.proj, nn.Sequential) else self.proj
         if self.training or self.index is not None or last.in_features >= self.table.size(1):
             out = self(dec_out)
             return self.greedy_scores(out) if greedy else self.scores(out)
@@ -189,7 +209,7 @@ class ContinuousGenerator(nn.Module):
             self._folded = (table @ weight, table @ bias.float(), key)
         return self._folded
 
-    def set_beam_scale(self, scale):
+    def set_beam_scale(self, scale: float | None) -> None:
         """Beam search scores words by log softmax(score(w) / ``scale``) [vocab], a distribution over the
         words, instead of the criterion itself (None), whose sums over steps are no log-probabilities:
         the vMF log-density's scale moves with ‖ê‖, and short outputs win. The score is the greedy
@@ -201,7 +221,7 @@ class ContinuousGenerator(nn.Module):
             raise ValueError(f"the beam's scale must be positive, got {scale}")
         self.beam_scale = scale
 
-    def greedy_scores(self, output):
+    def greedy_scores(self, output: Tensor | BiasedVector) -> Tensor:
         """What greedy search takes the argmax of: :meth:`scores` less, under ``vmf``, the term
         log C_m(‖ê‖), which is the same for every word of a row, so the argmax is unchanged. It is
         float64 special-function work at every step: on a GPU a string of small kernels that would
@@ -226,7 +246,7 @@ class ContinuousGenerator(nn.Module):
             scores = scores - scale * of(self.hubness)
         return scores
 
-    def set_prior(self, log_prior, beta, offsets=None):
+    def set_prior(self, log_prior: Tensor | None, beta: float, offsets: Tensor | None = None) -> None:
         """Decode with score + ``beta`` · log p_train(w) (+ ``offsets`` [vocab], translate.py
         -freq_offsets: each word's frequency-bin offset); ``log_prior`` [vocab] (None or β 0: no
         slope; no offsets either: off). A negative β rewards rare words; ``<unk>`` is not one (its
@@ -243,7 +263,7 @@ class ContinuousGenerator(nn.Module):
         self.prior, self._folded_words = prior, None
         self._build_index()
 
-    def set_csls(self, k):
+    def set_csls(self, k: int) -> None:
         """Decode by CSLS with the mean cosine of each table word to its ``k`` nearest table words
         (0: off). The predictions' side of CSLS, r(ê), is the same for every word and drops out."""
         self.hubness = None if k == 0 else table_hubness(self.table, k)
@@ -261,7 +281,7 @@ class ContinuousGenerator(nn.Module):
             row_sq = (self.table * self.table).sum(-1)
         return -((out * out).sum(-1, keepdim=True) - 2 * dots + row_sq)
 
-    def set_table(self, table):
+    def set_table(self, table: Tensor) -> None:
         """Decode over another unit-length table [vocab', m] (open vocabulary); drops the index."""
         if self.bias is not None or self.prior is not None or self.hubness is not None or self.trains_table:
             raise ValueError("open-vocabulary decoding has no word bias, training count, CSLS score or trained row "
@@ -270,7 +290,7 @@ class ContinuousGenerator(nn.Module):
         self.table = table
         self.make_index, self.index, self._folded, self._folded_words = None, None, None, None
 
-    def set_index(self, make_index, k):
+    def set_index(self, make_index: Callable[[Tensor], SearchIndex] | None, k: int) -> None:
         """Approximate nearest-neighbour search (None: exact): ``make_index(rows [vocab, d])`` builds an
         index whose ``search(queries [n, d], k)`` returns the ids [n, k] of the rows 1.. with the
         largest inner products (-1 when fewer), e.g. ``lambda rows: FaissIndex(rows, "hnsw")``.
@@ -334,7 +354,7 @@ class ContinuousGenerator(nn.Module):
 
 
 
-def table_hubness(table, k, chunk=None):
+def table_hubness(table: Tensor, k: int, chunk: int | None = None) -> Tensor:
     """r(w): the mean cosine of every unit row of ``table`` [V, m] to its ``k`` nearest other rows
     (CSLS's neighbourhood density; padding 0): float32 [V]. Exact, ``chunk`` rows at a time
     (default: as many as negatives.search_chunk_rows allows, a memory budget)."""
@@ -353,6 +373,6 @@ def table_hubness(table, k, chunk=None):
 
 
 
-def normalize_table(table):
+def normalize_table(table: Tensor) -> Tensor:
     """Unit-length rows; an all-zero row (padding) stays zero."""
     return F.normalize(table.float(), dim=-1, eps=1e-12)

@@ -1,22 +1,24 @@
 """The LSTM decoder with Luong global attention and input feeding."""
 
+from argparse import Namespace
+
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from onmt_cont.constants import UNK_ID
-from onmt_cont.models.architecture import ENCODERS, Decoder, architecture, register_decoder
+from onmt_cont.models.architecture import ENCODERS, Decoder, State, architecture, register_decoder
 from onmt_cont.models.dropout import Dropout
 
 
 class GlobalAttention(nn.Module):
     """Luong et al. (2015) "general" attention: score(h_t, h_s) = h_tᵀ W h_s."""
 
-    def __init__(self, hidden_size):
+    def __init__(self, hidden_size: int):
         super().__init__()
         self.linear_in = nn.Linear(hidden_size, hidden_size, bias=False)
         self.linear_out = nn.Linear(2 * hidden_size, hidden_size, bias=False)
 
-    def forward(self, query, memory_bank, src_mask):
+    def forward(self, query: Tensor, memory_bank: Tensor, src_mask: Tensor) -> tuple[Tensor, Tensor]:
         """query: [batch, hidden]; memory_bank: [batch, src_len, hidden]; src_mask: [batch, src_len]
         True at real tokens. Returns attentional state [batch, hidden] and weights [batch, src_len]."""
         scores = torch.bmm(memory_bank, self.linear_in(query).unsqueeze(2)).squeeze(2)
@@ -30,7 +32,11 @@ class TargetEmbeddings(nn.Module):
     """Decoder input embeddings: trainable, or (``-tie_emb``) the frozen pretrained target table
     mapped to the decoder's input size by a trainable linear layer when the sizes differ."""
 
-    def __init__(self, vocab_size, emb_size, pretrained=None, pad_id=0):
+    table: nn.Embedding
+    proj: nn.Linear | None
+    known: int | None
+
+    def __init__(self, vocab_size: int, emb_size: int, pretrained: Tensor | None = None, pad_id: int = 0):
         super().__init__()
         if pretrained is None:
             self.table = nn.Embedding(vocab_size, emb_size, padding_idx=pad_id)
@@ -42,7 +48,7 @@ class TargetEmbeddings(nn.Module):
         self.out_size = emb_size
         self.known = None  # untied and extended (open vocabulary): ids >= known are read as <unk>
 
-    def extend(self, extra):
+    def extend(self, extra: Tensor) -> None:
         """Open-vocabulary decoding: words appended after the training vocabulary, with unit
         vectors ``extra`` [n, dim]. Tied: their own vectors are appended to the frozen table;
         untied (trained rows for the training words only): they are consumed as ``<unk>``."""
@@ -52,13 +58,13 @@ class TargetEmbeddings(nn.Module):
         elif self.known is None:
             self.known = self.table.num_embeddings
 
-    def forward(self, ids):
+    def forward(self, ids: Tensor) -> Tensor:
         if self.known is not None:
             ids = ids.masked_fill(ids >= self.known, UNK_ID)
         emb = self.table(ids)
         return self.proj(emb) if self.proj is not None else emb
 
-    def matrix(self, ids=None):
+    def matrix(self, ids: Tensor | None = None) -> Tensor:
         """The vectors the decoder consumes for ``ids`` [K] (all words when None): [K or vocab, out_size].
         Looked up like the decoder's input, so the padding row gets no gradient."""
         if ids is None:
@@ -72,7 +78,8 @@ class InputFeedRNNDecoder(Decoder):
 
     summary = "LSTM with Luong attention and input feeding"
 
-    def __init__(self, embeddings, hidden_size, num_layers=2, dropout=0.0, enc_hidden=None, enc_layers=1):
+    def __init__(self, embeddings: TargetEmbeddings, hidden_size: int, num_layers: int = 2, dropout: float = 0.0,
+                 enc_hidden: int | None = None, enc_layers: int = 1):
         super().__init__()
         self.embeddings = embeddings
         self.hidden_size = hidden_size
@@ -89,14 +96,14 @@ class InputFeedRNNDecoder(Decoder):
         self.bridge = nn.Linear(2 * enc_layers * enc_hidden, 2 * num_layers * hidden_size)
 
     @classmethod
-    def from_opt(cls, opt, embeddings):
+    def from_opt(cls, opt: Namespace, embeddings: TargetEmbeddings) -> "InputFeedRNNDecoder":
         """The decoder train.py's options describe (-dec_layers, -rnn_size, -dropout), reading
         ``embeddings`` (a TargetEmbeddings); its bridge takes the encoder's final state."""
         encoder = ENCODERS[architecture(opt)[0]]
         return cls(embeddings, opt.rnn_size, opt.dec_layers, opt.dropout, enc_hidden=opt.rnn_size,
                    enc_layers=encoder.final_layers(opt))
 
-    def init_state(self, enc_final):
+    def init_state(self, enc_final: tuple[Tensor, Tensor]) -> State:
         """enc_final: (h, c), each [enc_layers, batch, enc_hidden] -> decoder state dict with
         h, c: [num_layers, batch, hidden] and input_feed: [batch, hidden]."""
         h, c = enc_final
@@ -109,13 +116,15 @@ class InputFeedRNNDecoder(Decoder):
             "input_feed": h.new_zeros(batch, self.hidden_size),
         }
 
-    def reorder_state(self, state, index, memory=True):
+    def reorder_state(self, state: State, index: Tensor, memory: bool = True) -> State:
         """Beam search: the state of the hypotheses ``index`` [n] picks (by batch row) -> new state.
         h and c are [num_layers, batch, hidden], input_feed [batch, hidden]; all of it follows the
         hypotheses, so ``memory`` (False: ``index`` keeps each row within its sentence) changes nothing."""
         return {key: v.index_select(1 if key in ("h", "c") else 0, index) for key, v in state.items()}
 
-    def forward(self, tgt_in, memory_bank, src_mask, state, need_attn=True):
+    def forward(
+        self, tgt_in: Tensor, memory_bank: Tensor, src_mask: Tensor, state: State, need_attn: bool = True
+    ) -> tuple[Tensor, Tensor, State]:
         """tgt_in: [batch, tgt_len] ids; memory_bank: [batch, src_len, hidden]; src_mask:
         [batch, src_len]. Returns dec_out [batch, tgt_len, hidden], attn [batch, tgt_len, src_len]
         and the new state (for step-by-step decoding). The attention is part of the step, so it is

@@ -16,12 +16,12 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 LANES = 65536  # the values of one 16-bit lane
 
 
-def _keep_mask(shape, p, dtype):
+def _keep_mask(shape: torch.Size, p: float, dtype: torch.dtype) -> tuple[Tensor, float | None]:
     """-> (mask, scale): each element dropped independently with probability q = round(p * 65536) / 65536.
     For float32 and float64 the mask is 1 / (1 - q) where an element is kept and 0 where it is dropped, and
     scale is None; for other dtypes (bfloat16 and float16 under -amp) the mask is 0 / 1 and scale is
@@ -54,7 +54,7 @@ class _MaskedScale(torch.autograd.Function):
         return (grad if ctx.scale is None else grad.mul_(ctx.scale)), None, None
 
 
-def dropout(x, p, training=True):
+def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
     """F.dropout(x, p, training) with the CPU mask above; CUDA (and any other device) is F.dropout's."""
     if not training or p == 0.0:
         return x
@@ -70,14 +70,14 @@ def dropout(x, p, training=True):
 class Dropout(nn.Module):
     """nn.Dropout(p) with the CPU mask of :func:`dropout` (the same state_dict: none)."""
 
-    def __init__(self, p=0.5):
+    def __init__(self, p: float = 0.5):
         super().__init__()
         if not 0.0 <= p < 1.0:
             raise ValueError(f"dropout probability must be in [0, 1), got {p}")
         self.p = p
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return dropout(x, self.p, self.training)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         return f"p={self.p}"

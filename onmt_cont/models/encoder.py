@@ -1,7 +1,9 @@
 """The LSTM encoder."""
 
+from argparse import Namespace
+
 import torch
-from torch import nn
+from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 from onmt_cont.models.architecture import Encoder, register_encoder
@@ -16,7 +18,7 @@ from onmt_cont.models.dropout import Dropout
 FP32_LSTM_UNDER_BF16 = {"cuda"}
 
 
-def fp32_lstm(device_type):
+def fp32_lstm(device_type: str) -> bool:
     """Whether the LSTM should leave autocast on ``device_type`` now (see FP32_LSTM_UNDER_BF16)."""
     return (device_type in FP32_LSTM_UNDER_BF16 and torch.is_autocast_enabled(device_type)
             and torch.get_autocast_dtype(device_type) == torch.bfloat16)
@@ -33,7 +35,8 @@ class RNNEncoder(Encoder):
     summary = "LSTM"
     bidirectional_type = False  # what -encoder_type builds under this class's name
 
-    def __init__(self, vocab_size, emb_size, hidden_size, num_layers=1, bidirectional=True, dropout=0.0, pad_id=0):
+    def __init__(self, vocab_size: int, emb_size: int, hidden_size: int, num_layers: int = 1,
+                 bidirectional: bool = True, dropout: float = 0.0, pad_id: int = 0):
         super().__init__()
         if bidirectional and hidden_size % 2:
             raise ValueError(f"-rnn_size must be even with -brnn, got {hidden_size}")
@@ -51,13 +54,13 @@ class RNNEncoder(Encoder):
         self.num_layers = num_layers
 
     @classmethod
-    def from_opt(cls, opt, vocab_size, pad_id=0):
+    def from_opt(cls, opt: Namespace, vocab_size: int, pad_id: int = 0) -> "RNNEncoder":
         """The encoder train.py's options describe (-enc_layers, -rnn_size, -dropout), over a
         source vocabulary of ``vocab_size`` words; one direction, two for -encoder_type brnn (or -brnn)."""
         emb_size = opt.src_word_vec_size or opt.word_vec_size
         return cls(vocab_size, emb_size, opt.rnn_size, opt.enc_layers, cls.bidirectional_type, opt.dropout, pad_id)
 
-    def forward(self, src, lengths):
+    def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """src: [batch, src_len] ids; lengths: [batch] (on CPU or the same device).
 
         Returns memory_bank [batch, src_len, hidden] and final (h, c), each

@@ -15,7 +15,7 @@ All share one interface, so the trainer and the decoders need no special cases:
 import math
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from onmt_cont.models.continuous import (  # noqa: F401  (every generator is importable from here)
     ContinuousGenerator,
@@ -23,14 +23,16 @@ from onmt_cont.models.continuous import (  # noqa: F401  (every generator is imp
     table_hubness,
     with_offsets,
 )
+from onmt_cont.models.decoder import TargetEmbeddings
 from onmt_cont.models.dropout import Dropout
-from onmt_cont.outputs import HiddenLogits, ReWEOutput, SampledLogits
+from onmt_cont.outputs import HiddenLogits, ReWEOutput, SampledLogits, logits_of
 
 
 class SoftmaxGenerator(nn.Module):
     continuous = False
+    offsets: Tensor | None
 
-    def __init__(self, hidden_size, vocab_size):
+    def __init__(self, hidden_size: int, vocab_size: int):
         super().__init__()
         self.proj = nn.Linear(hidden_size, vocab_size)
         self.offsets = None  # [vocab] (decoding only): see set_offsets
@@ -38,25 +40,26 @@ class SoftmaxGenerator(nn.Module):
         # HiddenLogits, whose loss computes the logits in cache-sized chunks (onmt_cont.losses.linear_ce)
         self.defer_logits = False
 
-    def forward(self, dec_out, gold=None):
+    # (ReWEOutput: the ReWE generator's, which subclasses this one)
+    def forward(self, dec_out: Tensor, gold: Tensor | None = None) -> Tensor | HiddenLogits | ReWEOutput:
         """dec_out: [..., hidden] -> logits [..., vocab] (or, see ``defer_logits``, :class:`HiddenLogits`)."""
         return self._logits(dec_out, gold)
 
-    def _logits(self, dec_out, gold):
+    def _logits(self, dec_out: Tensor, gold: Tensor | None) -> Tensor | HiddenLogits:
         if self.defer_logits and gold is not None and dec_out.device.type == "cpu":
             return HiddenLogits(dec_out, self.proj.weight, self.proj.bias)
         return self.proj(dec_out)
 
-    def set_offsets(self, offsets):
+    def set_offsets(self, offsets: Tensor | None) -> None:
         """Decode with each word's log-probability plus ``offsets`` [vocab] (translate.py
         -freq_offsets: frequency-bin offsets; None: off)."""
         self.offsets = None if offsets is None else offsets.float().to(next(self.parameters()).device)
 
-    def scores(self, output):
+    def scores(self, output: Tensor) -> Tensor:
         """Log-probabilities [..., vocab] (plus the offsets, where set)."""
         return with_offsets(torch.log_softmax(output.float(), dim=-1), self.offsets)
 
-    def greedy_scores(self, output):
+    def greedy_scores(self, output: Tensor) -> Tensor:
         """What greedy search takes the argmax of: the logits, whose argmax is the log-softmax's,
         without the [batch, vocab] normalisation at every step."""
         return with_offsets(output.float(), self.offsets)
@@ -81,7 +84,7 @@ class ReWEHead(nn.Module):
 
     self_initialised = True
 
-    def __init__(self, in_size, hidden_size, out_size, init=0.1, seed=0):
+    def __init__(self, in_size: int, hidden_size: int, out_size: int, init: float = 0.1, seed: int = 0):
         super().__init__()
         device = torch.empty(0).device  # the default device: the meta device when a size is checked
         self.w1 = nn.utils.skip_init(nn.Linear, in_size, hidden_size, device=device)
@@ -93,7 +96,7 @@ class ReWEHead(nn.Module):
                 for p in layer.parameters():
                     p.uniform_(-bound, bound, generator=gen)
 
-    def forward(self, dec_out):
+    def forward(self, dec_out: Tensor) -> Tensor:
         return self.w2(torch.relu(self.w1(dec_out)))
 
 
@@ -105,24 +108,31 @@ class ReWEGenerator(SoftmaxGenerator):
     plain logits when decoding: at inference the head is ignored. ``table`` [vocab, m] (unit rows) is
     the regression target, kept as a buffer for the loss."""
 
-    def __init__(self, hidden_size, vocab_size, table, head_hidden, init=0.1, seed=0):
+    def __init__(self, hidden_size: int, vocab_size: int, table: Tensor, head_hidden: int, init: float = 0.1,
+                 seed: int = 0):
         super().__init__(hidden_size, vocab_size)
         self.head = ReWEHead(hidden_size, head_hidden, table.size(1), init, seed)
         self.register_buffer("table", table)
 
-    def forward(self, dec_out, gold=None):
+    def forward(self, dec_out: Tensor, gold: Tensor | None = None) -> Tensor | HiddenLogits | ReWEOutput:
         logits = self._logits(dec_out, gold)
         return logits if gold is None else ReWEOutput(logits, self.head(dec_out))
 
-    def scores(self, output):
-        return super().scores(output.logits if isinstance(output, ReWEOutput) else output)
+    def scores(self, output: Tensor | ReWEOutput) -> Tensor:
+        return super().scores(_plain_logits(output))
 
-    def greedy_scores(self, output):
-        return super().greedy_scores(output.logits if isinstance(output, ReWEOutput) else output)
+    def greedy_scores(self, output: Tensor | ReWEOutput) -> Tensor:
+        return super().greedy_scores(_plain_logits(output))
+
+
+def _plain_logits(output: Tensor | ReWEOutput) -> Tensor:
+    """The logits of a ReWE generator's output, computed where they were deferred (HiddenLogits)."""
+    logits = output.logits if isinstance(output, ReWEOutput) else output
+    return logits_of(logits) if isinstance(logits, HiddenLogits) else logits
 
 
 
-def sample_candidates(gold, vocab_size, fraction):
+def sample_candidates(gold: Tensor, vocab_size: int, fraction: float) -> Tensor:
     """The words a sampled softmax is computed over: every distinct id of ``gold`` plus negatives
     drawn uniformly without replacement (global RNG) from the other words, up to
     ceil(fraction·vocab_size) words in all (never fewer than the gold words). Returns sorted ids [K].
@@ -156,7 +166,11 @@ class JointGenerator(nn.Module):
 
     continuous = False
 
-    def __init__(self, hidden_size, embeddings, vocab_size, joint_dim, dropout=0.0, sample=None):
+    embeddings: TargetEmbeddings
+    offsets: Tensor | None
+
+    def __init__(self, hidden_size: int, embeddings: TargetEmbeddings, vocab_size: int, joint_dim: int,
+                 dropout: float = 0.0, sample: float | None = None):
         super().__init__()
         self.word_proj = nn.Linear(embeddings.out_size, joint_dim)  # U, b_u
         self.context_proj = nn.Linear(hidden_size, joint_dim)  # V, b_v
@@ -175,7 +189,7 @@ class JointGenerator(nn.Module):
         """g_out(E) = tanh(U·Eᵀ + b_u)ᵀ of ``ids`` [K] (all words when None): [K, d_j], no dropout."""
         return torch.tanh(self.word_proj(self.embeddings.matrix(ids)))
 
-    def train(self, mode=True):
+    def train(self, mode: bool = True) -> "JointGenerator":
         # the cache goes at every switch between training and evaluation too: a fused optimiser step (train.py's
         # Adam on the CPU) changes the parameters in place without bumping their _version
         self._cache = None
@@ -194,7 +208,7 @@ class JointGenerator(nn.Module):
             self._cache = (key, self._words())
         return self._cache[1]
 
-    def forward(self, dec_out, gold=None):
+    def forward(self, dec_out: Tensor, gold: Tensor | None = None) -> Tensor | SampledLogits:
         """dec_out: [..., hidden] -> logits [..., vocab], or (training with ``sample`` and ``gold``
         [N] for dec_out [N, hidden]) :class:`SampledLogits` over the candidates."""
         context = self.dropout(torch.tanh(self.context_proj(dec_out)))
@@ -209,12 +223,12 @@ class JointGenerator(nn.Module):
 
 
 
-def parameter_count(module):
+def parameter_count(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
 
-def frozen_count(module):
+def frozen_count(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if not p.requires_grad) + sum(
         b.numel() for b in module.buffers()
     )

@@ -1,14 +1,16 @@
 """The encoder-decoder, and building it from options."""
 
+from argparse import Namespace
+
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 # the architectures register themselves (models/architecture.py) as their modules are imported
 import onmt_cont.models.encoder  # noqa: F401
 import onmt_cont.models.transformer  # noqa: F401
 from onmt_cont.constants import PAD_ID
 from onmt_cont.losses import LOSSES, decode_criterion
-from onmt_cont.models.architecture import DECODERS, ENCODERS, architecture
+from onmt_cont.models.architecture import DECODERS, ENCODERS, Decoder, Encoder, State, architecture
 from onmt_cont.models.decoder import TargetEmbeddings
 from onmt_cont.models.generators import (
     ContinuousGenerator,
@@ -19,21 +21,28 @@ from onmt_cont.models.generators import (
 )
 from onmt_cont.opts import upgrade
 
+# what turns the decoder's states into the model's output and word scores (generators.py)
+Generator = SoftmaxGenerator | ReWEGenerator | JointGenerator | ContinuousGenerator
+
 
 class NMTModel(nn.Module):
-    def __init__(self, encoder, decoder, generator):
+    encoder: Encoder
+    decoder: Decoder
+    generator: Generator
+
+    def __init__(self, encoder: Encoder, decoder: Decoder, generator: Generator):
         super().__init__()
         self.encoder = encoder
         self.decoder = decoder
         self.generator = generator
 
-    def encode(self, src, src_lengths):
+    def encode(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor, State]:
         """-> memory_bank [batch, src_len, hidden], src_mask [batch, src_len], decoder state."""
         memory_bank, enc_final = self.encoder(src, src_lengths)
         src_mask = src != PAD_ID
         return memory_bank, src_mask, self.decoder.init_state(enc_final)
 
-    def forward(self, src, src_lengths, tgt_in):
+    def forward(self, src: Tensor, src_lengths: Tensor, tgt_in: Tensor) -> tuple[Tensor, Tensor | None]:
         """src: [batch, src_len]; tgt_in: [batch, tgt_len] (starting with <s>).
         Returns the decoder's states [batch, tgt_len, hidden] (the trainer gives those of the real
         target positions to the generator) and attention [batch, tgt_len, src_len]."""
@@ -42,7 +51,7 @@ class NMTModel(nn.Module):
         return dec_out, attn
 
 
-def generator_kind(opt):
+def generator_kind(opt: Namespace) -> str:
     """Check that -generator, -loss and -rewe_lambda fit together; return 'softmax', 'rewe',
     'joint' or 'continuous'."""
     opt = upgrade(opt)
@@ -66,7 +75,7 @@ def generator_kind(opt):
     return kind
 
 
-def _initialised_here(model):
+def _initialised_here(model: nn.Module) -> list[nn.Parameter]:
     """The trainable parameters, in registration order, except those of modules that initialise
     themselves from their own generator (``self_initialised``, the ReWE head): adding such a
     module changes no other initial value; nor a trained target table (-train_table), which
@@ -76,13 +85,13 @@ def _initialised_here(model):
     return [p for p in model.parameters() if p.requires_grad and id(p) not in own]
 
 
-def init_uniform(model, scale):
+def init_uniform(model: nn.Module, scale: float) -> None:
     """Every parameter of :func:`_initialised_here` uniform in [-scale, scale] from the global RNG."""
     for p in _initialised_here(model):
         torch.nn.init.uniform_(p, -scale, scale)
 
 
-def init_glorot(model):
+def init_glorot(model: nn.Module) -> None:
     """-param_init_glorot: Xavier-uniform for every matrix of :func:`_initialised_here`. Vectors keep
     PyTorch's initial values: LayerNorm's ones and zeros, and nn.Linear's biases uniform in ±1/√fan_in
     (OpenNMT-py's -param_init_glorot sets those biases to zero: one of the ways its early steps differ
@@ -92,11 +101,12 @@ def init_glorot(model):
             torch.nn.init.xavier_uniform_(p)
 
 
-def build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table):
+def build_generator(opt: Namespace, kind: str, embeddings: TargetEmbeddings, tgt_vocab_size: int,
+                    tgt_table: Tensor | None) -> Generator:
     opt = upgrade(opt)
     if kind == "continuous":
-        return ContinuousGenerator(opt.rnn_size, tgt_table, opt.generator == "nonlinear", decode_criterion(opt.loss),
-                                   word_bias=opt.word_bias,
+        return ContinuousGenerator(opt.rnn_size, _needs(kind, tgt_table), opt.generator == "nonlinear",
+                                   decode_criterion(opt.loss), word_bias=opt.word_bias,
                                    train_table=opt.train_table)
     if kind == "joint":
         dropout = opt.dropout if opt.joint_dropout is None else opt.joint_dropout
@@ -104,11 +114,17 @@ def build_generator(opt, kind, embeddings, tgt_vocab_size, tgt_table):
                               opt.joint_sample)
     if kind == "rewe":
         hidden = opt.rewe_hidden or opt.rnn_size
-        return ReWEGenerator(opt.rnn_size, tgt_vocab_size, tgt_table, hidden, opt.param_init, opt.seed)
+        return ReWEGenerator(opt.rnn_size, tgt_vocab_size, _needs(kind, tgt_table), hidden, opt.param_init, opt.seed)
     return SoftmaxGenerator(opt.rnn_size, tgt_vocab_size)
 
 
-def check_sharing(opt, kind, src_vocab_size, tgt_vocab_size):
+def _needs(kind: str, table: Tensor | None) -> Tensor:
+    if table is None:  # build_model says it first, in train.py's words
+        raise ValueError(f"a {kind} generator needs the target table (-tgt_emb)")
+    return table
+
+
+def check_sharing(opt: Namespace, kind: str, src_vocab_size: int, tgt_vocab_size: int) -> None:
     """-share_embeddings / -share_decoder_embeddings: what they need of the model. Raises ValueError."""
     opt = upgrade(opt)
     emb = opt.tgt_word_vec_size or opt.word_vec_size
@@ -134,7 +150,8 @@ def check_sharing(opt, kind, src_vocab_size, tgt_vocab_size):
                              f"-tgt_word_vec_size {emb} against -rnn_size {opt.rnn_size}")
 
 
-def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
+def build_model(opt: Namespace, src_vocab_size: int, tgt_vocab_size: int,
+                tgt_table: Tensor | None = None) -> NMTModel:
     """Build the model from options (a Namespace or anything with the same attributes).
 
     ``tgt_table`` [tgt_vocab, m]: the pretrained target vectors (normalised here), needed by
@@ -157,6 +174,7 @@ def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
     if opt.share_embeddings:
         encoder.embeddings.weight = embeddings.table.weight
     if opt.share_decoder_embeddings:
+        assert isinstance(generator, SoftmaxGenerator)  # check_sharing asked for -generator linear
         generator.proj.weight = embeddings.table.weight
     model = NMTModel(encoder, decoder, generator)
     if opt.param_init_glorot:
@@ -171,6 +189,6 @@ def build_model(opt, src_vocab_size, tgt_vocab_size, tgt_table=None):
         encoder.embeddings.weight[PAD_ID].zero_()
         if not opt.tie_emb:
             embeddings.table.weight[PAD_ID].zero_()
-        if getattr(generator, "bias", None) is not None and kind == "continuous":
+        if isinstance(generator, ContinuousGenerator) and generator.bias is not None:
             generator.bias.zero_()  # -word_bias starts as plain nearest-neighbour search
     return model

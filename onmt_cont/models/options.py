@@ -1,16 +1,20 @@
 """train.py's "Model" options: the architecture, its sizes, dropout, embeddings and the output layer.
 What the parser cannot check is in :mod:`onmt_cont.train.checks`."""
 
+from argparse import ArgumentParser
+from collections.abc import Mapping
+
+from onmt_cont.models.architecture import Decoder, Encoder
 from onmt_cont.models.model import DECODERS, ENCODERS
 from onmt_cont.models.transformer import parse_alignment_layer
 
 
-def _kinds(table):
+def _kinds(table: Mapping[str, type[Encoder] | type[Decoder]]) -> str:
     """-encoder_type / -decoder_type's help: each registered name and its class's summary."""
     return "; ".join(f"{name}: {table[name].summary}" for name in sorted(table))
 
 
-def add_model_options(p):
+def add_model_options(p: ArgumentParser) -> None:
     """Add the "Model" group to train.py's parser ``p``."""
     g = p.add_argument_group("Model")
     g.add_argument("-encoder_type", choices=sorted(ENCODERS), default=None,

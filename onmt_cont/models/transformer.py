@@ -18,17 +18,20 @@ the continuous model, and the mean is the better compromise for the continuous m
 
 import argparse
 import math
+from collections.abc import Iterable
+from typing import cast
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
-from onmt_cont.models.architecture import Decoder, Encoder, register_decoder, register_encoder
+from onmt_cont.models.architecture import Decoder, Encoder, State, register_decoder, register_encoder
+from onmt_cont.models.decoder import TargetEmbeddings
 from onmt_cont.models.dropout import Dropout
 from onmt_cont.models.transformer_layers import DecoderLayer, EncoderLayer, PositionalEncoding, compute_input
 from onmt_cont.opts import upgrade
 
 
-def parse_alignment_layer(text):
+def parse_alignment_layer(text: str) -> int | str:
     """The -alignment_layer option: ``mean`` (the cross-attention of every decoder layer, averaged)
     or a layer number (0-based, negative from the last)."""
     if text == "mean":
@@ -39,7 +42,7 @@ def parse_alignment_layer(text):
         raise argparse.ArgumentTypeError(f"expected 'mean' or a layer number, got {text!r}") from None
 
 
-def check_sizes(dim, heads, emb_sizes=()):
+def check_sizes(dim: int, heads: int, emb_sizes: Iterable[tuple[str, str, int]] = ()) -> None:
     """The Transformer's size constraints, as train.py words them: ``heads`` divides ``dim``
     (-rnn_size) and each of ``emb_sizes`` ((side, option name, width), e.g. ("encoder",
     "src_word_vec_size", 512)) equals it. Raises ValueError."""
@@ -52,7 +55,7 @@ def check_sizes(dim, heads, emb_sizes=()):
                              f"be -rnn_size {dim} wide, not {size}: give -{key} {dim} (or -word_vec_size {dim})")
 
 
-def _norm_opts(opt):
+def _norm_opts(opt: argparse.Namespace) -> tuple[str, float | None]:
     """(-layer_norm, -ff_dropout) of the options; checkpoints written before them are pre-norm, with
     -dropout inside the feed-forward blocks."""
     opt = upgrade(opt)
@@ -64,7 +67,7 @@ READS = frozenset({"heads", "transformer_ff", "position_encoding", "max_position
                    "ff_dropout", "layer_norm"})
 
 
-def check_opt(opt, side, emb_key):
+def check_opt(opt: argparse.Namespace, side: str, emb_key: str) -> None:
     """The options a Transformer ``side`` ("encoder" or "decoder") is built from, as train.py words them: its
     sizes positive, -attention_dropout in [0, 1), and :func:`check_sizes` with that side's embedding width
     (-``emb_key`` or -word_vec_size). Raises ValueError."""
@@ -76,9 +79,11 @@ def check_opt(opt, side, emb_key):
     check_sizes(opt.rnn_size, opt.heads, [(side, emb_key, getattr(opt, emb_key) or opt.word_vec_size)])
 
 
-def check_alignment_layer(layer, num_layers):
+def check_alignment_layer(layer: int | str | None, num_layers: int) -> None:
     """-alignment_layer: "mean", None, or a layer of a ``num_layers``-layer decoder. Raises ValueError."""
-    if layer not in (None, "mean") and not -num_layers <= layer < num_layers:
+    if layer in (None, "mean"):
+        return
+    if not isinstance(layer, int) or not -num_layers <= layer < num_layers:
         raise ValueError(f"-alignment_layer {layer}: the decoder has {num_layers} layers (0..{num_layers - 1}, "
                          "or -1 for the last)")
 
@@ -94,8 +99,9 @@ class TransformerEncoder(Encoder):
     auto_bf16 = True  # lab/bench/tiny_step.py: the Tiny presets' first 1,000 updates, two seeds a side
     sdpa = True
 
-    def __init__(self, vocab_size, dim, heads, ff, num_layers, dropout=0.1, attn_dropout=0.1,
-                 position_encoding="sinusoidal", max_positions=1024, pad_id=0, norm="pre", ff_dropout=None):
+    def __init__(self, vocab_size: int, dim: int, heads: int, ff: int, num_layers: int, dropout: float = 0.1,
+                 attn_dropout: float = 0.1, position_encoding: str = "sinusoidal", max_positions: int = 1024,
+                 pad_id: int = 0, norm: str = "pre", ff_dropout: float | None = None):
         super().__init__()
         check_sizes(dim, heads)
         self.embeddings = nn.Embedding(vocab_size, dim, padding_idx=pad_id)
@@ -108,21 +114,21 @@ class TransformerEncoder(Encoder):
         self.pad_id = pad_id
 
     @classmethod
-    def check_opt(cls, opt):
+    def check_opt(cls, opt: argparse.Namespace) -> None:
         check_opt(opt, "encoder", "src_word_vec_size")
 
     @classmethod
-    def final_layers(cls, opt):
+    def final_layers(cls, opt: argparse.Namespace) -> int:
         return 1  # the mean of the memory bank
 
     @classmethod
-    def from_opt(cls, opt, vocab_size, pad_id=0):
+    def from_opt(cls, opt: argparse.Namespace, vocab_size: int, pad_id: int = 0) -> "TransformerEncoder":
         emb_size = opt.src_word_vec_size or opt.word_vec_size
         check_sizes(opt.rnn_size, opt.heads, [("encoder", "src_word_vec_size", emb_size)])
         return cls(vocab_size, opt.rnn_size, opt.heads, opt.transformer_ff, opt.enc_layers, opt.dropout,
                    opt.attention_dropout, opt.position_encoding, opt.max_positions, pad_id, *_norm_opts(opt))
 
-    def forward(self, src, lengths):
+    def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """src: [batch, src_len]; lengths: unused (the padding mask comes from the ids).
         Returns memory_bank [batch, src_len, dim] (zero at padding) and the final state."""
         real = src != self.pad_id
@@ -149,9 +155,12 @@ class TransformerDecoder(Decoder):
     auto_bf16 = True
     sdpa = True
 
-    def __init__(self, embeddings, dim, heads, ff, num_layers, dropout=0.1, attn_dropout=0.1,
-                 position_encoding="sinusoidal", max_positions=1024, alignment_layer=None, norm="pre",
-                 ff_dropout=None):
+    alignment_layer: int | None
+
+    def __init__(self, embeddings: TargetEmbeddings, dim: int, heads: int, ff: int, num_layers: int,
+                 dropout: float = 0.1, attn_dropout: float = 0.1, position_encoding: str = "sinusoidal",
+                 max_positions: int = 1024, alignment_layer: int | str | None = None, norm: str = "pre",
+                 ff_dropout: float | None = None):
         super().__init__()
         check_sizes(dim, heads, [("decoder", "tgt_word_vec_size", embeddings.out_size)])
         self.embeddings = embeddings
@@ -165,33 +174,35 @@ class TransformerDecoder(Decoder):
         self.set_alignment_layer(alignment_layer)
 
     @classmethod
-    def check_opt(cls, opt):
+    def check_opt(cls, opt: argparse.Namespace) -> None:
         check_opt(opt, "decoder", "tgt_word_vec_size")
         check_alignment_layer(opt.alignment_layer, opt.dec_layers)
 
     @classmethod
-    def from_opt(cls, opt, embeddings):
+    def from_opt(cls, opt: argparse.Namespace, embeddings: TargetEmbeddings) -> "TransformerDecoder":
         return cls(embeddings, opt.rnn_size, opt.heads, opt.transformer_ff, opt.dec_layers, opt.dropout,
                    opt.attention_dropout, opt.position_encoding, opt.max_positions,
                    upgrade(opt).alignment_layer, *_norm_opts(opt))
 
-    def set_alignment_layer(self, layer):
+    def set_alignment_layer(self, layer: int | str | None) -> None:
         """The layer whose cross-attention (mean over heads) is returned; None or "mean": the mean
         over every layer (``self.alignment_layer`` is then None)."""
         check_alignment_layer(layer, len(self.layers))
-        self.alignment_layer = None if layer in (None, "mean") else layer % len(self.layers)
+        self.alignment_layer = layer % len(self.layers) if isinstance(layer, int) else None
 
-    def init_state(self, enc_final):
+    def init_state(self, enc_final: tuple[Tensor, Tensor]) -> State:
         """The Transformer decoder starts from nothing but the memory bank: an empty cache."""
         return {}
 
-    def reorder_state(self, state, index, memory=True):
+    def reorder_state(self, state: State, index: Tensor, memory: bool = True) -> State:
         """The cache of the rows ``index`` picks. ``memory`` False: ``index`` maps every row to a row of
         the same sentence (a beam step that no sentence left), so the cross-attention's keys and values,
         which depend on the source alone, stay as they are and only the self-attention's are selected."""
         return {key: v if not memory and key.startswith("m") else v.index_select(0, index) for key, v in state.items()}
 
-    def forward(self, tgt_in, memory_bank, src_mask, state, need_attn=True):
+    def forward(
+        self, tgt_in: Tensor, memory_bank: Tensor, src_mask: Tensor, state: State, need_attn: bool = True
+    ) -> tuple[Tensor, Tensor | None, State]:
         """tgt_in: [batch, tgt_len] ids following the cached steps (all of them in training, one
         per step in decoding). Returns dec_out [batch, tgt_len, dim], the alignment layer's
         cross-attention [batch, tgt_len, src_len] (mean over heads, and over layers unless
@@ -209,7 +220,8 @@ class TransformerDecoder(Decoder):
         ctx_mask = src_mask[:, None, None, :]
         new_state, weights_seen = {}, []
         memory_in = None  # the memory bank in the products' dtype, cast once for every layer
-        for i, layer in enumerate(self.layers):
+        for i, module in enumerate(self.layers):
+            layer = cast(DecoderLayer, module)  # nn.ModuleList's items are typed as Module
             if f"mk{i}" in state:
                 memory = state[f"mk{i}"], state[f"mv{i}"]
             else:

@@ -4,10 +4,11 @@ the decoder's cache, the feed-forward block, and one encoder and one decoder lay
 post-norm."""
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from torch import nn
+from torch import Tensor, nn
 
 from onmt_cont.models.dropout import Dropout, dropout
 from onmt_cont.utils.amp import autocast_dtype
@@ -18,14 +19,14 @@ class PositionalEncoding(nn.Module):
     al. (computed for the positions asked, so no length limit), or a learned table of
     ``max_positions`` rows (positions past it reuse the last row)."""
 
-    def __init__(self, dim, kind="sinusoidal", max_positions=1024):
+    def __init__(self, dim: int, kind: str = "sinusoidal", max_positions: int = 1024):
         super().__init__()
         if kind not in ("sinusoidal", "learned"):
             raise ValueError(f"-position_encoding must be sinusoidal or learned, got {kind}")
         self.dim, self.kind = dim, kind
         self.table = nn.Embedding(max_positions, dim) if kind == "learned" else None
 
-    def forward(self, length, offset, device):
+    def forward(self, length: int, offset: int, device: torch.device | str) -> Tensor:
         """-> [length, dim]: the vectors of positions offset .. offset + length - 1."""
         pos = torch.arange(offset, offset + length, device=device)
         if self.table is not None:
@@ -42,7 +43,7 @@ class MultiHeadAttention(nn.Module):
     """Multi-head attention split in two, so the decoder can cache: :meth:`keys_values` projects
     the attended sequence, :meth:`attend` runs queries against (cached) keys and values."""
 
-    def __init__(self, dim, heads, dropout=0.0):
+    def __init__(self, dim: int, heads: int, dropout: float = 0.0):
         super().__init__()
         self.heads, self.head_dim = heads, dim // heads
         self.query = nn.Linear(dim, dim)
@@ -50,15 +51,16 @@ class MultiHeadAttention(nn.Module):
         self.out = nn.Linear(dim, dim)
         self.dropout = dropout
 
-    def _split(self, x):  # [batch, len, dim] -> [batch, heads, len, head_dim]
+    def _split(self, x: Tensor) -> Tensor:  # [batch, len, dim] -> [batch, heads, len, head_dim]
         return x.view(x.size(0), x.size(1), self.heads, self.head_dim).transpose(1, 2)
 
-    def keys_values(self, x):
+    def keys_values(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """x: [batch, len, dim] -> keys, values: [batch, heads, len, head_dim]."""
         k, v = self.key_value(x).chunk(2, dim=-1)
         return self._split(k), self._split(v)
 
-    def attend(self, x, keys, values, mask=None, need_weights=False):
+    def attend(self, x: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None = None,
+               need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """x: [batch, len_q, dim] queries; mask: bool, True where a query may attend, broadcast to
         [batch, heads, len_q, len_k]. Returns [batch, len_q, dim] and, with ``need_weights``, the
         attention probabilities averaged over heads [batch, len_q, len_k] (else None)."""
@@ -77,7 +79,7 @@ class MultiHeadAttention(nn.Module):
             weights = torch.softmax(scores.float(), dim=-1).mean(1)
         return out, weights
 
-    def _attend_cpu_training(self, q, keys, values, mask):
+    def _attend_cpu_training(self, q: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None) -> Tensor:
         """Training on the CPU: SDPA's math path written out, softmax(q·kᵀ / sqrt(head_dim) + mask) · v, with
         models/dropout.py's cheaper mask on the probabilities. Faster than SDPA's fused CPU kernel at
         training's short sentences and many of them: forward and backward 2.8× in float32 and 9.7× in
@@ -95,19 +97,19 @@ class MultiHeadAttention(nn.Module):
         return torch.matmul(dropout(probs.to(values.dtype), self.dropout), values)
 
 
-def attention_bias(mask, dtype):
+def attention_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
     """A boolean attention mask (True: may attend) -> 0 where True, a large finite negative where False."""
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, -0.5 * torch.finfo(dtype).max)
 
 
-def compute_input(x):
+def compute_input(x: Tensor) -> Tensor:
     """``x`` in the dtype its products run in: under autocast the autocast dtype, cast once here for every
     Linear that reads it (autocast would cast it again for each), else ``x`` itself."""
     dtype = autocast_dtype(x.device.type)
     return x if dtype is None else x.to(dtype)
 
 
-def residual(x, y, drop):
+def residual(x: Tensor, y: Tensor, drop: Callable[[Tensor], Tensor]) -> Tensor:
     """x + drop(y) in x's dtype: y (bfloat16 under -amp) is cast first, so the dropout and the sum run in
     float32 without a mixed-dtype add (on the CPU 4× slower than the cast and the add together)."""
     return x + drop(y.to(x.dtype))
@@ -119,22 +121,23 @@ NORMS = ("pre", "post")
 class FeedForward(nn.Module):
     """Linear-ReLU-dropout-Linear; ``dropout`` is the one between the two layers (-ff_dropout)."""
 
-    def __init__(self, dim, ff, dropout):
+    def __init__(self, dim: int, ff: int, dropout: float):
         super().__init__()
         self.w1, self.w2 = nn.Linear(dim, ff), nn.Linear(ff, dim)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x):
+    def forward(self, x: Tensor) -> Tensor:
         return self.w2(self.dropout(torch.relu(self.w1(x))))
 
 
-def _check_norm(norm):
+def _check_norm(norm: str) -> None:
     if norm not in NORMS:
         raise ValueError(f"-layer_norm must be pre or post, got {norm}")
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, dim, heads, ff, dropout, attn_dropout, norm="pre", ff_dropout=None):
+    def __init__(self, dim: int, heads: int, ff: int, dropout: float, attn_dropout: float, norm: str = "pre",
+                 ff_dropout: float | None = None):
         super().__init__()
         _check_norm(norm)
         self.post = norm == "post"
@@ -143,7 +146,7 @@ class EncoderLayer(nn.Module):
         self.ff = FeedForward(dim, ff, dropout if ff_dropout is None else ff_dropout)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x, mask):
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         if self.post:
             h = compute_input(x)
             k, v = self.attn.keys_values(h)
@@ -156,7 +159,8 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, dim, heads, ff, dropout, attn_dropout, norm="pre", ff_dropout=None):
+    def __init__(self, dim: int, heads: int, ff: int, dropout: float, attn_dropout: float, norm: str = "pre",
+                 ff_dropout: float | None = None):
         super().__init__()
         _check_norm(norm)
         self.post = norm == "post"
@@ -166,7 +170,9 @@ class DecoderLayer(nn.Module):
         self.ff = FeedForward(dim, ff, dropout if ff_dropout is None else ff_dropout)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x, past, memory, causal, src_mask, need_weights):
+    def forward(self, x: Tensor, past: tuple[Tensor, Tensor] | None, memory: tuple[Tensor, Tensor],
+                causal: Tensor | None, src_mask: Tensor, need_weights: bool
+                ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
         """past: (keys, values) of the earlier positions or None; memory: the cross-attention's
         (keys, values). Returns x, this layer's (keys, values) through x's positions, and the
         cross-attention weights (or None)."""
