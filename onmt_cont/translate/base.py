@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
+from torch import Tensor
 
 from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.vocab import Vocab
@@ -28,23 +30,31 @@ class BaseTranslator:
     (:func:`~onmt_cont.translate.unk.read_lexicon`); ``text_record``: the raw text the data was made from
     (preprocess.py), checked."""
 
-    def __init__(self, model, src_vocab: Vocab, tgt_vocab: Vocab, config: DecodingConfig, *, lower: bool = False,
-                 lexicon: dict | None = None, text_record: dict | None = None) -> None:
+    def __init__(self, model: Any, src_vocab: Vocab, tgt_vocab: Vocab, config: DecodingConfig, *,
+                 lower: bool = False, lexicon: dict[str, str] | None = None,
+                 text_record: dict[str, Any] | None = None) -> None:
         config = config.resolved()  # the defaults filled in, the checks that need no model passed
+        assert config.beam_size is not None and config.block_ngram_repeat is not None  # resolved() set them
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
         self.train_vocab, self.n_train_words = tgt_vocab, len(tgt_vocab)  # before -tgt_emb_extend adds words
         self.lower, self.lexicon, self.text_record = lower, lexicon, text_record
-        self.beam_size, self.max_length, self.max_length_ratio = (config.beam_size, config.max_length,
-                                                                  config.max_length_ratio)
+        self.beam_size: int = config.beam_size
+        self.max_length, self.max_length_ratio = config.max_length, config.max_length_ratio
         self.length_penalty, self.alpha = config.length_penalty, config.alpha
         self.replace_unk, self.ban_unk = config.replace_unk, config.ban_unk
-        self.block_ngram_repeat = config.block_ngram_repeat
+        self.block_ngram_repeat: int = config.block_ngram_repeat
         self.banned = BANNED_WITH_UNK if config.ban_unk else BANNED
         self.beam_fixed = False  # whether the beam may not change per call (the API's translate(beam_size=))
-        self.n_best, self._with_score, self.last_nbest = 1, False, None  # set_n_best, set_with_score
-        self.sampler, self.coverage = None, ("none", 0.0)  # set_sampling, set_coverage_penalty
-        self.ignore_when_blocking = frozenset()  # set_ignore_when_blocking
-        self.last_raw, self.last_align, self.last_nbest_align = [], None, None  # the last batch's records
+        self.n_best, self._with_score = 1, False  # set_n_best, set_with_score
+        self.sampler: Sampler | None = None  # set_sampling
+        self.coverage: tuple[str, float] = ("none", 0.0)  # set_coverage_penalty
+        self.ignore_when_blocking: frozenset[int] = frozenset()  # set_ignore_when_blocking
+        # the last batch's records: the outputs before -replace_unk, their alignments, and with -n_best each
+        # sentence's hypotheses as (words, score) and their alignments
+        self.last_raw: list[list[str]] = []
+        self.last_align: list[str] | None = None
+        self.last_nbest: list[list[tuple[list[str], float]]] | None = None
+        self.last_nbest_align: list[list[str]] | None = None
         self.words_out = self.unk_out = 0  # words decoded so far, and how many were <unk> (before replacement)
         self._setup(config)
         self.set_min_length(config.min_length)
@@ -69,7 +79,7 @@ class BaseTranslator:
 
     def translate_batch(self, token_lists: Sequence[Sequence[str]], attention: bool | None = None,
                         prefixes: Sequence[Sequence[str]] | None = None
-                        ) -> tuple[list[list[str]], list[torch.Tensor | None]]:
+                        ) -> tuple[list[list[str]], list[Tensor | None]]:
         """token_lists: non-empty source sentences (lists of tokens) -> (outputs, attentions).
         ``attention``: whether to keep each output word's attention over the source (None: only
         where -replace_unk, -report_align or -attn_debug read it). ``prefixes``: per sentence, the target
@@ -161,10 +171,11 @@ class BaseTranslator:
         return ""
 
     def translate_lines(self, lines: Sequence[str], batch_size: int = 32, lower: bool = False,
-                        on_batch: Callable[[int], None] | None = None, raw: list | None = None,
-                        batch_type: str = "sents", nbest: list | None = None, prefixes: Sequence[str] | None = None,
-                        align: list | None = None, attn: list | None = None, first_line: int = 1,
-                        nbest_align: list | None = None) -> list[str]:
+                        on_batch: Callable[[int], None] | None = None, raw: list[str] | None = None,
+                        batch_type: str = "sents", nbest: list[list[tuple[str, float]]] | None = None,
+                        prefixes: Sequence[str] | None = None, align: list[str] | None = None,
+                        attn: list[Tensor | None] | None = None, first_line: int = 1,
+                        nbest_align: list[list[str]] | None = None) -> list[str]:
         """Translate sentences (strings); an empty line gives an empty line. Order is kept.
         ``on_batch(n)``: called with the number of lines done (a progress bar's update);
         ``raw``: a list that receives the outputs before ``<unk>`` replacement, in the same order
@@ -179,9 +190,9 @@ class BaseTranslator:
         token_lists = [(line.lower() if lower else line).split() for line in lines]
         if prefixes is not None:  # one rule for both engines (issue 77.15): a prefix must fit the output's limit
             for i, (tokens, prefix) in enumerate(zip(token_lists, prefixes, strict=True)):
-                words, limit = len(prefix.split()), self.output_limit(len(tokens))
-                if words > limit:
-                    raise UserError(f"-tgt_prefix, line {first_line + i}: a prefix of {words} words is longer than "
+                n_words, limit = len(prefix.split()), self.output_limit(len(tokens))
+                if n_words > limit:
+                    raise UserError(f"-tgt_prefix, line {first_line + i}: a prefix of {n_words} words is longer than "
                                     f"this line's output may be ({limit}: -max_length, else -max_length_ratio × the "
                                     f"source's length + 10, at most {MAX_OUTPUT_LENGTH}{self._limit_note()}): shorten "
                                     "the line or raise the limit")
@@ -191,7 +202,7 @@ class BaseTranslator:
         nbest_results = [[("", 0.0)] for _ in lines]
         align_results = [""] * len(lines)
         nbest_align_results = [[""] for _ in lines]
-        attn_results = [None] * len(lines)
+        attn_results: list[Tensor | None] = [None] * len(lines)
         if on_batch:
             on_batch(len(lines) - len(order))  # the empty lines are done
         for chunk in length_batches(order, [len(t) for t in token_lists], batch_size, batch_type):
@@ -201,8 +212,9 @@ class BaseTranslator:
                 results[i] = " ".join(words)
                 if raw is not None:
                     raw_results[i] = " ".join(own)
-                if attn is not None and attns[k] is not None:
-                    attn_results[i] = attns[k][:, : len(token_lists[i])]
+                weights = attns[k]
+                if attn is not None and weights is not None:
+                    attn_results[i] = weights[:, : len(token_lists[i])]
                 if align is not None and self.last_align is not None:
                     align_results[i] = self.last_align[k]
                 if nbest is not None and self.last_nbest is not None:
@@ -211,21 +223,29 @@ class BaseTranslator:
                     nbest_align_results[i] = self.last_nbest_align[k]
             if on_batch:
                 on_batch(len(chunk))
-        for out, found in ((raw, raw_results), (nbest, nbest_results), (align, align_results),
-                           (nbest_align, nbest_align_results), (attn, attn_results)):
-            if out is not None:
-                out.extend(found)
+        if raw is not None:
+            raw.extend(raw_results)
+        if nbest is not None:
+            nbest.extend(nbest_results)
+        if align is not None:
+            align.extend(align_results)
+        if nbest_align is not None:
+            nbest_align.extend(nbest_align_results)
+        if attn is not None:
+            attn.extend(attn_results)
         return results
 
 
-def length_batches(order: Sequence[int], lengths: Sequence[int], batch_size: int,
+def length_batches(order: list[int], lengths: Sequence[int], batch_size: int,
                    batch_type: str = "sents") -> list[list[int]]:
     """Consecutive batches of ``order`` (sentence indices sorted by length): ``batch_size``
     sentences each, or (``tokens``) as many as keep the longest length times the count within
     ``batch_size`` (at least one sentence, however long)."""
     if batch_type == "sents":
         return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
-    batches, current, longest = [], [], 0
+    batches: list[list[int]] = []
+    current: list[int] = []
+    longest = 0
     for i in order:
         grown = max(longest, lengths[i])
         if current and grown * (len(current) + 1) > batch_size:

@@ -3,13 +3,21 @@ words, finished ones ranked by score / length penalty minus -coverage_penalty's 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 import torch
 from torch import Tensor
 
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID
-from onmt_cont.translate.search import BANNED, block_repeats, decode_step, length_penalty
+from onmt_cont.translate.search import (
+    BANNED,
+    Hypothesis,
+    SearchModel,
+    block_repeats,
+    decode_step,
+    length_penalty,
+)
 
 COVERAGE_PENALTIES = ("none", "wu", "summary")  # -coverage_penalty's choices (OpenNMT-py's)
 
@@ -30,10 +38,11 @@ def coverage_penalty(attn: Tensor | None, kind: str, beta: float) -> float:
 
 
 @torch.no_grad()
-def beam_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, beam_size: int, penalty: str = "avg",
-                alpha: float = 0.0, banned: Sequence[int] = BANNED, block_ngram_repeat: int = 0, need_attn: bool = True,
-                nbest_out: list | None = None, n_best: int = 1, prefix: Sequence[Sequence[int]] | None = None,
-                min_length: int = 0, ignore_when_blocking: Collection[int] = frozenset(),
+def beam_search(model: SearchModel, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, beam_size: int,
+                penalty: str = "avg", alpha: float = 0.0, banned: Sequence[int] = BANNED, block_ngram_repeat: int = 0,
+                need_attn: bool = True, nbest_out: list[list[Hypothesis]] | None = None, n_best: int = 1,
+                prefix: Sequence[Sequence[int]] | None = None, min_length: int = 0,
+                ignore_when_blocking: AbstractSet[int] = frozenset(),
                 coverage: tuple[str, float] = ("none", 0.0)) -> tuple[list[list[int]], list[Tensor | None]]:
     """Beam search over a batch of sentences, each with its own beam of ``beam_size`` rows.
 
@@ -70,12 +79,13 @@ def beam_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, be
     if prefix is not None:  # a sentence runs at least as long as its prefix
         max_len = [max(n, len(p)) for n, p in zip(max_len, prefix, strict=True)]
     live = list(range(batch))  # the sentences still in the batch, in row order
-    seqs = {b: [[]] for b in live}  # each sentence's live hypotheses (at most k)
+    seqs: dict[int, list[list[int]]] = {b: [[]] for b in live}  # each sentence's live hypotheses (at most k)
     # each live hypothesis's attention rows, a list of [src_len] views of the steps' CPU tensors (stacked
-    # once a hypothesis ends: concatenating at every step copied the whole history of every hypothesis)
-    hyp_attn = {b: [[]] for b in live}
+    # once a hypothesis ends: concatenating at every step copied the whole history of every hypothesis);
+    # empty without need_attn
+    hyp_attn: dict[int, list[list[Tensor]]] = {b: [[]] for b in live}
     totals = torch.zeros(batch, 1, device=device)
-    finished = {b: [] for b in live}  # (normalised score, ids, attn)
+    finished: dict[int, list[Hypothesis]] = {b: [] for b in live}  # (normalised score, ids, attn)
     last = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     t = 0
     while live:
@@ -100,13 +110,22 @@ def beam_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, be
         cand = scores.add_(totals.unsqueeze(2)).view(len(live), -1)  # in place: the step's scores are its own
         # NaN scores and inf + (-inf): no candidate (in place, one pass; decode_step left NaN here)
         torch.nan_to_num_(cand, nan=float("-inf"), posinf=float("inf"), neginf=float("-inf"))
-        top, idx = cand.topk(min(k, cand.size(1)), dim=1)
-        top, idx = top.tolist(), idx.tolist()  # the step's one synchronisation
+        best = cand.topk(min(k, cand.size(1)), dim=1)
+        top, idx = best.values.tolist(), best.indices.tolist()  # the step's one synchronisation
+        step_attn_rows = None  # [live, width, src_len] on the CPU
         if need_attn:
-            attn = attn.view(len(live), width, -1).cpu()
-        next_live, index, new_totals, words = [], [], [], []
+            assert attn is not None  # decode_step keeps it under need_attn
+            step_attn_rows = attn.view(len(live), width, -1).cpu()
+        next_live: list[int] = []
+        select: list[int] = []  # the rows the next step continues
+        new_totals: list[list[float]] = []
+        words: list[int] = []
         for i, b in enumerate(live):
-            new_seqs, new_attns, parents, new_scores, new_words = [], [], [], [], []
+            new_seqs: list[list[int]] = []
+            new_attns: list[list[Tensor]] = []
+            parents: list[int] = []
+            new_scores: list[float] = []
+            new_words: list[int] = []
             at_limit = t >= max_len[b]
             for score, c in zip(top[i], idx[i], strict=True):
                 if score == float("-inf"):  # a banned word (or only </s> allowed): no hypothesis, no end
@@ -114,11 +133,14 @@ def beam_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, be
                 parent, word = divmod(c, vocab)
                 if at_limit and word != EOS_ID:  # NaN scores are not -inf: the limit must not rest on them
                     continue
-                step_attn = hyp_attn[b][parent] + [attn[i, parent]] if need_attn else None
+                step_attn = (hyp_attn[b][parent] + [step_attn_rows[i, parent]] if step_attn_rows is not None
+                             else [])
                 if word == EOS_ID:
                     n = len(seqs[b][parent])
                     rows = _stack_rows(step_attn[:n], src.size(1)) if need_attn else None
-                    cov = coverage_penalty(rows[:, : src_len[b]], cov_kind, beta) if cov_on else 0.0
+                    # cov_on keeps the attention: rows is not None there
+                    cov = coverage_penalty(rows[:, : src_len[b]], cov_kind, beta) if cov_on and rows is not None \
+                        else 0.0
                     finished[b].append((score / length_penalty(max(n, 1), penalty, alpha) - cov, seqs[b][parent],
                                         rows))
                     continue
@@ -131,12 +153,13 @@ def beam_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, be
                 if not finished[b]:  # every hypothesis hit the limit without </s>
                     for j in range(len(seqs[b])):
                         rows = _stack_rows(hyp_attn[b][j], src.size(1)) if need_attn else None
-                        cov = coverage_penalty(rows[:, : src_len[b]], cov_kind, beta) if cov_on else 0.0
+                        cov = coverage_penalty(rows[:, : src_len[b]], cov_kind, beta) \
+                            if cov_on and rows is not None else 0.0
                         finished[b].append((totals[i, j].item() - cov, seqs[b][j], rows))
                 continue
             seqs[b], hyp_attn[b] = new_seqs, new_attns
             pad = k - len(parents)  # fewer than k live: the spare rows copy beam 0 at score -inf
-            index += [i * width + p for p in parents + [parents[0]] * pad]
+            select += [i * width + p for p in parents + [parents[0]] * pad]
             new_totals.append(new_scores + [float("-inf")] * pad)
             words += new_words + [PAD_ID] * pad
             next_live.append(b)
@@ -145,25 +168,26 @@ def beam_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, be
         live, t, width = next_live, t + 1, k
         if not live:
             break
-        index = torch.tensor(index, device=device)
+        index = torch.tensor(select, device=device)
         state = model.decoder.reorder_state(state, index, memory=not same)
         if not same:
             memory_bank, src_mask = memory_bank.index_select(0, index), src_mask.index_select(0, index)
         totals = torch.tensor(new_totals, device=device)
         last = torch.tensor(words, device=device)
-    out_ids, out_attn = [], []
+    out_ids: list[list[int]] = []
+    out_attn: list[Tensor | None] = []
     for b in range(batch):
         ranked = sorted(finished[b], key=lambda f: f[0], reverse=True)  # stable: ties keep their order
         if not keep_attn:  # kept for -coverage_penalty alone
             ranked = [(score, ids, None) for score, ids, _ in ranked]
-        _, ids, attn = ranked[0]
+        _, ids, best_attn = ranked[0]
         out_ids.append(ids)
-        out_attn.append(attn)
+        out_attn.append(best_attn)
         if nbest_out is not None:
             nbest_out.append(ranked[:n_best])
     return out_ids, out_attn
 
 
-def _stack_rows(rows: Sequence[Tensor], src_len: int) -> Tensor:
+def _stack_rows(rows: list[Tensor], src_len: int) -> Tensor:
     """A hypothesis's attention rows (a list of [src_len] tensors) -> [len, src_len]."""
     return torch.stack(rows) if rows else torch.zeros(0, src_len)

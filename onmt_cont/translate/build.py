@@ -36,10 +36,10 @@ def build_translator(config: DecodingConfig, models: Sequence[str], device: str 
         if len(models) > 1:
             raise UserError("-engine ctranslate2 decodes one exported model; an ensemble needs the checkpoints "
                             "(-engine torch)")
-        translator = Ct2Translator.from_export(models[0], config, device, threads=threads, lexicon=lexicon)
+        exported = Ct2Translator.from_export(models[0], config, device, threads=threads, lexicon=lexicon)
         if log:
-            log(f"{models[0]}: decoding with CTranslate2 ({translator.record.get('quantization')} weights)")
-        return translator
+            log(f"{models[0]}: decoding with CTranslate2 ({exported.record.get('quantization')} weights)")
+        return exported
     translator = Translator.from_checkpoint(models[0], config, device, lexicon=lexicon, offsets=offsets)
     if config.freq_offsets:
         translator.check_offsets_model(config.freq_offsets, offsets_model)

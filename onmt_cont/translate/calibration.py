@@ -23,15 +23,20 @@ and translate.py refuses it for another model; files written before that record 
 with a warning.
 """
 
+from __future__ import annotations
+
 import hashlib
 import json
 import math
 import os
 from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, TypeGuard, overload
 
 import torch
+from torch import Tensor, nn
 
-from onmt_cont.inputters.vocab import has_word_counts
+from onmt_cont.inputters.vocab import Vocab, has_word_counts
 from onmt_cont.translate.checks import MAX_DECODE_PRIOR, MAX_OFFSET
 from onmt_cont.utils.atomic import atomic_write_text
 from onmt_cont.utils.errors import UserError
@@ -43,7 +48,7 @@ FORMAT = "onmt_cont freq_offsets 1"
 MAX_FILE_BYTES = 1 << 20  # an offsets file is a few hundred bytes
 
 
-def bin_index(count):
+def bin_index(count: float) -> int:
     """The index into FREQ_BINS of a training count, or -1 (count 0: not a training word)."""
     for k, (_, lo, hi) in enumerate(FREQ_BINS):
         if lo <= count <= hi:
@@ -51,7 +56,7 @@ def bin_index(count):
     return -1
 
 
-def word_bins(vocab):
+def word_bins(vocab: Vocab) -> Tensor:
     """[V] long: every target word's bin (-1 for words of count 0: padding, <s>, often <unk>)."""
     if vocab.sentences <= 0 or vocab.total_tokens <= 0 or not has_word_counts(vocab):
         raise ValueError("target vocabulary has no training counts (it was written before preprocess.py recorded "
@@ -59,7 +64,7 @@ def word_bins(vocab):
     return torch.tensor([bin_index(c) for c in vocab.counts], dtype=torch.long)
 
 
-def offset_vector(vocab, offsets):
+def offset_vector(vocab: Vocab, offsets: Sequence[float]) -> Tensor:
     """[V] float32: each word's bin offset (0 for words of count 0)."""
     if len(offsets) != len(FREQ_BINS):
         raise ValueError(f"expected {len(FREQ_BINS)} offsets (bins {', '.join(n for n, _, _ in FREQ_BINS)}), "
@@ -69,19 +74,22 @@ def offset_vector(vocab, offsets):
     return table[bins]
 
 
-def bin_tokens(lines, counts):
+def bin_tokens(lines: Iterable[str], counts: Mapping[str, int]) -> list[int]:
     """Tokens of ``lines`` per bin [len(FREQ_BINS)]; ``counts``: word -> training count (words not
     in it, and words of count 0, belong to no bin)."""
     found = Counter(bin_index(counts.get(w, 0)) for line in lines for w in line.split())
     return [found[k] for k in range(len(FREQ_BINS))]
 
 
-def ratios(hyp_tokens, ref_tokens):
+def ratios(hyp_tokens: Sequence[int], ref_tokens: Sequence[int]) -> list[float]:
     """hyp/ref per bin (NaN where the reference has none)."""
     return [h / r if r else math.nan for h, r in zip(hyp_tokens, ref_tokens, strict=True)]
 
 
-def fit_offsets(decode, ref_lines, counts, target, rounds=8, step=0.5, min_tokens=20, on_round=None, score=None):
+def fit_offsets(decode: Callable[[list[float]], list[str]], ref_lines: Iterable[str], counts: Mapping[str, int],
+                target: Sequence[float], rounds: int = 8, step: float = 0.5, min_tokens: int = 20,
+                on_round: Callable[[int, list[float], list[str], list[float]], None] | None = None,
+                score: Callable[[list[str]], float] | None = None) -> tuple[list[float], list[str], list[float]]:
     """Fit the bins' offsets so that ``decode``'s output has ``target`` x the reference's tokens in
     every bin.
 
@@ -98,7 +106,7 @@ def fit_offsets(decode, ref_lines, counts, target, rounds=8, step=0.5, min_token
     ref = bin_tokens(ref_lines, counts)
     fitted = [k for k, r in enumerate(ref) if r >= min_tokens and target[k] > 0]
     offsets = [0.0] * len(FREQ_BINS)
-    best = None
+    best: tuple[float, list[float], list[str], list[float]] | None = None  # (loss, offsets, outputs, ratios)
     for i in range(rounds):
         outputs = decode(offsets)
         hyp = bin_tokens(outputs, counts)
@@ -116,10 +124,11 @@ def fit_offsets(decode, ref_lines, counts, target, rounds=8, step=0.5, min_token
             offsets[k] += step * math.log((target[k] * ref[k] + 1) / (hyp[k] + 1))
         anchor = offsets[len(FREQ_BINS) - 1]
         offsets = [max(-MAX_OFFSET, min(MAX_OFFSET, o - anchor)) for o in offsets]
+    assert best is not None  # rounds >= 1
     return best[1], best[2], best[3]
 
 
-def model_record(generator, vocab, beam_size=1):
+def model_record(generator: nn.Module, vocab: Vocab, beam_size: int = 1) -> dict[str, Any]:
     """What an offsets file is fitted on: the model's kind (its generator: continuous or softmax),
     a SHA-256 of its target vocabulary's tokens and training counts (the counts define the bins),
     with the number of words to show in messages, and the search the decodes used (``beam_size``;
@@ -131,10 +140,12 @@ def model_record(generator, vocab, beam_size=1):
             "tgt_vocab_sha256": digest.hexdigest(), "tgt_words": len(vocab), "beam_size": beam_size}
 
 
-def save_offsets(path, offsets, beta, target, source, model=None):
+def save_offsets(path: str, offsets: Sequence[float], beta: float, target: Sequence[float], source: str,
+                 model: dict[str, Any] | None = None) -> None:
     """Write the fitted offsets (atomically) with the β they were fitted under and ``model``, the
     :func:`model_record` of the model they were fitted on."""
-    data = {"format": FORMAT, "bins": [[n, lo, None if hi == math.inf else hi] for n, lo, hi in FREQ_BINS],
+    data: dict[str, Any] = {
+            "format": FORMAT, "bins": [[n, lo, None if hi == math.inf else hi] for n, lo, hi in FREQ_BINS],
             "offsets": [round(o, 6) for o in offsets], "decode_prior": beta,
             "target": [None if math.isnan(t) else t for t in target], "fitted_on": source}
     if model is not None:
@@ -142,7 +153,7 @@ def save_offsets(path, offsets, beta, target, source, model=None):
     atomic_write_text(path, json.dumps(data, indent=1) + "\n")
 
 
-def _is_number(x, bound=MAX_OFFSET):
+def _is_number(x: object, bound: float = MAX_OFFSET) -> TypeGuard[int | float]:
     """A JSON number (not true/false, which Python counts as ints) within ±``bound``: an integer
     of 400 digits or a float of 1e308 is no offset, and would overflow once added to a score."""
     if isinstance(x, bool) or not isinstance(x, (int, float)):
@@ -152,7 +163,16 @@ def _is_number(x, bound=MAX_OFFSET):
     return math.isfinite(x) and abs(x) <= bound
 
 
-def load_offsets(path, with_model=False):
+@overload
+def load_offsets(path: str, with_model: Literal[False] = False) -> tuple[list[float], float]: ...
+
+
+@overload
+def load_offsets(path: str, with_model: Literal[True]) -> tuple[list[float], float, dict[str, Any] | None]: ...
+
+
+def load_offsets(path: str, with_model: bool = False
+                 ) -> tuple[list[float], float] | tuple[list[float], float, dict[str, Any] | None]:
     """-> (offsets [bins], β) from a file written by :func:`save_offsets`, and with ``with_model``
     its :func:`model_record` as a third item (None in files written before it was recorded);
     UserError otherwise."""
@@ -198,11 +218,11 @@ def load_offsets(path, with_model=False):
     return (*result, model)
 
 
-def _is_beam(x):
+def _is_beam(x: object) -> bool:
     return isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= 10_000
 
 
-def _short(value, limit=120):
+def _short(value: object, limit: int = 120) -> str:
     """repr of a value read from a file, cut short: a message must not print a megabyte of digits."""
     try:
         text = repr(value)

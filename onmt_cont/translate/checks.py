@@ -11,10 +11,16 @@ from __future__ import annotations
 
 import math
 import os
+from argparse import Namespace
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from onmt_cont.translate.search import MAX_OUTPUT_LENGTH
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.overwrite import refuse_output_over_inputs
+
+if TYPE_CHECKING:  # config.py imports this module
+    from onmt_cont.translate.config import DecodingConfig
 
 # -decode_prior β: beyond it the prior alone picks every word (its log p_train(w) terms span some
 # 15 nats), and β · log p stays finite in float32
@@ -36,10 +42,9 @@ def check_number(flag: str, value: object, low: float = -math.inf, high: float =
                  expected: str | None = None) -> None:
     """UserError unless ``value`` is a finite number (an int where ``integer``) in [low, high].
     ``expected``: the message's description of a good value (default: from the bounds)."""
-    good = isinstance(value, int if integer else (int, float)) and not isinstance(value, bool)
-    good = good and (isinstance(value, int) or math.isfinite(value)) and low <= value <= high
-    if good:
-        return
+    if isinstance(value, int | float) and not isinstance(value, bool) and (isinstance(value, int) or not integer):
+        if (isinstance(value, int) or math.isfinite(value)) and low <= value <= high:
+            return
     if expected is None:
         bounds = []
         if low > -math.inf:
@@ -69,8 +74,8 @@ def sampling_on(topk: int = 0, topp: float = 0.0) -> bool:
 
 def check_decoding_options(beam_size: int = 1, max_length: int | None = None, max_length_ratio: float = 2.0,
                            alpha: float = 0.0, decode_prior: float = 0.0, decode_prior_cap: int = 0, csls: int = 0,
-                           block_ngram_repeat: int = 0, freq_offsets: list[float] | None = None,
-                           ann: dict | None = None, length_penalty: str = "avg") -> None:
+                           block_ngram_repeat: int = 0, freq_offsets: Sequence[float] | None = None,
+                           ann: dict[str, Any] | None = None, length_penalty: str = "avg") -> None:
     """Refuse decoding options no search can use (translate.py's names in the messages). The
     checks that need the model (-beam_size and -csls against its vocabulary) are the Translator's."""
     check_number("beam_size", beam_size, 1, integer=True)
@@ -101,7 +106,7 @@ def check_decoding_options(beam_size: int = 1, max_length: int | None = None, ma
                 check_number(f"ann_{key}", ann[key], low, MAX_FAISS_INT, integer=True)
 
 
-def check_options(opt, config):
+def check_options(opt: Namespace, config: DecodingConfig) -> DecodingConfig:
     """translate.py's options, checked once, before any file is read or model loaded -> ``config`` (its
     DecodingConfig) resolved. ``opt``: the parsed options (translate/options.py's :func:`parse_options`)."""
     for name in ("src_lang", "tgt_lang"):  # an unset shell variable: -tgt_lang "$TGT"

@@ -9,8 +9,10 @@ decodes.
 from __future__ import annotations
 
 import dataclasses
+from argparse import _ArgumentGroup
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from onmt_cont.models.transformer import parse_alignment_layer
 from onmt_cont.translate.beam import COVERAGE_PENALTIES
@@ -29,7 +31,7 @@ from onmt_cont.utils.errors import UserError
 FLAG_NAMES = {"ban_unk_token": "ban_unk", "lookup_dict": "lexicon"}
 
 
-def option(default, help, flag=None, **argparse_kwargs):
+def option(default: Any, help: str, flag: str | None = None, **argparse_kwargs: Any) -> Any:
     """A DecodingConfig field that carries its translate.py flag: its help, the flag's name where it is not the
     field's, and argparse's type, choices, nargs or metavar (:func:`add_flags`)."""
     return field(default=default, metadata={"help": help, "flag": flag, **argparse_kwargs})
@@ -156,7 +158,8 @@ class DecodingConfig:
     tgt_emb_extend_vocab: str | None = option(None,
             help="the vocabulary (PREFIX.vocab.pt or PREFIX.vocab.tgt.txt) whose "
             "rows a .pt -tgt_emb_extend follows")
-    ann: dict | None = None  # FaissIndex's arguments (kind, nlist, nprobe, hnsw_m, ef_search); None: exact search
+    # FaissIndex's arguments (kind, nlist, nprobe, hnsw_m, ef_search); None: exact search
+    ann: dict[str, Any] | None = None
     engine: str | None = option(None, choices=["torch", "ctranslate2"],  # None: read from the model
             help="what decodes: torch (a train.py checkpoint) or ctranslate2 (a directory onmt_cont_convert "
             "wrote); default: read from -model")
@@ -183,7 +186,7 @@ class DecodingConfig:
         return config
 
 
-def add_flags(group, names: Sequence[str]) -> None:
+def add_flags(group: _ArgumentGroup, names: Sequence[str]) -> None:
     """translate.py's flags for these DecodingConfig fields, in this order, from the fields' defaults and
     metadata (a bool field is a switch)."""
     fields = {f.name: f for f in dataclasses.fields(DecodingConfig)}
@@ -193,5 +196,8 @@ def add_flags(group, names: Sequence[str]) -> None:
         flag = meta.pop("flag") or name
         if isinstance(f.default, bool):
             group.add_argument(f"-{flag}", action="store_true", **meta)
+        elif meta.get("nargs"):
+            assert isinstance(f.default, tuple)  # a list option's default (a dataclass default is immutable)
+            group.add_argument(f"-{flag}", default=list(f.default), **meta)
         else:
-            group.add_argument(f"-{flag}", default=list(f.default) if meta.get("nargs") else f.default, **meta)
+            group.add_argument(f"-{flag}", default=f.default, **meta)

@@ -10,10 +10,12 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Sequence
-from types import SimpleNamespace
+from collections.abc import Mapping, Sequence
+from types import ModuleType, SimpleNamespace
+from typing import Any, NoReturn
 
 import torch
+from torch import Tensor
 
 from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.vocab import Vocab
@@ -31,7 +33,7 @@ CRITERIA = ("vmf", "l2")  # the continuous criteria an export decodes exactly (c
 POSITIONS = 2048  # rows of each side's position table: no longer source is read, no longer output written
 
 
-def _ctranslate2():
+def _ctranslate2() -> ModuleType:
     try:
         import ctranslate2
     except ImportError:
@@ -39,7 +41,7 @@ def _ctranslate2():
     return ctranslate2
 
 
-def _from_json(value):
+def _from_json(value: Any) -> Any:
     if isinstance(value, dict):
         if set(value) == {"base64"}:
             return base64.b64decode(value["base64"])
@@ -49,16 +51,16 @@ def _from_json(value):
     return value
 
 
-def is_export(path):
+def is_export(path: str) -> bool:
     """Whether ``path`` is a directory :func:`convert` wrote."""
     return os.path.isdir(path) and os.path.isfile(os.path.join(path, CONFIG_NAME))
 
 
-def read_record(path):
+def read_record(path: str) -> tuple[dict[str, Any], Vocab, Vocab]:
     """An export's onmt_cont.json, checked -> (record, source Vocab, target Vocab). Every value has the type
     convert() wrote, and every file it lists still has the sha256 recorded then: an export edited or damaged
     afterwards is a UserError naming the file, not CTranslate2's traceback or silently other output."""
-    def bad(what):
+    def bad(what: str) -> NoReturn:
         raise UserError(f"-model {path}: not a model onmt_cont_convert wrote ({CONFIG_NAME}: {what})")
 
     try:
@@ -74,8 +76,9 @@ def read_record(path):
         bad(f"its vocabularies: {printable(exc)}")
     if record.get("format") != 1:
         bad(f"format {record.get('format')!r}: this onmt_cont reads format 1")
-    types = {"continuous": bool, "lower": bool, "positions": int, "decode_prior": (int, float),
-             "decode_prior_cap": int, "beam_temperature": (int, float), "quantization": str}
+    types: dict[str, type | tuple[type, ...]] = {
+        "continuous": bool, "lower": bool, "positions": int, "decode_prior": (int, float), "decode_prior_cap": int,
+        "beam_temperature": (int, float), "quantization": str}
     for key, kind in types.items():
         value = record.get(key)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -118,7 +121,7 @@ def read_record(path):
     return record, src, tgt
 
 
-def _sha256(path):
+def _sha256(path: str) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -134,15 +137,15 @@ class Ct2Translator(BaseTranslator):
     every head averaged). ``engine``: CTranslate2's translator of the export; ``record``: the export's
     onmt_cont.json (:func:`read_record`)."""
 
-    def __init__(self, engine, src_vocab: Vocab, tgt_vocab: Vocab, config: DecodingConfig, *, record: dict,
-                 lexicon: dict | None = None) -> None:
+    def __init__(self, engine: Any, src_vocab: Vocab, tgt_vocab: Vocab, config: DecodingConfig, *,
+                 record: dict[str, Any], lexicon: dict[str, str] | None = None) -> None:
         self.record = record
         super().__init__(engine, src_vocab, tgt_vocab, config, lower=bool(record.get("lower")), lexicon=lexicon,
                          text_record=_from_json(record.get("text")))
 
     @classmethod
-    def from_export(cls, path: str, config: DecodingConfig, device="cpu", threads: int = 1,
-                    lexicon: dict | None = None) -> Ct2Translator:
+    def from_export(cls, path: str, config: DecodingConfig, device: str | torch.device = "cpu", threads: int = 1,
+                    lexicon: dict[str, str] | None = None) -> Ct2Translator:
         """The translator of the export ``path``, refusing the options it cannot honour (:func:`check_engine_options`)
         before CTranslate2 loads it. ``threads``: CTranslate2's intra-op threads."""
         config = config.resolved()
@@ -157,13 +160,13 @@ class Ct2Translator(BaseTranslator):
                             "convert the checkpoint again") from None
         return cls(engine, src_vocab, tgt_vocab, config, record=record, lexicon=lexicon)
 
-    def _setup(self, config):
+    def _setup(self, config: DecodingConfig) -> None:
         self._check_beam_size()
 
     def output_limit(self, source_length: int) -> int:
         return min(super().output_limit(source_length), self.record.get("positions", POSITIONS) - 1)
 
-    def _limit_note(self):
+    def _limit_note(self) -> str:
         return f"; the export's positions, {self.record.get('positions', POSITIONS)}, less one"
 
     def set_sampling(self, topk: int = 0, topp: float = 0.0, temp: float = 1.0, seed: int = 0) -> None:
@@ -178,7 +181,7 @@ class Ct2Translator(BaseTranslator):
 
     def translate_batch(self, token_lists: Sequence[Sequence[str]], attention: bool | None = None,
                         prefixes: Sequence[Sequence[str]] | None = None
-                        ) -> tuple[list[list[str]], list[torch.Tensor | None]]:
+                        ) -> tuple[list[list[str]], list[Tensor | None]]:
         if attention is None:
             attention = self.replace_unk or self.report_align or self.attn_debug
         cov_kind, beta = self.coverage
@@ -192,7 +195,7 @@ class Ct2Translator(BaseTranslator):
         steps = max(limits)
         unk = self.src_vocab.itos[UNK_ID]
         source = [[unk if self.src_vocab.index(t) == UNK_ID else t for t in toks] for toks in token_lists]
-        options = {
+        options: dict[str, Any] = {
             # every finished hypothesis: CTranslate2 divides its total by the length with </s>, ours (-length_penalty
             # avg) without it, so they are ranked again below. (Its length penalty 0 would give the totals, but
             # end the search as soon as the best hypothesis ends: a narrower search than ours.)
@@ -220,9 +223,13 @@ class Ct2Translator(BaseTranslator):
             first = self.model.translate_batch(source, beam_size=1, max_decoding_length=1, min_decoding_length=1,
                                              return_attention=True, max_input_length=0)
             first_rows = [torch.tensor(r.attention[0][0], dtype=torch.float32) for r in first]
-        outputs, attns, self.last_raw, nbest, aligns = [], [], [], [], []
+        outputs: list[list[str]] = []
+        attns: list[Tensor | None] = []
+        nbest: list[list[tuple[list[str], float]]] = []
+        aligns: list[list[str]] = []
+        self.last_raw = []
         for b, (toks, result, limit) in enumerate(zip(token_lists, results, limits, strict=True)):
-            hyps = []
+            hyps: list[tuple[list[str], Tensor | None, float]] = []
             for h, words in enumerate(result.hypotheses):
                 words = list(words)[:limit]
                 attn = None
@@ -254,7 +261,7 @@ class Ct2Translator(BaseTranslator):
         self.last_nbest_align = aligns if self.report_align and self.scored else None
         return outputs, attns
 
-    def _replaced(self, words, attn, src_tokens):
+    def _replaced(self, words: list[str], attn: Tensor | None, src_tokens: Sequence[str]) -> list[str]:
         return replace_unk(words, attn, src_tokens, self.lexicon) if self.replace_unk and attn is not None \
             else words
 
@@ -264,7 +271,7 @@ FIXED_AT_EXPORT = {"decode_prior": 0.0, "decode_prior_cap": 0, "beam_temperature
 TORCH_ONLY = {"csls": 0, "freq_offsets": None, "tgt_emb_extend": None, "ann": None}
 
 
-def resolve_engine(engine, model):
+def resolve_engine(engine: str | None, model: str) -> str:
     """translate.py -engine: as given, or (None) read from ``model``: a directory :func:`convert` wrote is
     decoded by CTranslate2, anything else by torch. UserError for a model of the other engine."""
     export = is_export(model)
@@ -279,14 +286,15 @@ def resolve_engine(engine, model):
     return engine
 
 
-def check_engine_options(given, record=None):
+def check_engine_options(given: Mapping[str, Any], record: Mapping[str, Any] | None = None) -> None:
     """``given``: translate.py's options by name. UserError for one that -engine ctranslate2 cannot apply:
     those fixed at export (``record``: the export's onmt_cont.json, which says what was fixed) and those
     only the torch engine has."""
+    record = record or {}
     for name, default in FIXED_AT_EXPORT.items():
         value = given.get(name, default)
-        fixed = (record or {}).get(name, default)
-        if name == "alignment_layer" and value is not None and (record or {}).get("decoder_layers"):
+        fixed = record.get(name, default)
+        if name == "alignment_layer" and value is not None and record.get("decoder_layers"):
             # a layer number is the same layer as the exported one counted from either end ("0" of one layer = -1)
             layers = record["decoder_layers"]
             exported = -1 if fixed is None else fixed

@@ -11,9 +11,10 @@ translations go to standard output, flushed after each chunk; an -output that is
 import os
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import islice, zip_longest
+from typing import TextIO
 
 from onmt_cont.inputters.corpus import count_lines
 from onmt_cont.utils.atomic import atomic_path, remove_stale_temps
@@ -24,7 +25,7 @@ from onmt_cont.utils.io import check_readable, decode_line, read_lines
 MAX_STREAM_LINE = 1 << 20
 
 
-def stream_chunks(path, size):
+def stream_chunks(path: str, size: int) -> Iterator[list[str]]:
     """Yield lists of the lines of a stream (a pipe, standard input, a FIFO, a terminal) as they
     arrive: each waits for one line, then takes the lines that can be read without waiting, at most
     ``size``. A line fed on its own is thus translated before the next one comes (line in, line
@@ -32,7 +33,8 @@ def stream_chunks(path, size):
     bytes is a UserError naming it."""
     check_readable(path)
     fd = os.open(path, os.O_RDONLY)
-    buf, lineno, chunk = b"", 0, []
+    buf, lineno = b"", 0
+    chunk: list[str] = []
     try:
         while True:
             while len(chunk) < size and (end := buf.find(b"\n")) >= 0:
@@ -59,7 +61,7 @@ def stream_chunks(path, size):
         os.close(fd)
 
 
-def _readable(fd):
+def _readable(fd: int) -> bool:
     """Can ``fd`` be read now without waiting?"""
     import select
 
@@ -69,7 +71,7 @@ def _readable(fd):
         return True
 
 
-def read_chunks(src_path, tgt_path, size):
+def read_chunks(src_path: str, tgt_path: str | None, size: int) -> Iterator[tuple[list[str], list[str] | None]]:
     """Yield ``(src_lines, ref_lines)`` of at most ``size`` lines each (``ref_lines`` None without
     ``tgt_path``), streaming. Files of different lengths are a UserError at the end of the shorter.
     A stream source without ``tgt_path`` comes in the chunks :func:`stream_chunks` makes."""
@@ -83,23 +85,26 @@ def read_chunks(src_path, tgt_path, size):
             yield chunk, None
         return
     src = (line for _, line in read_lines(src_path))
-    missing = object()
-    pairs = zip_longest(src, (line for _, line in read_lines(tgt_path)), fillvalue=missing)
+    # None past the end of the shorter file (a line is never None)
+    pairs = zip_longest(src, (line for _, line in read_lines(tgt_path)))
     n = 0
-    while chunk := list(islice(pairs, size)):
-        for k, (s, t) in enumerate(chunk):
-            if s is missing or t is missing:
-                short, long_ = (src_path, tgt_path) if s is missing else (tgt_path, src_path)
+    while block := list(islice(pairs, size)):
+        src_lines, ref_lines = [], []
+        for k, (s, t) in enumerate(block):
+            if s is None or t is None:
+                short, long_ = (src_path, tgt_path) if s is None else (tgt_path, src_path)
                 raise UserError(f"{short} ends after line {n + k} but {long_} goes on: -src and -tgt must "
                                 "have the same number of lines")
-        n += len(chunk)
-        yield [s for s, _ in chunk], [t for _, t in chunk]
+            src_lines.append(s)
+            ref_lines.append(t)
+        n += len(block)
+        yield src_lines, ref_lines
 
 
 STDIN = "/dev/stdin"  # -src - and -tgt -
 
 
-def is_stream(path):
+def is_stream(path: str) -> bool:
     """A pipe, a FIFO, standard input or a terminal: read once, in order, never counted ahead."""
     try:
         return not stat.S_ISREG(os.stat(path).st_mode)
@@ -108,7 +113,7 @@ def is_stream(path):
 
 
 @contextmanager
-def output_file(path):
+def output_file(path: str) -> Iterator[TextIO]:
     """The translations' text file: standard output for ``-`` (left open), else written through
     :func:`atomic_path` (a regular file is replaced at the end only; a FIFO or device in place)."""
     if path == "-":

@@ -13,17 +13,21 @@ What the decoder consumes after producing a new word:
   fed to the next step as ``<unk>`` (its output is still the new word).
 """
 
+from collections.abc import Sequence
+
 import torch
+from torch import Tensor
 
 from onmt_cont.constants import SPECIALS
 from onmt_cont.inputters.embeddings import read_embedding_words, read_embeddings
 from onmt_cont.inputters.vocab import Vocab, load_vocabs, read_vocab_text
 from onmt_cont.models.generators import normalize_table
+from onmt_cont.models.model import NMTModel
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.loading import load_checkpoint_data
 
 
-def read_extension(path, vocab_path=None):
+def read_extension(path: str, vocab_path: str | None = None) -> tuple[list[str], Tensor]:
     """The words and vectors of an extension table -> (list of words, FloatTensor [n, dim]).
 
     ``path``: a ``.vec``/``.txt`` (optionally ``.gz``) vector file, or a ``.pt`` tensor written by
@@ -49,17 +53,17 @@ def read_extension(path, vocab_path=None):
         return [words[i] for i in keep], table[keep].float()
     words = sorted(w for w in read_embedding_words(path) if w not in SPECIALS)
     emb = read_embeddings(path, {w: i for i, w in enumerate(words)})
-    keep = emb.found.nonzero()[0]  # a word on a malformed line has no vector
-    return [words[i] for i in keep], torch.from_numpy(emb.vectors[keep])
+    found = emb.found.nonzero()[0]  # a word on a malformed line has no vector
+    return [words[i] for i in found], torch.from_numpy(emb.vectors[found])
 
 
-def _vocab_words(path):
+def _vocab_words(path: str) -> list[str]:
     if path.endswith(".pt"):
         return load_vocabs(path)[1].itos
     return read_vocab_text(path).itos
 
 
-def extend_model(model, tgt_vocab, words, vectors):
+def extend_model(model: NMTModel, tgt_vocab: Vocab, words: Sequence[str], vectors: Tensor) -> tuple[Vocab, int]:
     """Append the words of ``words`` [n] / ``vectors`` [n, m] that ``tgt_vocab`` lacks to the
     model's output table (and, tied, its decoder input table). Returns (extended Vocab, number
     of words added)."""

@@ -3,6 +3,8 @@ flags come from DecodingConfig's fields (translate/config.py: their help, types 
 checked in translate/checks.py (before any model is loaded) and the Translator."""
 
 import sys
+from argparse import ArgumentParser, Namespace
+from collections.abc import Sequence
 
 from onmt_cont import opts
 from onmt_cont.translate.config import FLAG_NAMES, DecodingConfig, add_flags
@@ -11,7 +13,7 @@ from onmt_cont.utils.device import gpu_option
 from onmt_cont.utils.threads import add_threads_arg
 
 
-def build_parser():
+def build_parser() -> ArgumentParser:
     p = opts.new_parser("Translate a tokenized source file (one sentence per line) with a trained model.")
     g = p.add_argument_group("Data")
     g.add_argument("-model", nargs="+", help="checkpoint written by train.py; several: an ensemble of models of one "
@@ -90,7 +92,7 @@ def build_parser():
     return p
 
 
-def parse_options(argv=None):
+def parse_options(argv: Sequence[str] | None = None) -> Namespace:
     """translate.py's command line (and -config) -> its options, with ``models`` (-model A.pt B.pt: an
     ensemble; ``model`` is the first), -output ``-`` for standard output and -src ``-`` for standard input."""
     opt = opts.parse(build_parser(), argv, required=("model",))
@@ -106,7 +108,7 @@ def parse_options(argv=None):
     return opt
 
 
-def decoding_config(opt):
+def decoding_config(opt: Namespace) -> DecodingConfig:
     """translate.py's decoding flags -> a DecodingConfig (the API's names)."""
     ann = None
     if opt.ann:

@@ -4,16 +4,22 @@ reference does not look like what the model reads (raw text against tokens, piec
 
 import re
 import sys
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TextIO
 
-from onmt_cont.inputters.vocab import data_words
+from torch import Tensor
+
+from onmt_cont.inputters.vocab import Vocab, data_words
 from onmt_cont.utils.errors import printable
 
 _UNTOKENIZED = re.compile(r"\w[.,!?;:)\"]|\w'\w|[(\"]\w")
 
 
-def reference_mismatch(refs, lower, raw, hint_raw="give -detokenize -tgt_lang LANG to score a raw reference",
-                       hint_tok="give -tgt_tokenized if it is the model's tokens", scored="scored"):
+def reference_mismatch(refs: Sequence[str], lower: bool, raw: bool,
+                       hint_raw: str = "give -detokenize -tgt_lang LANG to score a raw reference",
+                       hint_tok: str = "give -tgt_tokenized if it is the model's tokens",
+                       scored: str = "scored") -> str | None:
     """A warning when the text does not look like what it is read as, else None: tokenized text
     (``raw`` False) with upper case for a lowercasing model or with punctuation stuck to words; raw
     text whose words are all split from their punctuation. The hints say what to do instead."""
@@ -32,7 +38,7 @@ def reference_mismatch(refs, lower, raw, hint_raw="give -detokenize -tgt_lang LA
     return None
 
 
-def attention_table(i, src, hyp, weights):
+def attention_table(i: int, src: Sequence[str], hyp: Sequence[str], weights: Tensor | None) -> str:
     """-attn_debug's text for sentence ``i``: a row per output token, a column per source token, the
     weights to 3 decimals and '*' at each row's largest."""
     if weights is None or not hyp:
@@ -48,7 +54,7 @@ def attention_table(i, src, hyp, weights):
     return f"ATTN {i}:\n" + "\n".join([head, *rows])
 
 
-def unsegmented(lines, src_vocab):
+def unsegmented(lines: Sequence[str], src_vocab: Vocab) -> str | None:
     """A warning when the model reads subword pieces (its source vocabulary holds many subword-nmt
     "@@" or SentencePiece "▁" tokens) but the input holds none of them, else None."""
     words = data_words(src_vocab)
@@ -61,7 +67,7 @@ def unsegmented(lines, src_vocab):
     return None
 
 
-def alignment(attn, src_len):
+def alignment(attn: Tensor | None, src_len: int) -> str:
     """A hypothesis's word alignment, OpenNMT-py's -report_align format: "s-t" for each output word t
     (0-based) and the source word s (0-based) its attention weighs most, space-separated."""
     if attn is None or attn.numel() == 0 or src_len == 0:
@@ -70,10 +76,10 @@ def alignment(attn, src_len):
     return " ".join(f"{s}-{t}" for t, s in enumerate(best))
 
 
-LOG_FILES = []  # -log_file's open file, while a run writes it
+LOG_FILES: list[TextIO] = []  # -log_file's open file, while a run writes it
 
 
-def log(text):
+def log(text: str) -> None:
     """Every line translate.py prints besides the translations goes to standard error, so standard
     output holds the translations alone when it is the output; and to -log_file when given."""
     text = printable(text)  # names and lines read from files: no escape sequence reaches the terminal
@@ -89,7 +95,7 @@ def log(text):
 
 
 @contextmanager
-def log_file(path):
+def log_file(path: str | None) -> Iterator[None]:
     """-log_file: opened for appending (a folder, a FIFO without reader: refused first), closed at the end."""
     if path is None:
         yield

@@ -5,7 +5,9 @@ continuous ones)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor
@@ -24,6 +26,28 @@ MAX_LENGTH_RATIO = 2.0  # translate.py -max_length_ratio's default
 # size (-max_positions). A search runs at most this many steps per sentence.
 MAX_OUTPUT_LENGTH = 1024
 
+# What the searches carry between steps and never look into: the memory bank [batch, src_len, hidden] (an
+# ensemble's: one per member) and the decoder's state (models/architecture.py's State, or one per member).
+Memory = Any
+DecoderState = Any
+# A finished hypothesis: (score / length penalty, ids, attention [len, src_len] on the CPU or None).
+Hypothesis = tuple[float, list[int], Tensor | None]
+
+
+class SearchModel(Protocol):
+    """What the searches read of a model: an NMTModel, or an :class:`~onmt_cont.translate.ensemble.Ensemble`.
+    ``decoder(ids [batch, 1], memory_bank, src_mask, state, need_attn=)`` -> (outputs, attention, state) and
+    ``decoder.reorder_state(state, index, memory=)``; ``generator``: ``step_scores``, or ``scores`` (and
+    ``greedy_scores``) over its output."""
+
+    @property
+    def decoder(self) -> Any: ...
+
+    @property
+    def generator(self) -> Any: ...
+
+    def encode(self, src: Tensor, src_lengths: Tensor) -> tuple[Memory, Tensor, DecoderState]: ...
+
 
 def length_limits(src_lengths: Tensor, max_length: int | None = None, ratio: float = MAX_LENGTH_RATIO) -> Tensor:
     """The longest output of each source [B]: translate.py -max_length, else -max_length_ratio ×
@@ -34,7 +58,7 @@ def length_limits(src_lengths: Tensor, max_length: int | None = None, ratio: flo
     return (src_lengths.double() * ratio + 10).clamp(max=MAX_OUTPUT_LENGTH).long()
 
 
-def blocked_words(seq: Sequence[int], n: int, ignore: Collection[int] = frozenset()) -> set[int]:
+def blocked_words(seq: Sequence[int], n: int, ignore: AbstractSet[int] = frozenset()) -> set[int]:
     """The words that, appended to ``seq``, would repeat one of its n-grams (translate.py
     -block_ngram_repeat, OpenNMT-py's flag): the words that followed each earlier occurrence of
     ``seq``'s last n − 1 words. n = 1: every word of ``seq``; n = 0: none. An n-gram holding a word of
@@ -48,7 +72,7 @@ def blocked_words(seq: Sequence[int], n: int, ignore: Collection[int] = frozense
 
 
 def block_repeats(scores: Tensor, prefixes: Sequence[Sequence[int]], n: int,
-                  ignore: Collection[int] = frozenset()) -> Tensor:
+                  ignore: AbstractSet[int] = frozenset()) -> Tensor:
     """Scores [rows, vocab] with -inf where a row's word would repeat an n-gram of its prefix."""
     for r, seq in enumerate(prefixes):
         words = blocked_words(seq, n, ignore)
@@ -57,9 +81,9 @@ def block_repeats(scores: Tensor, prefixes: Sequence[Sequence[int]], n: int,
     return scores
 
 
-def decode_step(model, last_ids: Tensor, memory_bank: Tensor, src_mask: Tensor, state, ban_eos: bool = False,
-                banned: Sequence[int] = BANNED, greedy: bool = False, need_attn: bool = True, clean: bool = True
-                ) -> tuple[Tensor, Tensor | None, object]:
+def decode_step(model: SearchModel, last_ids: Tensor, memory_bank: Memory, src_mask: Tensor, state: DecoderState,
+                ban_eos: bool = False, banned: Sequence[int] = BANNED, greedy: bool = False, need_attn: bool = True,
+                clean: bool = True) -> tuple[Tensor, Tensor | None, DecoderState]:
     """One decoder step. last_ids: [batch] -> scores [batch, vocab], attn [batch, src_len] (None
     without ``need_attn``: a Transformer then skips its attention weights), state.
 
@@ -91,9 +115,10 @@ class Sampler:
     (-1 or 0: all) and to the smallest set whose probability reaches ``topp`` (0 or 1: all), from a generator
     seeded with ``seed``: the same seed, batches and device give the same draws."""
 
-    def __init__(self, topk: int = -1, topp: float = 0.0, temp: float = 1.0, seed: int = 0):
+    def __init__(self, topk: int = -1, topp: float = 0.0, temp: float = 1.0, seed: int = 0) -> None:
         self.topk, self.topp, self.temp = topk, topp, temp
-        self.seed, self._gen = seed, {}
+        self.seed = seed
+        self._gen: dict[torch.device, torch.Generator] = {}  # one per device, seeded when first used
 
     def pick(self, scores: Tensor) -> Tensor:
         """scores [batch, vocab] (log-probabilities, -inf for banned words) -> drawn ids [batch]; a row with no
@@ -119,11 +144,11 @@ class Sampler:
 
 
 @torch.no_grad()
-def greedy_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, banned: Sequence[int] = BANNED,
-                  check_every: int | None = None, block_ngram_repeat: int = 0, need_attn: bool = True,
-                  sampler: Sampler | None = None, prefix: Sequence[Sequence[int]] | None = None, min_length: int = 0,
-                  ignore_when_blocking: Collection[int] = frozenset(), totals_out: list[float] | None = None
-                  ) -> tuple[list[list[int]], list[Tensor | None]]:
+def greedy_search(model: SearchModel, src: Tensor, src_lengths: Tensor, max_lengths: Tensor,
+                  banned: Sequence[int] = BANNED, check_every: int | None = None, block_ngram_repeat: int = 0,
+                  need_attn: bool = True, sampler: Sampler | None = None, prefix: Sequence[Sequence[int]] | None = None,
+                  min_length: int = 0, ignore_when_blocking: AbstractSet[int] = frozenset(),
+                  totals_out: list[float] | None = None) -> tuple[list[list[int]], list[Tensor | None]]:
     """Batched greedy decoding; the chosen word's embedding feeds the next step.
 
     src: [batch, src_len]; max_lengths: [batch] longest output (without </s>); banned: ids never
@@ -154,8 +179,10 @@ def greedy_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, 
     done = torch.zeros(batch, dtype=torch.bool, device=device)
     steps = 0
     totals = torch.zeros(batch, device=device) if totals_out is not None else None
-    prefixes = [[] for _ in range(batch)] if block_ngram_repeat else None  # each sentence's words so far
-    forced = forced_len = None
+    # each sentence's words so far
+    prefixes: list[list[int]] | None = [[] for _ in range(batch)] if block_ngram_repeat else None
+    forced: Tensor | None = None
+    forced_len: Tensor | None = None
     if prefix is not None and any(prefix):  # [batch, longest prefix] of forced ids, and each one's length
         forced_len = torch.tensor([len(p) for p in prefix], device=device)
         forced = torch.full((batch, int(forced_len.max())), PAD_ID, dtype=torch.long, device=device)
@@ -169,7 +196,7 @@ def greedy_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, 
         scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=t < max(min_length, 1),
                                           banned=banned,
                                           greedy=sampler is None, need_attn=need_attn)
-        rows_now = rows.tolist() if prefixes is not None else None
+        rows_now: list[int] = rows.tolist() if prefixes is not None else []
         if prefixes is not None:
             scores = block_repeats(scores, [prefixes[b] for b in rows_now], block_ngram_repeat, ignore_when_blocking)
         if sampler is not None:
@@ -177,7 +204,8 @@ def greedy_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, 
         else:
             best = scores.max(-1)  # a row with no candidate (every score -inf) ends its sentence
             last = torch.where(best.values == float("-inf"), torch.full_like(best.indices, EOS_ID), best.indices)
-        if forced is not None and t < forced.size(1):  # -tgt_prefix: the prefix's word while it lasts
+        # -tgt_prefix: the prefix's word while it lasts
+        if forced is not None and forced_len is not None and t < forced.size(1):
             last = torch.where(forced_len[rows] > t, forced[rows, t], last)
         if prefixes is not None:
             for b, w in zip(rows_now, last.tolist(), strict=True):
@@ -187,7 +215,8 @@ def greedy_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, 
             chosen = torch.nan_to_num(scores.gather(1, last.unsqueeze(1)).squeeze(1).float(), nan=0.0, neginf=0.0)
             totals[rows] += chosen.masked_fill(done, 0.0)
         out[rows, t] = last.masked_fill(done, PAD_ID)
-        if need_attn:
+        if out_attn is not None:  # need_attn
+            assert attn is not None  # decode_step keeps it under need_attn
             out_attn[rows, t] = attn
         done |= last == EOS_ID
         steps = t + 1
@@ -200,24 +229,25 @@ def greedy_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, 
                 memory_bank, src_mask = memory_bank.index_select(0, live), src_mask.index_select(0, live)
                 state = model.decoder.reorder_state(state, live)
     ids = out[:, :steps].tolist()
-    if totals is not None:
+    if totals is not None and totals_out is not None:
         totals_out.extend(totals.tolist())
-    if need_attn:
+    if out_attn is not None:  # need_attn
         out_attn = out_attn.cpu()  # -replace_unk reads it word by word: one copy, not one per <unk>
-    out_ids, attns = [], []
+    out_ids: list[list[int]] = []
+    attns: list[Tensor | None] = []
     for b in range(batch):
         seq = ids[b]
         n = seq.index(EOS_ID) if EOS_ID in seq else len([x for x in seq if x != PAD_ID])
         out_ids.append(seq[:n])
-        attns.append(out_attn[b, :n] if need_attn else None)
+        attns.append(out_attn[b, :n] if out_attn is not None else None)
     return out_ids, attns
 
 
-def sample_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, sampler: Sampler, draws: int,
-                  penalty: str = "avg", alpha: float = 0.0, banned: Sequence[int] = BANNED,
-                  block_ngram_repeat: int = 0, need_attn: bool = True, nbest_out: list | None = None, n_best: int = 1,
-                  prefix: Sequence[Sequence[int]] | None = None, min_length: int = 0,
-                  ignore_when_blocking: Collection[int] = frozenset()) -> tuple[list[list[int]], list[Tensor | None]]:
+def sample_search(model: SearchModel, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, sampler: Sampler,
+                  draws: int, penalty: str = "avg", alpha: float = 0.0, banned: Sequence[int] = BANNED,
+                  block_ngram_repeat: int = 0, need_attn: bool = True, nbest_out: list[list[Hypothesis]] | None = None,
+                  n_best: int = 1, prefix: Sequence[Sequence[int]] | None = None, min_length: int = 0,
+                  ignore_when_blocking: AbstractSet[int] = frozenset()) -> tuple[list[list[int]], list[Tensor | None]]:
     """Random sampling (:class:`Sampler`): ``draws`` samples of each sentence (translate.py -beam_size under
     sampling, OpenNMT-py's meaning), ranked by log-probability / length penalty; the best is the output, and
     ``nbest_out`` (a list, or None) receives the ``n_best`` best as :func:`beam_search` gives them. One draw
@@ -227,15 +257,16 @@ def sample_search(model, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, 
         rows = torch.arange(src.size(0), device=src.device).repeat_interleave(k)
         src, src_lengths, max_lengths = src[rows], src_lengths[rows], torch.as_tensor(max_lengths)[rows]
         prefix = None if prefix is None else [p for p in prefix for _ in range(k)]
-    totals = [] if k > 1 or nbest_out is not None else None
+    totals: list[float] | None = [] if k > 1 or nbest_out is not None else None
     ids, attns = greedy_search(model, src, src_lengths, max_lengths, banned, block_ngram_repeat=block_ngram_repeat,
                                need_attn=need_attn, sampler=sampler, prefix=prefix, min_length=min_length,
                                ignore_when_blocking=ignore_when_blocking, totals_out=totals)
     if totals is None:
         return ids, attns
-    out_ids, out_attns = [], []
+    out_ids: list[list[int]] = []
+    out_attns: list[Tensor | None] = []
     for b in range(0, len(ids), k):
-        ranked = [(totals[j] / length_penalty(max(len(ids[j]), 1), penalty, alpha), ids[j], attns[j])
+        ranked: list[Hypothesis] = [(totals[j] / length_penalty(max(len(ids[j]), 1), penalty, alpha), ids[j], attns[j])
                   for j in range(b, b + k)]
         ranked.sort(key=lambda d: d[0], reverse=True)  # stable: ties keep the order of the draws
         out_ids.append(ranked[0][1])

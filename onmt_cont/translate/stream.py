@@ -4,25 +4,34 @@ summed sentence statistics, not the lines) and reported on standard error (trans
 
 import sys
 import time
-from contextlib import nullcontext
+from argparse import Namespace
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING
 
 import torch
+from torch import Tensor
 
 from onmt_cont.inputters.vocab import lowercase_only
 from onmt_cont.text.pipeline import TextPipeline
 from onmt_cont.text.record import checked_codes, checked_spm, describe_record
-from onmt_cont.text.subwords import CodesText
+from onmt_cont.text.subwords import CodesText, SpmModel
+from onmt_cont.translate.base import BaseTranslator
 from onmt_cont.translate.files import output_file, read_chunks
 from onmt_cont.translate.report import attention_table, log, reference_mismatch, unsegmented
 from onmt_cont.translate.unk import remove_bpe
 from onmt_cont.utils.progress import progress
 
+if TYPE_CHECKING:
+    from onmt_cont.evaluate import CorpusBleu
 
-def apply_text_record(opt, translator):
+
+def apply_text_record(opt: Namespace, translator: BaseTranslator
+                      ) -> tuple[str | CodesText | None, str | SpmModel | None, str | SpmModel | None, bool]:
     """A checkpoint that records the raw text its data was made from (preprocess.py -src_lang ...):
     unless -tokenized, or raw-text flags of the user's own, translate.py reads and writes raw text as
-    it says, and says so once. -> (the BPE codes for the source: a path, the record's text or None,
-    whether the tokenizer lowercases)."""
+    it says, and says so once. -> (the BPE codes for the source: a path, the record's text or None; the source's
+    and the target's SentencePiece models: a path, the record's model or None; whether the tokenizer lowercases)."""
     record = translator.text_record
     if record is None or opt.tokenized or opt.src_lang or opt.src_bpe_codes or opt.src_spm or opt.detokenize:
         tgt_spm = opt.tgt_spm or (None if record is None or opt.tokenized else checked_spm(record, "tgt", opt.model))
@@ -38,7 +47,8 @@ def apply_text_record(opt, translator):
             opt.tgt_spm or checked_spm(record, "tgt", opt.model), bool(record.get("lower", True)))
 
 
-def translate_stream(opt, translator, src, tgt, n_src, done):
+def translate_stream(opt: Namespace, translator: BaseTranslator, src: str, tgt: str | None, n_src: int | None,
+                     done: dict[str, int]) -> None:
     """Translate ``src`` (a path; -tgt's ``tgt`` or None) into -output with ``translator``, as translate.py's
     options say. ``n_src``: its lines (None for a stream); ``done["lines"]``: the lines translated so far (for
     an interrupt's message)."""
@@ -46,22 +56,24 @@ def translate_stream(opt, translator, src, tgt, n_src, done):
         added = len(translator.tgt_vocab) - translator.n_train_words
         log(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
             f"+ {added:,} new words")
-    bleu_ctx = raw_ctx = ref_ctx = nullcontext()
+    bleu_ctx: AbstractContextManager[CorpusBleu | None] = nullcontext()
+    raw_ctx: AbstractContextManager[CorpusBleu | None] = nullcontext()
+    ref_ctx: AbstractContextManager[object] = nullcontext()
     codes, src_spm, tgt_spm, text_lower = apply_text_record(opt, translator)
     raw_reference = bool(opt.tgt) and opt.detokenize and not opt.tgt_tokenized
     # a model writes lowercase when its data was lowercased by preprocess.py or before it (no target word
     # has an upper-case letter): BLEU is then case-insensitive, and says so (case:lc)
     lowercase = translator.lower or lowercase_only(translator.tgt_vocab)
     if opt.tgt and not opt.tgt_prefix:
-        from onmt_cont.evaluate import CorpusBleu  # sacreBLEU and the Moses detokenizer only when scoring
+        from onmt_cont import evaluate  # sacreBLEU and the Moses detokenizer only when scoring
 
         # a raw reference is also Moses-tokenized (and lowercased) as the model's data, for tokenized BLEU
         ref_ctx = TextPipeline(opt.tgt_lang, lower=lowercase) if raw_reference else nullcontext()
         ref_text = ref_ctx if raw_reference else None
 
         def scorer():
-            return CorpusBleu(opt.tgt_lang, refs_tokenized=not raw_reference, lowercase=lowercase,
-                              tokenize_ref=ref_text.encode if raw_reference else None)
+            return evaluate.CorpusBleu(opt.tgt_lang, refs_tokenized=not raw_reference, lowercase=lowercase,
+                                       tokenize_ref=ref_text.encode if raw_reference else None)
 
         bleu_ctx = scorer()
         if opt.replace_unk:  # also score the model's own output: how much of the BLEU is the lexicon's
@@ -74,7 +86,7 @@ def translate_stream(opt, translator, src, tgt, n_src, done):
     n_lines, elapsed = 0, 0.0
     bar = progress(desc=f"translating {opt.src}", total=n_src, unit="sent")
 
-    def on_batch(n):
+    def on_batch(n: int) -> None:
         bar.update(n)
 
     text = TextPipeline(opt.src_lang, opt.tgt_lang if opt.detokenize else None, codes, lower=text_lower,
@@ -87,11 +99,11 @@ def translate_stream(opt, translator, src, tgt, n_src, done):
             raw_lines = lines
             lines = [text.encode(line) for line in lines]  # tokenized input: only stripped
             start = time.time()
-            raw = [] if raw_bleu is not None else None
-            nbest = [] if translator.scored else None
-            align = [] if opt.report_align else None
-            nbest_align = [] if opt.report_align and nbest is not None else None
-            attn = [] if opt.attn_debug else None
+            raw: list[str] | None = [] if raw_bleu is not None else None
+            nbest: list[list[tuple[str, float]]] | None = [] if translator.scored else None
+            align: list[str] | None = [] if opt.report_align else None
+            nbest_align: list[list[str]] | None = [] if opt.report_align and nbest is not None else None
+            attn: list[Tensor | None] | None = [] if opt.attn_debug else None
             with torch.no_grad():
                 outputs = translator.translate_lines(lines, opt.batch_size, batch_type=opt.batch_type,
                                                      lower=translator.lower, on_batch=on_batch, raw=raw, nbest=nbest,
@@ -124,7 +136,8 @@ def translate_stream(opt, translator, src, tgt, n_src, done):
             if raw_bleu is not None:
                 raw_bleu.add(raw, refs)
             if nbest is not None:  # a line per hypothesis: OpenNMT-py's " ||| alignment", then the tab and score
-                aligned = nbest_align if nbest_align is not None else [[None] * len(hyps) for hyps in nbest]
+                aligned: Sequence[Sequence[str | None]] = (
+                    nbest_align if nbest_align is not None else [[None] * len(hyps) for hyps in nbest])
                 out.writelines(text.decode(h) + (f" ||| {a}" if a is not None else "")
                                + (f"\t{sc:.6f}" if opt.with_score else "") + "\n"
                                for hyps, hyp_aligns in zip(nbest, aligned, strict=True)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import torch
+from torch import Tensor
 
 from onmt_cont.ann import FaissIndex
 from onmt_cont.constants import UNK_ID
@@ -16,6 +18,7 @@ from onmt_cont.inputters.batching import collate
 from onmt_cont.inputters.vocab import Vocab, capped_log_prior, unigram_log_prior
 from onmt_cont.losses import LOSSES
 from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
+from onmt_cont.models.model import NMTModel
 from onmt_cont.text.record import check_text_record
 from onmt_cont.translate.base import BaseTranslator
 from onmt_cont.translate.beam import beam_search
@@ -25,7 +28,7 @@ from onmt_cont.translate.config import DecodingConfig
 from onmt_cont.translate.ensemble import Ensemble
 from onmt_cont.translate.open_vocab import extend_model, read_extension
 from onmt_cont.translate.report import alignment
-from onmt_cont.translate.search import greedy_search, length_limits, sample_search
+from onmt_cont.translate.search import Hypothesis, SearchModel, greedy_search, length_limits, sample_search
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError
 
@@ -39,15 +42,16 @@ class Translator(BaseTranslator):
     here over the final table; ``config.tgt_emb_extend``: open-vocabulary decoding over that table (see
     open_vocab.py). Other options: :class:`BaseTranslator`."""
 
-    def __init__(self, model, src_vocab: Vocab, tgt_vocab: Vocab, config: DecodingConfig, *, device="cpu",
-                 lower: bool = False, lexicon: dict | None = None, offsets: Sequence[float] | None = None,
-                 text_record: dict | None = None, train_opt: dict | None = None) -> None:
+    def __init__(self, model: NMTModel, src_vocab: Vocab, tgt_vocab: Vocab, config: DecodingConfig, *,
+                 device: str | torch.device = "cpu", lower: bool = False, lexicon: dict[str, str] | None = None,
+                 offsets: Sequence[float] | None = None, text_record: dict[str, Any] | None = None,
+                 train_opt: dict[str, Any] | None = None) -> None:
         self.device, self._offsets, self._train_opt = device, offsets, train_opt
         super().__init__(model, src_vocab, tgt_vocab, config, lower=lower, lexicon=lexicon, text_record=text_record)
 
     @classmethod
-    def from_checkpoint(cls, path: str, config: DecodingConfig, device="cpu", lexicon: dict | None = None,
-                        offsets: Sequence[float] | None = None) -> Translator:
+    def from_checkpoint(cls, path: str, config: DecodingConfig, device: str | torch.device = "cpu",
+                        lexicon: dict[str, str] | None = None, offsets: Sequence[float] | None = None) -> Translator:
         """The translator of the train.py checkpoint ``path``; its options are checked before it is read."""
         config = config.resolved()
         data = load_checkpoint(path)
@@ -58,15 +62,16 @@ class Translator(BaseTranslator):
                    lower=bool(data["vocab"].get("lower", False)),  # the training data was lowercased
                    lexicon=lexicon, offsets=offsets, text_record=record, train_opt=data["opt"])
 
-    def _setup(self, config):
+    def _setup(self, config: DecodingConfig) -> None:
         model, offsets, ann = self.model, self._offsets, config.ann
         decode_prior, csls = config.decode_prior or 0.0, config.csls
         check_decoding_options(freq_offsets=offsets)
-        self.search_model = model  # what the searches decode with: the model, or an ensemble (set_ensemble)
-        words = len(self.tgt_vocab)
-        if csls > max(words - 2, 0):  # the K nearest other words (padding left out): there are V - 2
-            raise UserError(f"-csls {csls}: this model's target vocabulary has {words} words, so a word has at "
-                            f"most {max(words - 2, 0)} neighbours; give a smaller K (the paper: 10)")
+        # what the searches decode with: the model, or an ensemble (set_ensemble)
+        self.search_model: SearchModel = model
+        n_words = len(self.tgt_vocab)
+        if csls > max(n_words - 2, 0):  # the K nearest other words (padding left out): there are V - 2
+            raise UserError(f"-csls {csls}: this model's target vocabulary has {n_words} words, so a word has at "
+                            f"most {max(n_words - 2, 0)} neighbours; give a smaller K (the paper: 10)")
         if config.alignment_layer is not None:
             if not hasattr(model.decoder, "set_alignment_layer"):
                 raise UserError("-alignment_layer picks a Transformer decoder layer's cross-attention; this model's "
@@ -95,7 +100,7 @@ class Translator(BaseTranslator):
         self.beam_fixed = ann is not None or offsets is not None
         self.set_beam_distribution(self._train_opt, config.beam_temperature)
 
-    def set_beam_distribution(self, opt, temperature=1.0):
+    def set_beam_distribution(self, opt: dict[str, Any] | None, temperature: float = 1.0) -> None:
         """Beam search over a continuous model scores each word by log softmax(score(w) / τ), τ =
         ``temperature`` × the model's own scale: 1 for the vMF and l2 criteria (nllvmf_nce: its
         contrastive distribution exactly), infonce's -temperature for the cosine criterion (its training
@@ -110,18 +115,18 @@ class Translator(BaseTranslator):
         opt = opt or {}
         base = 1.0
         if gen.criterion == "cosine":
-            spec = LOSSES.get(opt.get("loss"))  # a loss with -temperature trained at that scale
+            spec = LOSSES.get(opt.get("loss") or "")  # a loss with -temperature trained at that scale
             base = float(opt.get("temperature") or 0.1) if spec is not None and spec.temperature else 0.1
         gen.set_beam_scale(base * temperature)
 
 
     @property
-    def offsets_model(self):
+    def offsets_model(self) -> dict[str, Any]:
         """What a -freq_offsets file must have been fitted on: this model's kind and training vocabulary,
         and this translator's search."""
         return model_record(self.model.generator, self.train_vocab, self.beam_size)
 
-    def check_offsets_model(self, path, record):
+    def check_offsets_model(self, path: str, record: dict[str, Any] | None) -> None:
         """Refuse a -freq_offsets file fitted on another model: the :func:`model_record` it holds
         must match this model's kind and target vocabulary. A file written before the record
         existed (``record`` None) is accepted with a warning on stderr."""
@@ -139,7 +144,7 @@ class Translator(BaseTranslator):
                             "fit offsets on this model with tools/calibrate_offsets.py")
         fitted = record.get("beam_size", 1)
         if fitted != mine["beam_size"]:
-            def search(k):
+            def search(k: int) -> str:
                 return "greedy search" if k == 1 else f"beam search (-beam_size {k})"
 
             raise UserError(f"-freq_offsets {path} was fitted under {search(fitted)}, and this run decodes with "
@@ -152,7 +157,8 @@ class Translator(BaseTranslator):
         decode_prior, decode_prior_cap = self._prior_options
         self._word_choice(decode_prior, 0, None, decode_prior_cap, offsets)
 
-    def _word_choice(self, decode_prior, csls, tgt_emb_extend, decode_prior_cap=0, freq_offsets=None):
+    def _word_choice(self, decode_prior: float, csls: int, tgt_emb_extend: str | None, decode_prior_cap: int = 0,
+                     freq_offsets: Sequence[float] | None = None) -> None:
         """-decode_prior and -csls: continuous models only, over the training vocabulary; -freq_offsets:
         any model (a softmax's log-probabilities plus the offsets)."""
         gen = self.model.generator
@@ -163,7 +169,8 @@ class Translator(BaseTranslator):
                 raise UserError(f"{given} re-scores a continuous model's nearest-neighbour search; this model has a "
                                 "softmax (its output bias already carries a frequency prior)")
             try:  # a softmax model: its log-probabilities plus the offsets (as a baseline)
-                gen.set_offsets(offset_vector(self.tgt_vocab, freq_offsets))
+                # None (set_freq_offsets(None)): no offsets, as for a continuous model
+                gen.set_offsets(None if freq_offsets is None else offset_vector(self.tgt_vocab, freq_offsets))
             except ValueError as exc:
                 raise UserError(f"{given}: this checkpoint's {exc}; or retrain with this version") from None
             return
@@ -183,7 +190,7 @@ class Translator(BaseTranslator):
         if csls:
             gen.set_csls(csls)
 
-    def _max_lengths(self, src_lengths):
+    def _max_lengths(self, src_lengths: Tensor) -> Tensor:
         return length_limits(src_lengths, self.max_length, self.max_length_ratio)
 
     def set_ensemble(self, others: Sequence[Translator], names: Sequence[str]) -> None:
@@ -201,7 +208,7 @@ class Translator(BaseTranslator):
 
     def translate_batch(self, token_lists: Sequence[Sequence[str]], attention: bool | None = None,
                         prefixes: Sequence[Sequence[str]] | None = None
-                        ) -> tuple[list[list[str]], list[torch.Tensor | None]]:
+                        ) -> tuple[list[list[str]], list[Tensor | None]]:
         """token_lists: non-empty source sentences (lists of tokens) -> (outputs, attentions).
         ``attention``: whether to keep each output word's attention over the source (None: only
         where -replace_unk reads it); without it the attentions are None and a Transformer's step
@@ -212,7 +219,7 @@ class Translator(BaseTranslator):
         examples = [(torch.tensor(self.src_vocab.encode(toks)), torch.tensor([UNK_ID])) for toks in token_lists]
         batch = collate(examples, list(range(len(examples))), self.device)
         max_lengths = self._max_lengths(batch["src_lengths"])
-        nbest = [] if self.scored else None
+        nbest: list[list[Hypothesis]] | None = [] if self.scored else None
         prefix = None
         if prefixes is not None:
             prefix = [self.tgt_vocab.encode(words) for words in prefixes]
@@ -232,7 +239,8 @@ class Translator(BaseTranslator):
                                        block_ngram_repeat=self.block_ngram_repeat, need_attn=attention,
                                        sampler=self.sampler, prefix=prefix, min_length=self.min_length,
                                        ignore_when_blocking=self.ignore_when_blocking)
-        outputs, self.last_raw = [], []
+        outputs: list[list[str]] = []
+        self.last_raw = []
         self.last_align = [alignment(attn, len(toks)) for toks, attn in zip(token_lists, attns, strict=True)] \
             if self.report_align else None
         for toks, seq, attn in zip(token_lists, ids, attns, strict=True):
@@ -250,7 +258,7 @@ class Translator(BaseTranslator):
             for toks, hyps in zip(token_lists, nbest, strict=True)]
         return outputs, attns
 
-    def _words(self, ids, attn, src_tokens):
+    def _words(self, ids: list[int], attn: Tensor | None, src_tokens: Sequence[str]) -> list[str]:
         """A hypothesis's words, ``<unk>`` replaced through its attention where -replace_unk asks."""
         words = self.tgt_vocab.decode(ids)
         return replace_unk(words, attn, src_tokens, self.lexicon) if self.replace_unk else words
