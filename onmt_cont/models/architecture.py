@@ -67,6 +67,7 @@ class Decoder(nn.Module, metaclass=ABCMeta):
     reads: ClassVar[frozenset[str]] = frozenset()
     auto_bf16: ClassVar[bool] = False
     sdpa: ClassVar[bool] = False
+    embeddings: "TargetEmbeddings"  # the target words it reads
     hidden_size: int
 
     @classmethod

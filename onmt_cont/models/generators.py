@@ -28,7 +28,27 @@ from onmt_cont.models.dropout import Dropout
 from onmt_cont.outputs import HiddenLogits, ReWEOutput, SampledLogits, logits_of
 
 
-class SoftmaxGenerator(nn.Module):
+class SoftmaxScores(nn.Module):
+    """How a generator whose output is logits over the vocabulary decodes (the softmax and the joint ones)."""
+
+    offsets: Tensor | None
+
+    def set_offsets(self, offsets: Tensor | None) -> None:
+        """Decode with each word's log-probability plus ``offsets`` [vocab] (translate.py
+        -freq_offsets: frequency-bin offsets; None: off)."""
+        self.offsets = None if offsets is None else offsets.float().to(next(self.parameters()).device)
+
+    def scores(self, output: Tensor) -> Tensor:
+        """Log-probabilities [..., vocab] (plus the offsets, where set)."""
+        return with_offsets(torch.log_softmax(output.float(), dim=-1), self.offsets)
+
+    def greedy_scores(self, output: Tensor) -> Tensor:
+        """What greedy search takes the argmax of: the logits, whose argmax is the log-softmax's,
+        without the [batch, vocab] normalisation at every step."""
+        return with_offsets(output.float(), self.offsets)
+
+
+class SoftmaxGenerator(SoftmaxScores):
     continuous = False
     offsets: Tensor | None
 
@@ -50,19 +70,6 @@ class SoftmaxGenerator(nn.Module):
             return HiddenLogits(dec_out, self.proj.weight, self.proj.bias)
         return self.proj(dec_out)
 
-    def set_offsets(self, offsets: Tensor | None) -> None:
-        """Decode with each word's log-probability plus ``offsets`` [vocab] (translate.py
-        -freq_offsets: frequency-bin offsets; None: off)."""
-        self.offsets = None if offsets is None else offsets.float().to(next(self.parameters()).device)
-
-    def scores(self, output: Tensor) -> Tensor:
-        """Log-probabilities [..., vocab] (plus the offsets, where set)."""
-        return with_offsets(torch.log_softmax(output.float(), dim=-1), self.offsets)
-
-    def greedy_scores(self, output: Tensor) -> Tensor:
-        """What greedy search takes the argmax of: the logits, whose argmax is the log-softmax's,
-        without the [batch, vocab] normalisation at every step."""
-        return with_offsets(output.float(), self.offsets)
 
 
 
@@ -151,7 +158,7 @@ def sample_candidates(gold: Tensor, vocab_size: int, fraction: float) -> Tensor:
 
 
 
-class JointGenerator(nn.Module):
+class JointGenerator(SoftmaxScores):
     """Pappas et al. (2018)'s structure-aware output layer (eq. 14):
 
         logits = tanh(U·Eᵀ + b_u)ᵀ · tanh(V·h + b_v) + b
@@ -218,8 +225,6 @@ class JointGenerator(nn.Module):
             return SampledLogits(context @ words.t() + self.bias[candidates], candidates)
         return context @ self._all_words().t() + self.bias
 
-    set_offsets, scores, greedy_scores = SoftmaxGenerator.set_offsets, SoftmaxGenerator.scores, \
-        SoftmaxGenerator.greedy_scores
 
 
 

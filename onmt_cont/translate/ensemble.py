@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
+from onmt_cont.models.generators import ContinuousGenerator
 from onmt_cont.models.model import NMTModel
 from onmt_cont.translate.search import DecoderState
 
@@ -61,7 +62,7 @@ class _Generator:
         logps = []
         for model, out in zip(self.models, dec_out, strict=True):
             gen = model.generator
-            if hasattr(gen, "step_scores"):  # continuous: its beam distribution
+            if isinstance(gen, ContinuousGenerator):  # its beam distribution
                 logps.append(gen.step_scores(out, greedy=False).float())
             else:
                 logps.append(gen.scores(gen(out)).float())

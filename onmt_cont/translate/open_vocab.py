@@ -21,7 +21,7 @@ from torch import Tensor
 from onmt_cont.constants import SPECIALS
 from onmt_cont.inputters.embeddings import read_embedding_words, read_embeddings
 from onmt_cont.inputters.vocab import Vocab, load_vocabs, read_vocab_text
-from onmt_cont.models.generators import normalize_table
+from onmt_cont.models.generators import ContinuousGenerator, normalize_table
 from onmt_cont.models.model import NMTModel
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.loading import load_checkpoint_data
@@ -68,7 +68,7 @@ def extend_model(model: NMTModel, tgt_vocab: Vocab, words: Sequence[str], vector
     model's output table (and, tied, its decoder input table). Returns (extended Vocab, number
     of words added)."""
     gen = model.generator
-    if not getattr(gen, "continuous", False):
+    if not isinstance(gen, ContinuousGenerator):
         raise UserError(
             "-tgt_emb_extend needs a continuous-output model: a softmax has one trained row per "
             "training word and cannot score others"
