@@ -43,6 +43,7 @@ class BaseTranslator:
         self.length_penalty, self.alpha = config.length_penalty, config.alpha
         self.replace_unk, self.ban_unk = config.replace_unk, config.ban_unk
         self.block_ngram_repeat: int = config.block_ngram_repeat
+        self.search: str = config.search  # translate/strategies.py: auto picks from the options below
         self.banned = BANNED_WITH_UNK if config.ban_unk else BANNED
         self.beam_fixed = False  # whether the beam may not change per call (the API's translate(beam_size=))
         self.n_best, self._with_score = 1, False  # set_n_best, set_with_score

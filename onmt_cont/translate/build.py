@@ -10,6 +10,7 @@ from onmt_cont.translate.base import BaseTranslator
 from onmt_cont.translate.calibration import load_offsets
 from onmt_cont.translate.config import DecodingConfig
 from onmt_cont.translate.ct2 import Ct2Translator, resolve_engine
+from onmt_cont.translate.strategies import STRATEGIES
 from onmt_cont.translate.translator import Translator
 from onmt_cont.translate.unk import read_lexicon
 from onmt_cont.utils.errors import UserError
@@ -33,6 +34,9 @@ def build_translator(config: DecodingConfig, models: Sequence[str], device: str 
         config = dataclasses.replace(config, decode_prior=fitted)
     config = dataclasses.replace(config, decode_prior=config.decode_prior or 0.0)
     if engine == "ctranslate2":
+        if config.search in STRATEGIES and not STRATEGIES[config.search].built_in:
+            raise UserError(f"-search {config.search}: an added strategy decodes with the checkpoint's own search "
+                            "(-engine torch), not CTranslate2's")
         if len(models) > 1:
             raise UserError("-engine ctranslate2 decodes one exported model; an ensemble needs the checkpoints "
                             "(-engine torch)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from argparse import _ArgumentGroup
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,15 +25,17 @@ from onmt_cont.translate.checks import (
     search_defaults,
 )
 from onmt_cont.translate.search import MAX_OUTPUT_LENGTH
+from onmt_cont.translate.strategies import AUTO, STRATEGIES
 from onmt_cont.utils.errors import UserError
 
 # translate.py's flags that the configuration (and the Python API) names otherwise
 FLAG_NAMES = {"ban_unk_token": "ban_unk", "lookup_dict": "lexicon"}
 
 
-def option(default: Any, help: str, flag: str | None = None, **argparse_kwargs: Any) -> Any:
-    """A DecodingConfig field that carries its translate.py flag: its help, the flag's name where it is not the
-    field's, and argparse's type, choices, nargs or metavar (:func:`add_flags`)."""
+def option(default: Any, help: str | Callable[[], str], flag: str | None = None, **argparse_kwargs: Any) -> Any:
+    """A DecodingConfig field that carries its translate.py flag: its help (or a function that writes it when the
+    parser is built, for a help that lists a registry), the flag's name where it is not the field's, and
+    argparse's type, choices, nargs or metavar (:func:`add_flags`)."""
     return field(default=default, metadata={"help": help, "flag": flag, **argparse_kwargs})
 
 
@@ -43,6 +45,10 @@ class DecodingConfig:
     with its flag's help (:func:`add_flags` builds translate.py's flags from them). None where a default depends
     on other options: :meth:`resolved` fills them."""
 
+    search: str = option(AUTO,
+            help=lambda: "the decoding strategy: auto (the default: sampling under -random_sampling_topk/-topp, "
+            "beam search with -beam_size above 1, else greedy); " + "; ".join(
+                f"{s.name}: {s.summary}" for s in STRATEGIES.values()) + " (onmt_cont.translate.strategies)")
     beam_size: int | None = option(None, type=int,  # None: DEFAULT_BEAM, or n_best's; under sampling 1
             help=f"default {DEFAULT_BEAM} (1 with random sampling); "
             "1: greedy. Beam search sums log-probabilities: a "
@@ -171,7 +177,9 @@ class DecodingConfig:
     def resolved(self) -> DecodingConfig:
         """A copy with the search defaults filled in and the checks that need no model passed (UserError)."""
         sampling = sampling_on(self.random_sampling_topk, self.random_sampling_topp)
-        beam, block = search_defaults(self.beam_size, self.block_ngram_repeat, sampling, self.n_best)
+        check_search(self.search, sampling, self.beam_size)
+        beam_size = 1 if self.search == "greedy" and self.beam_size is None else self.beam_size
+        beam, block = search_defaults(beam_size, self.block_ngram_repeat, sampling, self.n_best)
         config = dataclasses.replace(self, beam_size=beam, block_ngram_repeat=block)
         check_decoding_options(beam, config.max_length, config.max_length_ratio, config.alpha,
                                config.decode_prior or 0.0, config.decode_prior_cap, config.csls, block,
@@ -186,6 +194,20 @@ class DecodingConfig:
         return config
 
 
+def check_search(name: str, sampling: bool, beam_size: int | None) -> None:
+    """-search against the options that pick auto's strategy: an explicit name must not contradict them
+    (UserError)."""
+    if name != AUTO and name not in STRATEGIES:
+        raise UserError(f"-search {name}: not a decoding strategy; choose auto, {', '.join(STRATEGIES)}")
+    if name == "sample" and not sampling:
+        raise UserError("-search sample draws each word: give -random_sampling_topk K (or -1) or "
+                        "-random_sampling_topp P")
+    if name in ("greedy", "beam") and sampling:
+        raise UserError(f"-search {name} does not draw words: it does not go with -random_sampling_topk/-topp")
+    if name == "greedy" and beam_size is not None and beam_size > 1:
+        raise UserError(f"-search greedy keeps one hypothesis: it does not go with -beam_size {beam_size}")
+
+
 def add_flags(group: _ArgumentGroup, names: Sequence[str]) -> None:
     """translate.py's flags for these DecodingConfig fields, in this order, from the fields' defaults and
     metadata (a bool field is a switch)."""
@@ -194,6 +216,8 @@ def add_flags(group: _ArgumentGroup, names: Sequence[str]) -> None:
         f = fields[name]
         meta = dict(f.metadata)
         flag = meta.pop("flag") or name
+        if callable(meta["help"]):  # a help that lists a registry, read when the parser is built
+            meta["help"] = meta["help"]()
         if isinstance(f.default, bool):
             group.add_argument(f"-{flag}", action="store_true", **meta)
         elif meta.get("nargs"):

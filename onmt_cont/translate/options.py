@@ -55,7 +55,7 @@ def build_parser() -> ArgumentParser:
     add_flags(g, ["engine"])
     g.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative")
     add_threads_arg(g)
-    add_flags(g, ["max_length", "max_length_ratio", "min_length", "beam_size", "length_penalty", "alpha",
+    add_flags(g, ["max_length", "max_length_ratio", "min_length", "search", "beam_size", "length_penalty", "alpha",
                   "coverage_penalty", "beta", "beam_temperature", "ban_unk", "ignore_when_blocking",
                   "block_ngram_repeat", "replace_unk", "alignment_layer", "lexicon"])
     g.add_argument("-remove_bpe", action="store_true", help="the model's target side is subword-nmt BPE: join "

@@ -21,14 +21,14 @@ from onmt_cont.models.checkpoint import load_checkpoint, model_from_checkpoint
 from onmt_cont.models.model import NMTModel
 from onmt_cont.text.record import check_text_record
 from onmt_cont.translate.base import BaseTranslator
-from onmt_cont.translate.beam import beam_search
 from onmt_cont.translate.calibration import model_record, offset_vector
 from onmt_cont.translate.checks import check_decoding_options
 from onmt_cont.translate.config import DecodingConfig
 from onmt_cont.translate.ensemble import Ensemble
 from onmt_cont.translate.open_vocab import extend_model, read_extension
 from onmt_cont.translate.report import alignment
-from onmt_cont.translate.search import Hypothesis, SearchModel, greedy_search, length_limits, sample_search
+from onmt_cont.translate.search import Hypothesis, SearchModel, length_limits
+from onmt_cont.translate.strategies import STRATEGIES, Request, pick
 from onmt_cont.translate.unk import replace_unk
 from onmt_cont.utils.errors import UserError
 
@@ -223,22 +223,9 @@ class Translator(BaseTranslator):
         prefix = None
         if prefixes is not None:
             prefix = [self.tgt_vocab.encode(words) for words in prefixes]
-        if self.sampler is not None:
-            ids, attns = sample_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths,
-                                       self.sampler, self.beam_size, self.length_penalty, self.alpha, self.banned,
-                                       self.block_ngram_repeat, attention, nbest, self.n_best, prefix,
-                                       self.min_length, self.ignore_when_blocking)
-        elif self.beam_size > 1 or nbest is not None:
-            ids, attns = beam_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths, self.beam_size,
-                                     self.length_penalty, self.alpha, self.banned, self.block_ngram_repeat,
-                                     need_attn=attention, nbest_out=nbest, n_best=self.n_best, prefix=prefix,
-                                     min_length=self.min_length, ignore_when_blocking=self.ignore_when_blocking,
-                                     coverage=self.coverage)
-        else:
-            ids, attns = greedy_search(self.search_model, batch["src"], batch["src_lengths"], max_lengths, self.banned,
-                                       block_ngram_repeat=self.block_ngram_repeat, need_attn=attention,
-                                       sampler=self.sampler, prefix=prefix, min_length=self.min_length,
-                                       ignore_when_blocking=self.ignore_when_blocking)
+        strategy = STRATEGIES[pick(self.search, self.sampler is not None, self.beam_size)]
+        ids, attns = strategy.search(self, Request(batch["src"], batch["src_lengths"], max_lengths, attention, nbest,
+                                                   prefix))
         outputs: list[list[str]] = []
         self.last_raw = []
         self.last_align = [alignment(attn, len(toks)) for toks, attn in zip(token_lists, attns, strict=True)] \
