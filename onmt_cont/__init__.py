@@ -1,8 +1,8 @@
 """onmt_cont: an OpenNMT-style NMT toolkit with continuous-output decoding.
 
-    import onmt_cont
-    model = onmt_cont.load("run/model_best.pt", src_lang="fr", tgt_lang="en")
-    model.translate(["Un chien court dans l'herbe."])
+import onmt_cont
+model = onmt_cont.load("run/model_best.pt", src_lang="fr", tgt_lang="en")
+model.translate(["Un chien court dans l'herbe."])
 """
 
 __version__ = "0.2.0"

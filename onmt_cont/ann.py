@@ -51,8 +51,9 @@ class FaissIndex:
     index found fewer than k. ``need``: (what needs faiss, what to do instead) for the error where
     faiss is missing (default: ``-ann faiss``'s)."""
 
-    def __init__(self, table, kind="ivf", nlist=None, nprobe=64, hnsw_m=16, ef_search=64, threads=None, seed=1234,
-                 need=None):
+    def __init__(
+        self, table, kind="ivf", nlist=None, nprobe=64, hnsw_m=16, ef_search=64, threads=None, seed=1234, need=None
+    ):
         faiss = import_faiss(*need) if need else import_faiss()
         if kind not in KINDS:
             raise UserError(f"-ann_index must be one of {KINDS}, got {kind!r}")
@@ -62,7 +63,7 @@ class FaissIndex:
         norms = rows.norm(dim=1)
         self.augmented = bool(len(rows)) and bool((norms.max() - norms.min()) > 1e-4 * max(float(norms.max()), 1.0))
         if self.augmented:  # the MIPS reduction: every row as long as the longest
-            rows = torch.cat([rows, (norms.max() ** 2 - norms ** 2).clamp(min=0).sqrt().unsqueeze(1)], 1)
+            rows = torch.cat([rows, (norms.max() ** 2 - norms**2).clamp(min=0).sqrt().unsqueeze(1)], 1)
         rows = np.ascontiguousarray(rows.float().numpy())
         n, d = rows.shape
         if kind == "hnsw":

@@ -51,9 +51,22 @@ def _python_errors(func):
 class Model:
     """A trained model ready to translate; see :func:`load` for the arguments."""
 
-    def __init__(self, checkpoint, *, src_lang=None, tgt_lang=None, bpe_codes=None, device="cpu",
-                 remove_target_bpe=False, batch_size=32, tokenized=False, src_spm=None, tgt_spm=None, ensemble=(),
-                 **decoding):
+    def __init__(
+        self,
+        checkpoint,
+        *,
+        src_lang=None,
+        tgt_lang=None,
+        bpe_codes=None,
+        device="cpu",
+        remove_target_bpe=False,
+        batch_size=32,
+        tokenized=False,
+        src_spm=None,
+        tgt_spm=None,
+        ensemble=(),
+        **decoding,
+    ):
         self._closed, self.input_warning = False, None  # input_warning: raw text given to a model of tokens
         checkpoint = _path_arg("checkpoint", checkpoint)
         self._name = os.path.basename(os.path.normpath(checkpoint))
@@ -71,15 +84,19 @@ class Model:
         decoding.setdefault("replace_unk", decoding["lexicon"] is not None)  # a lexicon is given to be used
         _check_names(decoding)
         beam_size = decoding.get("beam_size")
-        if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
-                   for n in ([] if beam_size is None else [beam_size]) + [batch_size]):
-            raise UserError(f"beam_size and batch_size must be whole numbers, at least 1, got {beam_size!r} and "
-                            f"{batch_size!r}")
+        if not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 1
+            for n in ([] if beam_size is None else [beam_size]) + [batch_size]
+        ):
+            raise UserError(
+                f"beam_size and batch_size must be whole numbers, at least 1, got {beam_size!r} and {batch_size!r}"
+            )
         if decoding.get("engine") not in (None, "torch", "ctranslate2"):
             raise UserError(f"onmt_cont.load(): engine must be 'torch' or 'ctranslate2', got {decoding['engine']!r}")
         # translate.py's constructor path: the same defaults, checks and set-up
-        self.translator = build_translator(DecodingConfig(**decoding), [checkpoint, *ensemble], device,
-                                           threads=torch.get_num_threads())
+        self.translator = build_translator(
+            DecodingConfig(**decoding), [checkpoint, *ensemble], device, threads=torch.get_num_threads()
+        )
         record, lower = self.translator.text_record, True
         if record is not None:
             lower = bool(record.get("lower", True))
@@ -122,17 +139,25 @@ class Model:
         if beam_size is not None and (isinstance(beam_size, bool) or not isinstance(beam_size, int)):
             raise UserTypeError(f"translate(): beam_size takes a whole number, got {beam_size!r}")
         if tgt_prefix is not None:
-            if isinstance(tgt_prefix, str) or len(tgt_prefix) != len(sentences) \
-                    or not all(p is None or isinstance(p, str) for p in tgt_prefix):
+            if (
+                isinstance(tgt_prefix, str)
+                or len(tgt_prefix) != len(sentences)
+                or not all(p is None or isinstance(p, str) for p in tgt_prefix)
+            ):
                 raise UserTypeError("translate(): tgt_prefix takes one string (or None) per sentence")
             tgt_prefix = [p or "" for p in tgt_prefix]
         if self._closed:
             raise UserError("translate(): this model was closed (close() or the end of its with block); load it again")
         scored = n_best is not None or with_score
         if self.input_warning is None and not self.text.reads_raw_text:  # raw text to a model of tokens: say so once
-            why = reference_mismatch([s for s in sentences if isinstance(s, str)], self.translator.lower, False,
-                                     scored="read", hint_raw="load the model with src_lang (and bpe_codes) to read "
-                                     "raw text, or tokenize it as the training data was")
+            why = reference_mismatch(
+                [s for s in sentences if isinstance(s, str)],
+                self.translator.lower,
+                False,
+                scored="read",
+                hint_raw="load the model with src_lang (and bpe_codes) to read "
+                "raw text, or tokenize it as the training data was",
+            )
             if why:
                 self.input_warning = f"onmt_cont.load({self._name}): the input {why}"
                 warnings.warn(self.input_warning, stacklevel=3)
@@ -150,20 +175,29 @@ class Model:
                     self.translator.set_with_score(True)
                 self.translator.report_align = report_align
                 with torch.no_grad():
-                    outputs = self.translator.translate_lines(lines, self.batch_size, lower=self.translator.lower,
-                                                              nbest=nbest, prefixes=tgt_prefix, align=align,
-                                                              nbest_align=nbest_align)
+                    outputs = self.translator.translate_lines(
+                        lines,
+                        self.batch_size,
+                        lower=self.translator.lower,
+                        nbest=nbest,
+                        prefixes=tgt_prefix,
+                        align=align,
+                        nbest_align=nbest_align,
+                    )
             finally:
                 self.translator.beam_size, self.translator.report_align = beam, reporting
                 self.translator.set_n_best(None)
                 self.translator.set_with_score(False)
+
             def words(line):  # a subword target's pieces joined: SentencePiece's, or subword-nmt's
                 line = self.text.join_pieces(line)
                 return remove_bpe(line) if self.remove_target_bpe else line
 
             if nbest is not None and nbest_align is not None:
-                return [[(self.text.decode(words(h)), score, a) for (h, score), a in zip(hyps, aligns, strict=True)]
-                        for hyps, aligns in zip(nbest, nbest_align, strict=True)]
+                return [
+                    [(self.text.decode(words(h)), score, a) for (h, score), a in zip(hyps, aligns, strict=True)]
+                    for hyps, aligns in zip(nbest, nbest_align, strict=True)
+                ]
             if nbest is not None:
                 return [[(self.text.decode(words(h)), score) for h, score in hyps] for hyps in nbest]
             if align is not None:
@@ -174,14 +208,19 @@ class Model:
         """This call's beam: translate.py's checks, and none of what was fitted or built for the model's own."""
         t = self.translator
         if not 1 <= beam_size <= len(t.tgt_vocab):
-            raise UserError(f"translate(): beam_size must be from 1 to the target vocabulary's {len(t.tgt_vocab)}, "
-                            f"got {beam_size}")
+            raise UserError(
+                f"translate(): beam_size must be from 1 to the target vocabulary's {len(t.tgt_vocab)}, got {beam_size}"
+            )
         if beam_size != t.beam_size and t.beam_fixed:
-            raise UserError("translate(): beam_size cannot change per call with -freq_offsets (fitted under one "
-                            "search) or an ANN index (built for one beam): load the model with it")
+            raise UserError(
+                "translate(): beam_size cannot change per call with -freq_offsets (fitted under one "
+                "search) or an ANN index (built for one beam): load the model with it"
+            )
         if beam_size < 2 and t.coverage[0] != "none":
-            raise UserError(f"translate(): beam_size {beam_size}: -coverage_penalty re-ranks the finished hypotheses "
-                            "of beam search, 2 or more")
+            raise UserError(
+                f"translate(): beam_size {beam_size}: -coverage_penalty re-ranks the finished hypotheses "
+                "of beam search, 2 or more"
+            )
         t.beam_size = beam_size
 
     def close(self):
@@ -197,14 +236,21 @@ class Model:
 
 
 # translate.py's flag names that the API spells otherwise: both are accepted
-FLAG_NAMES = {"src_bpe_codes": "bpe_codes", "lookup_dict": "lexicon", "ban_unk_token": "ban_unk",
-              "remove_bpe": "remove_target_bpe"}
+FLAG_NAMES = {
+    "src_bpe_codes": "bpe_codes",
+    "lookup_dict": "lexicon",
+    "ban_unk_token": "ban_unk",
+    "remove_bpe": "remove_target_bpe",
+}
 # load()'s decoding keywords: DecodingConfig's fields (translate.py's flags of the same names), less those
 # translate() takes per call (n_best, with_score, report_align) and those of translate.py alone
-DECODING = [name for name in DecodingConfig.names() if name not in ("n_best", "with_score", "report_align",
-                                                                      "attn_debug", "ann")]
-_DEFAULTS = {**{f.name: f.default for f in dataclasses.fields(DecodingConfig)},
-             **{n: p.default for n, p in inspect.signature(Model.__init__).parameters.items()}}
+DECODING = [
+    name for name in DecodingConfig.names() if name not in ("n_best", "with_score", "report_align", "attn_debug", "ann")
+]
+_DEFAULTS = {
+    **{f.name: f.default for f in dataclasses.fields(DecodingConfig)},
+    **{n: p.default for n, p in inspect.signature(Model.__init__).parameters.items()},
+}
 
 
 def _path_arg(name, value, optional=False):
@@ -223,8 +269,12 @@ def _check_names(decoding):
     inside the configuration."""
     for name in decoding:
         if name not in DECODING:
-            known = sorted(set(inspect.signature(Model.__init__).parameters) - {"self", "checkpoint", "decoding"}
-                           | set(DECODING) | set(FLAG_NAMES) | {"gpu"})
+            known = sorted(
+                set(inspect.signature(Model.__init__).parameters) - {"self", "checkpoint", "decoding"}
+                | set(DECODING)
+                | set(FLAG_NAMES)
+                | {"gpu"}
+            )
             close = difflib.get_close_matches(name, known, n=3)
             hint = f" (did you mean {' or '.join(close)}?)" if close else ""
             raise UserError(f"onmt_cont.load(): unknown option {name!r}{hint}; it takes: {', '.join(known)}")
@@ -266,8 +316,9 @@ def load(checkpoint, **options):
         if "device" in options:
             raise UserError("onmt_cont.load(): gpu and device are one option: give one of them")
         if isinstance(gpu, bool) or not (gpu is None or isinstance(gpu, int)):
-            raise UserTypeError(f"onmt_cont.load(): gpu takes a CUDA device id (0, 1, ...; -1 or None for the CPU), "
-                            f"got {gpu!r}")
+            raise UserTypeError(
+                f"onmt_cont.load(): gpu takes a CUDA device id (0, 1, ...; -1 or None for the CPU), got {gpu!r}"
+            )
         options["device"] = "cpu" if gpu is None or gpu < 0 else f"cuda:{gpu}"  # OpenNMT-py's gpu -1: the CPU
     for name, value in options.items():  # a flag of translate.py's: True or False, not a truthy string (issue 77)
         if isinstance(_DEFAULTS.get(name), bool) and not isinstance(value, bool):

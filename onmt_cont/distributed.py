@@ -53,8 +53,13 @@ def init(use_gpu, timeout_s=600):
         # refused") on the first restart after a SIGKILL. Each attempt gets its own key prefix.
         store, rank, world = next(dist.rendezvous("env://", rank, world))
         attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        dist.init_process_group(backend, store=dist.PrefixStore(f"onmt_cont/attempt_{attempt}/", store),
-                                rank=rank, world_size=world, timeout=timedelta(seconds=timeout_s))
+        dist.init_process_group(
+            backend,
+            store=dist.PrefixStore(f"onmt_cont/attempt_{attempt}/", store),
+            rank=rank,
+            world_size=world,
+            timeout=timedelta(seconds=timeout_s),
+        )
     return Context(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
 
 
@@ -71,8 +76,10 @@ def stop_on_sigterm(ctx):
         return
 
     def stop(signum, frame):
-        raise UserError(f"rank {ctx.rank}: stopped by SIGTERM (torchrun sends it to every rank once one has "
-                        "ended: see that rank's error above; otherwise the job was cancelled)")
+        raise UserError(
+            f"rank {ctx.rank}: stopped by SIGTERM (torchrun sends it to every rank once one has "
+            "ended: see that rank's error above; otherwise the job was cancelled)"
+        )
 
     previous = signal.signal(signal.SIGTERM, stop)
     try:
@@ -104,13 +111,24 @@ def wrap(module, device, find_unused_parameters=False):
     writes to them during training (they take no gradient and no optimiser holds them), and the
     parameters, the only state that changes, stay in step through DDP's gradient all-reduce
     (train() checks it at the end)."""
-    return DistributedDataParallel(module, device_ids=[device.index] if device.type == "cuda" else None,
-                                   find_unused_parameters=find_unused_parameters, **_NO_FORWARD_SYNC)
+    return DistributedDataParallel(
+        module,
+        device_ids=[device.index] if device.type == "cuda" else None,
+        find_unused_parameters=find_unused_parameters,
+        **_NO_FORWARD_SYNC,
+    )
 
 
 # What a collective raises when a peer rank has gone (gloo's and nccl's wording) or never came
-PEER_FAILURE = ("Connection closed by peer", "Connection reset by peer", "Broken pipe", "timed out", "Timed out",
-                "NCCL communicator was aborted", "Socket Timeout")
+PEER_FAILURE = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "Broken pipe",
+    "timed out",
+    "Timed out",
+    "NCCL communicator was aborted",
+    "Socket Timeout",
+)
 
 
 def peer_failed(exc):
@@ -155,8 +173,9 @@ def parameters_identical(model, ctx):
     vector per rank: the sum and the sum of squares of each parameter, in float64)."""
     if not ctx.distributed:
         return True
-    sums = torch.stack([torch.stack([p.double().sum(), (p.double() ** 2).sum()])
-                        for p in model.parameters() if p.requires_grad]).flatten()
+    sums = torch.stack(
+        [torch.stack([p.double().sum(), (p.double() ** 2).sum()]) for p in model.parameters() if p.requires_grad]
+    ).flatten()
     gathered = [torch.empty_like(sums) for _ in range(ctx.world)]
     dist.all_gather(gathered, sums)
     return all(torch.equal(gathered[0], g) for g in gathered[1:])
@@ -170,8 +189,11 @@ def inputs_differ(parts, ctx):
         return {}
     gathered = [None] * ctx.world
     dist.all_gather_object(gathered, dict(parts))
-    return {rank: [name for name in parts if got.get(name) != gathered[0].get(name)]
-            for rank, got in enumerate(gathered) if got != gathered[0]}
+    return {
+        rank: [name for name in parts if got.get(name) != gathered[0].get(name)]
+        for rank, got in enumerate(gathered)
+        if got != gathered[0]
+    }
 
 
 def cleanup(ctx, failed=False):

@@ -43,8 +43,11 @@ class _Parser(argparse.ArgumentParser):
 
 def new_parser(description):
     p = _Parser(description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("-config", help="YAML file of option: value pairs (names without the dash), or the name of a "
-                   f"preset shipped with onmt_cont ({', '.join(preset_names()) or 'configs/*.yaml'})")
+    p.add_argument(
+        "-config",
+        help="YAML file of option: value pairs (names without the dash), or the name of a "
+        f"preset shipped with onmt_cont ({', '.join(preset_names()) or 'configs/*.yaml'})",
+    )
     return p
 
 
@@ -116,8 +119,11 @@ class _ConfigLoader(yaml.SafeLoader):
     def compose_node(self, parent, index):
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):
-            raise _Refused(problem=f"an alias (*{event.anchor}) is not accepted in a config: write the value out "
-                           "(aliases can make a small file expand without bound)", problem_mark=event.start_mark)
+            raise _Refused(
+                problem=f"an alias (*{event.anchor}) is not accepted in a config: write the value out "
+                "(aliases can make a small file expand without bound)",
+                problem_mark=event.start_mark,
+            )
         if self.depth >= MAX_CONFIG_DEPTH:
             raise _Refused(problem=f"nested more than {MAX_CONFIG_DEPTH} levels deep", problem_mark=event.start_mark)
         self.depth += 1
@@ -126,23 +132,35 @@ class _ConfigLoader(yaml.SafeLoader):
         finally:
             self.depth -= 1
 
-
     def construct_yaml_int(self, node):
         """YAML 1.1 reads 010 as 8, 0x20 as 32, 0b11 as 3 and 1:30 as 90; the same text on the command
         line is 10 or an error. A config must mean what the command line means: refused."""
         body = str(node.value).replace("_", "").lstrip("+-")
         if ":" in body or body[:2].lower() in ("0x", "0b") or (len(body) > 1 and body.startswith("0")):
-            kind = ("base 60" if ":" in body else "hexadecimal" if body[:2].lower() == "0x" else
-                    "binary" if body[:2].lower() == "0b" else "octal")
+            kind = (
+                "base 60"
+                if ":" in body
+                else "hexadecimal"
+                if body[:2].lower() == "0x"
+                else "binary"
+                if body[:2].lower() == "0b"
+                else "octal"
+            )
             article = "an" if kind == "octal" else "a"
-            raise _Refused(problem=f"{node.value!r} is {article} {kind} number in YAML (the command line reads it "
-                           "otherwise): write the number in decimal, or quote it", problem_mark=node.start_mark)
+            raise _Refused(
+                problem=f"{node.value!r} is {article} {kind} number in YAML (the command line reads it "
+                "otherwise): write the number in decimal, or quote it",
+                problem_mark=node.start_mark,
+            )
         return super().construct_yaml_int(node)
 
     def construct_yaml_float(self, node):
         if ":" in str(node.value):  # YAML 1.1's base-60 floats: 1:30.5 is 90.5
-            raise _Refused(problem=f"{node.value!r} is a base 60 number in YAML (the command line reads it "
-                           "otherwise): write the number in decimal, or quote it", problem_mark=node.start_mark)
+            raise _Refused(
+                problem=f"{node.value!r} is a base 60 number in YAML (the command line reads it "
+                "otherwise): write the number in decimal, or quote it",
+                problem_mark=node.start_mark,
+            )
         return super().construct_yaml_float(node)
 
 
@@ -190,8 +208,9 @@ def load_config(path):
             key = loader.construct_object(key_node, deep=True)
             line = key_node.start_mark.line + 1
             if not isinstance(key, str):
-                raise UserError(f"{path}, line {line}: an option name must be text, got a YAML "
-                                f"{type(key).__name__} {_short(key)}")
+                raise UserError(
+                    f"{path}, line {line}: an option name must be text, got a YAML {type(key).__name__} {_short(key)}"
+                )
             if key in lines:
                 raise UserError(f"{path}, line {line}: option {key!r} is given twice (first on line {lines[key]})")
             lines[key] = line
@@ -224,8 +243,7 @@ def _merge_config(parser, args, argv):
         if dest in explicit:
             if getattr(args, dest) != value:
                 print(
-                    f"note: -{dest} {getattr(args, dest)!r} on the command line replaces {value!r} from "
-                    f"{where}",
+                    f"note: -{dest} {getattr(args, dest)!r} on the command line replaces {value!r} from {where}",
                     file=sys.stderr,
                 )
             continue
@@ -301,12 +319,29 @@ class _NoAliasDumper(yaml.SafeDumper):
 # trained (not always today's default: an old model had no word bias, whatever the presets say now).
 # upgrade() fills them in once, where stored options are read, so the code reads opt.name.
 LEGACY = {
-    "encoder_type": None, "decoder_type": None,  # None: -brnn's rnn/brnn, as before -encoder_type existed
-    "word_bias": False, "train_table": False, "joint_dropout": None, "joint_sample": None,
-    "rewe_hidden": None, "rewe_lambda": None, "share_embeddings": False, "share_decoder_embeddings": False,
-    "param_init_glorot": False, "emb_init": "default", "layer_norm": "pre", "ff_dropout": None,
-    "alignment_layer": None, "tie_emb": False, "vmf_form": "paper", "vmf_lambda": 0.2, "prefix_window": None,
-    "expected_counts": None, "sampling_correction": False, "amp": False, "word_bias_update": "dense",
+    "encoder_type": None,
+    "decoder_type": None,  # None: -brnn's rnn/brnn, as before -encoder_type existed
+    "word_bias": False,
+    "train_table": False,
+    "joint_dropout": None,
+    "joint_sample": None,
+    "rewe_hidden": None,
+    "rewe_lambda": None,
+    "share_embeddings": False,
+    "share_decoder_embeddings": False,
+    "param_init_glorot": False,
+    "emb_init": "default",
+    "layer_norm": "pre",
+    "ff_dropout": None,
+    "alignment_layer": None,
+    "tie_emb": False,
+    "vmf_form": "paper",
+    "vmf_lambda": 0.2,
+    "prefix_window": None,
+    "expected_counts": None,
+    "sampling_correction": False,
+    "amp": False,
+    "word_bias_update": "dense",
     "normalization": "tokens",
 }
 
@@ -316,4 +351,3 @@ def upgrade(opt):
     a Namespace with every option of LEGACY present. Idempotent; ``opt`` itself is not changed."""
     values = dict(opt) if isinstance(opt, dict) else dict(vars(opt))
     return argparse.Namespace(**{**LEGACY, **values})
-

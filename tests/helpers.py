@@ -89,9 +89,21 @@ def sample_data(d, *vectors):
     from onmt_cont.bin import preprocess
 
     prefix = str(d / "data")
-    preprocess.main(["-train_src", str(DATA / "train.fr"), "-train_tgt", str(DATA / "train.en"),
-                     "-valid_src", str(DATA / "valid.fr"), "-valid_tgt", str(DATA / "valid.en"),
-                     "-save_data", prefix, *[arg for v in vectors for arg in ("-tgt_emb", str(v))]])
+    preprocess.main(
+        [
+            "-train_src",
+            str(DATA / "train.fr"),
+            "-train_tgt",
+            str(DATA / "train.en"),
+            "-valid_src",
+            str(DATA / "valid.fr"),
+            "-valid_tgt",
+            str(DATA / "valid.en"),
+            "-save_data",
+            prefix,
+            *[arg for v in vectors for arg in ("-tgt_emb", str(v))],
+        ]
+    )
     return prefix
 
 
@@ -100,8 +112,17 @@ def sample_table(d, prefix):
     folder ``d`` -> the table's path (EMB.dec.pt)."""
     from onmt_cont.bin import embeddings_to_torch
 
-    embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", prefix + ".vocab.pt",
-                              "-output_file", str(d / "emb"), "-normalize"])
+    embeddings_to_torch.main(
+        [
+            "-emb_file_dec",
+            str(DATA / "en.vec.gz"),
+            "-dict_file",
+            prefix + ".vocab.pt",
+            "-output_file",
+            str(d / "emb"),
+            "-normalize",
+        ]
+    )
     return str(d / "emb.dec.pt")
 
 
@@ -110,8 +131,9 @@ def trained(prefix, save, *flags):
     from onmt_cont.bin import train
 
     saved = torch.get_num_threads()
-    train.main(["-data", prefix, "-save_model", save, "-batch_size", "32", "-valid_steps", "1000", "-threads", "1",
-                *flags])
+    train.main(
+        ["-data", prefix, "-save_model", save, "-batch_size", "32", "-valid_steps", "1000", "-threads", "1", *flags]
+    )
     torch.set_num_threads(saved)
     return save + "_last.pt"
 
@@ -135,20 +157,47 @@ def memorisation_data(d, table_dim, final=""):
     from onmt_cont.bin import preprocess
     from onmt_cont.inputters.vocab import load_vocabs
 
-    preprocess.main(["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"),
-                     "-valid_src", str(d / "valid.fr"), "-valid_tgt", str(d / "valid.en"), "-save_data", prefix])
+    preprocess.main(
+        [
+            "-train_src",
+            str(d / "train.fr"),
+            "-train_tgt",
+            str(d / "train.en"),
+            "-valid_src",
+            str(d / "valid.fr"),
+            "-valid_tgt",
+            str(d / "valid.en"),
+            "-save_data",
+            prefix,
+        ]
+    )
     _, tgt_vocab, _ = load_vocabs(prefix + ".vocab.pt")
     gen = torch.Generator().manual_seed(0)
     table = torch.nn.functional.normalize(torch.randn(len(tgt_vocab), table_dim, generator=gen), dim=-1)
     table[0] = 0
     torch.save(table, d / "emb.pt")
-    return {"dir": d, "prefix": prefix, "emb": str(d / "emb.pt"), "tgt_vocab_size": len(tgt_vocab),
-            "src": src, "tgt": tgt}
+    return {
+        "dir": d,
+        "prefix": prefix,
+        "emb": str(d / "emb.pt"),
+        "tgt_vocab_size": len(tgt_vocab),
+        "src": src,
+        "tgt": tgt,
+    }
 
 
-SMALL = {"-rnn_size": "32", "-word_vec_size": "16", "-dropout": "0", "-batch_size": "5", "-seed": "1",
-         "-learning_rate": "0.01", "-report_every": str(BATCHES_PER_EPOCH), "-valid_steps": "1000",
-         "-save_checkpoint_steps": "1000", "-epochs": "1"}
+SMALL = {
+    "-rnn_size": "32",
+    "-word_vec_size": "16",
+    "-dropout": "0",
+    "-batch_size": "5",
+    "-seed": "1",
+    "-learning_rate": "0.01",
+    "-report_every": str(BATCHES_PER_EPOCH),
+    "-valid_steps": "1000",
+    "-save_checkpoint_steps": "1000",
+    "-epochs": "1",
+}
 
 
 def argv(ds, out, **opts):
@@ -219,9 +268,19 @@ def assert_resumed_exactly(seen, reference, resumed, full, steps):
 
 
 # the word-choice tests' small tied model (test_word_choice.py and the files that train its kind)
-WC = {"rnn_size": "32", "word_vec_size": "16", "dropout": "0", "batch_size": "5", "seed": "1",
-      "learning_rate": "0.01", "report_every": "1", "valid_steps": "1000", "save_checkpoint_steps": "4",
-      "tie_emb": True, "epochs": "6"}
+WC = {
+    "rnn_size": "32",
+    "word_vec_size": "16",
+    "dropout": "0",
+    "batch_size": "5",
+    "seed": "1",
+    "learning_rate": "0.01",
+    "report_every": "1",
+    "valid_steps": "1000",
+    "save_checkpoint_steps": "4",
+    "tie_emb": True,
+    "epochs": "6",
+}
 
 
 def translate_args(model, data, out, *extra):
@@ -232,8 +291,12 @@ def translate_args(model, data, out, *extra):
 
 def translate_py(*args):
     """translate.py ARGS in a child process, one thread: -> (its output lines, its stderr)."""
-    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-threads", "1", *map(str, args)],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "translate.py"), "-threads", "1", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     return res.stdout.splitlines(), res.stderr
 
@@ -242,9 +305,21 @@ class Server:
     """onmt_cont_server on a free localhost port, started from the config file ``conf_path``."""
 
     def __init__(self, conf_path, *args):
-        self.proc = subprocess.Popen([sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config",
-                                      str(conf_path), "-port", "0", "-threads", "1", *args],
-                                     stderr=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "onmt_cont" / "bin" / "server.py"),
+                "-config",
+                str(conf_path),
+                "-port",
+                "0",
+                "-threads",
+                "1",
+                *args,
+            ],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         line = self.proc.stderr.readline()
         match = re.search(r"http://([\d.]+):(\d+)(\S*)", line)
         assert match, line + self.proc.stderr.read()
@@ -290,15 +365,48 @@ train.main(sys.argv[1:])
 
 # On the memorisation corpus (d_model 16): one epoch is 4 batches of 5 pairs; -train_steps caps most
 # tests at one epoch (test_transformer.py's matrix trains 8).
-TRANSFORMER = {"encoder_type": "transformer", "decoder_type": "transformer", "rnn_size": "16",
-               "word_vec_size": "16", "heads": "2", "transformer_ff": "32", "layers": "2",
-               "attention_dropout": "0", "report_every": "1", "train_steps": "4"}
+TRANSFORMER = {
+    "encoder_type": "transformer",
+    "decoder_type": "transformer",
+    "rnn_size": "16",
+    "word_vec_size": "16",
+    "heads": "2",
+    "transformer_ff": "32",
+    "layers": "2",
+    "attention_dropout": "0",
+    "report_every": "1",
+    "train_steps": "4",
+}
 
 # A softmax Transformer on :func:`sample_subset`
-TRANSFORMER_CE = ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "16",
-                  "-word_vec_size", "16", "-heads", "2", "-transformer_ff", "32", "-layers", "1", "-loss", "ce",
-                  "-label_smoothing", "0.1", "-batch_size", "16", "-train_steps", "2", "-valid_steps", "100",
-                  "-save_checkpoint_steps", "100"]
+TRANSFORMER_CE = [
+    "-encoder_type",
+    "transformer",
+    "-decoder_type",
+    "transformer",
+    "-rnn_size",
+    "16",
+    "-word_vec_size",
+    "16",
+    "-heads",
+    "2",
+    "-transformer_ff",
+    "32",
+    "-layers",
+    "1",
+    "-loss",
+    "ce",
+    "-label_smoothing",
+    "0.1",
+    "-batch_size",
+    "16",
+    "-train_steps",
+    "2",
+    "-valid_steps",
+    "100",
+    "-save_checkpoint_steps",
+    "100",
+]
 
 
 def sample_subset(d):
@@ -310,8 +418,20 @@ def sample_subset(d):
         with open(DATA / f"train.{lang}", encoding="utf-8") as f:
             lines = [next(f) for _ in range(100)]
         (d / f"train.{lang}").write_text("".join(lines), encoding="utf-8")
-    preprocess.main(["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"), "-valid_src",
-                     str(d / "train.fr"), "-valid_tgt", str(d / "train.en"), "-save_data", str(d / "data")])
+    preprocess.main(
+        [
+            "-train_src",
+            str(d / "train.fr"),
+            "-train_tgt",
+            str(d / "train.en"),
+            "-valid_src",
+            str(d / "train.fr"),
+            "-valid_tgt",
+            str(d / "train.en"),
+            "-save_data",
+            str(d / "data"),
+        ]
+    )
     n = len(torch.load(d / "data.vocab.pt", weights_only=True)["tgt"]["tokens"])
     table = torch.nn.functional.normalize(torch.randn(n, 8, generator=torch.Generator().manual_seed(0)), dim=-1)
     table[0] = 0
@@ -324,10 +444,26 @@ def sample_subset(d):
 
 def model_opts(**kw):
     """build_model's options for a small LSTM model, overridden by ``kw``."""
-    base = {"loss": "ce", "generator": "linear", "tie_emb": False, "rnn_size": 8, "word_vec_size": 6,
-            "src_word_vec_size": None, "tgt_word_vec_size": None, "enc_layers": 1, "dec_layers": 2, "brnn": True,
-            "dropout": 0.0, "param_init": 0.1, "seed": 3, "rewe_lambda": None, "rewe_hidden": None, "joint_dim": 4,
-            "joint_sample": None, "joint_dropout": None}
+    base = {
+        "loss": "ce",
+        "generator": "linear",
+        "tie_emb": False,
+        "rnn_size": 8,
+        "word_vec_size": 6,
+        "src_word_vec_size": None,
+        "tgt_word_vec_size": None,
+        "enc_layers": 1,
+        "dec_layers": 2,
+        "brnn": True,
+        "dropout": 0.0,
+        "param_init": 0.1,
+        "seed": 3,
+        "rewe_lambda": None,
+        "rewe_hidden": None,
+        "joint_dim": 4,
+        "joint_sample": None,
+        "joint_dropout": None,
+    }
     base.update(kw)
     return Namespace(**base)
 
@@ -376,8 +512,23 @@ def open_vocab_checkpoint(tmp_path, tie_emb, target):
     from onmt_cont.models.model import build_model
 
     opt = train.build_parser().parse_args(
-        ["-loss", "nllvmf", "-generator", "linear", "-rnn_size", "8", "-word_vec_size", "4", "-enc_layers", "1",
-         "-dec_layers", "1", "-param_init", "0.1"] + (["-tie_emb"] if tie_emb else [])
+        [
+            "-loss",
+            "nllvmf",
+            "-generator",
+            "linear",
+            "-rnn_size",
+            "8",
+            "-word_vec_size",
+            "4",
+            "-enc_layers",
+            "1",
+            "-dec_layers",
+            "1",
+            "-param_init",
+            "0.1",
+        ]
+        + (["-tie_emb"] if tie_emb else [])
     )
     src_vocab = Vocab(list(SPECIALS) + ["un", "chien"])
     tgt_vocab = Vocab(list(SPECIALS) + OV_WORDS)
@@ -475,8 +626,7 @@ def run_beam(table, srcs, max_lengths, k, penalty="none", alpha=0.0, block=0):
 
     model = StubModel(table)
     src, lengths = batch_of(srcs)
-    ids, attn = beam_search(model, src, lengths, torch.tensor(max_lengths), k, penalty, alpha,
-                            block_ngram_repeat=block)
+    ids, attn = beam_search(model, src, lengths, torch.tensor(max_lengths), k, penalty, alpha, block_ngram_repeat=block)
     return model, ids, attn
 
 

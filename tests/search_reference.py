@@ -78,8 +78,19 @@ def full_batch_greedy_search(model, src, src_lengths, max_lengths, banned=NEVER,
 
 
 @torch.no_grad()
-def sequential_beam_search(model, src, src_lengths, max_lengths, beam_size, penalty="avg", alpha=0.0, banned=NEVER,
-                           block_ngram_repeat=0, *, finished_log=None):
+def sequential_beam_search(
+    model,
+    src,
+    src_lengths,
+    max_lengths,
+    beam_size,
+    penalty="avg",
+    alpha=0.0,
+    banned=NEVER,
+    block_ngram_repeat=0,
+    *,
+    finished_log=None,
+):
     """Beam search, one sentence at a time for clarity (batch of beams inside).
 
     A hypothesis's score is the sum of its per-step scores (log-probabilities, or the
@@ -91,8 +102,9 @@ def sequential_beam_search(model, src, src_lengths, max_lengths, beam_size, pena
     out_ids, out_attn = [], []
     for b in range(src.size(0)):
         n = int(src_lengths[b])
-        ids, attn, finished = _beam_one(model, src[b : b + 1, :n], src_lengths[b : b + 1], int(max_lengths[b]),
-                                        beam_size, penalty, alpha, banned)
+        ids, attn, finished = _beam_one(
+            model, src[b : b + 1, :n], src_lengths[b : b + 1], int(max_lengths[b]), beam_size, penalty, alpha, banned
+        )
         pad = torch.zeros(attn.size(0), src.size(1) - n, device=attn.device)
         out_ids.append(ids)
         out_attn.append(torch.cat([attn, pad], 1))
@@ -113,8 +125,13 @@ def _beam_one(model, src, src_lengths, max_len, k, penalty, alpha, banned):
     for t in range(max_len + 1):
         live = len(seqs)
         scores, attn, state = step_scores(
-            model, last, memory_bank.expand(live, -1, -1), src_mask.expand(live, -1), state,
-            ban_eos=t == 0 and max_len > 0, banned=banned,
+            model,
+            last,
+            memory_bank.expand(live, -1, -1),
+            src_mask.expand(live, -1),
+            state,
+            ban_eos=t == 0 and max_len > 0,
+            banned=banned,
         )
         if t == max_len:  # only </s> may follow
             keep = torch.full_like(scores, float("-inf"))

@@ -35,11 +35,16 @@ from onmt_cont.utils.overwrite import Prefix, refuse_output_over_inputs
 def last_epochs(prefix, n):
     """The ``n`` checkpoints ``PREFIX_epoch_E.pt`` of the highest E, oldest first."""
     pattern = re.compile(re.escape(os.path.basename(prefix)) + r"_epoch_(\d+)\.pt$")
-    found = sorted((int(m.group(1)), p) for p in glob.glob(glob.escape(prefix) + "_epoch_*.pt")
-                   if (m := pattern.search(os.path.basename(p))))
+    found = sorted(
+        (int(m.group(1)), p)
+        for p in glob.glob(glob.escape(prefix) + "_epoch_*.pt")
+        if (m := pattern.search(os.path.basename(p)))
+    )
     if len(found) < n:
-        raise UserError(f"-last {n}: found {len(found)} checkpoint(s) {prefix}_epoch_E.pt (train.py writes them with "
-                        "-save_checkpoint_epochs)")
+        raise UserError(
+            f"-last {n}: found {len(found)} checkpoint(s) {prefix}_epoch_E.pt (train.py writes them with "
+            "-save_checkpoint_epochs)"
+        )
     return [p for _, p in found[-n:]]
 
 
@@ -56,8 +61,9 @@ def check_same_run(first, ckpt, path, first_path, frozen):
     one = "only checkpoints of one run can be averaged"
     for key in MODEL_OPTS:
         if first["opt"].get(key) != ckpt["opt"].get(key):
-            raise UserError(f"{path}: -{key} {ckpt['opt'].get(key)} but {first_path} has -{key} "
-                            f"{first['opt'].get(key)}: {one}")
+            raise UserError(
+                f"{path}: -{key} {ckpt['opt'].get(key)} but {first_path} has -{key} {first['opt'].get(key)}: {one}"
+            )
     for side in ("src", "tgt"):
         if list(ckpt["vocab"][side]) != list(first["vocab"][side]):
             raise UserError(f"{path}: another {side} vocabulary than {first_path}: {one}")
@@ -70,8 +76,9 @@ def check_same_run(first, ckpt, path, first_path, frozen):
         a, b = first["model"][k], ckpt["model"][k]
         if a.shape != b.shape or not torch.equal(a, b):
             what = "target table" if "table" in k else "tensor"
-            raise UserError(f"{path}: its frozen {what} {k} differs from {first_path}'s (trained against "
-                            f"another -tgt_emb?): {one}")
+            raise UserError(
+                f"{path}: its frozen {what} {k} differs from {first_path}'s (trained against another -tgt_emb?): {one}"
+            )
 
 
 def refuse_duplicates(paths):
@@ -101,8 +108,7 @@ def average(paths):
             elif not torch.equal(v, sums[k]):
                 raise UserError(f"{path}: {k} differs from {paths[0]}'s and cannot be averaged")
         last = ckpt
-    model = {k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v
-             for k, v in sums.items()}
+    model = {k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v for k, v in sums.items()}
     # the raw parameters of an -average_decay run (train_model) belong to the last file only: dropped
     rest = {k: v for k, v in last.items() if k != "train_model"}
     return {**rest, "model": model, "optim": None, "averaged": [os.path.basename(p) for p in paths]}
@@ -116,8 +122,10 @@ def main(argv=None):
     p.add_argument("-prefix", help="with -last: train.py's -save_model of the run")
     p.add_argument("-output", required=True, help="the averaged checkpoint")
     args = p.parse_args(argv)
-    refuse_output_over_inputs({"-output": args.output}, {"-models": args.models, "-prefix": Prefix(
-        args.prefix, r"_epoch_\d+\.pt") if args.prefix else None})
+    refuse_output_over_inputs(
+        {"-output": args.output},
+        {"-models": args.models, "-prefix": Prefix(args.prefix, r"_epoch_\d+\.pt") if args.prefix else None},
+    )
     if bool(args.models) == (args.last is not None):
         raise UserError("give -models FILE... or -last N -prefix PREFIX")
     if args.last is not None:

@@ -59,26 +59,49 @@ def fmt(values):
 @cli_main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-model", required=True, help="checkpoint (train.py); continuous models add the offsets to "
-                   "their nearest-neighbour scores, softmax models to their log-probabilities")
+    p.add_argument(
+        "-model",
+        required=True,
+        help="checkpoint (train.py); continuous models add the offsets to "
+        "their nearest-neighbour scores, softmax models to their log-probabilities",
+    )
     p.add_argument("-src", required=True, help="held-out tokenized sources (validation)")
     p.add_argument("-tgt", required=True, help="their tokenized references")
     p.add_argument("-output", required=True, help="the offsets file (JSON) for translate.py -freq_offsets")
     p.add_argument("-decode_prior", type=float, default=0.0, help="beta of translate.py -decode_prior to fit under")
-    p.add_argument("-match", nargs="+", help="other systems' tokenized outputs for -src (e.g. a softmax model's, one "
-                   "per seed): fit to their hyp/ref ratios (the mean over the files) instead of 1")
-    p.add_argument("-target", type=float, nargs=len(FREQ_BINS), metavar="RATIO",
-                   help="fit to these hyp/ref ratios, one per bin (1, 2-4, 5-9, 10-99, 100-999, 1000+), instead of "
-                   "1: e.g. the \"target\" an earlier -match fit wrote into its offsets file")
+    p.add_argument(
+        "-match",
+        nargs="+",
+        help="other systems' tokenized outputs for -src (e.g. a softmax model's, one "
+        "per seed): fit to their hyp/ref ratios (the mean over the files) instead of 1",
+    )
+    p.add_argument(
+        "-target",
+        type=float,
+        nargs=len(FREQ_BINS),
+        metavar="RATIO",
+        help="fit to these hyp/ref ratios, one per bin (1, 2-4, 5-9, 10-99, 100-999, 1000+), instead of "
+        '1: e.g. the "target" an earlier -match fit wrote into its offsets file',
+    )
     p.add_argument("-rounds", type=int, default=8, help="decodes of -src (default 8)")
     p.add_argument("-step", type=float, default=0.5, help="the share of log(wanted / found) each round moves a bin")
     p.add_argument("-min_tokens", type=int, default=20, help="bins with fewer reference tokens keep offset 0")
-    p.add_argument("-keep", choices=["target", "bleu"], default="target", help="which round's offsets to write: "
-                   "the one nearest the target (default), or the one of the highest -tgt BLEU (tokenized): the "
-                   "number of rounds then acts as a shrinkage that validation chooses")
+    p.add_argument(
+        "-keep",
+        choices=["target", "bleu"],
+        default="target",
+        help="which round's offsets to write: "
+        "the one nearest the target (default), or the one of the highest -tgt BLEU (tokenized): the "
+        "number of rounds then acts as a shrinkage that validation chooses",
+    )
     p.add_argument("-block_ngram_repeat", type=int, default=None, help="as translate.py's (default 3)")
-    p.add_argument("-beam_size", type=int, default=None, help="the search to fit under, as translate.py's (default 5; "
-                   "1: greedy); the file records it, and translate.py takes it only under the same -beam_size")
+    p.add_argument(
+        "-beam_size",
+        type=int,
+        default=None,
+        help="the search to fit under, as translate.py's (default 5; "
+        "1: greedy); the file records it, and translate.py takes it only under the same -beam_size",
+    )
     p.add_argument("-batch_size", type=int, default=32, help="sentences per batch")
     add_threads_arg(p)
     for action in p._actions:  # nan, inf and a non-zero value that rounds to 0 are refused (-target: below)
@@ -86,14 +109,18 @@ def main(argv=None):
             action.type = numbers.finite_float
     args = p.parse_args(argv)
     args.beam_size, args.block_ngram_repeat = search_defaults(args.beam_size, args.block_ngram_repeat)
-    refuse_output_over_inputs({"-output": args.output},
-                              {"-model": args.model, "-src": args.src, "-tgt": args.tgt, "-match": args.match})
+    refuse_output_over_inputs(
+        {"-output": args.output}, {"-model": args.model, "-src": args.src, "-tgt": args.tgt, "-match": args.match}
+    )
     if not 1 <= args.rounds <= MAX_ROUNDS:
-        raise UserError(f"-rounds must be at least 1 and at most {MAX_ROUNDS} (each decodes -src once), got "
-                        f"{args.rounds}")
+        raise UserError(
+            f"-rounds must be at least 1 and at most {MAX_ROUNDS} (each decodes -src once), got {args.rounds}"
+        )
     if not 0 < args.step <= MAX_STEP:  # NaN fails too
-        raise UserError(f"-step must be positive and at most {MAX_STEP:g} (1 moves a bin by the whole "
-                        f"log(wanted / found)), got {args.step}")
+        raise UserError(
+            f"-step must be positive and at most {MAX_STEP:g} (1 moves a bin by the whole "
+            f"log(wanted / found)), got {args.step}"
+        )
     if args.min_tokens < 1:
         raise UserError(f"-min_tokens must be at least 1, got {args.min_tokens}")
     if args.batch_size < 1:
@@ -102,8 +129,10 @@ def main(argv=None):
         if args.match:
             raise UserError("-target and -match both set the ratios to fit to: give one of them")
         if not all(0 < t <= MAX_TARGET for t in args.target):
-            raise UserError(f"-target must be {len(FREQ_BINS)} positive ratios of at most {MAX_TARGET:g}, got "
-                            f"{' '.join(map(str, args.target))}")
+            raise UserError(
+                f"-target must be {len(FREQ_BINS)} positive ratios of at most {MAX_TARGET:g}, got "
+                f"{' '.join(map(str, args.target))}"
+            )
     check_decoding_options(decode_prior=args.decode_prior, block_ngram_repeat=args.block_ngram_repeat)
     # -output is checked before the decodes, which take most of the time
     out_dir = os.path.dirname(os.path.abspath(args.output))
@@ -117,15 +146,18 @@ def main(argv=None):
         raise UserError(f"-tgt {args.tgt} has {len(ref)} lines but -src {args.src} has {len(src)}")
     for flag, path, lines in (("-src", args.src, src), ("-tgt", args.tgt, ref)):
         if not any(line.split() for line in lines):
-            raise UserError(f"{flag} {path}: no words ({'empty' if not lines else f'{len(lines)} blank lines'}): "
-                            "expected held-out sentences, one per line")
+            raise UserError(
+                f"{flag} {path}: no words ({'empty' if not lines else f'{len(lines)} blank lines'}): "
+                "expected held-out sentences, one per line"
+            )
     apply_threads(args.threads)
     # the translator checks -decode_prior, the model's training counts, and that -decode_prior is for a
     # continuous one
     if args.beam_size < 1:
         raise UserError(f"-beam_size must be at least 1 (1: greedy), got {args.beam_size}")
-    config = DecodingConfig(decode_prior=args.decode_prior, block_ngram_repeat=args.block_ngram_repeat,
-                            beam_size=args.beam_size)
+    config = DecodingConfig(
+        decode_prior=args.decode_prior, block_ngram_repeat=args.block_ngram_repeat, beam_size=args.beam_size
+    )
     translator = Translator.from_checkpoint(args.model, config, offsets=[0.0] * len(FREQ_BINS))
     vocab = translator.tgt_vocab
     counts = dict(zip(vocab.itos, vocab.counts, strict=True))
@@ -142,6 +174,7 @@ def main(argv=None):
         target = list(args.target)
     else:
         target = [1.0] * len(FREQ_BINS)
+
     def decode(offsets):
         translator.set_freq_offsets(offsets)
         with torch.no_grad():
@@ -161,12 +194,13 @@ def main(argv=None):
         return scored["bleu"]
 
     def report(i, offsets, outputs, rat):
-        print(f"round {i}: offsets {fmt(offsets)} | hyp/ref {fmt(rat)} | BLEU (tokenized) {bleu_of(outputs):.2f}",
-              flush=True)
+        print(
+            f"round {i}: offsets {fmt(offsets)} | hyp/ref {fmt(rat)} | BLEU (tokenized) {bleu_of(outputs):.2f}",
+            flush=True,
+        )
 
     score = bleu_of if args.keep == "bleu" else None
-    offsets, _, rat = fit_offsets(decode, ref, counts, target, args.rounds, args.step, args.min_tokens, report,
-                                  score)
+    offsets, _, rat = fit_offsets(decode, ref, counts, target, args.rounds, args.step, args.min_tokens, report, score)
     source = os.path.abspath(args.src)
     if args.match:
         source += " (matching " + ", ".join(args.match) + ")"

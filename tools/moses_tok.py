@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Tokenize raw text the way ../shared/data's vectors were trained: Moses, no escaping, lowercase.
 
-    python tools/moses_tok.py -lang en < raw.en > tok.en
+python tools/moses_tok.py -lang en < raw.en > tok.en
 """
 
 import argparse

@@ -63,8 +63,14 @@ def paired_bootstrap(ref_lines, a_systems, b_systems, n=1000, seed=1, tokenize="
         scores = [corpus_bleu(bleu, counts @ s) for s in stats]
         deltas[i] = np.mean(scores[:na]) - np.mean(scores[na:])
     low, high = np.percentile(deltas, [2.5, 97.5])
-    return {"a": full[:na], "b": full[na:], "delta": float(np.mean(full[:na]) - np.mean(full[na:])),
-            "low": float(low), "high": float(high), "p": float(np.mean(deltas <= 0))}
+    return {
+        "a": full[:na],
+        "b": full[na:],
+        "delta": float(np.mean(full[:na]) - np.mean(full[na:])),
+        "low": float(low),
+        "high": float(high),
+        "p": float(np.mean(deltas <= 0)),
+    }
 
 
 def read_text(path):
@@ -86,8 +92,12 @@ def main(argv=None):
     p.add_argument("-b", nargs="+", required=True, help="system B's outputs, one file per seed")
     p.add_argument("-n", type=int, default=1000, help="resamples (default 1000)")
     p.add_argument("-seed", type=numbers.seed, default=1, help="seed of the resampling: 0 to 2^32 - 1")
-    p.add_argument("-tokenize", default="none", choices=list(BLEU.TOKENIZERS),
-                   help="sacreBLEU tokenizer: none for tokenized files, 13a otherwise")
+    p.add_argument(
+        "-tokenize",
+        default="none",
+        choices=list(BLEU.TOKENIZERS),
+        help="sacreBLEU tokenizer: none for tokenized files, 13a otherwise",
+    )
     opt = p.parse_args(argv)
     if not 1 <= opt.n <= MAX_RESAMPLES:  # 10^11 would ask for 745 GiB, and never end
         p.error(f"-n must be from 1 to {MAX_RESAMPLES:,}, got {opt.n}")
@@ -100,8 +110,10 @@ def main(argv=None):
         raise UserError(str(e)) from None
     print(f"A: {' '.join(f'{x:.2f}' for x in r['a'])} (mean {np.mean(r['a']):.2f})")
     print(f"B: {' '.join(f'{x:.2f}' for x in r['b'])} (mean {np.mean(r['b']):.2f})")
-    print(f"A - B: {r['delta']:+.2f}, 95% interval [{r['low']:+.2f}, {r['high']:+.2f}] over {opt.n} resamples "
-          f"of the {len(ref)} sentences; p(A <= B) = {r['p']:.3f}")
+    print(
+        f"A - B: {r['delta']:+.2f}, 95% interval [{r['low']:+.2f}, {r['high']:+.2f}] over {opt.n} resamples "
+        f"of the {len(ref)} sentences; p(A <= B) = {r['p']:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,12 @@ class Sentences:
 @cli_main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-input", action="append", required=True, help="tokenized text, one sentence per line "
-                   "(repeat for several files)")
+    p.add_argument(
+        "-input",
+        action="append",
+        required=True,
+        help="tokenized text, one sentence per line (repeat for several files)",
+    )
     p.add_argument("-output", required=True, help=".vec or .vec.gz file to write")
     p.add_argument("-dim", type=int, default=300, help="vector size")
     p.add_argument("-epochs", type=int, default=10, help="passes over the text")
@@ -73,10 +77,20 @@ def main(argv=None):
     if not counts:
         raise UserError(f"-input {' '.join(args.input)}: no words")
     if max(counts.values()) < args.min_count:  # gensim: "you must first build vocabulary", a traceback
-        raise UserError(f"-min_count {args.min_count}: no word of -input is seen that often (the most frequent: "
-                        f"{max(counts.values())} times)")
-    model = FastText(sentences=sentences, vector_size=args.dim, sg=1, window=args.window, min_count=args.min_count,
-                     epochs=args.epochs, workers=args.threads, seed=args.seed)
+        raise UserError(
+            f"-min_count {args.min_count}: no word of -input is seen that often (the most frequent: "
+            f"{max(counts.values())} times)"
+        )
+    model = FastText(
+        sentences=sentences,
+        vector_size=args.dim,
+        sg=1,
+        window=args.window,
+        min_count=args.min_count,
+        epochs=args.epochs,
+        workers=args.threads,
+        seed=args.seed,
+    )
     words = model.wv.index_to_key
     opener = gzip.open if args.output.endswith(".gz") else open
     with atomic_path(args.output) as tmp, opener(tmp, "wt", encoding="utf-8") as f:

@@ -30,13 +30,48 @@ import torch
 from lab.bench import benchlib
 
 # the recipes' small Transformer (TMODEL, dropout 0.1) and two rows on it: ce and the continuous row
-TMODEL = ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "128", "-word_vec_size", "128",
-          "-layers", "2", "-heads", "4", "-transformer_ff", "512", "-dropout", "0.1", "-attention_dropout", "0.1",
-          "-param_init", "0", "-param_init_glorot", "-decay_method", "noam", "-warmup_steps", "1000"]
+TMODEL = [
+    "-encoder_type",
+    "transformer",
+    "-decoder_type",
+    "transformer",
+    "-rnn_size",
+    "128",
+    "-word_vec_size",
+    "128",
+    "-layers",
+    "2",
+    "-heads",
+    "4",
+    "-transformer_ff",
+    "512",
+    "-dropout",
+    "0.1",
+    "-attention_dropout",
+    "0.1",
+    "-param_init",
+    "0",
+    "-param_init_glorot",
+    "-decay_method",
+    "noam",
+    "-warmup_steps",
+    "1000",
+]
 ROWS = {
     "ce": ["-loss", "ce", "-label_smoothing", "0.1", "-average_decay", "1e-4"],
-    "nllvmf_nce tied": ["-loss", "nllvmf_nce", "-lambda1", "0.02", "-lambda2", "0.1", "-tie_emb",
-                        "-sampling_correction", "-word_bias", "-average_decay", "1e-4"],
+    "nllvmf_nce tied": [
+        "-loss",
+        "nllvmf_nce",
+        "-lambda1",
+        "0.02",
+        "-lambda2",
+        "0.1",
+        "-tie_emb",
+        "-sampling_correction",
+        "-word_bias",
+        "-average_decay",
+        "1e-4",
+    ],
 }
 FIRST_LEN = 6  # the first batch's source length; each next batch's is one word longer
 MODES = ("fp32", "bf16", "bf16_no_cudnn_sdpa")
@@ -79,8 +114,12 @@ def worker(args, row, mode):
     trainer = benchlib.build_trainer(opt, benchlib.SRC_VOCAB, args.vocab, device, table, amp=amp)
     warm = benchlib.synthetic_batch(args.batch_size, benchlib.SRC_VOCAB, args.vocab, device, seed=0, src_len=4)
     benchlib.train_step(trainer, opt, warm, 1)  # handles, allocator, autocast: not what is measured
-    batches = [benchlib.synthetic_batch(args.batch_size, benchlib.SRC_VOCAB, args.vocab, device, seed=i,
-                                        src_len=FIRST_LEN + i, tgt_len_sd=1.0) for i in range(args.steps)]
+    batches = [
+        benchlib.synthetic_batch(
+            args.batch_size, benchlib.SRC_VOCAB, args.vocab, device, seed=i, src_len=FIRST_LEN + i, tgt_len_sd=1.0
+        )
+        for i in range(args.steps)
+    ]
     step = 1
     out = {}
     for phase in ("new", "seen"):
@@ -113,12 +152,22 @@ def main(argv=None):
     device = benchlib.setup(args, "amp_shapes")
     print(benchlib.machine_line(device))
     last = FIRST_LEN + args.steps - 1
-    print(f"issue 21's Transformer (d_model 128, 2+2 layers), {args.vocab:,} target words, batches of "
-          f"{args.batch_size}; {args.steps} updates per phase, source lengths {FIRST_LEN}..{last}")
+    print(
+        f"issue 21's Transformer (d_model 128, 2+2 layers), {args.vocab:,} target words, batches of "
+        f"{args.batch_size}; {args.steps} updates per phase, source lengths {FIRST_LEN}..{last}"
+    )
     print(f"{'row':16} {'mode':20} {'new ms':>8} {'seen ms':>8} {'new/seen':>8}  attention kernels (one update)")
     results = []
-    base = [sys.executable, os.path.abspath(__file__), "-steps", str(args.steps), "-batch_size", str(args.batch_size),
-            "-vocab", str(args.vocab)]
+    base = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "-steps",
+        str(args.steps),
+        "-batch_size",
+        str(args.batch_size),
+        "-vocab",
+        str(args.vocab),
+    ]
     base += ["-gpu", str(args.gpu)] if on_gpu else []
     base += ["-threads", str(args.threads)] if args.threads else []
     for row in rows:

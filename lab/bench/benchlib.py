@@ -41,9 +41,29 @@ SIZES = {
     # The Transformer at the small LSTM's width (d_model = its rnn_size 256) and decoder depth: 2+2
     # pre-norm layers, 4 heads of 64, feed-forward 1024 (4 d_model, as Vaswani et al.), and the
     # settings the recipes train a Transformer with (noam, Glorot), which cost nothing per update.
-    "transformer": ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "256",
-                    "-word_vec_size", "256", "-heads", "4", "-transformer_ff", "1024", "-enc_layers", "2",
-                    "-dec_layers", "2", "-decay_method", "noam", "-param_init", "0", "-param_init_glorot"],
+    "transformer": [
+        "-encoder_type",
+        "transformer",
+        "-decoder_type",
+        "transformer",
+        "-rnn_size",
+        "256",
+        "-word_vec_size",
+        "256",
+        "-heads",
+        "4",
+        "-transformer_ff",
+        "1024",
+        "-enc_layers",
+        "2",
+        "-dec_layers",
+        "2",
+        "-decay_method",
+        "noam",
+        "-param_init",
+        "0",
+        "-param_init_glorot",
+    ],
 }
 EMB_DIM = 300  # m, the pretrained target vectors' size (the paper's)
 SRC_VOCAB = 50_000  # the paper's source vocabulary (Table 7); only the target vocabulary varies
@@ -136,10 +156,14 @@ def describe(size):
     opt = row_options(size, ["-loss", "ce"])
     enc, dec = architecture(opt)
     if "transformer" in (enc, dec):
-        return (f"{enc} encoder, {dec} decoder: d_model {opt.rnn_size}, {opt.heads} heads, "
-                f"feed-forward {opt.transformer_ff}, {opt.enc_layers}+{opt.dec_layers} layers")
-    return (f"rnn {opt.rnn_size}, emb {opt.word_vec_size}, {opt.dec_layers}-layer decoder, "
-            f"{'bi-LSTM' if enc == 'brnn' else 'LSTM'} encoder")
+        return (
+            f"{enc} encoder, {dec} decoder: d_model {opt.rnn_size}, {opt.heads} heads, "
+            f"feed-forward {opt.transformer_ff}, {opt.enc_layers}+{opt.dec_layers} layers"
+        )
+    return (
+        f"rnn {opt.rnn_size}, emb {opt.word_vec_size}, {opt.dec_layers}-layer decoder, "
+        f"{'bi-LSTM' if enc == 'brnn' else 'LSTM'} encoder"
+    )
 
 
 def needs_table(opt, tgt_vocab):

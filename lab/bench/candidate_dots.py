@@ -29,15 +29,23 @@ class _ChunkedGather(torch.autograd.Function):
     def forward(ctx, vec, table, ids):
         ctx.save_for_backward(vec, table, ids)
         step = max(1, CHUNK_BYTES // (ids.size(1) * table.size(1) * table.element_size()))
-        return torch.cat([torch.einsum("nm,ncm->nc", vec[i : i + step], F.embedding(ids[i : i + step], table))
-                          for i in range(0, ids.size(0), step)])
+        return torch.cat(
+            [
+                torch.einsum("nm,ncm->nc", vec[i : i + step], F.embedding(ids[i : i + step], table))
+                for i in range(0, ids.size(0), step)
+            ]
+        )
 
     @staticmethod
     def backward(ctx, grad):
         vec, table, ids = ctx.saved_tensors
         step = max(1, CHUNK_BYTES // (ids.size(1) * table.size(1) * table.element_size()))
-        grad_vec = torch.cat([torch.bmm(grad[i : i + step].unsqueeze(1), F.embedding(ids[i : i + step], table))
-                              .squeeze(1) for i in range(0, ids.size(0), step)])
+        grad_vec = torch.cat(
+            [
+                torch.bmm(grad[i : i + step].unsqueeze(1), F.embedding(ids[i : i + step], table)).squeeze(1)
+                for i in range(0, ids.size(0), step)
+            ]
+        )
         grad_table = table_gradient(vec, table, ids, grad) if ctx.needs_input_grad[1] else None
         return grad_vec, grad_table, None
 
@@ -66,8 +74,10 @@ def main(argv=None):
 
     fns = {"gather": gather, "former": former, "candidate_dots": custom}
 
-    print(f"N {args.tokens} tokens, C {args.candidates} candidates, V {args.vocab:,}, m {args.dim}, "
-          f"{args.threads} thread(s), median of {args.reps - 2} (2 warm-up)")
+    print(
+        f"N {args.tokens} tokens, C {args.candidates} candidates, V {args.vocab:,}, m {args.dim}, "
+        f"{args.threads} thread(s), median of {args.reps - 2} (2 warm-up)"
+    )
     for trained in (False, True):
         table = torch.randn(args.vocab, args.dim, generator=gen, requires_grad=trained)
         vec = torch.randn(args.tokens, args.dim, generator=gen, requires_grad=True)
@@ -81,9 +91,11 @@ def main(argv=None):
                 vec.grad = table.grad = None
         ms = {name: statistics.median(t[2:]) * 1000 for name, t in times.items()}
         new = ms["candidate_dots"]
-        print(f"table {'trained' if trained else 'frozen '}: gather {ms['gather']:.1f} ms, former "
-              f"{ms['former']:.1f} ms, candidate_dots {new:.1f} ms; candidate_dots / gather "
-              f"{new / ms['gather']:.2f}, / former {new / ms['former']:.2f}")
+        print(
+            f"table {'trained' if trained else 'frozen '}: gather {ms['gather']:.1f} ms, former "
+            f"{ms['former']:.1f} ms, candidate_dots {new:.1f} ms; candidate_dots / gather "
+            f"{new / ms['gather']:.2f}, / former {new / ms['former']:.2f}"
+        )
 
 
 if __name__ == "__main__":

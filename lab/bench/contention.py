@@ -38,7 +38,6 @@ BUSY_LOOP = "import os\np = os.getppid()\nwhile os.getppid() == p:\n    for _ in
 LINE = re.compile(r"repeat \d+ (idle|busy) -threads (\S+)\s*: +([\d.]+) s \((\S+) threads\)")
 
 
-
 def busy_cores(samples=10, interval=0.05):
     """Processes running now, other than this one: the mean over half a second of /proc/loadavg's
     running count (the load average itself would still count a job that has just finished).
@@ -57,11 +56,34 @@ def busy_cores(samples=10, interval=0.05):
 def prepare(tmp):
     """The quickstart's data: shards and the aligned target table under ``tmp``."""
     steps = [
-        ["preprocess.py", "-train_src", "data/train.fr", "-train_tgt", "data/train.en", "-valid_src",
-         "data/valid.fr", "-valid_tgt", "data/valid.en", "-save_data", f"{tmp}/data", "-tgt_emb",
-         "data/en.vec.gz", "-shard_size", "1000", "-shuffle"],
-        ["embeddings_to_torch.py", "-emb_file_dec", "data/en.vec.gz", "-dict_file", f"{tmp}/data.vocab.pt",
-         "-output_file", f"{tmp}/emb", "-normalize"],
+        [
+            "preprocess.py",
+            "-train_src",
+            "data/train.fr",
+            "-train_tgt",
+            "data/train.en",
+            "-valid_src",
+            "data/valid.fr",
+            "-valid_tgt",
+            "data/valid.en",
+            "-save_data",
+            f"{tmp}/data",
+            "-tgt_emb",
+            "data/en.vec.gz",
+            "-shard_size",
+            "1000",
+            "-shuffle",
+        ],
+        [
+            "embeddings_to_torch.py",
+            "-emb_file_dec",
+            "data/en.vec.gz",
+            "-dict_file",
+            f"{tmp}/data.vocab.pt",
+            "-output_file",
+            f"{tmp}/emb",
+            "-normalize",
+        ],
     ]
     for cmd in steps:
         subprocess.run([sys.executable, *cmd], cwd=ROOT, check=True, capture_output=True)
@@ -69,11 +91,44 @@ def prepare(tmp):
 
 def train_command(tmp, steps, setting):
     """docs/quickstart.sh's ARCH=lstm train.py command with the paper's loss, capped at ``steps`` updates."""
-    cmd = [sys.executable, "train.py", "-data", f"{tmp}/data", "-save_model", f"{tmp}/model", "-tgt_emb",
-           f"{tmp}/emb.dec.pt", "-loss", "nllvmf", "-tie_emb", "-generator", "linear", "-brnn", "-rnn_size", "256",
-           "-word_vec_size", "256", "-enc_layers", "1", "-dec_layers", "2", "-dropout", "0.2", "-batch_size", "32",
-           "-epochs", "12", "-train_steps", str(steps), "-valid_steps", "100000", "-save_checkpoint_steps",
-           "100000", "-report_every", "50"]
+    cmd = [
+        sys.executable,
+        "train.py",
+        "-data",
+        f"{tmp}/data",
+        "-save_model",
+        f"{tmp}/model",
+        "-tgt_emb",
+        f"{tmp}/emb.dec.pt",
+        "-loss",
+        "nllvmf",
+        "-tie_emb",
+        "-generator",
+        "linear",
+        "-brnn",
+        "-rnn_size",
+        "256",
+        "-word_vec_size",
+        "256",
+        "-enc_layers",
+        "1",
+        "-dec_layers",
+        "2",
+        "-dropout",
+        "0.2",
+        "-batch_size",
+        "32",
+        "-epochs",
+        "12",
+        "-train_steps",
+        str(steps),
+        "-valid_steps",
+        "100000",
+        "-save_checkpoint_steps",
+        "100000",
+        "-report_every",
+        "50",
+    ]
     if setting != "auto":
         cmd += ["-threads", setting]
     return cmd
@@ -108,8 +163,9 @@ def main():
     p.add_argument("-train_steps", type=int, default=30, help="updates per training command")
     p.add_argument("-busy", type=int, default=1, help="competing busy-loop processes in the busy condition")
     p.add_argument("-settings", default="auto,0,1,2", help="comma-separated -threads settings (auto: none given)")
-    p.add_argument("-summarize", metavar="LOG", help="print the table from a saved stderr log of this script, "
-                   "and run nothing")
+    p.add_argument(
+        "-summarize", metavar="LOG", help="print the table from a saved stderr log of this script, and run nothing"
+    )
     args = p.parse_args()
     if args.summarize:
         return summarize(args.summarize)
@@ -131,12 +187,17 @@ def main():
                         stop_busy(procs)
                     times[s, cond].append(seconds)
                     used.setdefault((s, cond), set()).add(threads)
-                    print(f"repeat {r + 1} {cond:4s} -threads {s:4s}: {seconds:6.1f} s ({threads} threads)",
-                          file=sys.stderr, flush=True)
-    print(f"machine: {os.cpu_count()} cores; {args.busy} competing busy loop(s) in 'busy'; other processes "
-          f"running before each command (mean of /proc/loadavg's running count): {statistics.mean(background):.2f} "
-          f"(min {min(background):.1f}, max {max(background):.1f}); {args.repeats} repeats, "
-          f"{args.train_steps} updates per command")
+                    print(
+                        f"repeat {r + 1} {cond:4s} -threads {s:4s}: {seconds:6.1f} s ({threads} threads)",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+    print(
+        f"machine: {os.cpu_count()} cores; {args.busy} competing busy loop(s) in 'busy'; other processes "
+        f"running before each command (mean of /proc/loadavg's running count): {statistics.mean(background):.2f} "
+        f"(min {min(background):.1f}, max {max(background):.1f}); {args.repeats} repeats, "
+        f"{args.train_steps} updates per command"
+    )
     print()
     print_table(settings, times, used)
 
@@ -159,7 +220,7 @@ def summarize(path):
     if not settings:
         sys.exit(f"contention.py: {path}: no setting has both an idle and a busy run")
     runs = sorted({len(times[s, c]) for s in settings for c in ("idle", "busy")})
-    print(f"from {path}: {'-'.join(map(str, runs[::max(1, len(runs) - 1)]))} run(s) per cell")
+    print(f"from {path}: {'-'.join(map(str, runs[:: max(1, len(runs) - 1)]))} run(s) per cell")
     print()
     print_table(settings, times, used)
 
@@ -167,15 +228,19 @@ def summarize(path):
 def print_table(settings, times, used):
     med = {k: statistics.median(v) for k, v in times.items()}
     best = {c: min(med[s, c] for s in settings) for c in ("idle", "busy")}
-    print("| -threads | threads used (idle / busy) | idle s | busy s | busy / idle | idle / fastest idle "
-          "| busy / fastest busy |")
+    print(
+        "| -threads | threads used (idle / busy) | idle s | busy s | busy / idle | idle / fastest idle "
+        "| busy / fastest busy |"
+    )
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for s in settings:
         label = {"auto": "(default)", "0": "0 (PyTorch's: one per core)"}.get(s, s)
         th = " / ".join(",".join(sorted(used[s, c])) for c in ("idle", "busy"))
-        print(f"| {label} | {th} | {med[s, 'idle']:.1f} | {med[s, 'busy']:.1f} | "
-              f"{med[s, 'busy'] / med[s, 'idle']:.2f} | {med[s, 'idle'] / best['idle']:.2f} | "
-              f"{med[s, 'busy'] / best['busy']:.2f} |")
+        print(
+            f"| {label} | {th} | {med[s, 'idle']:.1f} | {med[s, 'busy']:.1f} | "
+            f"{med[s, 'busy'] / med[s, 'idle']:.2f} | {med[s, 'idle'] / best['idle']:.2f} | "
+            f"{med[s, 'busy'] / best['busy']:.2f} |"
+        )
 
 
 if __name__ == "__main__":

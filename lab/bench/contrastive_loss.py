@@ -52,8 +52,18 @@ def main(argv=None):
     _, tgt_vocab, _ = load_vocabs(args.data + ".vocab.pt")
     table = torch.nn.functional.normalize(load_table(args.tgt_emb, tgt_vocab).float(), dim=-1)
     table[0] = 0
-    opt = Namespace(loss=args.loss, negatives=None, num_sampled=64, ann_candidates=32, temperature=0.05,
-                    contrastive_weight=0.1, lambda1=0.02, lambda2=0.1, vmf_approx=False, sampling_correction=True)
+    opt = Namespace(
+        loss=args.loss,
+        negatives=None,
+        num_sampled=64,
+        ann_candidates=32,
+        temperature=0.05,
+        contrastive_weight=0.1,
+        lambda1=0.02,
+        lambda2=0.1,
+        vmf_approx=False,
+        sampling_correction=True,
+    )
     loss_fn = build_loss(opt, table, unigram_log_prior(tgt_vocab))
     batches = target_batches(args.data, args.batch_size, args.batches, 1)
     gen = torch.Generator().manual_seed(0)
@@ -88,13 +98,17 @@ def main(argv=None):
                     times[name].append(time.perf_counter() - start)
     tokens = statistics.mean(len(t) for t in batches)
     listed, words = (statistics.mean(s[k] for s in sizes) for k in range(2))
-    print(f"{args.loss}, -sampling_correction -word_bias, inbatch,random,gold_nn (64 draws, 32 neighbours); "
-          f"{len(batches)} batches of {args.batch_size} sentences, {tokens:.0f} target tokens on average; "
-          f"{args.threads} thread(s), median of {len(times['once'])}")
+    print(
+        f"{args.loss}, -sampling_correction -word_bias, inbatch,random,gold_nn (64 draws, 32 neighbours); "
+        f"{len(batches)} batches of {args.batch_size} sentences, {tokens:.0f} target tokens on average; "
+        f"{args.threads} thread(s), median of {len(times['once'])}"
+    )
     print(f"shared candidates per batch: {listed:.0f} listed, {words:.0f} different words ({words / listed:.0%})")
     once, old = (statistics.median(times[k]) for k in ("once", "every repeat"))
-    print(f"forward + backward: each word once {once * 1000:.1f} ms, every repeat {old * 1000:.1f} ms, "
-          f"ratio {once / old:.2f}")
+    print(
+        f"forward + backward: each word once {once * 1000:.1f} ms, every repeat {old * 1000:.1f} ms, "
+        f"ratio {once / old:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -72,17 +72,38 @@ def main(argv=None):
     p.add_argument("-batches", type=int, default=30, help="training batches to measure")
     p.add_argument("-seed", type=int, default=1, help="the random negatives' draws")
     p.add_argument("-threads", type=int, default=1)
-    p.add_argument("-normaliser", choices=["sampled", "full"], default="sampled",
-                   help="divide each candidate's weight by the candidates' normaliser (the loss's) or the full "
-                   "softmax's (the expected counts alone)")
-    p.add_argument("-rules", nargs="+", choices=EXPECTED_COUNTS, default=list(EXPECTED_COUNTS),
-                   help="the -expected_counts rules to measure")
-    p.add_argument("-negatives", default=None, help="measure with these candidate sources instead of the "
-                   "checkpoint's (e.g. inbatch: which source the bias comes from)")
-    p.add_argument("-ann_candidates", type=int, default=None, help="measure with this many gold neighbours per "
-                   "token instead of the checkpoint's")
-    p.add_argument("-num_sampled", type=int, default=None, help="measure with this many uniform random negatives "
-                   "per batch instead of the checkpoint's")
+    p.add_argument(
+        "-normaliser",
+        choices=["sampled", "full"],
+        default="sampled",
+        help="divide each candidate's weight by the candidates' normaliser (the loss's) or the full "
+        "softmax's (the expected counts alone)",
+    )
+    p.add_argument(
+        "-rules",
+        nargs="+",
+        choices=EXPECTED_COUNTS,
+        default=list(EXPECTED_COUNTS),
+        help="the -expected_counts rules to measure",
+    )
+    p.add_argument(
+        "-negatives",
+        default=None,
+        help="measure with these candidate sources instead of the "
+        "checkpoint's (e.g. inbatch: which source the bias comes from)",
+    )
+    p.add_argument(
+        "-ann_candidates",
+        type=int,
+        default=None,
+        help="measure with this many gold neighbours per token instead of the checkpoint's",
+    )
+    p.add_argument(
+        "-num_sampled",
+        type=int,
+        default=None,
+        help="measure with this many uniform random negatives per batch instead of the checkpoint's",
+    )
     p.add_argument("-json", default=None, help="also write the rows here")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -100,8 +121,10 @@ def main(argv=None):
         sources["ann_candidates"] = args.ann_candidates
     if args.num_sampled:
         sources["num_sampled"] = args.num_sampled
-    rules = {r: build_negatives(argparse.Namespace(**{**vars(opt), "expected_counts": r, **sources}), table, priors[r])
-             for r in args.rules}
+    rules = {
+        r: build_negatives(argparse.Namespace(**{**vars(opt), "expected_counts": r, **sources}), table, priors[r])
+        for r in args.rules
+    }
     full = torch.zeros(len(tgt_vocab), dtype=torch.float64)
     sampled = {r: torch.zeros(len(tgt_vocab), dtype=torch.float64) for r in rules}
     forward = TrainingForward(model)
@@ -133,9 +156,10 @@ def main(argv=None):
                 else:  # the loss's own gradient on each negative's logit
                     with torch.enable_grad():
                         dots = dots.double().requires_grad_()
-                        loss = _corrected_cross_entropy(pos.double(), dots, gold, negatives, shared, per_token,
-                                                        repeats, True)
-                        weight, = torch.autograd.grad(loss.sum(), dots)
+                        loss = _corrected_cross_entropy(
+                            pos.double(), dots, gold, negatives, shared, per_token, repeats, True
+                        )
+                        (weight,) = torch.autograd.grad(loss.sum(), dots)
                 columns = torch.arange(dots.size(1)).expand_as(dots)
                 ids = candidate_ids(columns, shared, per_token).clamp_min(0)
                 sampled[rule].index_add_(0, ids.flatten(), weight.detach().flatten())
@@ -146,8 +170,10 @@ def main(argv=None):
             words = bins == b
             ratios.append(round((sampled[rule][words].sum() / full[words].sum()).item(), 3))
         rows[rule] = dict(zip(BIN_NAMES, ratios, strict=True))
-    print(f"{args.model}: the negatives' push on each bin's word biases over the full softmax's, {n} batches, "
-          f"{args.normaliser} normaliser, negatives {args.negatives or opt.negatives}")
+    print(
+        f"{args.model}: the negatives' push on each bin's word biases over the full softmax's, {n} batches, "
+        f"{args.normaliser} normaliser, negatives {args.negatives or opt.negatives}"
+    )
     print(f"{'rule':10} " + " ".join(f"{b:>8}" for b in BIN_NAMES))
     for rule, row in rows.items():
         print(f"{rule:10} " + " ".join(f"{v:8.3f}" for v in row.values()))

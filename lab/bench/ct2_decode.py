@@ -42,11 +42,28 @@ def convert_all(args, ours, priors, env, log):
             out = os.path.join(args.out, f"ct2_{name}_{quant}")
             if not os.path.exists(out):
                 prior = ["-decode_prior", priors[name]] if name in priors else []
-                run([sys.executable, "-m", "onmt_cont.bin.convert", "-model", ckpt, "-output", out, "-quantization",
-                     quant, *prior], env, log)
+                run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "onmt_cont.bin.convert",
+                        "-model",
+                        ckpt,
+                        "-output",
+                        out,
+                        "-quantization",
+                        quant,
+                        *prior,
+                    ],
+                    env,
+                    log,
+                )
             rows[f"onmt_cont {name}, CTranslate2 {quant}, translate.py"] = ("export", out, name)
-        rows[f"onmt_cont {name}, CTranslate2 float32, plain loop"] = ("ct2", os.path.join(
-            args.out, f"ct2_{name}_float32"), name)
+        rows[f"onmt_cont {name}, CTranslate2 float32, plain loop"] = (
+            "ct2",
+            os.path.join(args.out, f"ct2_{name}_float32"),
+            name,
+        )
     if args.theirs and importlib.util.find_spec("onmt") is not None:
         rows["OpenNMT-py, onmt_translate"] = ("peer", args.theirs, None)
         for quant in ("float32", "int8"):
@@ -82,13 +99,50 @@ def convert_peer(checkpoint, out, quantization):
 def command(kind, model, src, output, beam, batch, times, prior, block):
     if kind in ("torch", "export"):
         extra = ["-decode_prior", prior] if kind == "torch" and prior else []
-        return [sys.executable, TIMER, times, "onmt_cont", "translate.py", "-model", model, "-src", src, "-output",
-                output, "-beam_size", str(beam), "-batch_size", str(batch), "-threads", "1", "-tokenized",
-                "-block_ngram_repeat", str(block), *extra]
+        return [
+            sys.executable,
+            TIMER,
+            times,
+            "onmt_cont",
+            "translate.py",
+            "-model",
+            model,
+            "-src",
+            src,
+            "-output",
+            output,
+            "-beam_size",
+            str(beam),
+            "-batch_size",
+            str(batch),
+            "-threads",
+            "1",
+            "-tokenized",
+            "-block_ngram_repeat",
+            str(block),
+            *extra,
+        ]
     if kind == "peer":
-        return [sys.executable, TIMER, times, "opennmt-py", "-model", model, "-src", src, "-output", output,
-                "-beam_size", str(beam), "-batch_size", str(batch), "-batch_type", "sents", "-block_ngram_repeat",
-                str(block)]
+        return [
+            sys.executable,
+            TIMER,
+            times,
+            "opennmt-py",
+            "-model",
+            model,
+            "-src",
+            src,
+            "-output",
+            output,
+            "-beam_size",
+            str(beam),
+            "-batch_size",
+            str(batch),
+            "-batch_type",
+            "sents",
+            "-block_ngram_repeat",
+            str(block),
+        ]
     return [sys.executable, TIMER, times, "ctranslate2", model, src, output, str(beam), str(batch), str(block)]
 
 
@@ -97,8 +151,13 @@ def main(argv=None):
     peerlib.add_data_args(p, "folder of tokenized train/val/test files", "work folder (exports, outputs, log)")
     p.add_argument("-test", default="val", help="the sentences decoded: DATA/TEST.SRC, references DATA/TEST.TGT")
     p.add_argument("-ours", action="append", default=[], metavar="NAME=CHECKPOINT", required=True)
-    p.add_argument("-prior", action="append", default=[], metavar="NAME=BETA",
-                   help="a continuous row's -decode_prior (the one validation picked), fixed in its export")
+    p.add_argument(
+        "-prior",
+        action="append",
+        default=[],
+        metavar="NAME=BETA",
+        help="a continuous row's -decode_prior (the one validation picked), fixed in its export",
+    )
     p.add_argument("-theirs", default=None, help="an OpenNMT-py checkpoint (lab/bench/peer_time_to_quality.py)")
     p.add_argument("-batch_size", type=int, default=64)
     p.add_argument("-beams", default="1,5")
@@ -125,23 +184,39 @@ def main(argv=None):
             for r, (label, (kind, model, name)) in enumerate(rows.items()):
                 output = os.path.join(args.out, f"out_{r}_beam{beam}.txt")
                 times = os.path.join(args.out, f"times_{r}_beam{beam}.json")
-                seconds = run(command(kind, model, src, output, beam, args.batch_size, times, priors.get(name),
-                                      args.block_ngram_repeat),
-                              env, log)
+                seconds = run(
+                    command(
+                        kind,
+                        model,
+                        src,
+                        output,
+                        beam,
+                        args.batch_size,
+                        times,
+                        priors.get(name),
+                        args.block_ngram_repeat,
+                    ),
+                    env,
+                    log,
+                )
                 key = (label, beam)
                 whole[key] = min(whole.get(key, seconds), seconds)
                 with open(times, encoding="utf-8") as f:
                     loop[key] = min(loop.get(key, float("inf")), json.load(f)["wall"])
                 with open(output, encoding="utf-8") as f:
                     outputs[key] = f.read().splitlines()
-    print(f"{args.test}.{args.src}: {n} sentences; 1 thread, batches of {args.batch_size}; the fastest of {args.reps} "
-          "runs, alternating; loop: the translation loop timed inside the process; whole: the process"
-          + (f"; -block_ngram_repeat {args.block_ngram_repeat}" if args.block_ngram_repeat else ""))
+    print(
+        f"{args.test}.{args.src}: {n} sentences; 1 thread, batches of {args.batch_size}; the fastest of {args.reps} "
+        "runs, alternating; loop: the translation loop timed inside the process; whole: the process"
+        + (f"; -block_ngram_repeat {args.block_ngram_repeat}" if args.block_ngram_repeat else "")
+    )
     anchor = "OpenNMT-py, CTranslate2 float32"
     for beam in beams:
         print(f"\n{'greedy' if beam == 1 else f'beam {beam}'}:\n")
-        print("| row | sent/s, loop | words/s, loop | sent/s, whole | over translate.py (same model), loop | "
-              f"over {anchor}, loop | BLEU (tokenized) | lines = translate.py's |")
+        print(
+            "| row | sent/s, loop | words/s, loop | sent/s, whole | over translate.py (same model), loop | "
+            f"over {anchor}, loop | BLEU (tokenized) | lines = translate.py's |"
+        )
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         for label, (_kind, _, name) in rows.items():
             key = (label, beam)
@@ -150,9 +225,11 @@ def main(argv=None):
             over_mine = f"{loop[(mine, beam)] / loop[key]:.2f}x" if name else ""
             over_anchor = f"{loop[(anchor, beam)] / loop[key]:.2f}x" if (anchor, beam) in loop else "n/a"
             same = sum(a == b for a, b in zip(outputs[key], outputs[(mine, beam)], strict=True)) if name else None
-            print(f"| {label} | {n / loop[key]:.1f} | {words / loop[key]:.0f} | {n / whole[key]:.1f} | {over_mine} | "
-                  f"{over_anchor} | {tokenized_bleu(outputs[key], refs)[0]:.2f} | "
-                  f"{'' if same is None else f'{same} / {n}'} |")
+            print(
+                f"| {label} | {n / loop[key]:.1f} | {words / loop[key]:.0f} | {n / whole[key]:.1f} | {over_mine} | "
+                f"{over_anchor} | {tokenized_bleu(outputs[key], refs)[0]:.2f} | "
+                f"{'' if same is None else f'{same} / {n}'} |"
+            )
     return 0
 
 

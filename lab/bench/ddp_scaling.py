@@ -35,25 +35,84 @@ def main():
     args = p.parse_args()
     cores = os.cpu_count() or 1
     with tempfile.TemporaryDirectory() as tmp:
-        subprocess.run([sys.executable, "preprocess.py", "-train_src", "data/train.fr", "-train_tgt",
-                        "data/train.en", "-valid_src", "data/valid.fr", "-valid_tgt", "data/valid.en",
-                        "-save_data", f"{tmp}/d", "-tgt_emb", "data/en.vec.gz"], cwd=ROOT, check=True,
-                       capture_output=True)
-        subprocess.run([sys.executable, "embeddings_to_torch.py", "-emb_file_dec", "data/en.vec.gz", "-dict_file",
-                        f"{tmp}/d.vocab.pt", "-output_file", f"{tmp}/e", "-normalize"], cwd=ROOT, check=True,
-                       capture_output=True)
-        train = ["train.py", "-data", f"{tmp}/d", "-tgt_emb", f"{tmp}/e.dec.pt", "-save_model", f"{tmp}/m",
-                 "-loss", "nllvmf", "-tie_emb", "-brnn", "-rnn_size", str(args.rnn_size), "-word_vec_size",
-                 str(args.rnn_size), "-batch_size", str(args.batch_size), "-train_steps", str(args.steps),
-                 "-report_every", str(args.steps // 2), "-valid_steps", "100000", "-save_checkpoint_steps", "100000"]
+        subprocess.run(
+            [
+                sys.executable,
+                "preprocess.py",
+                "-train_src",
+                "data/train.fr",
+                "-train_tgt",
+                "data/train.en",
+                "-valid_src",
+                "data/valid.fr",
+                "-valid_tgt",
+                "data/valid.en",
+                "-save_data",
+                f"{tmp}/d",
+                "-tgt_emb",
+                "data/en.vec.gz",
+            ],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                "embeddings_to_torch.py",
+                "-emb_file_dec",
+                "data/en.vec.gz",
+                "-dict_file",
+                f"{tmp}/d.vocab.pt",
+                "-output_file",
+                f"{tmp}/e",
+                "-normalize",
+            ],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        )
+        train = [
+            "train.py",
+            "-data",
+            f"{tmp}/d",
+            "-tgt_emb",
+            f"{tmp}/e.dec.pt",
+            "-save_model",
+            f"{tmp}/m",
+            "-loss",
+            "nllvmf",
+            "-tie_emb",
+            "-brnn",
+            "-rnn_size",
+            str(args.rnn_size),
+            "-word_vec_size",
+            str(args.rnn_size),
+            "-batch_size",
+            str(args.batch_size),
+            "-train_steps",
+            str(args.steps),
+            "-report_every",
+            str(args.steps // 2),
+            "-valid_steps",
+            "100000",
+            "-save_checkpoint_steps",
+            "100000",
+        ]
         one = run([sys.executable, *train], threads=cores)
-        many = run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
-                    *train], threads=max(1, cores // args.nproc))
-    print(f"machine: {cores} CPU cores; model rnn {args.rnn_size}, global batch {args.batch_size} sentences, "
-          f"nllvmf tied, {args.steps} steps (tokens/s of the last {args.steps // 2})")
+        many = run(
+            [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}", *train],
+            threads=max(1, cores // args.nproc),
+        )
+    print(
+        f"machine: {cores} CPU cores; model rnn {args.rnn_size}, global batch {args.batch_size} sentences, "
+        f"nllvmf tied, {args.steps} steps (tokens/s of the last {args.steps // 2})"
+    )
     print(f"1 process, {cores} threads: {one:.0f} tgt tok/s")
-    print(f"{args.nproc} processes, {max(1, cores // args.nproc)} thread(s) each: {many:.0f} tgt tok/s "
-          f"({many / one:.2f}x)")
+    print(
+        f"{args.nproc} processes, {max(1, cores // args.nproc)} thread(s) each: {many:.0f} tgt tok/s "
+        f"({many / one:.2f}x)"
+    )
 
 
 if __name__ == "__main__":

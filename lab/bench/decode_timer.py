@@ -76,8 +76,9 @@ def ct2_loop(model, src, output, beam, batch, block="0", totals=None):
     wall, cpu = time.perf_counter(), time.process_time()
     with open(src, encoding="utf-8") as f:
         lines = [line.split() for line in f]
-    results = translator.translate_batch(lines, beam_size=int(beam), max_batch_size=int(batch),
-                                         no_repeat_ngram_size=int(block))
+    results = translator.translate_batch(
+        lines, beam_size=int(beam), max_batch_size=int(batch), no_repeat_ngram_size=int(block)
+    )
     with open(output, "w", encoding="utf-8") as f:
         f.writelines(" ".join(r.hypotheses[0]) + "\n" for r in results)
     totals["wall"] += time.perf_counter() - wall

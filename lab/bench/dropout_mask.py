@@ -16,8 +16,11 @@ import torch.nn.functional as F
 from lab.bench.benchlib import alternating_ms
 from onmt_cont.models.dropout import dropout
 
-SHAPES = {"feed-forward inner [64, 22, 512]": (64, 22, 512), "residual [64, 22, 128]": (64, 22, 128),
-          "attention [64, 4, 22, 22]": (64, 4, 22, 22)}
+SHAPES = {
+    "feed-forward inner [64, 22, 512]": (64, 22, 512),
+    "residual [64, 22, 128]": (64, 22, 128),
+    "attention [64, 4, 22, 22]": (64, 4, 22, 22),
+}
 
 
 def main(argv=None):
@@ -35,8 +38,10 @@ def main(argv=None):
         x = torch.randn(args.batch, *shape[1:], requires_grad=True)
         grad = torch.randn_like(x)
         ms = alternating_ms(fns, args.reps, lambda fn, x=x, grad=grad: fn(x).backward(grad))
-        print(f"{label}: F.dropout {ms['F.dropout']:.3f}, models/dropout.py {ms['models/dropout.py']:.3f}, "
-              f"ratio {ms['models/dropout.py'] / ms['F.dropout']:.2f}")
+        print(
+            f"{label}: F.dropout {ms['F.dropout']:.3f}, models/dropout.py {ms['models/dropout.py']:.3f}, "
+            f"ratio {ms['models/dropout.py'] / ms['F.dropout']:.2f}"
+        )
     x = torch.ones(args.batch, *next(iter(SHAPES.values()))[1:])
     rates = {name: float((fn(x) == 0).float().mean()) for name, fn in fns.items()}
     print("drop rate: " + ", ".join(f"{name} {rate:.4f}" for name, rate in rates.items()))

@@ -57,14 +57,22 @@ def main(argv=None):
     table = F.normalize(torch.randn(args.vocab, 300, generator=gen), dim=-1)
     table[0] = 0
     prior = torch.log_softmax(torch.randn(args.vocab, generator=gen) * 3, 0)
-    neg = Negatives(("inbatch", "random", "gold_nn"), table, num_sampled=args.num_sampled,
-                    ann_candidates=args.ann_candidates, log_prior=prior, counts="unigram")  # the former's rule
+    neg = Negatives(
+        ("inbatch", "random", "gold_nn"),
+        table,
+        num_sampled=args.num_sampled,
+        ann_candidates=args.ann_candidates,
+        log_prior=prior,
+        counts="unigram",
+    )  # the former's rule
     target = torch.multinomial(prior.exp(), args.tokens, replacement=True, generator=gen).clamp_min(4)
     torch.manual_seed(0)
     shared, per_token = neg(None, target)
     shared = torch.unique(shared)
-    fns = {"former": lambda: former(neg, target, shared, per_token),
-           "current": lambda: neg.log_expected_counts(target, shared, per_token)}
+    fns = {
+        "former": lambda: former(neg, target, shared, per_token),
+        "current": lambda: neg.log_expected_counts(target, shared, per_token),
+    }
     times = {name: [] for name in fns}
     for rep in range(args.reps):
         for name, fn in fns.items() if rep % 2 else reversed(fns.items()):
@@ -73,10 +81,14 @@ def main(argv=None):
             times[name].append(time.perf_counter() - start)
     ms = {name: statistics.median(t[2:]) * 1000 for name, t in times.items()}
     same = torch.equal(fns["former"](), fns["current"]())
-    print(f"{args.tokens} tokens, {shared.numel()} distinct shared words, {per_token.size(1)} per-token ids, "
-          f"V {args.vocab:,}, {args.threads} thread(s), median of {args.reps - 2}")
-    print(f"former {ms['former']:.2f} ms, current {ms['current']:.2f} ms, current / former "
-          f"{ms['current'] / ms['former']:.2f}; the same bits: {same}")
+    print(
+        f"{args.tokens} tokens, {shared.numel()} distinct shared words, {per_token.size(1)} per-token ids, "
+        f"V {args.vocab:,}, {args.threads} thread(s), median of {args.reps - 2}"
+    )
+    print(
+        f"former {ms['former']:.2f} ms, current {ms['current']:.2f} ms, current / former "
+        f"{ms['current'] / ms['former']:.2f}; the same bits: {same}"
+    )
 
 
 if __name__ == "__main__":

@@ -45,7 +45,8 @@ def main(argv=None):
         sys.exit(f"error: -model {args.model}: expected a continuous model with -generator linear")
     states = []
     hook = gen.proj.register_forward_pre_hook(
-        lambda _m, inp: states.append(inp[0].detach().reshape(-1, inp[0].size(-1))))
+        lambda _m, inp: states.append(inp[0].detach().reshape(-1, inp[0].size(-1)))
+    )
     with open(args.src, encoding="utf-8") as f:
         lines = list(itertools.islice(f, args.lines))
     with torch.no_grad():
@@ -77,8 +78,10 @@ def main(argv=None):
                     fn(x)
                 times[name].append(time.perf_counter() - start)
     best = {k: min(v) for k, v in times.items()}
-    print(f"{h.size(0):,} decoder states of {args.lines} sentences; table {table.size(0):,} x {table.size(1)}, "
-          f"decoder size {h.size(1)}; {args.threads} thread(s), best of {args.repeats}")
+    print(
+        f"{h.size(0):,} decoder states of {args.lines} sentences; table {table.size(0):,} x {table.size(1)}, "
+        f"decoder size {h.size(1)}; {args.threads} thread(s), best of {args.repeats}"
+    )
     print(f"plain  [n, {table.size(1)}] x [{table.size(1)}, V]: {best['plain']:.3f} s")
     print(f"folded [n, {h.size(1)}] x [{h.size(1)}, V]: {best['folded']:.3f} s ({best['folded'] / best['plain']:.2f}x)")
     print(f"same greedy word: {same:,} of {h.size(0):,} states ({100 * same / h.size(0):.3f}%)")
@@ -109,9 +112,11 @@ def whole(model, lines, beam, batch, repeats):
             times[name].append(time.perf_counter() - start)
     best = {k: min(v) for k, v in times.items()}
     same = sum(a == b for a, b in zip(outputs["unfolded"], outputs["folded"], strict=True))
-    print(f"whole decode, beam {beam}, {len(lines)} sentences: unfolded {best['unfolded']:.2f} s, folded "
-          f"{best['folded']:.2f} s ({best['folded'] / best['unfolded']:.2f}x); same translation: {same} of "
-          f"{len(lines)}")
+    print(
+        f"whole decode, beam {beam}, {len(lines)} sentences: unfolded {best['unfolded']:.2f} s, folded "
+        f"{best['folded']:.2f} s ({best['folded'] / best['unfolded']:.2f}x); same translation: {same} of "
+        f"{len(lines)}"
+    )
 
 
 if __name__ == "__main__":

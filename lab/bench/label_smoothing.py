@@ -39,17 +39,22 @@ def main(argv=None):
             grad = torch.rand(tokens).to(device)
             print(f"[{tokens}, {vocab}] logits, {where}, forward + backward, median of {args.reps - 2} (ms)")
             for eps in args.smoothing:
-                fns = {"F.cross_entropy": lambda x, e=eps, t=target: F.cross_entropy(x, t, reduction="none",
-                                                                                      label_smoothing=e),
-                       "softmax.py": lambda x, e=eps, t=target: cross_entropy(x, t, e)}
+                fns = {
+                    "F.cross_entropy": lambda x, e=eps, t=target: F.cross_entropy(
+                        x, t, reduction="none", label_smoothing=e
+                    ),
+                    "softmax.py": lambda x, e=eps, t=target: cross_entropy(x, t, e),
+                }
 
                 def call(fn, x=logits, g=grad):
                     fn(x.detach().requires_grad_()).backward(g)
                     sync()
 
                 ms = alternating_ms(fns, args.reps, call)
-                print(f"label_smoothing {eps}: F.cross_entropy {ms['F.cross_entropy']:.3f}, softmax.py "
-                      f"{ms['softmax.py']:.3f}, ratio {ms['softmax.py'] / ms['F.cross_entropy']:.2f}")
+                print(
+                    f"label_smoothing {eps}: F.cross_entropy {ms['F.cross_entropy']:.3f}, softmax.py "
+                    f"{ms['softmax.py']:.3f}, ratio {ms['softmax.py'] / ms['F.cross_entropy']:.2f}"
+                )
 
 
 if __name__ == "__main__":

@@ -55,14 +55,50 @@ def tiny_translation_model(tmp):
     """preprocess -tgt_emb, embeddings_to_torch -normalize, 20 steps of tied NLLvMF on data/."""
     data, prefix = os.path.join(ROOT, "data"), os.path.join(tmp, "m30k")
     steps = [
-        script(ROOT, "preprocess") + ["-train_src", f"{data}/train.fr", "-train_tgt", f"{data}/train.en",
-                                      "-valid_src", f"{data}/valid.fr", "-valid_tgt", f"{data}/valid.en",
-                                      "-save_data", prefix, "-tgt_emb", f"{data}/en.vec.gz"],
-        script(ROOT, "embeddings_to_torch") + ["-emb_file_dec", f"{data}/en.vec.gz", "-dict_file",
-                                               prefix + ".vocab.pt", "-output_file", prefix + ".emb", "-normalize"],
-        script(ROOT, "train") + ["-data", prefix, "-save_model", prefix, "-tgt_emb", prefix + ".emb.dec.pt",
-                                 "-loss", "nllvmf", "-tie_emb", "-train_steps", "20", "-learning_rate", "0.005",
-                                 "-report_every", "10", *TINY],
+        script(ROOT, "preprocess")
+        + [
+            "-train_src",
+            f"{data}/train.fr",
+            "-train_tgt",
+            f"{data}/train.en",
+            "-valid_src",
+            f"{data}/valid.fr",
+            "-valid_tgt",
+            f"{data}/valid.en",
+            "-save_data",
+            prefix,
+            "-tgt_emb",
+            f"{data}/en.vec.gz",
+        ],
+        script(ROOT, "embeddings_to_torch")
+        + [
+            "-emb_file_dec",
+            f"{data}/en.vec.gz",
+            "-dict_file",
+            prefix + ".vocab.pt",
+            "-output_file",
+            prefix + ".emb",
+            "-normalize",
+        ],
+        script(ROOT, "train")
+        + [
+            "-data",
+            prefix,
+            "-save_model",
+            prefix,
+            "-tgt_emb",
+            prefix + ".emb.dec.pt",
+            "-loss",
+            "nllvmf",
+            "-tie_emb",
+            "-train_steps",
+            "20",
+            "-learning_rate",
+            "0.005",
+            "-report_every",
+            "10",
+            *TINY,
+        ],
     ]
     for cmd in steps:
         run_measured(cmd, os.path.join(tmp, "setup.log"))
@@ -86,8 +122,18 @@ def translate_rows(args, tmp):
     for n in args.translate_lines:
         src, out = os.path.join(tmp, f"src{n}.fr"), os.path.join(tmp, f"out{n}.en")
         write_source(src, n)
-        cmd = script(args.code, "translate") + ["-model", model, "-src", src, "-output", out, "-batch_size", "128",
-                                                "-max_length", str(args.max_length)]
+        cmd = script(args.code, "translate") + [
+            "-model",
+            model,
+            "-src",
+            src,
+            "-output",
+            out,
+            "-batch_size",
+            "128",
+            "-max_length",
+            str(args.max_length),
+        ]
         mb, sec = run_measured(cmd, os.path.join(tmp, f"translate{n}.log"))
         rows.append(("translate.py", f"{n:,} lines", "", mb, sec))
         os.remove(src)
@@ -105,8 +151,16 @@ def corpus_rows(args, tmp):
         start = time.time()
         write_corpus(corpus, n, seed=n, lengths=args.lengths, vocab=args.vocab)
         print(f"wrote {n:,} synthetic pairs in {time.time() - start:.0f}s", flush=True)
-        base = script(args.code, "preprocess") + ["-train_src", corpus + ".src", "-train_tgt", corpus + ".tgt",
-                                                  "-valid_src", valid + ".src", "-valid_tgt", valid + ".tgt"]
+        base = script(args.code, "preprocess") + [
+            "-train_src",
+            corpus + ".src",
+            "-train_tgt",
+            corpus + ".tgt",
+            "-valid_src",
+            valid + ".src",
+            "-valid_tgt",
+            valid + ".tgt",
+        ]
         variants = [("", args.shard_size, [])]
         if n == args.variants_at:
             variants += [("-shuffle", args.shard_size, ["-shuffle"]), ("-big", args.big_shard, [])]
@@ -120,13 +174,26 @@ def corpus_rows(args, tmp):
                 continue
             if "preprocess" not in args.parts:
                 run_measured(save, os.path.join(tmp, f"preprocess{n}{label}.log"))
-            cmd = script(args.code, "train") + ["-data", prefix + label, "-save_model", prefix + label, "-loss",
-                                                "ce", "-train_steps", str(args.train_steps), "-valid_steps",
-                                                "100000", "-report_every", "100", *TINY]
+            cmd = script(args.code, "train") + [
+                "-data",
+                prefix + label,
+                "-save_model",
+                prefix + label,
+                "-loss",
+                "ce",
+                "-train_steps",
+                str(args.train_steps),
+                "-valid_steps",
+                "100000",
+                "-report_every",
+                "100",
+                *TINY,
+            ]
             mb, sec = run_measured(cmd, os.path.join(tmp, f"train{n}{label}.log"))
             crossed = args.train_steps * 64 / shard
-            rows.append((f"train.py ({args.train_steps} steps, ~{crossed:.1f} shards)", f"{n:,} pairs", f"{shard:,}",
-                         mb, sec))
+            rows.append(
+                (f"train.py ({args.train_steps} steps, ~{crossed:.1f} shards)", f"{n:,} pairs", f"{shard:,}", mb, sec)
+            )
             print(rows[-1], flush=True)
         for path in os.listdir(tmp):  # this size's corpus and shards: the disk is shared
             if path.startswith((f"c{n}.", f"p{n}")):
@@ -140,12 +207,22 @@ def main():
     p.add_argument("-parts", default="translate,preprocess,train", help="comma-separated: which scripts")
     p.add_argument("-code", default=ROOT, help="checkout whose preprocess/train/translate.py are measured")
     p.add_argument("-translate_lines", type=ints, default=[10_000, 200_000], help="source lines per translate row")
-    p.add_argument("-max_length", type=int, default=4, help="translate.py -max_length: a model trained for 20 "
-                   "steps never ends a sentence; 4-word outputs keep 200K lines to minutes on a busy 2-core machine")
+    p.add_argument(
+        "-max_length",
+        type=int,
+        default=4,
+        help="translate.py -max_length: a model trained for 20 "
+        "steps never ends a sentence; 4-word outputs keep 200K lines to minutes on a busy 2-core machine",
+    )
     p.add_argument("-pairs", type=ints, default=[100_000, 500_000, 2_000_000], help="corpus sizes")
     p.add_argument("-shard_size", type=int, default=5_000, help="pairs per shard for the corpus-size rows")
-    p.add_argument("-variants_at", type=int, default=500_000, help="corpus size of the -shuffle and -big_shard rows "
-                   "(500K: the 2M-pair runs take 10 minutes each on a busy 2-core machine)")
+    p.add_argument(
+        "-variants_at",
+        type=int,
+        default=500_000,
+        help="corpus size of the -shuffle and -big_shard rows "
+        "(500K: the 2M-pair runs take 10 minutes each on a busy 2-core machine)",
+    )
     p.add_argument("-big_shard", type=int, default=200_000, help="a larger shard size, on the -variants_at corpus")
     p.add_argument("-train_steps", type=int, default=300, help="train.py steps of 64 pairs")
     p.add_argument("-lengths", type=ints, default=[3, 12], help="shortest,longest synthetic sentence")

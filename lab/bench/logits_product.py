@@ -39,7 +39,7 @@ def main(argv=None):
         for tokens in args.tokens:
             gen = torch.Generator().manual_seed(0)
             h = torch.randn(tokens, args.dim, generator=gen)
-            w = torch.randn(vocab, args.dim, generator=gen) * args.dim ** -0.5
+            w = torch.randn(vocab, args.dim, generator=gen) * args.dim**-0.5
             b = torch.randn(vocab, generator=gen) * 0.1
             target = torch.randint(0, vocab, (tokens,), generator=gen)
             results = {}
@@ -58,10 +58,14 @@ def main(argv=None):
 
             ms = alternating_ms(VARIANTS, args.reps, call)
             fwd = alternating_ms(VARIANTS, args.reps, lambda fn, inputs=(h, w, b): fn(*inputs))
-            print(f"[{tokens}, {args.dim}] x [{args.dim}, {vocab}], {args.threads} thread(s), median of "
-                  f"{args.reps - 2} (ms): " + ", ".join(
-                      f"{name} {ms[name]:.1f} (forward {fwd[name]:.1f}; {ms[name] / ms['linear']:.2f}x)"
-                      for name in VARIANTS))
+            print(
+                f"[{tokens}, {args.dim}] x [{args.dim}, {vocab}], {args.threads} thread(s), median of "
+                f"{args.reps - 2} (ms): "
+                + ", ".join(
+                    f"{name} {ms[name]:.1f} (forward {fwd[name]:.1f}; {ms[name] / ms['linear']:.2f}x)"
+                    for name in VARIANTS
+                )
+            )
 
 
 if __name__ == "__main__":

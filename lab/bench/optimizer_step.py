@@ -41,8 +41,10 @@ def trainers(args, row, device):
     """{impl: (Trainer, its Adam)} from one set of initial parameters."""
     opt = benchlib.row_options(TMODEL, ROWS[row], args.gpu)
     table = benchlib.synthetic_table(args.vocab) if benchlib.needs_table(opt, args.vocab) else None
-    return {name: (benchlib.build_trainer(opt, args.src_vocab, args.vocab, device, table, fused=fused), opt)
-            for name, fused in IMPLS.items()}
+    return {
+        name: (benchlib.build_trainer(opt, args.src_vocab, args.vocab, device, table, fused=fused), opt)
+        for name, fused in IMPLS.items()
+    }
 
 
 def max_difference(pair):
@@ -54,23 +56,30 @@ def max_difference(pair):
 def main(argv=None):
     args = build_parser().parse_args(argv)
     if min(args.steps, args.batch_size, args.src_len) < 1 or min(args.vocab, args.src_vocab) < 10:
-        raise SystemExit("error: -steps, -batch_size and -src_len must be at least 1, "
-                         "-vocab and -src_vocab at least 10")
+        raise SystemExit(
+            "error: -steps, -batch_size and -src_len must be at least 1, -vocab and -src_vocab at least 10"
+        )
     rows = args.rows.split(",")
     bad = [r for r in rows if r not in ROWS]
     if bad:
         raise SystemExit(f"error: -rows: unknown {bad}; choose among {list(ROWS)}")
     device = benchlib.setup(args, "optimizer_step")
     print(benchlib.machine_line(device))
-    print(f"issue 21's Transformer (d_model 128, 2+2 layers), {args.src_vocab:,} source and {args.vocab:,} target "
-          f"words, batches of {args.batch_size} x {args.src_len} words; median of {args.steps} updates each, "
-          "taken in turns")
-    print(f"{'row':16} {'trainable':>10} {'loop ms':>8} {'fused ms':>9} {'x loop':>7}  {'Adam loop':>9} "
-          f"{'Adam fused':>10}  {'max |param diff|: 1 update, all':>32}")
+    print(
+        f"issue 21's Transformer (d_model 128, 2+2 layers), {args.src_vocab:,} source and {args.vocab:,} target "
+        f"words, batches of {args.batch_size} x {args.src_len} words; median of {args.steps} updates each, "
+        "taken in turns"
+    )
+    print(
+        f"{'row':16} {'trainable':>10} {'loop ms':>8} {'fused ms':>9} {'x loop':>7}  {'Adam loop':>9} "
+        f"{'Adam fused':>10}  {'max |param diff|: 1 update, all':>32}"
+    )
     for row in rows:
         pair = trainers(args, row, device)
-        batches = [benchlib.synthetic_batch(args.batch_size, args.src_vocab, args.vocab, device, seed=i,
-                                            src_len=args.src_len) for i in range(args.steps + 3)]
+        batches = [
+            benchlib.synthetic_batch(args.batch_size, args.src_vocab, args.vocab, device, seed=i, src_len=args.src_len)
+            for i in range(args.steps + 3)
+        ]
         update = {name: [] for name in IMPLS}
         adam = {name: [] for name in IMPLS}
         for step, batch in enumerate(batches, 1):
@@ -87,8 +96,9 @@ def main(argv=None):
 
                 trainer.optimizer.step = timed_step
                 torch.manual_seed(step)  # the same dropout masks and sampled candidates for both
-                seconds = benchlib.timed(lambda t=trainer, o=opt, b=batch, s=step: benchlib.train_step(t, o, b, s),
-                                         device)
+                seconds = benchlib.timed(
+                    lambda t=trainer, o=opt, b=batch, s=step: benchlib.train_step(t, o, b, s), device
+                )
                 trainer.optimizer.step = inner
                 if step > 3:
                     update[name].append(1e3 * seconds)
@@ -99,8 +109,10 @@ def main(argv=None):
         last = max_difference(pair)
         count = sum(p.numel() for p in pair["loop"][0].model.parameters() if p.requires_grad)
         adam_loop, adam_fused = (benchlib.median(adam[n]) for n in IMPLS)
-        print(f"{row:16} {count:>10,} {loop:8.1f} {fused:9.1f} {fused / loop:7.2f}  {adam_loop:9.1f} "
-              f"{adam_fused:10.1f}  {first:23.1e}, {last:7.1e}")
+        print(
+            f"{row:16} {count:>10,} {loop:8.1f} {fused:9.1f} {fused / loop:7.2f}  {adam_loop:9.1f} "
+            f"{adam_fused:10.1f}  {first:23.1e}, {last:7.1e}"
+        )
     return 0
 
 

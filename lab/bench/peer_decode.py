@@ -56,15 +56,75 @@ def train_both(args, env, log):
     out = args.out
     ours = os.path.join(out, f"ours_step_{args.steps}.pt")
     if not os.path.exists(ours):
-        run([sys.executable, "preprocess.py", "-train_src", src, "-train_tgt", tgt, "-valid_src", vsrc, "-valid_tgt",
-             vtgt, "-save_data", os.path.join(out, "ours_data")], env, log)
-        run([sys.executable, "train.py", "-data", os.path.join(out, "ours_data"), "-save_model",
-             os.path.join(out, "ours"), "-encoder_type", "transformer", "-decoder_type", "transformer",
-             "-rnn_size", str(SIZE["d"]), "-word_vec_size", str(SIZE["d"]), "-layers", str(SIZE["layers"]),
-             "-heads", str(SIZE["heads"]), "-transformer_ff", str(SIZE["ff"]), "-dropout", "0.1", "-loss", "ce",
-             "-batch_size", "64", "-train_steps", str(args.steps), "-decay_method", "noam", "-learning_rate", "2",
-             "-warmup_steps", "100", "-adam_beta2", "0.998", "-param_init", "0", "-param_init_glorot",
-             "-save_checkpoint_steps", str(args.steps), "-valid_steps", "100000", "-threads", "1"], env, log)
+        run(
+            [
+                sys.executable,
+                "preprocess.py",
+                "-train_src",
+                src,
+                "-train_tgt",
+                tgt,
+                "-valid_src",
+                vsrc,
+                "-valid_tgt",
+                vtgt,
+                "-save_data",
+                os.path.join(out, "ours_data"),
+            ],
+            env,
+            log,
+        )
+        run(
+            [
+                sys.executable,
+                "train.py",
+                "-data",
+                os.path.join(out, "ours_data"),
+                "-save_model",
+                os.path.join(out, "ours"),
+                "-encoder_type",
+                "transformer",
+                "-decoder_type",
+                "transformer",
+                "-rnn_size",
+                str(SIZE["d"]),
+                "-word_vec_size",
+                str(SIZE["d"]),
+                "-layers",
+                str(SIZE["layers"]),
+                "-heads",
+                str(SIZE["heads"]),
+                "-transformer_ff",
+                str(SIZE["ff"]),
+                "-dropout",
+                "0.1",
+                "-loss",
+                "ce",
+                "-batch_size",
+                "64",
+                "-train_steps",
+                str(args.steps),
+                "-decay_method",
+                "noam",
+                "-learning_rate",
+                "2",
+                "-warmup_steps",
+                "100",
+                "-adam_beta2",
+                "0.998",
+                "-param_init",
+                "0",
+                "-param_init_glorot",
+                "-save_checkpoint_steps",
+                str(args.steps),
+                "-valid_steps",
+                "100000",
+                "-threads",
+                "1",
+            ],
+            env,
+            log,
+        )
     theirs = os.path.join(out, f"onmt_step_{args.steps}.pt")
     if not os.path.exists(theirs):
         config = os.path.join(out, "onmt.yaml")
@@ -110,23 +170,38 @@ param_init_glorot: true
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    peerlib.add_data_args(p, "folder of tokenized train/val/test_2016_flickr files",
-                          "work folder (models, outputs, log)")
+    peerlib.add_data_args(
+        p, "folder of tokenized train/val/test_2016_flickr files", "work folder (models, outputs, log)"
+    )
     p.add_argument("-steps", type=int, default=300)
     p.add_argument("-test", default="test_2016_flickr")
     p.add_argument("-beam_sentences", type=int, default=300, help="sentences of the beam-5 rows")
     p.add_argument("-batch_size", type=int, default=64)
     p.add_argument("-reps", type=int, default=2)
-    p.add_argument("-fixed_length", type=int, default=0, help="N > 0: both toolkits put out N words per sentence "
-                   "(-max_length N; OpenNMT-py also -min_length N), so that both do the same number of steps "
-                   "whatever their models' </s> habits (models of 300 steps differ in how soon they end)")
+    p.add_argument(
+        "-fixed_length",
+        type=int,
+        default=0,
+        help="N > 0: both toolkits put out N words per sentence "
+        "(-max_length N; OpenNMT-py also -min_length N), so that both do the same number of steps "
+        "whatever their models' </s> habits (models of 300 steps differ in how soon they end)",
+    )
     p.add_argument("-rows", default="startup,greedy,beam", help="which rows to time")
     p.add_argument("-theirs", default=None, help="an OpenNMT-py checkpoint to time instead of training one")
-    p.add_argument("-ours", action="append", default=[], metavar="NAME=CHECKPOINT",
-                   help="with -theirs: one of our checkpoints to time (repeatable)")
-    p.add_argument("-peer_kept_memory", action="store_true", help="with -theirs: also time OpenNMT-py with glibc's "
-                   "malloc thresholds raised as translate.py raises its own (onmt_cont/utils/memory.py; through "
-                   "MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_), a row of its own")
+    p.add_argument(
+        "-ours",
+        action="append",
+        default=[],
+        metavar="NAME=CHECKPOINT",
+        help="with -theirs: one of our checkpoints to time (repeatable)",
+    )
+    p.add_argument(
+        "-peer_kept_memory",
+        action="store_true",
+        help="with -theirs: also time OpenNMT-py with glibc's "
+        "malloc thresholds raised as translate.py raises its own (onmt_cont/utils/memory.py; through "
+        "MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_), a row of its own",
+    )
     args = p.parse_args(argv)
     if bool(args.theirs) != bool(args.ours):
         p.error("-theirs and -ours go together")
@@ -148,18 +223,52 @@ def main(argv=None):
 
     def cmd(tool, src, beam, output):
         if tool == "onmt_cont":
-            return [sys.executable, "translate.py", "-model", ours, "-src", src, "-output", output, "-beam_size",
-                    str(beam), "-batch_size", str(args.batch_size), "-threads", "1", *fixed]
-        return ["onmt_translate", "-model", theirs, "-src", src, "-output", output, "-beam_size", str(beam),
-                "-batch_size", str(args.batch_size), "-batch_type", "sents", *fixed,
-                *(["-min_length", str(args.fixed_length)] if args.fixed_length else [])]
+            return [
+                sys.executable,
+                "translate.py",
+                "-model",
+                ours,
+                "-src",
+                src,
+                "-output",
+                output,
+                "-beam_size",
+                str(beam),
+                "-batch_size",
+                str(args.batch_size),
+                "-threads",
+                "1",
+                *fixed,
+            ]
+        return [
+            "onmt_translate",
+            "-model",
+            theirs,
+            "-src",
+            src,
+            "-output",
+            output,
+            "-beam_size",
+            str(beam),
+            "-batch_size",
+            str(args.batch_size),
+            "-batch_type",
+            "sents",
+            *fixed,
+            *(["-min_length", str(args.fixed_length)] if args.fixed_length else []),
+        ]
 
-    rows = [("start-up (1 sentence)", "one", 1), (f"greedy, {len(lines)} sentences", "all", 1),
-            (f"beam 5, {args.beam_sentences} sentences", "beam", 5)]
+    rows = [
+        ("start-up (1 sentence)", "one", 1),
+        (f"greedy, {len(lines)} sentences", "all", 1),
+        (f"beam 5, {args.beam_sentences} sentences", "beam", 5),
+    ]
     rows = [r for r, key in zip(rows, ("startup", "greedy", "beam"), strict=True) if key in args.rows.split(",")]
-    print(f"Transformer d_model {SIZE['d']}, {SIZE['layers']}+{SIZE['layers']} layers, {args.steps} steps; "
-          f"1 thread, batches of {args.batch_size}; the fastest of {args.reps} whole-process runs"
-          + (f"; every output {args.fixed_length} words" if args.fixed_length else ""))
+    print(
+        f"Transformer d_model {SIZE['d']}, {SIZE['layers']}+{SIZE['layers']} layers, {args.steps} steps; "
+        f"1 thread, batches of {args.batch_size}; the fastest of {args.reps} whole-process runs"
+        + (f"; every output {args.fixed_length} words" if args.fixed_length else "")
+    )
     print("| | OpenNMT-py | onmt_cont | onmt_cont / OpenNMT-py |")
     print("| --- | ---: | ---: | ---: |")
     for label, which, beam in rows:
@@ -173,14 +282,18 @@ def main(argv=None):
                     words[tool] = sum(len(x.split()) for x in f)
         n = 1 if which == "one" else (len(lines) if which == "all" else args.beam_sentences)
         if which == "one":
-            print(f"| {label} | {best['OpenNMT-py']:.1f} s | {best['onmt_cont']:.1f} s | "
-                  f"{best['OpenNMT-py'] / best['onmt_cont']:.2f}x faster |")
+            print(
+                f"| {label} | {best['OpenNMT-py']:.1f} s | {best['onmt_cont']:.1f} s | "
+                f"{best['OpenNMT-py'] / best['onmt_cont']:.2f}x faster |"
+            )
         else:
             rate = {t: n / best[t] for t in best}
             wps = {t: words[t] / best[t] for t in best}
-            print(f"| {label} | {rate['OpenNMT-py']:.1f} sent/s, {wps['OpenNMT-py']:.0f} words/s | "
-                  f"{rate['onmt_cont']:.1f} sent/s, {wps['onmt_cont']:.0f} words/s | "
-                  f"{rate['onmt_cont'] / rate['OpenNMT-py']:.2f}x |")
+            print(
+                f"| {label} | {rate['OpenNMT-py']:.1f} sent/s, {wps['OpenNMT-py']:.0f} words/s | "
+                f"{rate['onmt_cont']:.1f} sent/s, {wps['onmt_cont']:.0f} words/s | "
+                f"{rate['onmt_cont'] / rate['OpenNMT-py']:.2f}x |"
+            )
         sys.stdout.flush()
     return 0
 
@@ -204,15 +317,51 @@ def compare_given(args, env, log, ours):
     kept = "OpenNMT-py_kept"  # its file names' part; its row: "OpenNMT-py, freed memory kept"
     tools = {"OpenNMT-py": args.theirs, **({kept: args.theirs} if args.peer_kept_memory else {}), **ours}
     timer = os.path.join(ROOT, "lab", "bench", "decode_timer.py")
-    envs = {kept: dict(env, MALLOC_MMAP_THRESHOLD_=str(memory.MMAP_THRESHOLD),
-                       MALLOC_TRIM_THRESHOLD_=str(memory.TRIM_THRESHOLD))}
+    envs = {
+        kept: dict(
+            env, MALLOC_MMAP_THRESHOLD_=str(memory.MMAP_THRESHOLD), MALLOC_TRIM_THRESHOLD_=str(memory.TRIM_THRESHOLD)
+        )
+    }
 
     def cmd(tool, src, beam, output, times):
         if tool.startswith("OpenNMT-py"):
-            return [sys.executable, timer, times, "opennmt-py", "-model", args.theirs, "-src", src, "-output", output,
-                    "-beam_size", str(beam), "-batch_size", str(args.batch_size), "-batch_type", "sents"]
-        return [sys.executable, timer, times, "onmt_cont", "translate.py", "-model", tools[tool], "-src", src,
-                "-output", output, "-beam_size", str(beam), "-batch_size", str(args.batch_size), "-threads", "1"]
+            return [
+                sys.executable,
+                timer,
+                times,
+                "opennmt-py",
+                "-model",
+                args.theirs,
+                "-src",
+                src,
+                "-output",
+                output,
+                "-beam_size",
+                str(beam),
+                "-batch_size",
+                str(args.batch_size),
+                "-batch_type",
+                "sents",
+            ]
+        return [
+            sys.executable,
+            timer,
+            times,
+            "onmt_cont",
+            "translate.py",
+            "-model",
+            tools[tool],
+            "-src",
+            src,
+            "-output",
+            output,
+            "-beam_size",
+            str(beam),
+            "-batch_size",
+            str(args.batch_size),
+            "-threads",
+            "1",
+        ]
 
     best, words, loop = {}, {}, {}
     runs = [("one", 1), ("all", 1), ("beam", 5)]
@@ -230,13 +379,17 @@ def compare_given(args, env, log, ours):
                 loop[key] = (min(old[0], timed["wall"]), min(old[1], timed["cpu"]))
                 with open(output, encoding="utf-8") as f:
                     words[key] = sum(len(x.split()) for x in f)
-    print(f"{args.test}.{args.src}: {len(lines)} sentences greedy, {args.beam_sentences} beam 5; 1 thread, batches "
-          f"of {args.batch_size}; the fastest of {args.reps} runs, alternating. whole: the process; net: minus the "
-          "1-sentence run; loop: the translation loop timed inside the process (wall clock / CPU seconds)")
+    print(
+        f"{args.test}.{args.src}: {len(lines)} sentences greedy, {args.beam_sentences} beam 5; 1 thread, batches "
+        f"of {args.batch_size}; the fastest of {args.reps} runs, alternating. whole: the process; net: minus the "
+        "1-sentence run; loop: the translation loop timed inside the process (wall clock / CPU seconds)"
+    )
     for which, n, label in (("all", len(lines), "greedy"), ("beam", args.beam_sentences, "beam 5")):
         print(f"\n{label}, {n} sentences:\n")
-        print("| toolkit, model | start-up (1 sentence) | sent/s, whole | sent/s, net | sent/s, loop (wall) | "
-              "sent/s, loop (CPU) | words/sent | over OpenNMT-py: net / loop wall / loop CPU |")
+        print(
+            "| toolkit, model | start-up (1 sentence) | sent/s, whole | sent/s, net | sent/s, loop (wall) | "
+            "sent/s, loop (CPU) | words/sent | over OpenNMT-py: net / loop wall / loop CPU |"
+        )
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
         rates = {}
         for tool in tools:
@@ -244,13 +397,18 @@ def compare_given(args, env, log, ours):
             rest = whole - start  # not positive: too few sentences to tell
             rates[tool] = (n / rest if rest > 0 else None, n / loop[(tool, which)][0], n / loop[(tool, which)][1])
         for tool in tools:
-            ratio = " / ".join("n/a" if None in (mine, theirs) else f"{mine / theirs:.2f}x"
-                               for mine, theirs in zip(rates[tool], rates["OpenNMT-py"], strict=True))
+            ratio = " / ".join(
+                "n/a" if None in (mine, theirs) else f"{mine / theirs:.2f}x"
+                for mine, theirs in zip(rates[tool], rates["OpenNMT-py"], strict=True)
+            )
             net = "n/a" if rates[tool][0] is None else f"{rates[tool][0]:.1f}"
             name = {"OpenNMT-py": tool, kept: "OpenNMT-py, freed memory kept"}.get(tool, f"onmt_cont, {tool}")
-            print(f"| {name} | {best[(tool, 'one')]:.2f} s | {n / best[(tool, which)]:.1f} | {net} | "
-                  f"{rates[tool][1]:.1f} | {rates[tool][2]:.1f} | {words[(tool, which)] / n:.1f} | {ratio} |")
+            print(
+                f"| {name} | {best[(tool, 'one')]:.2f} s | {n / best[(tool, which)]:.1f} | {net} | "
+                f"{rates[tool][1]:.1f} | {rates[tool][2]:.1f} | {words[(tool, which)] / n:.1f} | {ratio} |"
+            )
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -108,15 +108,22 @@ def checkpoint_seconds(log_path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    peerlib.add_data_args(p, "folder of tokenized train.SRC/TGT and val.SRC/TGT",
-                          "work folder (config, vocabularies, checkpoints, logs, decodes)")
+    peerlib.add_data_args(
+        p,
+        "folder of tokenized train.SRC/TGT and val.SRC/TGT",
+        "work folder (config, vocabularies, checkpoints, logs, decodes)",
+    )
     p.add_argument("-epochs", type=int, default=30)
     p.add_argument("-learning_rate", type=float, default=0.5, help="noam factor (ours: 0.5)")
     p.add_argument("-dropout", type=float, default=0.1, help="dropout and attention dropout (ours: 0.1)")
     p.add_argument("-seed", type=int, default=1)
     p.add_argument("-ours", default=None, help="our side-by-side run's train.log: its curve and time ratio")
-    p.add_argument("-score_only", action="store_true", help="score the checkpoints -out holds, without training "
-                   "(a run stopped before -epochs: its curve so far; the peer's best is then the best so far)")
+    p.add_argument(
+        "-score_only",
+        action="store_true",
+        help="score the checkpoints -out holds, without training "
+        "(a run stopped before -epochs: its curve so far; the peer's best is then the best so far)",
+    )
     args = p.parse_args(argv)
     if not peerlib.installed():
         return 0
@@ -145,30 +152,54 @@ def main(argv=None):
         step = int(path.split("_")[-1][:-3])
         output = path[:-3] + f".val.{args.tgt}"
         if not os.path.exists(output):
-            run(["onmt_translate", "-model", path, "-src", os.path.join(args.data, f"val.{args.src}"), "-output",
-                 output + ".part", "-beam_size", "1", "-batch_size", "64", "-batch_type", "sents"], env, log)
+            run(
+                [
+                    "onmt_translate",
+                    "-model",
+                    path,
+                    "-src",
+                    os.path.join(args.data, f"val.{args.src}"),
+                    "-output",
+                    output + ".part",
+                    "-beam_size",
+                    "1",
+                    "-batch_size",
+                    "64",
+                    "-batch_type",
+                    "sents",
+                ],
+                env,
+                log,
+            )
             os.replace(output + ".part", output)
         with open(output, encoding="utf-8") as f:
             hyps = f.read().splitlines()
         peer.append((step // steps_per_epoch, seconds.get(step), tokenized_bleu(hyps, refs)[0]))
     best = max(b for _, _, b in peer)
-    print(f"OpenNMT-py Transformer ce, {args.src}->{args.tgt}, learning rate {args.learning_rate}, dropout "
-          f"{args.dropout}, seed {args.seed}: greedy validation BLEU (tokenized) at each epoch's checkpoint")
+    print(
+        f"OpenNMT-py Transformer ce, {args.src}->{args.tgt}, learning rate {args.learning_rate}, dropout "
+        f"{args.dropout}, seed {args.seed}: greedy validation BLEU (tokenized) at each epoch's checkpoint"
+    )
     print("| epoch | seconds | validation BLEU |")
     print("| ---: | ---: | ---: |")
     for epoch, s, b in peer:
         print(f"| {epoch} | {'-' if s is None else f'{s:.0f}'} | {b:.2f}{' (best)' if b == best else ''} |")
     target = best - 1
     peer_s = time_to([(s, b) for _, s, b in peer if s is not None], target)
-    print(f"\npeer's best {best:.2f}; its best - 1 ({target:.2f}) reached at {peer_s:.0f} s" if peer_s is not None
-          else f"\npeer's best {best:.2f}")
+    print(
+        f"\npeer's best {best:.2f}; its best - 1 ({target:.2f}) reached at {peer_s:.0f} s"
+        if peer_s is not None
+        else f"\npeer's best {best:.2f}"
+    )
     if args.ours:
         ours = curve(args.ours)
         ours_s = time_to(ours, target)
         ours_best = max(b for _, b in ours)
         reached = f"{ours_s:.0f} s" if ours_s is not None else "never"
-        print(f"ours ({args.ours}): best {ours_best:.2f}; the peer's best - 1 reached at {reached}"
-              + (f": {ours_s / peer_s:.2f}x the peer's time" if ours_s is not None and peer_s else ""))
+        print(
+            f"ours ({args.ours}): best {ours_best:.2f}; the peer's best - 1 reached at {reached}"
+            + (f": {ours_s / peer_s:.2f}x the peer's time" if ours_s is not None and peer_s else "")
+        )
     return 0
 
 

@@ -26,12 +26,18 @@ def main(argv=None):
     p.add_argument("-shapes", action="store_true", help="one row per operator and input shapes")
     args = p.parse_args(argv[:cut])
     with profile(activities=[ProfilerActivity.CPU], record_shapes=args.shapes) as prof:
-        train_main(argv[cut + 1:])
+        train_main(argv[cut + 1 :])
     events = prof.key_averages(group_by_input_shape=args.shapes)
     total = sum(e.self_cpu_time_total for e in events)
     print(f"profiled: {total / 1e6:.1f} s of self CPU time in {len(events)} operators")
-    print(events.table(sort_by=args.sort, row_limit=args.top, max_name_column_width=48,
-                       max_shapes_column_width=90 if args.shapes else 80))
+    print(
+        events.table(
+            sort_by=args.sort,
+            row_limit=args.top,
+            max_name_column_width=48,
+            max_shapes_column_width=90 if args.shapes else 80,
+        )
+    )
 
 
 if __name__ == "__main__":

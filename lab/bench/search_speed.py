@@ -72,8 +72,10 @@ def main(argv=None):
                         out_now = out
             before, now = min(times["before"]), min(times["now"])
             same = sum(a == b for a, b in zip(out_before, out_now, strict=True))
-            print(f"| {name} | {label} | {len(lines) / before:.1f} | {len(lines) / now:.1f} | "
-                  f"{before / now:.2f}x | " + ("" if same == len(lines) else f"{len(lines) - same} lines differ"))
+            print(
+                f"| {name} | {label} | {len(lines) / before:.1f} | {len(lines) / now:.1f} | "
+                f"{before / now:.2f}x | " + ("" if same == len(lines) else f"{len(lines) - same} lines differ")
+            )
             sys.stdout.flush()
 
 

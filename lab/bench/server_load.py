@@ -37,11 +37,28 @@ from lab import ROOT
 
 def start_server(model, opt):
     conf = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
-    json.dump({"models_root": os.path.dirname(os.path.abspath(model)),
-               "models": [{"id": 1, "model": os.path.basename(model), "opt": opt}]}, conf)
+    json.dump(
+        {
+            "models_root": os.path.dirname(os.path.abspath(model)),
+            "models": [{"id": 1, "model": os.path.basename(model), "opt": opt}],
+        },
+        conf,
+    )
     conf.close()
-    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "onmt_cont", "bin", "server.py"), "-config",
-                             conf.name, "-port", "0", "-threads", "1"], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            os.path.join(ROOT, "onmt_cont", "bin", "server.py"),
+            "-config",
+            conf.name,
+            "-port",
+            "0",
+            "-threads",
+            "1",
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     line = proc.stderr.readline()
     match = re.search(r"http://([\d.]+):(\d+)", line)
     if not match:
@@ -76,25 +93,31 @@ def hostile(url, sentences, stop, export, sent):
             pass
 
     def post(body, **kw):
-        raw(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
-            "\r\n\r\n".encode() + body, **kw)
+        raw(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
+            "\r\n\r\n".encode()
+            + body,
+            **kw,
+        )
 
     many = json.dumps([{"src": s, "id": 1} for s in (sentences * 64)[:64]]).encode()
     attacks = {
         "unencodable text": lambda: post(b'[{"src": "un \\ud800 chien", "id": 1}]'),
         "not JSON": lambda: post(b"[" * 100_000),
-        "a sentence past MAX_CHARS": lambda: post(json.dumps([{"src": "x " * (MAX_CHARS // 2 + 1), "id": 1}])
-                                                  .encode()),
-        "a Content-Length past the limit": lambda: raw(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: "
-                                                       f"{MAX_BODY * 20}\r\n\r\n[".encode()),
-        "a half-sent request held open": lambda: raw(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 99"
-                                                     "\r\n\r\n[".encode(), keep=True),
+        "a sentence past MAX_CHARS": lambda: post(json.dumps([{"src": "x " * (MAX_CHARS // 2 + 1), "id": 1}]).encode()),
+        "a Content-Length past the limit": lambda: raw(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {MAX_BODY * 20}\r\n\r\n[".encode()
+        ),
+        "a half-sent request held open": lambda: raw(
+            f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 99\r\n\r\n[".encode(), keep=True
+        ),
         "64 sentences, hung up on": lambda: post(many, hang_up=True),
         "an unknown model id": lambda: post(b'[{"src": "un chien", "id": 12345}]'),
     }
     if export:
         attacks["a sentence past the export's positions"] = lambda: post(
-            json.dumps([{"src": "chien " * 3000, "id": 1}]).encode())
+            json.dumps([{"src": "chien " * 3000, "id": 1}]).encode()
+        )
     while not stop.is_set():
         for name, attack in attacks.items():
             if stop.is_set():
@@ -146,20 +169,29 @@ def measure(model, args, sentences, end, named):
             for attacked in (False, True) if args.hostile else (False,):
                 stop, sent = threading.Event(), {}
                 if attacked:
-                    attacker = threading.Thread(target=hostile, args=(url, sentences, stop, os.path.isdir(model),
-                                                                      sent))
+                    attacker = threading.Thread(target=hostile, args=(url, sentences, stop, os.path.isdir(model), sent))
                     attacker.start()
                 lat, errors, secs = level(url, sentences, clients, end)
                 if attacked:
                     stop.set()
                     attacker.join()
-                    print(f"{tag}{clients} client(s): the hostile client sent {sum(sent.values())} requests: "
-                          + ", ".join(f"{n} {k}" for k, n in sent.items()), file=sys.stderr)
+                    print(
+                        f"{tag}{clients} client(s): the hostile client sent {sum(sent.values())} requests: "
+                        + ", ".join(f"{n} {k}" for k, n in sent.items()),
+                        file=sys.stderr,
+                    )
                 done = len(lat) - errors
                 lat.sort()
-                rows.append((f"{tag}server, {clients} client(s)" + (" + 1 hostile" if attacked else ""),
-                             done / secs, done / secs, 1000 * statistics.median(lat) if lat else float("nan"),
-                             1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan"), errors))
+                rows.append(
+                    (
+                        f"{tag}server, {clients} client(s)" + (" + 1 hostile" if attacked else ""),
+                        done / secs,
+                        done / secs,
+                        1000 * statistics.median(lat) if lat else float("nan"),
+                        1000 * lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else float("nan"),
+                        errors,
+                    )
+                )
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=60)
@@ -178,17 +210,37 @@ def measure(model, args, sentences, end, named):
         start = time.perf_counter()
         m.translate(sentences)
         whole = time.perf_counter() - start
-    rows.append((f"{tag}onmt_cont.load(), one call a sentence", len(per) / sum(per), len(per) / sum(per),
-                 1000 * statistics.median(per), 1000 * per[int(0.99 * (len(per) - 1))], 0))
-    rows.append((f"{tag}onmt_cont.load(), one call for all (translate.py's batching)", float("nan"),
-                 len(sentences) / whole, float("nan"), float("nan"), 0))
+    rows.append(
+        (
+            f"{tag}onmt_cont.load(), one call a sentence",
+            len(per) / sum(per),
+            len(per) / sum(per),
+            1000 * statistics.median(per),
+            1000 * per[int(0.99 * (len(per) - 1))],
+            0,
+        )
+    )
+    rows.append(
+        (
+            f"{tag}onmt_cont.load(), one call for all (translate.py's batching)",
+            float("nan"),
+            len(sentences) / whole,
+            float("nan"),
+            float("nan"),
+            0,
+        )
+    )
     return rows
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("-model", required=True, nargs="+", help="checkpoints or CTranslate2 exports (onmt_cont_convert), "
-                   "each measured in turn")
+    p.add_argument(
+        "-model",
+        required=True,
+        nargs="+",
+        help="checkpoints or CTranslate2 exports (onmt_cont_convert), each measured in turn",
+    )
     p.add_argument("-src", default=os.path.join(ROOT, "data", "test.fr"))
     p.add_argument("-requests", type=int, default=200, help="requests (sentences) per concurrency level")
     p.add_argument("-levels", default="1,8,32")

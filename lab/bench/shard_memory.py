@@ -67,11 +67,25 @@ def main():
             n = k * args.pairs_per_shard
             corpus = os.path.join(tmp, f"c{k}")
             write_corpus(corpus, n, seed=k)
-            preprocess.main(["-train_src", corpus + ".src", "-train_tgt", corpus + ".tgt", "-valid_src",
-                             corpus + ".src", "-valid_tgt", corpus + ".tgt", "-save_data", corpus,
-                             "-shard_size", str(args.pairs_per_shard)])
-            out = subprocess.run([sys.executable, __file__, "-_worker", corpus], capture_output=True, text=True,
-                                 check=True)
+            preprocess.main(
+                [
+                    "-train_src",
+                    corpus + ".src",
+                    "-train_tgt",
+                    corpus + ".tgt",
+                    "-valid_src",
+                    corpus + ".src",
+                    "-valid_tgt",
+                    corpus + ".tgt",
+                    "-save_data",
+                    corpus,
+                    "-shard_size",
+                    str(args.pairs_per_shard),
+                ]
+            )
+            out = subprocess.run(
+                [sys.executable, __file__, "-_worker", corpus], capture_output=True, text=True, check=True
+            )
             rows.append((k, n, json.loads(out.stdout)))
         print(f"\n{'shards':>6} {'pairs':>9} {'batches':>8} {'peak RSS (MB)':>14}")
         for k, n, r in rows:

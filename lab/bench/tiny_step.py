@@ -66,8 +66,9 @@ def worker():
         if len(batches) == cfg["batches"]:
             break
     trainer = run.trainer
-    reply({"amp": str(trainer.amp), "note": run.amp_note,
-           "tokens": [int((b["tgt"][:, 1:] != 0).sum()) for b in batches]})
+    reply(
+        {"amp": str(trainer.amp), "note": run.amp_note, "tokens": [int((b["tgt"][:, 1:] != 0).sum()) for b in batches]}
+    )
 
     def update(i):
         set_learning_rate(run.optimizer, learning_rate(opt, i + 1))
@@ -105,8 +106,14 @@ class Row:
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         if code:  # ahead of the editable install's finder, which comes after the path entries
             env["PYTHONPATH"] = os.pathsep.join(p for p in (code, os.environ.get("PYTHONPATH")) if p)
-        self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "-worker"], cwd=code or ROOT, env=env,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), "-worker"],
+            cwd=code or ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         self.info = self.ask({"argv": argv, "batches": batches})
 
     def ask(self, obj):
@@ -150,22 +157,60 @@ def peer_seconds(data, steps, work):
     for n in steps:
         config = os.path.join(work, f"peer{n}.yaml")
         with open(config, "w", encoding="utf-8") as f:
-            f.write("\n".join([
-                f"save_data: {work}/peer", f"src_vocab: {work}/peer.vocab", f"tgt_vocab: {work}/peer.vocab",
-                "share_vocab: true", "overwrite: true", "data:", "  corpus_1:", f"    path_src: {src}",
-                f"    path_tgt: {tgt}", f"save_model: {work}/peer{n}", f"save_checkpoint_steps: {10 * n}",
-                f"train_steps: {n}", f"valid_steps: {10 * n}", "report_every: 1000", "seed: 1",
-                "encoder_type: transformer", "decoder_type: transformer", "position_encoding: true", "layers: 4",
-                "hidden_size: 128", "word_vec_size: 128", "heads: 4", "transformer_ff: 256", "dropout: [0.3]",
-                "attention_dropout: [0.0]", "share_embeddings: true", "share_decoder_embeddings: true",
-                "label_smoothing: 0.1", "batch_type: tokens", "batch_size: 8192", "optim: adam", "adam_beta2: 0.98",
-                "decay_method: rsqrt", "learning_rate: 0.005", "warmup_steps: 2000", "max_grad_norm: 25",
-                "param_init: 0", "param_init_glorot: true", "num_workers: 0", "bucket_size: 32768",
-                "src_seq_length: 1000", "tgt_seq_length: 1000"]) + "\n")
+            f.write(
+                "\n".join(
+                    [
+                        f"save_data: {work}/peer",
+                        f"src_vocab: {work}/peer.vocab",
+                        f"tgt_vocab: {work}/peer.vocab",
+                        "share_vocab: true",
+                        "overwrite: true",
+                        "data:",
+                        "  corpus_1:",
+                        f"    path_src: {src}",
+                        f"    path_tgt: {tgt}",
+                        f"save_model: {work}/peer{n}",
+                        f"save_checkpoint_steps: {10 * n}",
+                        f"train_steps: {n}",
+                        f"valid_steps: {10 * n}",
+                        "report_every: 1000",
+                        "seed: 1",
+                        "encoder_type: transformer",
+                        "decoder_type: transformer",
+                        "position_encoding: true",
+                        "layers: 4",
+                        "hidden_size: 128",
+                        "word_vec_size: 128",
+                        "heads: 4",
+                        "transformer_ff: 256",
+                        "dropout: [0.3]",
+                        "attention_dropout: [0.0]",
+                        "share_embeddings: true",
+                        "share_decoder_embeddings: true",
+                        "label_smoothing: 0.1",
+                        "batch_type: tokens",
+                        "batch_size: 8192",
+                        "optim: adam",
+                        "adam_beta2: 0.98",
+                        "decay_method: rsqrt",
+                        "learning_rate: 0.005",
+                        "warmup_steps: 2000",
+                        "max_grad_norm: 25",
+                        "param_init: 0",
+                        "param_init_glorot: true",
+                        "num_workers: 0",
+                        "bucket_size: 32768",
+                        "src_seq_length: 1000",
+                        "tgt_seq_length: 1000",
+                    ]
+                )
+                + "\n"
+            )
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1")
         if not os.path.exists(f"{work}/peer.vocab"):
-            subprocess.run(["onmt_build_vocab", "-config", config, "-n_sample", "-1"], env=env, check=True,
-                           capture_output=True)
+            subprocess.run(
+                ["onmt_build_vocab", "-config", config, "-n_sample", "-1"], env=env, check=True, capture_output=True
+            )
         start = time.perf_counter()
         res = subprocess.run(["onmt_train", "-config", config], env=env, capture_output=True, text=True)
         if res.returncode:
@@ -179,12 +224,19 @@ def main(argv=None):
     if argv == ["-worker"]:
         return worker()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-data", help="preprocess.py -share_vocab data of joint BPE (the softmax preset; none: no softmax "
-                   "rows)")
-    p.add_argument("-softmax_config", default=os.path.join(ROOT, "configs/transformer_tiny_softmax.yaml"),
-                   help="the softmax rows' preset (e.g. configs/transformer_softmax.yaml on the quickstart's data)")
-    p.add_argument("-continuous_config", default=os.path.join(ROOT, "configs/transformer_tiny_continuous.yaml"),
-                   help="the continuous rows' preset")
+    p.add_argument(
+        "-data", help="preprocess.py -share_vocab data of joint BPE (the softmax preset; none: no softmax rows)"
+    )
+    p.add_argument(
+        "-softmax_config",
+        default=os.path.join(ROOT, "configs/transformer_tiny_softmax.yaml"),
+        help="the softmax rows' preset (e.g. configs/transformer_softmax.yaml on the quickstart's data)",
+    )
+    p.add_argument(
+        "-continuous_config",
+        default=os.path.join(ROOT, "configs/transformer_tiny_continuous.yaml"),
+        help="the continuous rows' preset",
+    )
     p.add_argument("-continuous_data", help="source pieces against target words (the continuous preset)")
     p.add_argument("-tgt_emb", help="the continuous preset's target table (embeddings_to_torch.py)")
     p.add_argument("-batches", type=int, default=20, help="real batches timed per row")
@@ -192,32 +244,52 @@ def main(argv=None):
     p.add_argument("-baseline", help="a checkout of an earlier commit: its rows too")
     p.add_argument("-baseline_amp", default="-amp", help="how that checkout is told to autocast")
     p.add_argument("-peer", action="store_true", help="OpenNMT-py 3.5.1 at the softmax preset's settings")
-    p.add_argument("-peer_text", help="folder with train.en and train.de in joint BPE for OpenNMT-py "
-                   "(lab/recipes/transformer_tiny.sh's OUT/bpe)")
+    p.add_argument(
+        "-peer_text",
+        help="folder with train.en and train.de in joint BPE for OpenNMT-py "
+        "(lab/recipes/transformer_tiny.sh's OUT/bpe)",
+    )
     p.add_argument("-peer_steps", default="8,24", help="the two OpenNMT-py run lengths")
     p.add_argument("-profile", action="store_true", help="operators' self time per update, per row")
     p.add_argument("-profile_steps", type=int, default=3)
     args = p.parse_args(argv)
     presets = [("softmax", ["-config", os.path.abspath(args.softmax_config), "-data", args.data])] if args.data else []
     if args.continuous_data:
-        presets.append(("continuous", ["-config", os.path.abspath(args.continuous_config),
-                                       "-data", args.continuous_data, "-tgt_emb", args.tgt_emb]))
+        presets.append(
+            (
+                "continuous",
+                [
+                    "-config",
+                    os.path.abspath(args.continuous_config),
+                    "-data",
+                    args.continuous_data,
+                    "-tgt_emb",
+                    args.tgt_emb,
+                ],
+            )
+        )
     common = ["-save_model", os.path.join(tempfile.mkdtemp(prefix="tiny_step_"), "m"), "-threads", "1", "-seed", "1"]
     rows = []
     for name, argv in presets:
         rows.append(Row(f"{name} fp32", argv + common + ["-amp", "false"], args.batches))
-        rows.append(Row(f"{name} -amp auto" if name == "softmax" else f"{name} -amp", argv + common +
-                        ["-amp", "auto" if name == "softmax" else "true"], args.batches))
+        rows.append(
+            Row(
+                f"{name} -amp auto" if name == "softmax" else f"{name} -amp",
+                argv + common + ["-amp", "auto" if name == "softmax" else "true"],
+                args.batches,
+            )
+        )
         if args.baseline:
             code = os.path.abspath(args.baseline)
             base = [a.replace(ROOT, code) for a in argv] + common
             rows.append(Row(f"{name} fp32, before", base, args.batches, code))
-            rows.append(Row(f"{name} {args.baseline_amp}, before", base + args.baseline_amp.split(), args.batches,
-                            code))
+            rows.append(
+                Row(f"{name} {args.baseline_amp}, before", base + args.baseline_amp.split(), args.batches, code)
+            )
     for r in rows:
         print(f"{r.label}: autocast {r.info['amp']}" + (f" ({r.info['note']})" if r.info.get("note") else ""))
     for i in range(args.batches):
-        order = rows[i % len(rows):] + rows[: i % len(rows)]
+        order = rows[i % len(rows) :] + rows[: i % len(rows)]
         for r in order:
             s = r.ask({"cmd": "step", "i": i})["s"]
             if i >= args.warmup:
@@ -226,9 +298,11 @@ def main(argv=None):
     import torch
 
     peaks = {"float32": product_peak(torch.float32), "bfloat16": product_peak(torch.bfloat16)}
-    print(f"\n{args.batches - args.warmup} updates timed per row (batches {args.warmup}..{args.batches - 1} of "
-          "epoch 0), "
-          f"one thread; product limit here: float32 {peaks['float32']:.0f}, bfloat16 {peaks['bfloat16']:.0f} GFLOP/s")
+    print(
+        f"\n{args.batches - args.warmup} updates timed per row (batches {args.warmup}..{args.batches - 1} of "
+        "epoch 0), "
+        f"one thread; product limit here: float32 {peaks['float32']:.0f}, bfloat16 {peaks['bfloat16']:.0f} GFLOP/s"
+    )
     print("| row | s / update (mean) | median | x fp32 | GFLOP / update | GFLOP/s | share of the limit |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     ref = {}
@@ -238,19 +312,24 @@ def main(argv=None):
         mean = statistics.mean(r.times)
         gf = flops[r.label] / 1e9
         limit = peaks["bfloat16" if "bfloat16" in r.info["amp"] else "float32"]
-        print(f"| {r.label} | {mean:.3f} | {statistics.median(r.times):.3f} | {ref[preset] / sum(r.times):.2f} | "
-              f"{gf:.1f} | {gf / mean:.0f} | {gf / mean / limit:.0%} |")
+        print(
+            f"| {r.label} | {mean:.3f} | {statistics.median(r.times):.3f} | {ref[preset] / sum(r.times):.2f} | "
+            f"{gf:.1f} | {gf / mean:.0f} | {gf / mean / limit:.0%} |"
+        )
     if args.peer and args.data:
         steps = [int(x) for x in args.peer_steps.split(",")]
         with tempfile.TemporaryDirectory() as work:
             s = peer_seconds(args.peer_text or args.data, steps, work)
         fast = statistics.mean(rows[1].times)
-        print(f"| OpenNMT-py 3.5.1, softmax preset's settings, fp32 | {s:.3f} | | | | | |\n"
-              f"softmax -amp auto over OpenNMT-py: {s / fast:.2f}x its updates per second")
+        print(
+            f"| OpenNMT-py 3.5.1, softmax preset's settings, fp32 | {s:.3f} | | | | | |\n"
+            f"softmax -amp auto over OpenNMT-py: {s / fast:.2f}x its updates per second"
+        )
     if args.profile:
         for r in rows:
-            got = r.ask({"cmd": "profile", "steps": list(range(args.warmup, args.warmup + args.profile_steps)),
-                         "top": 12})
+            got = r.ask(
+                {"cmd": "profile", "steps": list(range(args.warmup, args.warmup + args.profile_steps)), "top": 12}
+            )
             print(f"\n{r.label}: {got['total']:.3f} s of operators' self time per update under the profiler")
             for name, s in got["ops"]:
                 print(f"  {name[:60]:60s} {s:.3f} s  {s / got['total']:.0%}")

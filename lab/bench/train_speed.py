@@ -65,8 +65,10 @@ ROWS = [
     ("nllvmf_nce tied", ["-loss", "nllvmf_nce", "-tie_emb"]),
     # the recommended continuous row (-sampling_correction -word_bias), and its target table trained (-train_table)
     ("nllvmf_nce tied both", ["-loss", "nllvmf_nce", "-tie_emb", "-sampling_correction", "-word_bias"]),
-    ("nllvmf_nce tied both train_table", ["-loss", "nllvmf_nce", "-tie_emb", "-sampling_correction", "-word_bias",
-                                          "-train_table"]),
+    (
+        "nllvmf_nce tied both train_table",
+        ["-loss", "nllvmf_nce", "-tie_emb", "-sampling_correction", "-word_bias", "-train_table"],
+    ),
     ("ReWE", ["-loss", "ce", "-rewe_lambda", "20"]),
     ("joint full", ["-loss", "ce", "-generator", "joint"]),
     ("joint sampled", ["-loss", "ce", "-generator", "joint", "-joint_sample", "0.25"]),
@@ -82,10 +84,22 @@ TRANSFORMER_ROWS = {50_000: ["ce", "nllvmf", "nllvmf tied"], 300_000: ["ce", "nl
 SWEEP_ROWS = ["ce", "nllvmf", "maxmargin"]
 # At a larger vocabulary these rows are also timed at 50K words in the same rounds ("nllvmf @50K"),
 # so that "flat in the vocabulary size" compares updates timed side by side, not minutes apart.
-FLAT_ROWS = ["nllvmf", "nllvmf tied", "margin_random", "maxmargin gold_nn", "maxmargin gold_nn5", "maxmargin ann",
-             "maxmargin inbatch", "infonce", "nllvmf_nce", "margin_random tied", "maxmargin tied",
-             "maxmargin flat tied",
-             "infonce tied", "nllvmf_nce tied"]
+FLAT_ROWS = [
+    "nllvmf",
+    "nllvmf tied",
+    "margin_random",
+    "maxmargin gold_nn",
+    "maxmargin gold_nn5",
+    "maxmargin ann",
+    "maxmargin inbatch",
+    "infonce",
+    "nllvmf_nce",
+    "margin_random tied",
+    "maxmargin tied",
+    "maxmargin flat tied",
+    "infonce tied",
+    "nllvmf_nce tied",
+]
 RESERVE_MB = 2500  # memory left free for the rest of the machine when adding a worker
 
 
@@ -419,8 +433,10 @@ def speedups(all_results, labels=("nllvmf", "nllvmf tied")):
     lines = [f"{'size':12s} {'target words':>12s} " + " ".join(f"{lab:>12s}" for lab in labels)]
     for size, vocab in keys:
         res = all_results[(size, vocab)]
-        cells = [f"{1 / res[lab]['ratio']:11.2f}x" if lab in res and "na" not in res[lab] else f"{'-':>12s}"
-                 for lab in labels]
+        cells = [
+            f"{1 / res[lab]['ratio']:11.2f}x" if lab in res and "na" not in res[lab] else f"{'-':>12s}"
+            for lab in labels
+        ]
         lines.append(f"{size:12s} {vocab:12,d} " + " ".join(cells))
     return lines
 

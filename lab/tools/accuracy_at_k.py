@@ -42,8 +42,9 @@ def accuracy_at_k(model, src_vocab, tgt_vocab, src_lines, tgt_lines, ks=(1, 2, 5
     for s, t in zip(src_lines, tgt_lines, strict=True):
         s, t = (s.lower(), t.lower()) if lower else (s, t)
         if s.split():
-            examples.append((torch.tensor(src_vocab.encode(s.split())), torch.tensor(tgt_vocab.encode(t.split()),
-                                                                                   dtype=torch.long)))
+            examples.append(
+                (torch.tensor(src_vocab.encode(s.split())), torch.tensor(tgt_vocab.encode(t.split()), dtype=torch.long))
+            )
     if not examples:
         raise UserError("no non-empty source line to score")
     order = sorted(range(len(examples)), key=lambda i: len(examples[i][0]))
@@ -78,16 +79,18 @@ def main(argv=None):
     p.add_argument("-threads", type=int, default=2, help="torch threads (0: PyTorch's default)")
     args = p.parse_args(argv)
     if min(args.k) < 1 or args.batch_size < 1:
-        raise UserError(f"-k and -batch_size must be at least 1, got -k {' '.join(map(str, args.k))} "
-                        f"-batch_size {args.batch_size}")
+        raise UserError(
+            f"-k and -batch_size must be at least 1, got -k {' '.join(map(str, args.k))} -batch_size {args.batch_size}"
+        )
     apply_threads(args.threads)
     data = load_checkpoint(args.model)
     model, opt, src_vocab, tgt_vocab = model_from_checkpoint(data)
     src, tgt = read(args.src), read(args.tgt)
     if len(src) != len(tgt):
         raise UserError(f"{args.src} has {len(src)} lines but {args.tgt} has {len(tgt)}: one reference per source line")
-    res = accuracy_at_k(model, src_vocab, tgt_vocab, src, tgt, args.k, args.batch_size,
-                        lower=bool(data["vocab"].get("lower", False)))
+    res = accuracy_at_k(
+        model, src_vocab, tgt_vocab, src, tgt, args.k, args.batch_size, lower=bool(data["vocab"].get("lower", False))
+    )
     res = {"model": args.model, "loss": opt.loss, "generator": opt.generator, **res}
     print(json.dumps(res))
 

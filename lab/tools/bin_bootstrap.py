@@ -61,16 +61,24 @@ def bin_bootstrap(train_lines, ref_lines, a_systems, b_systems, lo, hi, n=1000, 
         raise ValueError("system B writes no token of the bin: the quotient is undefined")
     full = hyp.sum(1) / ref.sum()
     rng = np.random.default_rng(seed)
-    weights = np.stack([np.bincount(rng.integers(0, len(ref_lines), len(ref_lines)), minlength=len(ref_lines))
-                        for _ in range(n)])  # [n, sentences]: how often each sentence is drawn
+    weights = np.stack(
+        [np.bincount(rng.integers(0, len(ref_lines), len(ref_lines)), minlength=len(ref_lines)) for _ in range(n)]
+    )  # [n, sentences]: how often each sentence is drawn
     totals = hyp @ weights.T  # [systems, n]: each system's output tokens of the bin in each resample
     a, b = totals[:na].mean(0), totals[na:].mean(0)
     q = a[b > 0] / b[b > 0]  # the reference count cancels: both ratios share the resample's
     low, high = np.percentile(q, [2.5, 97.5])
     distance = np.maximum(q, 1.0 / np.maximum(q, 1e-12))
-    return {"ref": int(ref.sum()), "a": full[:na].tolist(), "b": full[na:].tolist(),
-            "quotient": float(full[:na].mean() / full[na:].mean()), "low": float(low), "high": float(high),
-            "beyond": float(np.mean(distance > tolerance)), "resamples": len(q)}
+    return {
+        "ref": int(ref.sum()),
+        "a": full[:na].tolist(),
+        "b": full[na:].tolist(),
+        "quotient": float(full[:na].mean() / full[na:].mean()),
+        "low": float(low),
+        "high": float(high),
+        "beyond": float(np.mean(distance > tolerance)),
+        "resamples": len(q),
+    }
 
 
 @cli_main
@@ -83,8 +91,12 @@ def main(argv=None):
     p.add_argument("-bin", default="1", choices=list(BINS), help="training-count bin (default 1: words seen once)")
     p.add_argument("-n", type=int, default=1000, help="resamples (default 1000)")
     p.add_argument("-seed", type=numbers.seed, default=1, help="seed of the resampling: 0 to 2^32 - 1")
-    p.add_argument("-tolerance", type=float, default=1.3, help="the calibration check's tolerance, either way from 1 "
-                   "(default 1.3, as lab/tools/quality_report.py)")
+    p.add_argument(
+        "-tolerance",
+        type=float,
+        default=1.3,
+        help="the calibration check's tolerance, either way from 1 (default 1.3, as lab/tools/quality_report.py)",
+    )
     opt = p.parse_args(argv)
     if not 1 <= opt.n <= MAX_RESAMPLES:  # 10^11 would ask for 745 GiB, and never end
         p.error(f"-n must be from 1 to {MAX_RESAMPLES:,}, got {opt.n}")
@@ -102,9 +114,11 @@ def main(argv=None):
     print(f"A output/reference: {' '.join(f'{x:.2f}' for x in r['a'])} (mean {np.mean(r['a']):.2f})")
     print(f"B output/reference: {' '.join(f'{x:.2f}' for x in r['b'])} (mean {np.mean(r['b']):.2f})")
     q = r["quotient"]
-    print(f"A / B: {q:.2f} ({max(q, 1 / q):.2f}x {'over' if q >= 1 else 'under'}), 95% interval "
-          f"[{r['low']:.2f}, {r['high']:.2f}] over {r['resamples']} resamples; beyond {opt.tolerance}x either way "
-          f"in {100 * r['beyond']:.1f}% of them")
+    print(
+        f"A / B: {q:.2f} ({max(q, 1 / q):.2f}x {'over' if q >= 1 else 'under'}), 95% interval "
+        f"[{r['low']:.2f}, {r['high']:.2f}] over {r['resamples']} resamples; beyond {opt.tolerance}x either way "
+        f"in {100 * r['beyond']:.1f}% of them"
+    )
 
 
 if __name__ == "__main__":

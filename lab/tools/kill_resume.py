@@ -52,11 +52,33 @@ def prepare_data(workdir, n_train=200, n_valid=40):
     quiet = io.StringIO()
     sys.stdout, real_stdout = quiet, sys.stdout
     try:
-        preprocess.main(["-train_src", os.path.join(workdir, "train.fr"), "-train_tgt",
-                         os.path.join(workdir, "train.en"), "-valid_src", os.path.join(workdir, "valid.fr"),
-                         "-valid_tgt", os.path.join(workdir, "valid.en"), "-save_data", prefix, "-tgt_emb", vec])
-        embeddings_to_torch.main(["-emb_file_dec", vec, "-dict_file", prefix + ".vocab.pt", "-output_file",
-                                  os.path.join(workdir, "emb"), "-normalize"])
+        preprocess.main(
+            [
+                "-train_src",
+                os.path.join(workdir, "train.fr"),
+                "-train_tgt",
+                os.path.join(workdir, "train.en"),
+                "-valid_src",
+                os.path.join(workdir, "valid.fr"),
+                "-valid_tgt",
+                os.path.join(workdir, "valid.en"),
+                "-save_data",
+                prefix,
+                "-tgt_emb",
+                vec,
+            ]
+        )
+        embeddings_to_torch.main(
+            [
+                "-emb_file_dec",
+                vec,
+                "-dict_file",
+                prefix + ".vocab.pt",
+                "-output_file",
+                os.path.join(workdir, "emb"),
+                "-normalize",
+            ]
+        )
     finally:
         sys.stdout = real_stdout
     return ["-data", prefix, "-tgt_emb", os.path.join(workdir, "emb.dec.pt")]
@@ -65,10 +87,39 @@ def prepare_data(workdir, n_train=200, n_valid=40):
 def train_args(data_args, save_model, loss="nllvmf", steps=30, extra=()):
     """A tiny tied model with dropout, validation (best checkpoint, early-stopping counters) every 4
     steps, a checkpoint every step."""
-    return [*data_args, "-save_model", save_model, "-loss", loss, "-tie_emb", "-rnn_size", "16",
-            "-word_vec_size", "16", "-dropout", "0.3", "-batch_size", "20", "-valid_batch_size", "40",
-            "-epochs", "100", "-train_steps", str(steps), "-valid_steps", "4", "-early_stopping", "100",
-            "-save_checkpoint_steps", "1", "-report_every", "1", "-seed", "7", *extra]
+    return [
+        *data_args,
+        "-save_model",
+        save_model,
+        "-loss",
+        loss,
+        "-tie_emb",
+        "-rnn_size",
+        "16",
+        "-word_vec_size",
+        "16",
+        "-dropout",
+        "0.3",
+        "-batch_size",
+        "20",
+        "-valid_batch_size",
+        "40",
+        "-epochs",
+        "100",
+        "-train_steps",
+        str(steps),
+        "-valid_steps",
+        "4",
+        "-early_stopping",
+        "100",
+        "-save_checkpoint_steps",
+        "1",
+        "-report_every",
+        "1",
+        "-seed",
+        "7",
+        *extra,
+    ]
 
 
 def child_main(argv, stall_at=0, marker=None):
@@ -138,9 +189,12 @@ class Child:
             self.proc = None
         else:
             extra = ["--stall", str(stall_at), marker] if stall_at else []
-            self.proc = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", *extra, *argv],
-                                         env=dict(os.environ, OMP_NUM_THREADS="1"), stdout=subprocess.DEVNULL,
-                                         stderr=self.err)
+            self.proc = subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--child", *extra, *argv],
+                env=dict(os.environ, OMP_NUM_THREADS="1"),
+                stdout=subprocess.DEVNULL,
+                stderr=self.err,
+            )
             self.pid = self.proc.pid
         self.returncode = None
 
@@ -231,10 +285,19 @@ def run_killed(data_args, workdir, kills, seed, loss="nllvmf", steps=30, extra=(
         proc.kill()
         count, temps = check_loadable(workdir, "m")
         resume_from = newest_checkpoint(save)
-        records.append({"resumed_from": done, "where": where, "loadable": count, "temps": temps,
-                        "newest": os.path.basename(resume_from) if resume_from else None})
-        log(f"kill {len(records)}: run from step {done}, killed {where}; {count} checkpoints on disk, all "
-            f"loadable; {len(temps)} temporary file(s); newest {records[-1]['newest']}")
+        records.append(
+            {
+                "resumed_from": done,
+                "where": where,
+                "loadable": count,
+                "temps": temps,
+                "newest": os.path.basename(resume_from) if resume_from else None,
+            }
+        )
+        log(
+            f"kill {len(records)}: run from step {done}, killed {where}; {count} checkpoints on disk, all "
+            f"loadable; {len(temps)} temporary file(s); newest {records[-1]['newest']}"
+        )
     args = train_args(data_args, save, loss, steps, extra) + (["-train_from", resume_from] if resume_from else [])
     proc = Child(args, err, fork=fork)
     if proc.wait() != 0:
@@ -263,9 +326,17 @@ def _workers(agent_pid):
 
 
 def torchrun_cmd(data_args, save, loss, steps, nproc, restarts, extra=()):
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-            f"--max-restarts={restarts}", "--monitor-interval=0.2", os.path.join(ROOT, "train.py"),
-            *train_args(data_args, save, loss, steps, ["-resume", "auto", *extra])]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        f"--max-restarts={restarts}",
+        "--monitor-interval=0.2",
+        os.path.join(ROOT, "train.py"),
+        *train_args(data_args, save, loss, steps, ["-resume", "auto", *extra]),
+    ]
 
 
 def _resumes_logged(path):
@@ -282,8 +353,12 @@ def run_torchrun(data_args, workdir, loss="nllvmf", steps=30, nproc=2, kills=0, 
     os.makedirs(workdir, exist_ok=True)
     save = os.path.join(workdir, "m")
     err = open(os.path.join(workdir, "torchrun.log"), "w", encoding="utf-8")
-    agent = subprocess.Popen(torchrun_cmd(data_args, save, loss, steps, nproc, kills + 1), stdout=err,
-                             stderr=subprocess.STDOUT, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    agent = subprocess.Popen(
+        torchrun_cmd(data_args, save, loss, steps, nproc, kills + 1),
+        stdout=err,
+        stderr=subprocess.STDOUT,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     rng, records, end = random.Random(seed), [], time.time() + timeout
     targets = sorted(rng.sample(range(2, steps - 1), kills)) if kills else []
     try:
@@ -335,8 +410,11 @@ def run_torchrun(data_args, workdir, loss="nllvmf", steps=30, nproc=2, kills=0, 
 
 def run_uninterrupted(data_args, workdir, loss="nllvmf", steps=30, extra=(), fork=False):
     os.makedirs(workdir, exist_ok=True)
-    proc = Child(train_args(data_args, os.path.join(workdir, "m"), loss, steps, extra),
-                 os.path.join(workdir, "stderr.txt"), fork=fork)
+    proc = Child(
+        train_args(data_args, os.path.join(workdir, "m"), loss, steps, extra),
+        os.path.join(workdir, "stderr.txt"),
+        fork=fork,
+    )
     if proc.wait() != 0:
         raise RuntimeError(f"the uninterrupted run failed:\n{proc.stderr()}")
 
@@ -381,11 +459,19 @@ def main(argv=None):
     p.add_argument("-seeds", type=int, nargs="+", default=[1], help="one killed run per seed (the kill points)")
     p.add_argument("-loss", nargs="+", default=["nllvmf"], help="train.py -loss values to run")
     p.add_argument("-steps", type=int, default=30, help="training steps (-train_steps)")
-    p.add_argument("-torchrun", type=int, default=0, metavar="NPROC",
-                   help="instead: torchrun --nproc_per_node NPROC --max-restarts -kills+1 train.py -resume auto, "
-                   "killing one worker -kills times (every third inside rank 0's checkpoint write)")
-    p.add_argument("-fork", action="store_true", help="run train.py in forks of this process rather than fresh "
-                   "interpreters (faster; the test suite's way)")
+    p.add_argument(
+        "-torchrun",
+        type=int,
+        default=0,
+        metavar="NPROC",
+        help="instead: torchrun --nproc_per_node NPROC --max-restarts -kills+1 train.py -resume auto, "
+        "killing one worker -kills times (every third inside rank 0's checkpoint write)",
+    )
+    p.add_argument(
+        "-fork",
+        action="store_true",
+        help="run train.py in forks of this process rather than fresh interpreters (faster; the test suite's way)",
+    )
     args = p.parse_args(argv)
     if args.kills < 1 or args.steps < args.kills + 7:
         p.error("-kills must be at least 1 and -steps at least -kills + 7")
@@ -393,10 +479,15 @@ def main(argv=None):
         refuse_output_over_inputs({"-out": args.out}, {"the sample data": os.path.join(ROOT, "data")})
     except UserError as exc:
         p.error(str(exc))
-    if os.path.lexists(args.out) and not (os.path.isdir(args.out) and not os.path.islink(args.out) and (
-            not os.listdir(args.out) or os.path.isfile(os.path.join(args.out, WORK_MARKER)))):
-        p.error(f"-out {args.out} exists and is not a work folder of this tool (it would be emptied): give a new "
-                "or empty folder")
+    if os.path.lexists(args.out) and not (
+        os.path.isdir(args.out)
+        and not os.path.islink(args.out)
+        and (not os.listdir(args.out) or os.path.isfile(os.path.join(args.out, WORK_MARKER)))
+    ):
+        p.error(
+            f"-out {args.out} exists and is not a work folder of this tool (it would be emptied): give a new "
+            "or empty folder"
+        )
     shutil.rmtree(args.out, ignore_errors=True)
     os.makedirs(args.out)
     open(os.path.join(args.out, WORK_MARKER), "w").close()
@@ -415,10 +506,18 @@ def main(argv=None):
             total_kills += len(records)
             diffs = compare(ref, killed)
             failures += bool(diffs)
-            print("   " + ("; ".join(diffs) if diffs else
-                         f"after {len(records)} kills: every checkpoint equals the uninterrupted run's, bit for bit"))
-    print(f"{total_kills} kills in {len(args.loss) * len(args.seeds)} runs, {failures} with differences; "
-          f"{time.time() - start_time:.0f}s")
+            print(
+                "   "
+                + (
+                    "; ".join(diffs)
+                    if diffs
+                    else f"after {len(records)} kills: every checkpoint equals the uninterrupted run's, bit for bit"
+                )
+            )
+    print(
+        f"{total_kills} kills in {len(args.loss) * len(args.seeds)} runs, {failures} with differences; "
+        f"{time.time() - start_time:.0f}s"
+    )
     return 1 if failures else 0
 
 
@@ -437,10 +536,18 @@ def main_torchrun(args, data_args, start_time):
                 diffs.append(f"expected {len(records)} resumes, none from step 0; the log has {resumed}")
             failures += bool(diffs)
             print(f"   restarts resumed from steps {resumed}")
-            print("   " + ("; ".join(diffs) if diffs else
-                         f"after {len(records)} kills: every checkpoint equals the uninterrupted run's, bit for bit"))
-    print(f"{total_kills} kills in {len(args.loss) * len(args.seeds)} torchrun runs, {failures} with differences; "
-          f"{time.time() - start_time:.0f}s")
+            print(
+                "   "
+                + (
+                    "; ".join(diffs)
+                    if diffs
+                    else f"after {len(records)} kills: every checkpoint equals the uninterrupted run's, bit for bit"
+                )
+            )
+    print(
+        f"{total_kills} kills in {len(args.loss) * len(args.seeds)} torchrun runs, {failures} with differences; "
+        f"{time.time() - start_time:.0f}s"
+    )
     return 1 if failures else 0
 
 

@@ -73,8 +73,10 @@ def main(argv=None):
         for path, table in tables:
             for g in GROUPS:
                 row = table[g]
-                print(f"{path}\t{g} final {'/'.join(FINAL_PUNCT)}\t{row['sentences']}\t{row['ref']}\t{row['hyp']}\t"
-                      f"{row['ratio']:.2f}\t{row['over']}\t{row['bleu']:.2f}")
+                print(
+                    f"{path}\t{g} final {'/'.join(FINAL_PUNCT)}\t{row['sentences']}\t{row['ref']}\t{row['hyp']}\t"
+                    f"{row['ratio']:.2f}\t{row['over']}\t{row['bleu']:.2f}"
+                )
     except UserError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

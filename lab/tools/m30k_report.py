@@ -45,8 +45,13 @@ def bleu(path):
     d = re.search(r"sacreBLEU \(detokenized\): ([\d.]+)\s+(\S+)", text)
     t = re.search(r"tokenized BLEU: ([\d.]+)\s+(\S+)", text)
     s = re.search(r"translated (\d+) lines in ([\d.]+)s", text)
-    return {"detok": float(d.group(1)), "sig": d.group(2), "tok": float(t.group(1)), "tok_sig": t.group(2),
-            "secs": float(s.group(2)) if s else None}
+    return {
+        "detok": float(d.group(1)),
+        "sig": d.group(2),
+        "tok": float(t.group(1)),
+        "tok_sig": t.group(2),
+        "secs": float(s.group(2)) if s else None,
+    }
 
 
 def train_info(run_dir):
@@ -123,12 +128,16 @@ def unk_table(runs):
                 continue
             m = re.search(r"decoded (\d+) words, (\d+) of them <unk>", read(raw))
             share = f"{100 * int(m.group(2)) / max(int(m.group(1)), 1):.1f}" if m else "–"
-            rows.append(f"| {os.path.basename(d)} | {share} | {bleu(raw)['tok']:.2f} | {bleu(main[0])['tok']:.2f} | "
-                        f"{bleu(ban)['tok']:.2f} |")
+            rows.append(
+                f"| {os.path.basename(d)} | {share} | {bleu(raw)['tok']:.2f} | {bleu(main[0])['tok']:.2f} | "
+                f"{bleu(ban)['tok']:.2f} |"
+            )
         if rows:
             out.append(f"\n### <unk> in the greedy output and what -replace_unk adds, {t} (tokenized BLEU)\n")
-            out.append("| row | % of output words that are <unk> | BLEU without -replace_unk | with -replace_unk "
-                       "| -ban_unk_token -replace_unk |")
+            out.append(
+                "| row | % of output words that are <unk> | BLEU without -replace_unk | with -replace_unk "
+                "| -ban_unk_token -replace_unk |"
+            )
             out.append("|---|---|---|---|---|")
             out.extend(rows)
     return out
@@ -169,11 +178,32 @@ def main(argv=None):
     runs = sorted(d for d in glob.glob(os.path.join(args.results, "*.s*")) if os.path.isdir(d))
     if not runs:
         p.error(f"-results {args.results}: no run folders (NAME.sSEED/) there; lab/recipes/multi30k.sh writes them")
-    order = ["ce", "l2", "cosine", "maxmargin", "nllvmf_reg1", "nllvmf_reg1_tied", "nllvmf_reg12",
-             "nllvmf_reg12_tied", "synmargin_proj", "synmargin_diff", "margin_random", "rewe", "joint",
-             "ce_word2bpe", "ce_bpe2bpe", "nllvmf_bpe2word_tied"]
-    runs.sort(key=lambda d: (order.index(os.path.basename(d).rsplit(".s", 1)[0])
-                             if os.path.basename(d).rsplit(".s", 1)[0] in order else 99, d))
+    order = [
+        "ce",
+        "l2",
+        "cosine",
+        "maxmargin",
+        "nllvmf_reg1",
+        "nllvmf_reg1_tied",
+        "nllvmf_reg12",
+        "nllvmf_reg12_tied",
+        "synmargin_proj",
+        "synmargin_diff",
+        "margin_random",
+        "rewe",
+        "joint",
+        "ce_word2bpe",
+        "ce_bpe2bpe",
+        "nllvmf_bpe2word_tied",
+    ]
+    runs.sort(
+        key=lambda d: (
+            order.index(os.path.basename(d).rsplit(".s", 1)[0])
+            if os.path.basename(d).rsplit(".s", 1)[0] in order
+            else 99,
+            d,
+        )
+    )
     out = []
     sigs = set()
     out.extend(seed_table(runs))
@@ -182,8 +212,13 @@ def main(argv=None):
     out.append("|---|---|" + "---|---|" * len(TESTS))
     for d in runs:
         name = os.path.basename(d)
-        beams = sorted({int(m) for f in glob.glob(os.path.join(d, "*.beam*.bleu.txt"))
-                        for m in re.findall(r"\.beam(\d+)\.", os.path.basename(f))})
+        beams = sorted(
+            {
+                int(m)
+                for f in glob.glob(os.path.join(d, "*.beam*.bleu.txt"))
+                for m in re.findall(r"\.beam(\d+)\.", os.path.basename(f))
+            }
+        )
         for b in beams:
             cells = []
             for t in TESTS:
@@ -199,8 +234,10 @@ def main(argv=None):
     out.append("\nSignatures: " + "; ".join(f"`{s}`" for s in sorted(sigs)) + "\n")
 
     out.append("### Training\n")
-    out.append("| row | epochs | best val. epoch | best val. loss; stats | train wall s | mean tgt tok/s | encoder "
-               "| decoder (excl. input layer) | input layer | output layer |")
+    out.append(
+        "| row | epochs | best val. epoch | best val. loss; stats | train wall s | mean tgt tok/s | encoder "
+        "| decoder (excl. input layer) | input layer | output layer |"
+    )
     out.append("|---|---|---|---|---|---|---|---|---|---|")
     for d in runs:
         if not os.path.exists(log_path(os.path.join(d, "train.log"))):
@@ -208,8 +245,10 @@ def main(argv=None):
         i = train_info(d)
         bv = f"{i['best_val'][0]:.4f}; {i['best_val'][1]}" if i["best_val"] else "–"
         tok = f"{i['tok_s']:.0f}" if i["tok_s"] else "–"
-        out.append(f"| {os.path.basename(d)} | {i['epochs']} | {i['best_epoch']} | {bv} | {i['wall']} | {tok} | "
-                   f"{i['encoder']} | {i['decoder']} | {i['input']} | {i['output']} |")
+        out.append(
+            f"| {os.path.basename(d)} | {i['epochs']} | {i['best_epoch']} | {bv} | {i['wall']} | {tok} | "
+            f"{i['encoder']} | {i['decoder']} | {i['input']} | {i['output']} |"
+        )
 
     for t in TESTS:
         out.extend(f1_section(runs, t, "beam1.*", "greedy / the row's first decoding, -replace_unk"))
@@ -225,9 +264,13 @@ def main(argv=None):
             if not os.path.exists(f):
                 continue
             a = read_accuracy(f)
-            out.append(f"| {os.path.basename(d)} | {a['positions']} ({a['unk_positions']}) | "
-                       + " | ".join(f"{100 * a[f'acc@{k}']:.1f}" for k in (1, 2, 5, 10)) + " | "
-                       + " | ".join(f"{100 * a[f'known_acc@{k}']:.1f}" for k in (1, 2, 5, 10)) + " |")
+            out.append(
+                f"| {os.path.basename(d)} | {a['positions']} ({a['unk_positions']}) | "
+                + " | ".join(f"{100 * a[f'acc@{k}']:.1f}" for k in (1, 2, 5, 10))
+                + " | "
+                + " | ".join(f"{100 * a[f'known_acc@{k}']:.1f}" for k in (1, 2, 5, 10))
+                + " |"
+            )
 
     out.extend(unk_table(runs))
 
@@ -258,15 +301,20 @@ def main(argv=None):
             out.append(f"| {k} | " + " | ".join(f"{dv[e]:.2f}" if e in dv else "–" for e in xs) + " |")
     if args.png and curves:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+
         fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
         for k, v in curves.items():
             ax.plot([e for e, _ in v], [b for _, b in v], marker="o", label=k)
         ax.set_xlabel("epochs trained (step checkpoints at step / steps per epoch)")
         ax.set_ylabel("val sacreBLEU (greedy, detokenized)")
-        ax.set_title("Multi30k " + os.path.basename(os.path.normpath(args.results)).replace("m30k_", "")
-                     + ": validation BLEU by epochs trained")
+        ax.set_title(
+            "Multi30k "
+            + os.path.basename(os.path.normpath(args.results)).replace("m30k_", "")
+            + ": validation BLEU by epochs trained"
+        )
         xs = sorted({e for v in curves.values() for e, _ in v})
         # every checkpoint's position when they fit; whole epochs only on longer runs
         ax.set_xticks(xs if xs[-1] <= 3 else range(int(xs[-1]) + 1))

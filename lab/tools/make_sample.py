@@ -36,11 +36,16 @@ def main(argv=None):
     p.add_argument("-out", default="data")
     p.add_argument("-extra_words", type=int, default=1400)
     args = p.parse_args(argv)
-    inputs = [os.path.join(args.shared, "multi30k", f"{split}.{lang}")
-              for _, split, _ in SPLITS for lang in ("fr", "en")]
+    inputs = [
+        os.path.join(args.shared, "multi30k", f"{split}.{lang}") for _, split, _ in SPLITS for lang in ("fr", "en")
+    ]
     inputs.append(os.path.join(args.shared, "embeddings", "en.ft300.vec.gz"))
-    outputs = [os.path.join(args.out, *sub, f"{name}.{lang}") for name, _, _ in SPLITS for lang in ("fr", "en")
-               for sub in ((), ("raw",))]
+    outputs = [
+        os.path.join(args.out, *sub, f"{name}.{lang}")
+        for name, _, _ in SPLITS
+        for lang in ("fr", "en")
+        for sub in ((), ("raw",))
+    ]
     refuse_output_over_inputs({"-out": [*outputs, os.path.join(args.out, "en.vec.gz")]}, {"-shared": inputs})
     for path in inputs:
         if not os.path.isfile(path):

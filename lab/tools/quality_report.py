@@ -47,12 +47,17 @@ def read_calibration(path):
     fields = ("ref", "hyp", "match", "ratio")  # ratio in every bin; the others, where there, numbers
 
     def ok(v):
-        return isinstance(v, dict) and isinstance(v.get("ratio"), (int, float)) and all(
-            isinstance(v[k], (int, float)) for k in fields if k in v)
+        return (
+            isinstance(v, dict)
+            and isinstance(v.get("ratio"), (int, float))
+            and all(isinstance(v[k], (int, float)) for k in fields if k in v)
+        )
 
     if not (isinstance(data, dict) and set(CALIBRATION_BINS) <= set(data) and all(ok(v) for v in data.values())):
-        raise UserError(f"{path}: expected lab/tools/rare_word_f1.py -json's table (a ratio, and ref, hyp and match "
-                        f"where given, for the bins {', '.join(CALIBRATION_BINS)})")
+        raise UserError(
+            f"{path}: expected lab/tools/rare_word_f1.py -json's table (a ratio, and ref, hyp and match "
+            f"where given, for the bins {', '.join(CALIBRATION_BINS)})"
+        )
     return data
 
 
@@ -66,8 +71,10 @@ def test_scores(run, test, suffix=""):
     with_unk = re.search(r"^sacreBLEU \(detokenized\): ([\d.]+)", text, re.M)
     own = re.search(r"^without -replace_unk \(the model's own words, ([\d.]+)% <unk>\): sacreBLEU ([\d.]+)", text, re.M)
     if not (with_unk and own):  # e.g. a decode still being written
-        raise UserError(f"{path}: expected translate.py's 'sacreBLEU (detokenized): X' and 'without -replace_unk "
-                        "(the model's own words, P% <unk>): sacreBLEU Y' lines")
+        raise UserError(
+            f"{path}: expected translate.py's 'sacreBLEU (detokenized): X' and 'without -replace_unk "
+            "(the model's own words, P% <unk>): sacreBLEU Y' lines"
+        )
     return float(with_unk.group(1)), float(own.group(2)), float(own.group(1))
 
 
@@ -129,8 +136,11 @@ def seed_summary(rows):
             if any(r["ratios"] is None for r in runs):
                 cells.append("–")
             else:
-                cells.append(" / ".join(f"{sum(r['ratios'][i][b] for r in runs) / len(runs):.2f}"
-                                        for b in range(len(CALIBRATION_BINS))))
+                cells.append(
+                    " / ".join(
+                        f"{sum(r['ratios'][i][b] for r in runs) / len(runs):.2f}" for b in range(len(CALIBRATION_BINS))
+                    )
+                )
         lines.append(f"| {base} ({len(runs)} seeds) | " + " | ".join(cells) + " |")
     return lines
 
@@ -174,8 +184,9 @@ def bin_outputs(run, suffix=""):
     """-> {test: {bin: (output tokens, of them correct)}} of CALIBRATION_BINS from TEST.calibration.json,
     or None (no file, or one written before lab/tools/rare_word_f1.py counted them)."""
     files = calibration_files(run, suffix)
-    if files is None or any("hyp" not in f.get(b, {}) or "match" not in f.get(b, {})
-                            for f in files.values() for b in CALIBRATION_BINS):
+    if files is None or any(
+        "hyp" not in f.get(b, {}) or "match" not in f.get(b, {}) for f in files.values() for b in CALIBRATION_BINS
+    ):
         return None
     return {t: {b: (files[t][b]["hyp"], files[t][b]["match"]) for b in CALIBRATION_BINS} for t in TESTS}
 
@@ -241,17 +252,26 @@ def calibration_against(runs, ref, min_ref, tolerance=CALIBRATION_TOLERANCE):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", help="run folders")
-    p.add_argument("-calibration_ref", help="the row (run folder name without .sN) whose calibration ratios the "
-                   "others are divided by, e.g. t_ce")
-    p.add_argument("-min_ref", type=int, default=50, help="-calibration_ref: bins with fewer reference tokens "
-                   "are left out")
-    p.add_argument("-suffix", default="", help="score word_choice.sh's other decodes of the tests: .block (step "
-                   "5's -block_ngram_repeat) or .CAL_NAME (step 6's -freq_offsets: .calib, .matchce); "
-                   "default: step 4's")
+    p.add_argument(
+        "-calibration_ref",
+        help="the row (run folder name without .sN) whose calibration ratios the others are divided by, e.g. t_ce",
+    )
+    p.add_argument(
+        "-min_ref", type=int, default=50, help="-calibration_ref: bins with fewer reference tokens are left out"
+    )
+    p.add_argument(
+        "-suffix",
+        default="",
+        help="score word_choice.sh's other decodes of the tests: .block (step "
+        "5's -block_ngram_repeat) or .CAL_NAME (step 6's -freq_offsets: .calib, .matchce); "
+        "default: step 4's",
+    )
     p.add_argument("-ref_suffix", help="-calibration_ref: the decodes of that row to divide by (default: -suffix)")
     args = p.parse_args(argv)
-    print("| row | test_2016 | test_2017 | without -replace_unk (2016 / 2017) | `<unk>` (2016) "
-          "| best val. epoch | s to best | train wall s |")
+    print(
+        "| row | test_2016 | test_2017 | without -replace_unk (2016 / 2017) | `<unk>` (2016) "
+        "| best val. epoch | s to best | train wall s |"
+    )
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     per_seed = {}
     curves = []
@@ -268,30 +288,39 @@ def main(argv=None):
         unk = f"{scores[0][2]:.1f}%" if scores[0] else "–"
         wall = wall_seconds(run)
         to_best = seconds_to_best(run)
-        print(f"| {name} | {cells[0]} | {cells[1]} | {own} | {unk} | {best} | {to_best if to_best else '–'} "
-              f"| {wall if wall else '–'} |")
+        print(
+            f"| {name} | {cells[0]} | {cells[1]} | {own} | {unk} | {best} | {to_best if to_best else '–'} "
+            f"| {wall if wall else '–'} |"
+        )
         per_seed[name] = {"scores": scores, "ratios": calibration_ratios(run, args.suffix)}
         curves.append((name, bleus))
     summary = seed_summary(per_seed)
     if summary:
         print()
-        print("| row | test_2016 (mean ± std) | test_2017 | without -replace_unk (2016 / 2017) | `<unk>` (2016) "
-              "| mean output/reference tokens, bins " + ", ".join(CALIBRATION_BINS) + ": test_2016 | test_2017 |")
+        print(
+            "| row | test_2016 (mean ± std) | test_2017 | without -replace_unk (2016 / 2017) | `<unk>` (2016) "
+            "| mean output/reference tokens, bins " + ", ".join(CALIBRATION_BINS) + ": test_2016 | test_2017 |"
+        )
         print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         print("\n".join(summary))
     calib = [(os.path.basename(os.path.normpath(r)), calibration(r, args.suffix)) for r in args.runs]
     if any(c for _, c in calib):
         print()
-        print("| row | checkpoint, -decode_prior (picked on validation) | output/reference tokens, bins "
-              + ", ".join(CALIBRATION_BINS) + ": test_2016 | test_2017 |")
+        print(
+            "| row | checkpoint, -decode_prior (picked on validation) | output/reference tokens, bins "
+            + ", ".join(CALIBRATION_BINS)
+            + ": test_2016 | test_2017 |"
+        )
         print("| --- | --- | ---: | ---: |")
         for name, c in calib:
             if c:
                 print(f"| {name} | " + " | ".join(c) + " |")
     if args.calibration_ref:
         print()
-        print(f"| row | ratio / {args.calibration_ref}'s ratio, bins {', '.join(ALL_BINS)} (at least "
-              f"{args.min_ref} reference tokens): test_2016 | test_2017 | furthest from 1 (as a factor) |")
+        print(
+            f"| row | ratio / {args.calibration_ref}'s ratio, bins {', '.join(ALL_BINS)} (at least "
+            f"{args.min_ref} reference tokens): test_2016 | test_2017 | furthest from 1 (as a factor) |"
+        )
         print("| --- | ---: | ---: | ---: |")
         ref_suffix = args.suffix if args.ref_suffix is None else args.ref_suffix
         tables = {}
@@ -307,8 +336,10 @@ def main(argv=None):
         lines = outputs_and_correct(counted)
         if lines:
             print()
-            print(f"| row | output tokens (of them correct), bins {', '.join(CALIBRATION_BINS)}, mean over seeds: "
-                  "test_2016 | test_2017 |")
+            print(
+                f"| row | output tokens (of them correct), bins {', '.join(CALIBRATION_BINS)}, mean over seeds: "
+                "test_2016 | test_2017 |"
+            )
             print("| --- | ---: | ---: |")
             print("\n".join(lines))
     width = max((len(b) for _, b in curves), default=0)

@@ -34,8 +34,17 @@ from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import read_lines
 from onmt_cont.utils.overwrite import refuse_output_over_inputs
 
-BINS = [("0", 0, 0), ("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4", 4, 4), ("5-9", 5, 9), ("10-99", 10, 99),
-        ("100-999", 100, 999), ("1000+", 1000, float("inf"))]
+BINS = [
+    ("0", 0, 0),
+    ("1", 1, 1),
+    ("2", 2, 2),
+    ("3", 3, 3),
+    ("4", 4, 4),
+    ("5-9", 5, 9),
+    ("10-99", 10, 99),
+    ("100-999", 100, 999),
+    ("1000+", 1000, float("inf")),
+]
 # -bins calibration: the bins of translate.py -freq_offsets (and of the results' hyp/ref ratios),
 # plus words never seen in training
 CALIBRATION_BINS = [("0", 0, 0), *FREQ_BINS]
@@ -74,8 +83,15 @@ def rare_word_f1(train_lines, ref_lines, hyp_lines, bins=BINS, ignore=()):
         r = s["match"] / s["ref"] if s["ref"] else 0.0
         f = 2 * p * r / (p + r) if p + r else 0.0
         ratio = s["hyp"] / s["ref"] if s["ref"] else float("nan")
-        out[name] = {"ref": s["ref"], "hyp": s["hyp"], "match": s["match"], "precision": p, "recall": r, "f1": f,
-                     "ratio": ratio}
+        out[name] = {
+            "ref": s["ref"],
+            "hyp": s["hyp"],
+            "match": s["match"],
+            "precision": p,
+            "recall": r,
+            "f1": f,
+            "ratio": ratio,
+        }
     return out
 
 
@@ -110,26 +126,37 @@ def main(argv=None):
     p.add_argument("-train", required=True, help="tokenized training targets (the frequencies)")
     p.add_argument("-ref", required=True, help="tokenized reference")
     p.add_argument("-hyp", required=True, help="tokenized hypothesis (the model's output)")
-    p.add_argument("-bins", choices=sorted(BIN_SETS), default="paper",
-                   help="paper: 1, 2, 3, 4, 5-9, ... (Table 5); calibration: 1, 2-4, 5-9, 10-99, ...")
+    p.add_argument(
+        "-bins",
+        choices=sorted(BIN_SETS),
+        default="paper",
+        help="paper: 1, 2, 3, 4, 5-9, ... (Table 5); calibration: 1, 2-4, 5-9, 10-99, ...",
+    )
     p.add_argument("-json", help="also write the table as JSON here")
-    p.add_argument("-substitutions", metavar="BIN",
-                   help="also print what replaced the reference's words of this bin (of -bins), one for one")
+    p.add_argument(
+        "-substitutions",
+        metavar="BIN",
+        help="also print what replaced the reference's words of this bin (of -bins), one for one",
+    )
     p.add_argument("-top", type=int, default=15, help="-substitutions: the most frequent pairs to print")
     args = p.parse_args(argv)
     refuse_output_over_inputs({"-json": args.json}, {"-train": args.train, "-ref": args.ref, "-hyp": args.hyp})
     bins = BIN_SETS[args.bins]
     if args.substitutions is not None and args.substitutions not in {name for name, _, _ in bins}:
-        p.error(f"-substitutions {args.substitutions}: no such bin in -bins {args.bins} "
-                f"({', '.join(name for name, _, _ in bins)})")
+        p.error(
+            f"-substitutions {args.substitutions}: no such bin in -bins {args.bins} "
+            f"({', '.join(name for name, _, _ in bins)})"
+        )
     train, ref, hyp = read(args.train), read(args.ref), read(args.hyp)
     if len(hyp) != len(ref):
         raise UserError(f"{args.hyp}: {len(hyp)} lines, but -ref {args.ref} has {len(ref)} (one line per sentence)")
     table = rare_word_f1(train, ref, hyp, bins)
     print("bin\tref\thyp\tmatch\tprecision\trecall\tf1\thyp/ref")
     for name, s in table.items():
-        print(f"{name}\t{s['ref']}\t{s['hyp']}\t{s['match']}\t{s['precision']:.4f}\t{s['recall']:.4f}\t{s['f1']:.4f}"
-              f"\t{s['ratio']:.2f}")
+        print(
+            f"{name}\t{s['ref']}\t{s['hyp']}\t{s['match']}\t{s['precision']:.4f}\t{s['recall']:.4f}\t{s['f1']:.4f}"
+            f"\t{s['ratio']:.2f}"
+        )
     if args.json:
         atomic_write_text(args.json, json.dumps(table, indent=1))  # never a half-written file
     if args.substitutions is not None:
@@ -141,8 +168,10 @@ def main(argv=None):
         for name in order:
             if into[name]:
                 print(f"{name}\t{into[name]}\t{into[name] / total:.2f}")
-        print("most frequent pairs (reference -> hypothesis, count): "
-              + ", ".join(f"{a} -> {b} {n}" for (a, b), n in pairs.most_common(args.top)))
+        print(
+            "most frequent pairs (reference -> hypothesis, count): "
+            + ", ".join(f"{a} -> {b} {n}" for (a, b), n in pairs.most_common(args.top))
+        )
 
 
 if __name__ == "__main__":

@@ -66,8 +66,9 @@ def parse_layers(text):
     try:
         return [x if x == "mean" else int(x) for x in text.split(",")]
     except ValueError:
-        raise SystemExit(f"error: -alignment_layer takes a comma list of layer numbers and 'mean', "
-                         f"got {text!r}") from None
+        raise SystemExit(
+            f"error: -alignment_layer takes a comma list of layer numbers and 'mean', got {text!r}"
+        ) from None
 
 
 @cli_main
@@ -81,8 +82,9 @@ def main(argv=None):
     p.add_argument("-threads", type=int, default=1, help="torch threads (0: PyTorch's default)")
     p.add_argument("-json", help="also write the counts here")
     opt = p.parse_args(argv)
-    refuse_output_over_inputs({"-json": opt.json}, {"-model": opt.model, "-src": opt.src,
-                                                    "-lookup_dict": opt.lookup_dict})
+    refuse_output_over_inputs(
+        {"-json": opt.json}, {"-model": opt.model, "-src": opt.src, "-lookup_dict": opt.lookup_dict}
+    )
     if opt.batch_size < 1:
         raise UserError(f"-batch_size must be at least 1, got {opt.batch_size}")
     apply_threads(opt.threads)
@@ -90,8 +92,9 @@ def main(argv=None):
     lines = [line for _, line in read_lines(opt.src)]
     results = {}
     for layer in parse_layers(opt.alignment_layer):
-        translator = build_translator(DecodingConfig(beam_size=1, block_ngram_repeat=0, alignment_layer=layer),
-                                      [opt.model])
+        translator = build_translator(
+            DecodingConfig(beam_size=1, block_ngram_repeat=0, alignment_layer=layer), [opt.model]
+        )
         sources, outputs, attns = [], [], []
         todo = [line.lower().split() if translator.lower else line.split() for line in lines]
         todo = [t for t in todo if t]
@@ -107,8 +110,10 @@ def main(argv=None):
             name = f"default ({translator.model.decoder.alignment_layer or 'mean'})"
         counts["accuracy"] = counts["restored"] / max(counts["eligible"], 1)
         results[name] = counts
-        print(f"alignment layer {name}: {counts['restored']} of {counts['eligible']} restorable output words "
-              f"restored ({counts['accuracy']:.2%}); {counts['words']} non-punctuation output words")
+        print(
+            f"alignment layer {name}: {counts['restored']} of {counts['eligible']} restorable output words "
+            f"restored ({counts['accuracy']:.2%}); {counts['words']} non-punctuation output words"
+        )
     if opt.json:
         atomic_write_text(opt.json, json.dumps(results, indent=1))
 

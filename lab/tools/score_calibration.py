@@ -69,7 +69,7 @@ def batches(examples, size, generator=None):
     """Batches of ``size`` examples, in order (or shuffled by ``generator``)."""
     order = torch.randperm(len(examples), generator=generator).tolist() if generator else list(range(len(examples)))
     for i in range(0, len(order), size):
-        yield collate(examples, order[i:i + size])
+        yield collate(examples, order[i : i + size])
 
 
 def report(name, scorer, examples, bins, batch_size, bias=None):
@@ -116,10 +116,15 @@ def main(argv=None):
     p.add_argument("-model", required=True, help="checkpoint (train.py)")
     p.add_argument("-data", required=True, help="preprocess.py's -save_data prefix (PREFIX.valid.N.pt, .train.N.pt)")
     p.add_argument("-batch_size", type=int, default=64, help="sentences per batch")
-    p.add_argument("-refit_epochs", type=int, default=0, help="refit the word bias by full-softmax cross-entropy "
-                   "over the training shards for this many epochs (0: off)")
-    p.add_argument("-refit_learning_rate", type=numbers.finite_float, default=0.05,
-                   help="Adam's learning rate for the refit")
+    p.add_argument(
+        "-refit_epochs",
+        type=int,
+        default=0,
+        help="refit the word bias by full-softmax cross-entropy over the training shards for this many epochs (0: off)",
+    )
+    p.add_argument(
+        "-refit_learning_rate", type=numbers.finite_float, default=0.05, help="Adam's learning rate for the refit"
+    )
     p.add_argument("-seed", type=numbers.seed, default=1, help="the refit's batch order and dropout: 0 to 2^32 - 1")
     p.add_argument("-output", help="with -refit_epochs: write the checkpoint with the refitted bias here")
     add_threads_arg(p)
@@ -139,8 +144,9 @@ def main(argv=None):
     model, opt, _, tgt_vocab = model_from_checkpoint(data)
     scorer = Scorer(model, opt)
     if args.refit_epochs and not (scorer.continuous and getattr(model.generator, "bias", None) is not None):
-        raise UserError("-refit_epochs refits the word bias of a continuous model trained with -word_bias; this "
-                        "model has none")
+        raise UserError(
+            "-refit_epochs refits the word bias of a continuous model trained with -word_bias; this model has none"
+        )
     try:
         bins = word_bins(tgt_vocab)
     except ValueError as exc:
@@ -154,8 +160,9 @@ def main(argv=None):
     bias = refit(scorer, train, args.refit_epochs, args.refit_learning_rate, args.batch_size, args.seed)
     report("validation, refitted bias", scorer, valid, bins, args.batch_size, bias)
     shift = bias - model.generator.bias.detach().float()
-    print("mean bias change by bin " + " ".join(f"{shift[bins == k].mean().item():6.2f}"
-                                                for k in range(len(FREQ_BINS))))
+    print(
+        "mean bias change by bin " + " ".join(f"{shift[bins == k].mean().item():6.2f}" for k in range(len(FREQ_BINS)))
+    )
     if args.output:
         data["model"]["generator.bias"] = bias.to(data["model"]["generator.bias"].dtype)
         atomic_torch_save(data, args.output)

@@ -40,8 +40,11 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.patience < 1 or min(args.windows) < 1:
         raise UserError(f"-patience and -windows must be at least 1, got {args.patience} and {args.windows}")
-    print("| run | validations in the log | best in the log | "
-          + " | ".join(f"window {w}: stops after, best (at)" for w in args.windows) + " |")
+    print(
+        "| run | validations in the log | best in the log | "
+        + " | ".join(f"window {w}: stops after, best (at)" for w in args.windows)
+        + " |"
+    )
     print("| --- | ---: | ---: |" + " --- |" * len(args.windows))
     for run in args.runs:
         paths = run.split(",")
@@ -52,8 +55,9 @@ def main(argv=None):
             where = f"{taken}" if stopped else f"runs past the log ({taken})"
             cells.append(f"{where}, {best:.2f} ({at})")
         top = max(scores)
-        print(f"| {name_of(paths[0])} | {len(scores)} | {top:.2f} ({scores.index(top) + 1}) | " + " | ".join(cells)
-              + " |")
+        print(
+            f"| {name_of(paths[0])} | {len(scores)} | {top:.2f} ({scores.index(top) + 1}) | " + " | ".join(cells) + " |"
+        )
 
 
 if __name__ == "__main__":

@@ -49,13 +49,15 @@ def main(argv=None):
     p.add_argument("-out_tgt", required=True)
     args = p.parse_args(argv)
     try:
-        refuse_output_over_inputs({"-out_src": args.out_src, "-out_tgt": args.out_tgt},
-                                  {"-src": args.src, "-tgt": args.tgt})
+        refuse_output_over_inputs(
+            {"-out_src": args.out_src, "-out_tgt": args.out_tgt}, {"-src": args.src, "-tgt": args.tgt}
+        )
         src = [line.split() for _, line in read_lines(args.src)]
         tgt = [line.split() for _, line in read_lines(args.tgt)]
         if len(src) != len(tgt):
-            raise UserError(f"{args.src} has {len(src)} lines, {args.tgt} {len(tgt)}: expected one reference "
-                            "per source line")
+            raise UserError(
+                f"{args.src} has {len(src)} lines, {args.tgt} {len(tgt)}: expected one reference per source line"
+            )
         new_src, new_tgt, changed = strip_pairs(src, tgt)
         atomic_write_text(args.out_src, "".join(" ".join(w) + "\n" for w in new_src))
         atomic_write_text(args.out_tgt, "".join(" ".join(w) + "\n" for w in new_tgt))

@@ -39,8 +39,13 @@ STAMP = re.compile(r"^\[(\d\d):(\d\d):(\d\d)\] (.*)$")
 VALID = re.compile(r"validation at step \d+: .*greedy BLEU ([\d.]+)")
 # the lines a starting train.py writes before any training (-resume auto's and -train_from's notes first,
 # then "resumed from step", the model line, TensorBoard's): the gap before them is a pause, not training
-PROCESS_START = ("-resume auto:", "warning: -train_from", "resumed from step", "model: -encoder_type",
-                 "-tensorboard: event files")
+PROCESS_START = (
+    "-resume auto:",
+    "warning: -train_from",
+    "resumed from step",
+    "model: -encoder_type",
+    "-tensorboard: event files",
+)
 
 
 def curve(path):
@@ -110,8 +115,10 @@ def pairwise(refs, runs, margin, epoch_cost):
         median = statistics.median(ratios)
         scale = 1.0 if epoch_cost is None else epoch_cost
         what = "validations" if epoch_cost is None else f"time (validations x {epoch_cost:g})"
-        print(f"x reference, {what}, over {len(ratios)} pairs: median {median * scale:.2f}, range "
-              f"{ratios[0] * scale:.2f}-{ratios[-1] * scale:.2f}" + (f"; {missed} pairs not reached" if missed else ""))
+        print(
+            f"x reference, {what}, over {len(ratios)} pairs: median {median * scale:.2f}, range "
+            f"{ratios[0] * scale:.2f}-{ratios[-1] * scale:.2f}" + (f"; {missed} pairs not reached" if missed else "")
+        )
     elif missed:
         print(f"no run reached any reference's target ({missed} pairs)")
 
@@ -119,27 +126,41 @@ def pairwise(refs, runs, margin, epoch_cost):
 @cli_main
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-ref", required=True, nargs="+", help="train.log of the reference run (the softmax model); "
-                   "several: compare every pair in validations (see above)")
+    p.add_argument(
+        "-ref",
+        required=True,
+        nargs="+",
+        help="train.log of the reference run (the softmax model); "
+        "several: compare every pair in validations (see above)",
+    )
     p.add_argument("-runs", nargs="+", required=True, help="train.log of the runs to compare")
     p.add_argument("-margin", type=float, default=1.0, help="target = the reference's best BLEU minus this")
-    p.add_argument("-epoch_cost", type=float, help="seconds per validation of the runs over the reference's, "
-                   "measured side by side: compare in validations (as with several -ref) and scale the ratios "
-                   "into time ratios")
-    p.add_argument("-best_from", help="train.log of the reference's full run (same flags and seed; one -ref, no "
-                   "-epoch_cost): the target is its best minus -margin, so the timed reference can stop once it "
-                   "passes the target; its validations must repeat this log's")
+    p.add_argument(
+        "-epoch_cost",
+        type=float,
+        help="seconds per validation of the runs over the reference's, "
+        "measured side by side: compare in validations (as with several -ref) and scale the ratios "
+        "into time ratios",
+    )
+    p.add_argument(
+        "-best_from",
+        help="train.log of the reference's full run (same flags and seed; one -ref, no "
+        "-epoch_cost): the target is its best minus -margin, so the timed reference can stop once it "
+        "passes the target; its validations must repeat this log's",
+    )
     p.add_argument("-plot", help="write the curves as a PNG here (one -ref, no -epoch_cost)")
     p.add_argument("-title", default="validation BLEU against wall-clock time")
     args = p.parse_args(argv)
-    refuse_output_over_inputs({"-plot": args.plot}, {
-        "-ref": args.ref, "-runs": args.runs, "-best_from": args.best_from})
+    refuse_output_over_inputs(
+        {"-plot": args.plot}, {"-ref": args.ref, "-runs": args.runs, "-best_from": args.best_from}
+    )
     if args.epoch_cost is not None and not (args.epoch_cost > 0 and args.epoch_cost < float("inf")):
         raise UserError(f"-epoch_cost must be a positive number, got {args.epoch_cost}")
     if len(args.ref) > 1 or args.epoch_cost is not None:
         if args.plot:
-            raise UserError("-plot draws one reference's curves in seconds: give one -ref and no -epoch_cost, "
-                            "or leave -plot out")
+            raise UserError(
+                "-plot draws one reference's curves in seconds: give one -ref and no -epoch_cost, or leave -plot out"
+            )
         if args.best_from:
             raise UserError("-best_from sets one timed reference's target: give one -ref and no -epoch_cost")
         return pairwise(args.ref, args.runs, args.margin, args.epoch_cost)
@@ -150,16 +171,22 @@ def main(argv=None):
         full = curve(args.best_from)
         for i, ((_, b), (_, f)) in enumerate(zip(ref, full, strict=False), 1):  # the full run may be longer
             if abs(b - f) > 0.005:
-                raise UserError(f"{args.ref}: validation {i} gives BLEU {b:.2f}, {args.best_from} {f:.2f}: the "
-                                "timed reference does not repeat that run (same flags and seed?)")
+                raise UserError(
+                    f"{args.ref}: validation {i} gives BLEU {b:.2f}, {args.best_from} {f:.2f}: the "
+                    "timed reference does not repeat that run (same flags and seed?)"
+                )
         if len(ref) > len(full):
-            raise UserError(f"{args.ref} has {len(ref)} validations, {args.best_from} only {len(full)}: "
-                            "-best_from must be the longer, full run")
+            raise UserError(
+                f"{args.ref} has {len(ref)} validations, {args.best_from} only {len(full)}: "
+                "-best_from must be the longer, full run"
+            )
         best_of, best = args.best_from, max(b for _, b in full)
     target = best - args.margin
     ref_t = time_to(ref, target)
-    print(f"target: {name_of(best_of)}'s best validation BLEU {best:.2f} - {args.margin:g} = {target:.2f}"
-          + (f" (its full run: {args.best_from})" if args.best_from else ""))
+    print(
+        f"target: {name_of(best_of)}'s best validation BLEU {best:.2f} - {args.margin:g} = {target:.2f}"
+        + (f" (its full run: {args.best_from})" if args.best_from else "")
+    )
     print("| run | best val. BLEU | s to target | x reference |")
     print("| --- | ---: | ---: | ---: |")
     curves = [(name_of(args.ref), ref)] + [(name_of(r), curve(r)) for r in args.runs]

@@ -24,8 +24,14 @@ def curve(path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("-group", nargs="+", action="append", required=True, metavar=("NAME", "LOG"),
-                   help="a name and the train.py logs of its runs (two groups)")
+    p.add_argument(
+        "-group",
+        nargs="+",
+        action="append",
+        required=True,
+        metavar=("NAME", "LOG"),
+        help="a name and the train.py logs of its runs (two groups)",
+    )
     args = p.parse_args(argv)
     if len(args.group) != 2 or any(len(g) < 3 for g in args.group):
         sys.exit("valid_curves.py: give two -group NAME LOG LOG [...] (two runs or more each)")

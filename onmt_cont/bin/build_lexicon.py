@@ -147,8 +147,10 @@ def _check_writable(path: str, flag: str) -> None:
 @cli_main
 def main(argv: list[str] | None = None) -> None:
     opt = build_parser().parse_args(argv)
-    refuse_output_over_inputs({"-output": opt.output, "-save_alignments": opt.save_alignments},
-                              {"-src": opt.src, "-tgt": opt.tgt, "-alignments": opt.alignments})
+    refuse_output_over_inputs(
+        {"-output": opt.output, "-save_alignments": opt.save_alignments},
+        {"-src": opt.src, "-tgt": opt.tgt, "-alignments": opt.alignments},
+    )
     if opt.alignments is not None:
         given = [f"-{name}" for name in _TRAINING_OPTIONS if getattr(opt, name) is not None]
         if given:
@@ -191,16 +193,21 @@ def main(argv: list[str] | None = None) -> None:
 
     lexicon = extract_lexicon(src, tgt, alignments, opt.min_count)
     if not lexicon:  # like an empty corpus: -replace_unk would silently copy every word
-        raise UserError(f"the lexicon is empty: no source word is aligned -min_count {opt.min_count} time(s) "
-                        f"to one target word ({sum(map(len, alignments))} links in all)")
+        raise UserError(
+            f"the lexicon is empty: no source word is aligned -min_count {opt.min_count} time(s) "
+            f"to one target word ({sum(map(len, alignments))} links in all)"
+        )
     if opt.save_alignments:
         atomic_write_text(opt.save_alignments, format_pharaoh(alignments))
     atomic_write_text(opt.output, format_lexicon(lexicon))
     written = [f"{opt.output} (lexicon: {len(lexicon):,} entries)"]
     if opt.save_alignments:
         written.append(f"{opt.save_alignments} ({len(alignments):,} lines of alignments)")
-    summary(f"{'aligned' if opt.alignments is None else 'read the alignments of'} {len(src):,} pairs",
-            time.perf_counter() - start, written)
+    summary(
+        f"{'aligned' if opt.alignments is None else 'read the alignments of'} {len(src):,} pairs",
+        time.perf_counter() - start,
+        written,
+    )
 
 
 if __name__ == "__main__":

@@ -21,23 +21,45 @@ from onmt_cont.utils.overwrite import refuse_output_over_inputs
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="onmt_cont_convert", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog=__doc__.split("\n\n", 1)[1])
+    p = argparse.ArgumentParser(
+        prog="onmt_cont_convert",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=__doc__.split("\n\n", 1)[1],
+    )
     p.add_argument("-model", required=True, help="a Transformer checkpoint written by train.py (or its release)")
     p.add_argument("-output", required=True, help="the CTranslate2 model directory to write")
-    p.add_argument("-quantization", choices=QUANTIZATIONS, default=None,
-                   help="store the weights as this type (int8: 8-bit weights, float32 computation on the CPU); "
-                        "default float32")
-    p.add_argument("-decode_prior", type=float, default=0.0,
-                   help="continuous models: β of score + β · log p_train(w), as translate.py's (default 0)")
-    p.add_argument("-decode_prior_cap", type=int, default=0,
-                   help="continuous models: the prior flat for words seen at least this often (0: the plain prior)")
-    p.add_argument("-beam_temperature", type=float, default=1.0,
-                   help="continuous models: beam search's softmax over the scores / (the model's scale × this)")
-    p.add_argument("-alignment_layer", type=parse_alignment_layer, default=None,
-                   help="the decoder layer whose attention (every head's mean) -replace_unk reads (default: the last; "
-                        "CTranslate2 reads one layer, so 'mean' is not possible)")
+    p.add_argument(
+        "-quantization",
+        choices=QUANTIZATIONS,
+        default=None,
+        help="store the weights as this type (int8: 8-bit weights, float32 computation on the CPU); default float32",
+    )
+    p.add_argument(
+        "-decode_prior",
+        type=float,
+        default=0.0,
+        help="continuous models: β of score + β · log p_train(w), as translate.py's (default 0)",
+    )
+    p.add_argument(
+        "-decode_prior_cap",
+        type=int,
+        default=0,
+        help="continuous models: the prior flat for words seen at least this often (0: the plain prior)",
+    )
+    p.add_argument(
+        "-beam_temperature",
+        type=float,
+        default=1.0,
+        help="continuous models: beam search's softmax over the scores / (the model's scale × this)",
+    )
+    p.add_argument(
+        "-alignment_layer",
+        type=parse_alignment_layer,
+        default=None,
+        help="the decoder layer whose attention (every head's mean) -replace_unk reads (default: the last; "
+        "CTranslate2 reads one layer, so 'mean' is not possible)",
+    )
     p.add_argument("-force", action="store_true", help="replace -output if it exists")
     return p
 
@@ -48,13 +70,26 @@ def main(argv=None):
     refuse_output_over_inputs({"-output": opt.output}, {"-model": opt.model})
     layer = None if opt.alignment_layer == "mean" else opt.alignment_layer
     if opt.alignment_layer == "mean":
-        print("note: -alignment_layer mean: CTranslate2 reads one layer's attention; the last is exported",
-              file=sys.stderr)
-    record = convert(opt.model, opt.output, opt.quantization, opt.decode_prior, opt.decode_prior_cap,
-                     opt.beam_temperature, layer, opt.force)
+        print(
+            "note: -alignment_layer mean: CTranslate2 reads one layer's attention; the last is exported",
+            file=sys.stderr,
+        )
+    record = convert(
+        opt.model,
+        opt.output,
+        opt.quantization,
+        opt.decode_prior,
+        opt.decode_prior_cap,
+        opt.beam_temperature,
+        layer,
+        opt.force,
+    )
     kind = f"continuous ({record['criterion']} criterion)" if record["continuous"] else "softmax"
-    print(f"wrote {opt.output}: a CTranslate2 model ({record['quantization']} weights) of {opt.model}'s {kind} "
-          f"Transformer; translate with: onmt_cont_translate -model {opt.output} -src FILE", file=sys.stderr)
+    print(
+        f"wrote {opt.output}: a CTranslate2 model ({record['quantization']} weights) of {opt.model}'s {kind} "
+        f"Transformer; translate with: onmt_cont_translate -model {opt.output} -src FILE",
+        file=sys.stderr,
+    )
 
 
 if __name__ == "__main__":

@@ -84,8 +84,7 @@ def build_parser():
         "-seed",
         type=numbers.seed,
         default=1,
-        help="seed of the random vectors: rows the file lacks, -init and -unk_vector draws: 0 to 2^32 - 1 "
-        "(default 1)",
+        help="seed of the random vectors: rows the file lacks, -init and -unk_vector draws: 0 to 2^32 - 1 (default 1)",
     )
     add_table_args(parser)
     parser.add_argument("-chunk_bytes", type=int, default=DEFAULT_CHUNK_BYTES, help=argparse.SUPPRESS)
@@ -183,9 +182,15 @@ def _file_report(emb, file_type):
 @cli_main
 def main(argv=None):
     opt = build_parser().parse_args(argv)
-    refuse_output_over_inputs({"-output_file": Prefix(opt.output_file, r"\.(enc|dec)\.(pt|missing\.txt)")},
-                              {"-emb_file_dec": opt.emb_file_dec, "-emb_file_enc": opt.emb_file_enc,
-                               "-dict_file": opt.dict_file, "-from_model": opt.from_model})
+    refuse_output_over_inputs(
+        {"-output_file": Prefix(opt.output_file, r"\.(enc|dec)\.(pt|missing\.txt)")},
+        {
+            "-emb_file_dec": opt.emb_file_dec,
+            "-emb_file_enc": opt.emb_file_enc,
+            "-dict_file": opt.dict_file,
+            "-from_model": opt.from_model,
+        },
+    )
     check_table_args(opt)
     out_dir = os.path.dirname(os.path.abspath(opt.output_file))
     if not os.path.isdir(out_dir):
@@ -228,8 +233,10 @@ def main(argv=None):
         for suffix, table, missing, _ in results:
             pt_path = f"{opt.output_file}.{suffix}.pt"
             missing_path = f"{opt.output_file}.{suffix}.missing.txt"
-            torch_save_to(torch.from_numpy(np.ascontiguousarray(table, dtype=np.float32)),
-                          outputs.enter_context(atomic_path(pt_path)))
+            torch_save_to(
+                torch.from_numpy(np.ascontiguousarray(table, dtype=np.float32)),
+                outputs.enter_context(atomic_path(pt_path)),
+            )
             written.append(f"{pt_path} [{table.shape[0]}, {table.shape[1]}] float32")
             if missing is not None:  # None: no vector file, so no word can be missing from it
                 with open(outputs.enter_context(atomic_path(missing_path)), "w", encoding="utf-8") as f:

@@ -48,15 +48,23 @@ def build_parser():
     g.add_argument("-shuffle", action="store_true", help="shuffle the training pairs (a full shuffle across shards)")
     g.add_argument("-seed", type=numbers.seed, default=3435, help="random seed for -shuffle: 0 to 2^32 - 1")
     g.add_argument("-lower", action="store_true", help="lowercase both sides")
-    g = p.add_argument_group("Raw text the data was made from (recorded in the vocabulary and every checkpoint, so "
-                             "that translate.py and onmt_cont.load() read and write raw text with no flags)")
-    g.add_argument("-src_lang", help="the source was raw text in this language, Moses-tokenized (no escaping) and "
-                   "lowercased as tools/moses_tok.py does")
+    g = p.add_argument_group(
+        "Raw text the data was made from (recorded in the vocabulary and every checkpoint, so "
+        "that translate.py and onmt_cont.load() read and write raw text with no flags)"
+    )
+    g.add_argument(
+        "-src_lang",
+        help="the source was raw text in this language, Moses-tokenized (no escaping) and "
+        "lowercased as tools/moses_tok.py does",
+    )
     g.add_argument("-tgt_lang", help="the target likewise: translations are Moses-detokenized in this language")
     g.add_argument("-src_bpe_codes", help="the subword-nmt codes the source was cut with: embedded, with its sha256")
     g.add_argument("-src_spm", help="or the SentencePiece model the (Moses-tokenized) source was cut with: embedded")
-    g.add_argument("-tgt_spm", help="the SentencePiece model the target was cut with (softmax models: a continuous "
-                   "model predicts the vectors of words): embedded; translations' pieces are joined with it")
+    g.add_argument(
+        "-tgt_spm",
+        help="the SentencePiece model the target was cut with (softmax models: a continuous "
+        "model predicts the vectors of words): embedded; translations' pieces are joined with it",
+    )
     g = p.add_argument_group("Vocabulary")
     g.add_argument("-src_vocab_size", type=int, default=50000, help="most frequent source words kept")
     g.add_argument("-tgt_vocab_size", type=int, default=50000, help="most frequent target words kept")
@@ -64,9 +72,13 @@ def build_parser():
     g.add_argument("-tgt_words_min_frequency", type=int, default=1, help="drop target words seen fewer times")
     g.add_argument("-src_vocab", help="reuse this source vocabulary (text: token[TAB count] per line)")
     g.add_argument("-tgt_vocab", help="reuse this target vocabulary (text: token[TAB count] per line)")
-    g.add_argument("-share_vocab", action="store_true", help="one vocabulary for both sides, from their counts "
-                   "together (-tgt_vocab_size words at most), as train.py -share_embeddings needs (fairseq's "
-                   "--joined-dictionary)")
+    g.add_argument(
+        "-share_vocab",
+        action="store_true",
+        help="one vocabulary for both sides, from their counts "
+        "together (-tgt_vocab_size words at most), as train.py -share_embeddings needs (fairseq's "
+        "--joined-dictionary)",
+    )
     g.add_argument(
         "-tgt_emb",
         help="pretrained target vectors (.vec/.txt, optionally .gz): build the target vocabulary only from "
@@ -117,10 +129,22 @@ def _removed_on_failure(folders):
 @cli_main
 def main(argv=None):
     opt = opts.parse(build_parser(), argv, required=("train_src", "train_tgt", "valid_src", "valid_tgt", "save_data"))
-    refuse_output_over_inputs({"-save_data": data_files(opt.save_data)}, {
-        "-train_src": opt.train_src, "-train_tgt": opt.train_tgt, "-valid_src": opt.valid_src,
-        "-valid_tgt": opt.valid_tgt, "-tgt_emb": opt.tgt_emb, "-src_vocab": opt.src_vocab, "-tgt_vocab": opt.tgt_vocab,
-        "-src_bpe_codes": opt.src_bpe_codes, "-src_spm": opt.src_spm, "-tgt_spm": opt.tgt_spm, "-config": opt.config})
+    refuse_output_over_inputs(
+        {"-save_data": data_files(opt.save_data)},
+        {
+            "-train_src": opt.train_src,
+            "-train_tgt": opt.train_tgt,
+            "-valid_src": opt.valid_src,
+            "-valid_tgt": opt.valid_tgt,
+            "-tgt_emb": opt.tgt_emb,
+            "-src_vocab": opt.src_vocab,
+            "-tgt_vocab": opt.tgt_vocab,
+            "-src_bpe_codes": opt.src_bpe_codes,
+            "-src_spm": opt.src_spm,
+            "-tgt_spm": opt.tgt_spm,
+            "-config": opt.config,
+        },
+    )
     if opt.shard_size < 1:
         raise UserError(f"-shard_size must be at least 1, got {opt.shard_size}")
     for name in ("src_seq_length", "tgt_seq_length"):
@@ -132,8 +156,10 @@ def main(argv=None):
     if opt.tgt_emb and opt.tgt_vocab:  # the reused vocabulary would silently win
         raise UserError("give -tgt_vocab or -tgt_emb, not both: a reused vocabulary is taken as it is")
     if opt.save_data.endswith(("/", os.sep)) or os.path.isdir(opt.save_data):  # would write hidden .train.0.pt
-        raise UserError(f"-save_data {opt.save_data} is a folder: -save_data takes a prefix, such as "
-                        f"{os.path.join(opt.save_data, 'data')} (files PREFIX.vocab.pt, PREFIX.train.0.pt, ...)")
+        raise UserError(
+            f"-save_data {opt.save_data} is a folder: -save_data takes a prefix, such as "
+            f"{os.path.join(opt.save_data, 'data')} (files PREFIX.vocab.pt, PREFIX.train.0.pt, ...)"
+        )
     out_dir = os.path.dirname(os.path.abspath(opt.save_data))
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise UserError(f"-save_data {opt.save_data}: {out_dir} is a file, not a folder")
@@ -163,8 +189,10 @@ def main(argv=None):
     allowed = None
     if opt.share_vocab:
         if opt.src_vocab or opt.tgt_vocab or opt.tgt_emb:
-            raise UserError("-share_vocab builds one vocabulary from both sides' counts: it does not go with "
-                            "-src_vocab, -tgt_vocab or -tgt_emb")
+            raise UserError(
+                "-share_vocab builds one vocabulary from both sides' counts: it does not go with "
+                "-src_vocab, -tgt_vocab or -tgt_emb"
+            )
         joint = build_vocab(src_counts + tgt_counts, opt.tgt_vocab_size, opt.tgt_words_min_frequency)
         src_vocab, tgt_vocab = Vocab(joint.itos), Vocab(joint.itos)  # each side's counts are set below
     else:
@@ -180,16 +208,21 @@ def main(argv=None):
             tgt_vocab = read_vocab_text(opt.tgt_vocab)
         else:
             tgt_vocab = build_vocab(tgt_counts, opt.tgt_vocab_size, opt.tgt_words_min_frequency, allowed)
-    for side, vocab, size, freq in (("src", src_vocab, opt.src_vocab_size, opt.src_words_min_frequency),
-                                    ("tgt", tgt_vocab, opt.tgt_vocab_size, opt.tgt_words_min_frequency)):
+    for side, vocab, size, freq in (
+        ("src", src_vocab, opt.src_vocab_size, opt.src_words_min_frequency),
+        ("tgt", tgt_vocab, opt.tgt_vocab_size, opt.tgt_words_min_frequency),
+    ):
         if len(vocab) <= 4:  # every token would be <unk>
             if getattr(opt, f"{side}_vocab"):
                 why = f"-{side}_vocab {getattr(opt, f'{side}_vocab')} lists no word"
             else:
-                why = (f"check -{side}_vocab_size {size}, -{side}_words_min_frequency {freq}"
-                       + ("" if side == "src" or allowed is None else f", -tgt_emb {opt.tgt_emb} (its words)"))
-            raise UserError(f"the {'source' if side == 'src' else 'target'} vocabulary has no word, only the 4 "
-                            f"specials, so every token would be <unk>: {why}")
+                why = f"check -{side}_vocab_size {size}, -{side}_words_min_frequency {freq}" + (
+                    "" if side == "src" or allowed is None else f", -tgt_emb {opt.tgt_emb} (its words)"
+                )
+            raise UserError(
+                f"the {'source' if side == 'src' else 'target'} vocabulary has no word, only the 4 "
+                f"specials, so every token would be <unk>: {why}"
+            )
     src_vocab.total_tokens = sum(src_counts.values())
     tgt_vocab.total_tokens = sum(tgt_counts.values())
     src_vocab.sentences = tgt_vocab.sentences = stats["kept"]
@@ -238,10 +271,15 @@ def main(argv=None):
     )
     shards = f"{opt.save_data}.train.0.pt" if n_shards == 1 else f"{opt.save_data}.train.{{0..{n_shards - 1}}}.pt"
     vocab = f"{opt.save_data}.vocab.{{pt,src.txt,tgt.txt}}"
-    summary(f"preprocessed {stats['read'] + vstats['read']:,} pairs", time.time() - start,
-            [f"{shards} ({stats['kept']:,} pairs in {n_shards} shard(s) of at most {opt.shard_size:,})",
-             f"{opt.save_data}.valid.0.pt ({vstats['kept']:,} pairs)",
-             f"{vocab} ({len(src_vocab):,} source, {len(tgt_vocab):,} target types)"])
+    summary(
+        f"preprocessed {stats['read'] + vstats['read']:,} pairs",
+        time.time() - start,
+        [
+            f"{shards} ({stats['kept']:,} pairs in {n_shards} shard(s) of at most {opt.shard_size:,})",
+            f"{opt.save_data}.valid.0.pt ({vstats['kept']:,} pairs)",
+            f"{vocab} ({len(src_vocab):,} source, {len(tgt_vocab):,} target types)",
+        ],
+    )
 
 
 if __name__ == "__main__":

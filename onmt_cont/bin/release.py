@@ -30,8 +30,11 @@ def release(data):
 
 
 def build_parser():
-    p = argparse.ArgumentParser(prog="onmt_cont_release", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="onmt_cont_release",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("-model", required=True, help="a checkpoint written by train.py")
     p.add_argument("-output", required=True, help="where to write the release")
     return p
@@ -47,8 +50,10 @@ def main(argv=None):
     out = release(data)
     atomic_torch_save(out, opt.output)
     before, after = os.path.getsize(opt.model), os.path.getsize(opt.output)
-    print(f"wrote {opt.output}: {after:,} bytes ({after / max(before, 1):.0%} of {opt.model}'s {before:,}); "
-          "no optimiser or random state: it translates, it does not resume training")
+    print(
+        f"wrote {opt.output}: {after:,} bytes ({after / max(before, 1):.0%} of {opt.model}'s {before:,}); "
+        "no optimiser or random state: it translates, it does not resume training"
+    )
 
 
 if __name__ == "__main__":

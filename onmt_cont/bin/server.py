@@ -26,18 +26,32 @@ def build_parser():
     p = argparse.ArgumentParser(prog="onmt_cont_server", description=__doc__.split("\n\n")[0])
     # OpenNMT-py's onmt_server spellings work too: --config/-c, --ip, --port, --url_root
     p.add_argument("-config", "--config", "-c", required=True, help="the models' configuration file (JSON)")
-    p.add_argument("-host", "--ip", dest="host", default="127.0.0.1",
-                   help="the address to listen on (0.0.0.0: every interface; OpenNMT-py's --ip)")
+    p.add_argument(
+        "-host",
+        "--ip",
+        dest="host",
+        default="127.0.0.1",
+        help="the address to listen on (0.0.0.0: every interface; OpenNMT-py's --ip)",
+    )
     p.add_argument("-port", "--port", type=int, default=5000, help="the port (0: any free one, printed at start-up)")
-    p.add_argument("-url_root", "--url_root", default="/translator",
-                   help="the API's path: URL_ROOT/translate, URL_ROOT/models")
+    p.add_argument(
+        "-url_root", "--url_root", default="/translator", help="the API's path: URL_ROOT/translate, URL_ROOT/models"
+    )
     p.add_argument("-request_timeout", type=float, default=600.0, help="seconds a request may wait for its answer")
     p.add_argument("-workers", type=int, default=16, help="HTTP worker threads (requests handled at once)")
-    p.add_argument("-connection_limit", type=int, default=100,
-                   help="open connections at most; more wait to be accepted (waitress's connection_limit)")
-    p.add_argument("-connection_timeout", type=float, default=10.0,
-                   help="seconds a connection may stay silent without a whole request before it is closed, so that "
-                        "idle or half-sent connections cannot hold every slot")
+    p.add_argument(
+        "-connection_limit",
+        type=int,
+        default=100,
+        help="open connections at most; more wait to be accepted (waitress's connection_limit)",
+    )
+    p.add_argument(
+        "-connection_timeout",
+        type=float,
+        default=10.0,
+        help="seconds a connection may stay silent without a whole request before it is closed, so that "
+        "idle or half-sent connections cannot hold every slot",
+    )
     add_threads_arg(p)
     return p
 
@@ -50,10 +64,17 @@ def main(argv=None):
     from onmt_cont.serve.app import MAX_BODY, create_app
     from onmt_cont.serve.config import read_config
 
-    if not 0 <= opt.port <= 65535 or opt.workers < 1 or not opt.request_timeout > 0 or opt.connection_limit < 1 \
-            or not opt.connection_timeout > 0:
-        raise UserError("-port must be from 0 to 65535, -workers and -connection_limit at least 1, and "
-                        "-request_timeout and -connection_timeout positive")
+    if (
+        not 0 <= opt.port <= 65535
+        or opt.workers < 1
+        or not opt.request_timeout > 0
+        or opt.connection_limit < 1
+        or not opt.connection_timeout > 0
+    ):
+        raise UserError(
+            "-port must be from 0 to 65535, -workers and -connection_limit at least 1, and "
+            "-request_timeout and -connection_timeout positive"
+        )
     apply_threads(opt.threads)
     # a model's warning about its input is logged once by its entry (serve/models.py), not as a Python warning
     warnings.filterwarnings("ignore", message=r"onmt_cont\.load\(")
@@ -67,11 +88,19 @@ def main(argv=None):
     app = create_app(entries, opt.url_root, opt.request_timeout)
     _one_address(opt.host, opt.port)
     try:
-        server = create_server(app, host=opt.host, port=opt.port, threads=opt.workers, ident="onmt_cont",
-                               max_request_body_size=MAX_BODY, connection_limit=opt.connection_limit,
-                               channel_timeout=opt.connection_timeout, cleanup_interval=1,
-                               channel_request_lookahead=1,  # so that a request sees its client hang up
-                               _dispatcher=HealthApart({"/health", url_path(opt.url_root) + "/health"}, opt.workers))
+        server = create_server(
+            app,
+            host=opt.host,
+            port=opt.port,
+            threads=opt.workers,
+            ident="onmt_cont",
+            max_request_body_size=MAX_BODY,
+            connection_limit=opt.connection_limit,
+            channel_timeout=opt.connection_timeout,
+            cleanup_interval=1,
+            channel_request_lookahead=1,  # so that a request sees its client hang up
+            _dispatcher=HealthApart({"/health", url_path(opt.url_root) + "/health"}, opt.workers),
+        )
     except OSError as exc:
         raise UserError(f"cannot listen on {opt.host}:{opt.port}: {(exc.strerror or str(exc)).lower()}") from None
     stop, signals = threading.Event(), []
@@ -79,16 +108,19 @@ def main(argv=None):
     def on_signal(*_):
         signals.append(1)
         if len(signals) > 1:  # a second Ctrl-C while draining: out at once (issue 77.8)
-            print("onmt_cont_server: stopped without waiting for the requests in flight", file=sys.stderr,
-                  flush=True)
+            print("onmt_cont_server: stopped without waiting for the requests in flight", file=sys.stderr, flush=True)
             os._exit(130)
         stop.set()
 
     for s in (signal.SIGTERM, signal.SIGINT):
         signal.signal(s, on_signal)
     threading.Thread(target=_unload_idle, args=(entries, stop), daemon=True).start()
-    print(f"onmt_cont_server: serving {len(entries)} model(s) on http://{server.effective_host}:"
-          f"{server.effective_port}{url_path(opt.url_root)}", file=sys.stderr, flush=True)
+    print(
+        f"onmt_cont_server: serving {len(entries)} model(s) on http://{server.effective_host}:"
+        f"{server.effective_port}{url_path(opt.url_root)}",
+        file=sys.stderr,
+        flush=True,
+    )
     while not stop.is_set():
         server.asyncore.loop(timeout=0.2, map=server._map, count=1)
     # a stop: no new connection, the requests in flight answered, then out
@@ -97,8 +129,9 @@ def main(argv=None):
     server.del_channel()  # the listening socket only: the loop's trigger stays open for the workers that finish
     server.socket.close()
     deadline = time.monotonic() + opt.request_timeout
-    while (app.in_flight.n or any(getattr(c, "total_outbufs_len", 0) for c in list(server._map.values()))) \
-            and time.monotonic() < deadline:
+    while (
+        app.in_flight.n or any(getattr(c, "total_outbufs_len", 0) for c in list(server._map.values()))
+    ) and time.monotonic() < deadline:
         server.asyncore.loop(timeout=0.05, map=server._map, count=1)
     server.task_dispatcher.shutdown(timeout=5)
     for entry in list(entries.values()):
@@ -120,8 +153,9 @@ def _one_address(host, port):
     except (OSError, UnicodeError) as exc:
         raise UserError(f"-host {host}: cannot resolve it ({getattr(exc, 'strerror', None) or exc})") from None
     if len(found) > 1:
-        raise UserError(f"-host {host} names {len(found)} addresses ({', '.join(found)}): give one of them, e.g. "
-                        f"-host {found[-1]}")
+        raise UserError(
+            f"-host {host} names {len(found)} addresses ({', '.join(found)}): give one of them, e.g. -host {found[-1]}"
+        )
 
 
 class HealthApart(ThreadedTaskDispatcher):
@@ -155,8 +189,11 @@ def _unload_idle(entries, stop):
             except UserError as exc:  # to_cpu could not load it there: it stays where it was
                 done = f"not moved ({exc})"
             if done:
-                print(f"onmt_cont_server: model {entry.id} {done} after {entry.timeout:g} s idle", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"onmt_cont_server: model {entry.id} {done} after {entry.timeout:g} s idle",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

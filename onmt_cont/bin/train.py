@@ -18,10 +18,17 @@ def refuse_overwriting_inputs(opt):
     """No file this run writes may be one it reads. -train_from may be one of -save_model's own
     checkpoints (a resume goes on writing them), but not the log or -save_config's file."""
     inputs = {"-data": data_files(opt.data) if opt.data else None, "-tgt_emb": opt.tgt_emb, "-config": opt.config}
-    refuse_output_over_inputs({"-save_model": Prefix(opt.save_model, CHECKPOINT_FILES) if opt.save_model else None,
-                               "-log_file": opt.log_file, "-save_config": opt.save_config}, inputs)
-    refuse_output_over_inputs({"-log_file": opt.log_file, "-save_config": opt.save_config},
-                              {"-train_from": opt.train_from})
+    refuse_output_over_inputs(
+        {
+            "-save_model": Prefix(opt.save_model, CHECKPOINT_FILES) if opt.save_model else None,
+            "-log_file": opt.log_file,
+            "-save_config": opt.save_config,
+        },
+        inputs,
+    )
+    refuse_output_over_inputs(
+        {"-log_file": opt.log_file, "-save_config": opt.save_config}, {"-train_from": opt.train_from}
+    )
 
 
 @cli_main

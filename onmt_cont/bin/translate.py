@@ -43,10 +43,16 @@ def main(argv=None):
     except KeyboardInterrupt as exc:
         sigterm = isinstance(exc, Stopped)
         of = f" of {done['total']}" if done["total"] is not None else ""
-        kept = ("the lines written so far stay on standard output" if opt.output == "-" else
-                f"nothing kept, -output {opt.output} was not written (an earlier one, if any, is unchanged)")
-        print(f"translate.py: stopped by {'SIGTERM' if sigterm else 'SIGINT (Ctrl-C)'} after {done['lines']}{of} "
-              f"lines: {kept}", file=sys.stderr)
+        kept = (
+            "the lines written so far stay on standard output"
+            if opt.output == "-"
+            else f"nothing kept, -output {opt.output} was not written (an earlier one, if any, is unchanged)"
+        )
+        print(
+            f"translate.py: stopped by {'SIGTERM' if sigterm else 'SIGINT (Ctrl-C)'} after {done['lines']}{of} "
+            f"lines: {kept}",
+            file=sys.stderr,
+        )
         raise SystemExit(143 if sigterm else 130) from None
 
 

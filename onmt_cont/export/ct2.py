@@ -80,23 +80,31 @@ def output_layer(gen):
     module's docstring. UserError for an output layer that has no exact linear form."""
     if not getattr(gen, "continuous", False):
         if not hasattr(gen, "proj") or not isinstance(gen.proj, torch.nn.Linear):
-            raise UserError("this model's output layer (-generator joint: tanh projections of the words and the "
-                            "state) is no linear layer, which is all CTranslate2's output can be")
+            raise UserError(
+                "this model's output layer (-generator joint: tanh projections of the words and the "
+                "state) is no linear layer, which is all CTranslate2's output can be"
+            )
         weight = gen.proj.weight.detach().float().clone()
         bias = gen.proj.bias.detach().float().clone() if gen.proj.bias is not None else torch.zeros(len(weight))
         if gen.offsets is not None:
             bias += gen.offsets
     else:
         if gen.criterion == "cosine":
-            raise UserError("this continuous model decodes by cosine (its loss's criterion), which divides each "
-                            "score by ‖ê‖: not a linear layer, so CTranslate2 cannot compute it. The vMF and l2 "
-                            "criteria (nllvmf, nllvmf_nce, l2) export exactly")
+            raise UserError(
+                "this continuous model decodes by cosine (its loss's criterion), which divides each "
+                "score by ‖ê‖: not a linear layer, so CTranslate2 cannot compute it. The vMF and l2 "
+                "criteria (nllvmf, nllvmf_nce, l2) export exactly"
+            )
         if gen.hubness is not None:
-            raise UserError("-csls subtracts ‖ê‖/2 · r(w), which is not linear in the decoder's state: it cannot be "
-                            "exported to CTranslate2")
+            raise UserError(
+                "-csls subtracts ‖ê‖/2 · r(w), which is not linear in the decoder's state: it cannot be "
+                "exported to CTranslate2"
+            )
         if isinstance(gen.proj, torch.nn.Sequential):
-            raise UserError("-generator_layers nonlinear (Linear-ReLU-Linear before the table) has no CTranslate2 "
-                            "layer: only the linear generator exports")
+            raise UserError(
+                "-generator_layers nonlinear (Linear-ReLU-Linear before the table) has no CTranslate2 "
+                "layer: only the linear generator exports"
+            )
         folded, offset, _ = gen._fold(gen.proj)
         scale = 1.0 if gen.criterion == "vmf" else 2.0  # l2: 2êᵀe(w) − ‖e(w)‖² (+ the word terms)
         weight, bias = scale * folded.clone(), scale * offset.clone()
@@ -120,8 +128,10 @@ def build_spec(translator):
     model = translator.model
     enc, dec = model.encoder, model.decoder
     if not isinstance(enc, TransformerEncoder) or not isinstance(dec, TransformerDecoder):
-        raise UserError("CTranslate2 export is for Transformer models (-encoder_type and -decoder_type transformer); "
-                        f"this one has a {type(enc).__name__} and a {type(dec).__name__}")
+        raise UserError(
+            "CTranslate2 export is for Transformer models (-encoder_type and -decoder_type transformer); "
+            f"this one has a {type(enc).__name__} and a {type(dec).__name__}"
+        )
     epsilons = {m.eps for m in _norms(model)}
     if len(epsilons) != 1:
         raise UserError(f"the model's LayerNorms have several epsilons ({sorted(epsilons)}): CTranslate2 has one")
@@ -131,15 +141,18 @@ def build_spec(translator):
     post = bool(enc.layers and enc.layers[0].post)
     align_layer = -1 if dec.alignment_layer is None else dec.alignment_layer
     spec = transformer_spec.TransformerSpec.from_config(
-        (len(enc.layers), len(dec.layers)), heads, pre_norm=not post, alignment_layer=align_layer,
-        alignment_heads=heads)
+        (len(enc.layers), len(dec.layers)), heads, pre_norm=not post, alignment_layer=align_layer, alignment_heads=heads
+    )
     spec.config.layer_norm_epsilon = float(epsilons.pop())
     with torch.no_grad():
         cpu = torch.device("cpu")
-        for side, ours, embeddings in ((spec.encoder, enc, enc.embeddings.weight),
-                                       (spec.decoder, dec, dec.embeddings.matrix())):
-            (side.embeddings[0] if side is spec.encoder else side.embeddings).weight = \
+        for side, ours, embeddings in (
+            (spec.encoder, enc, enc.embeddings.weight),
+            (spec.decoder, dec, dec.embeddings.matrix()),
+        ):
+            (side.embeddings[0] if side is spec.encoder else side.embeddings).weight = (
                 embeddings.detach().float().contiguous()
+            )
             side.position_encodings.encodings = ours.positions(POSITIONS, 0, cpu).detach().float().contiguous()
             if not post:
                 _norm(side.layer_norm, ours.norm)
@@ -170,8 +183,16 @@ def _jsonable(value):
     return value
 
 
-def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prior_cap=0, beam_temperature=1.0,
-            alignment_layer=None, force=False):
+def convert(
+    model_path,
+    output,
+    quantization=None,
+    decode_prior=0.0,
+    decode_prior_cap=0,
+    beam_temperature=1.0,
+    alignment_layer=None,
+    force=False,
+):
     """Export the checkpoint ``model_path`` to the CTranslate2 model directory ``output`` (written beside
     it under a temporary name and renamed into place: a failed export leaves nothing; an existing
     ``output`` is replaced only with ``force``). The decoding options that shape the output layer are
@@ -184,9 +205,14 @@ def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prio
         raise UserError(f"-output {output}: exists; give -force to replace it")
     if os.path.lexists(output):
         _check_replaceable(output, model_path)
-    config = DecodingConfig(beam_size=1, block_ngram_repeat=0, decode_prior=decode_prior,
-                            decode_prior_cap=decode_prior_cap, beam_temperature=beam_temperature,
-                            alignment_layer=alignment_layer)
+    config = DecodingConfig(
+        beam_size=1,
+        block_ngram_repeat=0,
+        decode_prior=decode_prior,
+        decode_prior_cap=decode_prior_cap,
+        beam_temperature=beam_temperature,
+        alignment_layer=alignment_layer,
+    )
     translator = Translator.from_checkpoint(model_path, config)
     for side in ("src", "tgt"):  # a damaged raw-text record is not copied into the export (issue 77.18)
         checked_spm(translator.text_record, side, model_path)
@@ -194,13 +220,20 @@ def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prio
     spec = build_spec(translator)
     gen = translator.model.generator
     record = {
-        "format": 1, "onmt_cont_checkpoint": os.path.basename(model_path),
+        "format": 1,
+        "onmt_cont_checkpoint": os.path.basename(model_path),
         "continuous": bool(getattr(gen, "continuous", False)),
-        "criterion": getattr(gen, "criterion", None), "quantization": quantization or "float32",
-        "decode_prior": decode_prior, "decode_prior_cap": decode_prior_cap, "beam_temperature": beam_temperature,
-        "alignment_layer": alignment_layer, "decoder_layers": len(translator.model.decoder.layers),
-        "positions": POSITIONS, "lower": translator.lower,
-        "src_vocab": translator.src_vocab.to_dict(), "tgt_vocab": translator.tgt_vocab.to_dict(),
+        "criterion": getattr(gen, "criterion", None),
+        "quantization": quantization or "float32",
+        "decode_prior": decode_prior,
+        "decode_prior_cap": decode_prior_cap,
+        "beam_temperature": beam_temperature,
+        "alignment_layer": alignment_layer,
+        "decoder_layers": len(translator.model.decoder.layers),
+        "positions": POSITIONS,
+        "lower": translator.lower,
+        "src_vocab": translator.src_vocab.to_dict(),
+        "tgt_vocab": translator.tgt_vocab.to_dict(),
         "text": _jsonable(translator.text_record),
     }
     parent = os.path.dirname(os.path.abspath(output))
@@ -238,8 +271,19 @@ def convert(model_path, output, quantization=None, decode_prior=0.0, decode_prio
 
 
 # What an export folder holds: CTranslate2's files and ours. -force replaces a folder of these files only.
-EXPORT_FILES = frozenset({"model.bin", "config.json", "shared_vocabulary.json", "source_vocabulary.json",
-                          "target_vocabulary.json", "vmap.txt", CONFIG_NAME, "README.md", *SUBWORD_FILES.values()})
+EXPORT_FILES = frozenset(
+    {
+        "model.bin",
+        "config.json",
+        "shared_vocabulary.json",
+        "source_vocabulary.json",
+        "target_vocabulary.json",
+        "vmap.txt",
+        CONFIG_NAME,
+        "README.md",
+        *SUBWORD_FILES.values(),
+    }
+)
 
 
 def _check_replaceable(output, model_path):
@@ -256,8 +300,7 @@ def _check_replaceable(output, model_path):
             why = f"holds no export of onmt_cont_convert (no model.bin and {CONFIG_NAME})"
         elif strangers:
             why = f"holds files an export does not ({', '.join(strangers[:3])}{', ...' if len(strangers) > 3 else ''})"
-        elif any(not os.path.isfile(os.path.join(output, n)) or os.path.islink(os.path.join(output, n))
-                 for n in names):
+        elif any(not os.path.isfile(os.path.join(output, n)) or os.path.islink(os.path.join(output, n)) for n in names):
             why = "holds something other than plain files"
         else:
             for what, path in (("the current folder", os.getcwd()), ("-model", model_path)):
@@ -265,8 +308,10 @@ def _check_replaceable(output, model_path):
                 if inside == real or inside.startswith(real.rstrip(os.sep) + os.sep):
                     why = f"holds {what}"
     if why:
-        raise UserError(f"-output {output}: -force replaces only an earlier export of onmt_cont_convert, and this "
-                        f"{why}; nothing was deleted")
+        raise UserError(
+            f"-output {output}: -force replaces only an earlier export of onmt_cont_convert, and this "
+            f"{why}; nothing was deleted"
+        )
 
 
 def _put_in_place(tmp, output, model_path, force):

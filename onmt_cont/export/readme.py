@@ -24,36 +24,46 @@ def readme(record, positions):
     limit = min(MAX_OUTPUT_LENGTH, positions - 1)
     steps = []
     if text:
-        steps.append(f"Moses-tokenize it as `{text['src_lang']}`, without escaping (the `mosestokenizer` package: "
-                     f"`MosesTokenizer(\"{text['src_lang']}\", no_escape=True)(line)`; or Moses's "
-                     f"`tokenizer.perl -l {text['src_lang']} -no-escape`)")
+        steps.append(
+            f"Moses-tokenize it as `{text['src_lang']}`, without escaping (the `mosestokenizer` package: "
+            f'`MosesTokenizer("{text["src_lang"]}", no_escape=True)(line)`; or Moses\'s '
+            f"`tokenizer.perl -l {text['src_lang']} -no-escape`)"
+        )
         if text.get("lower", True):
             steps.append("lowercase the tokens")
     else:
-        steps.append("tokenize it as the model's training data was (its checkpoint records no raw-text "
-                     "preprocessing: it reads tokens)")
+        steps.append(
+            "tokenize it as the model's training data was (its checkpoint records no raw-text "
+            "preprocessing: it reads tokens)"
+        )
         if lower:
             steps.append("lowercase the tokens (the model was trained on lowercased text)")
     if text and text.get("src_spm"):
-        steps.append("cut the tokenized line into pieces with `source.spm` (`sentencepiece`: "
-                     "`SentencePieceProcessor(model_file=\"source.spm\").encode(line, out_type=str)`)")
+        steps.append(
+            "cut the tokenized line into pieces with `source.spm` (`sentencepiece`: "
+            '`SentencePieceProcessor(model_file="source.spm").encode(line, out_type=str)`)'
+        )
     if text and text.get("src_bpe"):
-        steps.append("cut it into pieces with `bpe.codes` (`subword-nmt apply-bpe -c bpe.codes`, pieces joined by "
-                     "`@@ `)")
+        steps.append(
+            "cut it into pieces with `bpe.codes` (`subword-nmt apply-bpe -c bpe.codes`, pieces joined by `@@ `)"
+        )
     back = []
     if text and text.get("tgt_spm"):
-        back.append("join the pieces with `target.spm` (`SentencePieceProcessor(model_file=\"target.spm\")"
-                    ".decode_pieces(words)`)")
+        back.append(
+            'join the pieces with `target.spm` (`SentencePieceProcessor(model_file="target.spm").decode_pieces(words)`)'
+        )
     if text and text.get("tgt_lang"):
-        back.append(f"Moses-detokenize as `{text['tgt_lang']}` (`MosesDetokenizer(\"{text['tgt_lang']}\")(words)`), "
-                    "then upper-case the first letter unless the line starts with a `<...>` token")
+        back.append(
+            f'Moses-detokenize as `{text["tgt_lang"]}` (`MosesDetokenizer("{text["tgt_lang"]}")(words)`), '
+            "then upper-case the first letter unless the line starts with a `<...>` token"
+        )
     else:
         back.append("join the words with spaces: the output is tokens, as the training targets were")
     numbered = "\n".join(f"   {i}. {s}" for i, s in enumerate(steps, 1))
     finish = "\n".join(f"   {i}. {s}" for i, s in enumerate(back, 1))
-    return f"""# {record.get('onmt_cont_checkpoint', 'the checkpoint')}, exported for CTranslate2
+    return f"""# {record.get("onmt_cont_checkpoint", "the checkpoint")}, exported for CTranslate2
 
-A {kind} Transformer written by `onmt_cont_convert` ({record.get('quantization', 'float32')} weights).
+A {kind} Transformer written by `onmt_cont_convert` ({record.get("quantization", "float32")} weights).
 With onmt_cont installed, `onmt_cont_translate -model THIS_FOLDER -src FILE` and `onmt_cont.load("THIS_FOLDER")`
 read this folder as it is and apply every step below themselves. With the `ctranslate2` package alone:
 
@@ -79,7 +89,11 @@ read this folder as it is and apply every step below themselves. With the `ctran
 
 Files: `model.bin`, `config.json` and the vocabularies are CTranslate2's; `onmt_cont.json` is onmt_cont's record
 (the vocabularies' counts, the raw-text preprocessing, the options fixed at conversion and every file's sha256,
-which onmt_cont checks when it loads the folder).{' The subword models sit beside them: ' + ', '.join(
-        f'`{n}`' for k, n in SUBWORD_FILES.items() if text and text.get(k)) + '.' if text and any(
-        text.get(k) for k in SUBWORD_FILES) else ''}
+which onmt_cont checks when it loads the folder).{
+        " The subword models sit beside them: "
+        + ", ".join(f"`{n}`" for k, n in SUBWORD_FILES.items() if text and text.get(k))
+        + "."
+        if text and any(text.get(k) for k in SUBWORD_FILES)
+        else ""
+    }
 """

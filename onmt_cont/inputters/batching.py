@@ -19,8 +19,9 @@ class Batch(TypedDict):
     size: int  # batch
 
 
-def make_batches(examples: Sequence[Example], batch_size: int, batch_type: str = "sents",
-                 generator: torch.Generator | None = None) -> list[list[int]]:
+def make_batches(
+    examples: Sequence[Example], batch_size: int, batch_type: str = "sents", generator: torch.Generator | None = None
+) -> list[list[int]]:
     """Group examples of similar length; ``examples``: list of (src, tgt) 1-D tensors.
 
     Returns a list of index lists. With ``batch_type='tokens'`` a batch holds at most
@@ -71,8 +72,9 @@ def collate(examples: Sequence[Example], indices: Sequence[int], device: str | t
 FINAL_PUNCT = (".", "!", "?")
 
 
-def drop_final_punct(examples: Sequence[Example], p: float, src_ids: Collection[int], tgt_ids: Collection[int],
-                     rng: np.random.Generator) -> list[Example]:
+def drop_final_punct(
+    examples: Sequence[Example], p: float, src_ids: Collection[int], tgt_ids: Collection[int], rng: np.random.Generator
+) -> list[Example]:
     """train.py -drop_final_punct: each example whose source ends with one of ``src_ids`` (and
     holds another token) loses that last token with probability ``p``, and its target loses its
     last token too where that is one of ``tgt_ids`` (and not its only one). ``rng``: a numpy
@@ -96,9 +98,18 @@ class ShardedIterator:
     ``drop_p`` > 0 shortens (:func:`drop_final_punct`, a stream of its own per (seed, epoch, shard)),
     drawn before batching, so batches group the lengths the model sees."""
 
-    def __init__(self, shard_paths: Iterable[str], batch_size: int, batch_type: str, seed: int,
-                 device: str | torch.device = "cpu", rank: int = 0, world: int = 1, drop_p: float = 0.0,
-                 punct_ids: tuple[Iterable[int], Iterable[int]] = ((), ())) -> None:
+    def __init__(
+        self,
+        shard_paths: Iterable[str],
+        batch_size: int,
+        batch_type: str,
+        seed: int,
+        device: str | torch.device = "cpu",
+        rank: int = 0,
+        world: int = 1,
+        drop_p: float = 0.0,
+        punct_ids: tuple[Iterable[int], Iterable[int]] = ((), ()),
+    ) -> None:
         self.paths = list(shard_paths)
         self.batch_size = batch_size
         self.batch_type = batch_type

@@ -81,8 +81,11 @@ def vocab_fingerprint(src_vocab: Vocab, tgt_vocab: Vocab) -> str:
     return hashlib.sha256(words.encode("utf-8")).hexdigest()[:16]
 
 
-def pack_shard(examples: Sequence[tuple[Sequence[int], Sequence[int]]], tgt_text: Sequence[str] | None = None,
-               fingerprint: str | None = None) -> Shard:
+def pack_shard(
+    examples: Sequence[tuple[Sequence[int], Sequence[int]]],
+    tgt_text: Sequence[str] | None = None,
+    fingerprint: str | None = None,
+) -> Shard:
     """``examples``: list of ``(src_ids, tgt_ids)`` int lists -> the shard dict; ``tgt_text``: the
     target lines as text (tokens joined by spaces), kept in the validation shard so that
     train.py -valid_metric bleu scores against the real words, not against ``<unk>``;
@@ -94,8 +97,13 @@ def pack_shard(examples: Sequence[tuple[Sequence[int], Sequence[int]]], tgt_text
 
     src, src_len = cat([e[0] for e in examples])
     tgt, tgt_len = cat([e[1] for e in examples])
-    shard: Shard = {"format_version": FORMAT_VERSION, "src": src, "src_lengths": src_len, "tgt": tgt,
-                    "tgt_lengths": tgt_len}
+    shard: Shard = {
+        "format_version": FORMAT_VERSION,
+        "src": src,
+        "src_lengths": src_len,
+        "tgt": tgt,
+        "tgt_lengths": tgt_len,
+    }
     if tgt_text is not None:
         if len(tgt_text) != len(examples):
             raise ValueError(f"{len(tgt_text)} target lines for {len(examples)} examples")
@@ -105,8 +113,12 @@ def pack_shard(examples: Sequence[tuple[Sequence[int], Sequence[int]]], tgt_text
     return shard
 
 
-def save_shard(path: str, examples: Sequence[tuple[Sequence[int], Sequence[int]]],
-               tgt_text: Sequence[str] | None = None, fingerprint: str | None = None) -> None:
+def save_shard(
+    path: str,
+    examples: Sequence[tuple[Sequence[int], Sequence[int]]],
+    tgt_text: Sequence[str] | None = None,
+    fingerprint: str | None = None,
+) -> None:
     atomic_torch_save(pack_shard(examples, tgt_text, fingerprint), path)
 
 
@@ -149,15 +161,19 @@ def check_shard(path: str, data: Mapping[str, Any], src_vocab: Vocab, tgt_vocab:
             bad = int(ids.min())
         if bad is not None:
             name = "source" if side == "src" else "target"
-            raise UserError(f"{path}: {name} word id {bad} is outside the {len(vocab)} words (ids 0 to "
-                            f"{len(vocab) - 1}) of the {name} vocabulary in {vocab_path}: the shard was made with "
-                            f"another vocabulary; {fix}")
+            raise UserError(
+                f"{path}: {name} word id {bad} is outside the {len(vocab)} words (ids 0 to "
+                f"{len(vocab) - 1}) of the {name} vocabulary in {vocab_path}: the shard was made with "
+                f"another vocabulary; {fix}"
+            )
     found = data.get("vocab_fingerprint")
     if found is None:
         return False
     if found != vocab_fingerprint(src_vocab, tgt_vocab):
-        raise UserError(f"{path} was made with other vocabularies than {vocab_path} (vocabulary fingerprint {found}, "
-                        f"not {vocab_fingerprint(src_vocab, tgt_vocab)}): its word ids would mean other words; {fix}")
+        raise UserError(
+            f"{path} was made with other vocabularies than {vocab_path} (vocabulary fingerprint {found}, "
+            f"not {vocab_fingerprint(src_vocab, tgt_vocab)}): its word ids would mean other words; {fix}"
+        )
     return True
 
 
@@ -179,11 +195,15 @@ def write_manifest(prefix: str, n_train: int) -> None:
     """preprocess.py's last file: the shards of this run, by name and size. train.py takes exactly
     these (:func:`shard_paths`), so a run killed half-way, or another run's leftovers, cannot mix
     shards of two runs even when their vocabularies match."""
+
     def entry(path: str) -> dict[str, Any]:
         return {"file": os.path.basename(path), "bytes": os.path.getsize(path)}
 
-    data = {"format": 1, "train": [entry(f"{prefix}.train.{i}.pt") for i in range(n_train)],
-            "valid": [entry(f"{prefix}.valid.0.pt")]}
+    data = {
+        "format": 1,
+        "train": [entry(f"{prefix}.train.{i}.pt") for i in range(n_train)],
+        "valid": [entry(f"{prefix}.valid.0.pt")],
+    }
     atomic_write_text(manifest_path(prefix), json.dumps(data, indent=1) + "\n")
 
 
@@ -198,13 +218,16 @@ def _manifest_shards(prefix: str, split: str) -> list[str] | None:
             entries = json.load(f)[split]
         listed = [(os.path.join(os.path.dirname(prefix), e["file"]), int(e["bytes"])) for e in entries]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"{path}: not the shard list preprocess.py writes ({exc}): run preprocess.py -save_data "
-                        f"{prefix} again") from None
+        raise UserError(
+            f"{path}: not the shard list preprocess.py writes ({exc}): run preprocess.py -save_data {prefix} again"
+        ) from None
     for shard, size in listed:
         if not os.path.exists(shard) or os.path.getsize(shard) != size:
             found = "missing" if not os.path.exists(shard) else f"{os.path.getsize(shard):,} bytes, not {size:,}"
-            raise UserError(f"{shard} is not the shard {path} lists ({found}): the shards of two preprocess.py runs "
-                            f"are mixed (one killed half-way?); run preprocess.py -save_data {prefix} again")
+            raise UserError(
+                f"{shard} is not the shard {path} lists ({found}): the shards of two preprocess.py runs "
+                f"are mixed (one killed half-way?); run preprocess.py -save_data {prefix} again"
+            )
     return [shard for shard, _ in listed]
 
 

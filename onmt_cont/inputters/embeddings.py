@@ -104,8 +104,13 @@ def read_embedding_words(path: str, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> s
     return found
 
 
-def read_embeddings(path: str, wanted: Mapping[str, int], n_rows: int | None = None, normalize_others: bool = False,
-                    chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> EmbeddingFile:
+def read_embeddings(
+    path: str,
+    wanted: Mapping[str, int],
+    n_rows: int | None = None,
+    normalize_others: bool = False,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+) -> EmbeddingFile:
     """Stream the vector file at ``path``.
 
     wanted: word -> row in the returned ``vectors`` table ([n_rows, dim], n_rows defaults to
@@ -171,8 +176,9 @@ class _Reader:
                 )
         if dim > MAX_DIM:
             what = f"header {first_line[:80]!r} gives dimension" if header else "line 1 has"
-            raise UserError(f"{self.path}, line 1: {what} {dim} values per word; more than {MAX_DIM:,} is not a "
-                            "word-vector file")
+            raise UserError(
+                f"{self.path}, line 1: {what} {dim} values per word; more than {MAX_DIM:,} is not a word-vector file"
+            )
         self.result = EmbeddingFile(
             path=self.path,
             dim=dim,
@@ -201,8 +207,11 @@ class _Reader:
         # an all-zero vector has no direction: a word with it could never be told from another by cosine
         # (and a zero target gives its NLLvMF term no gradient); it is malformed, as a NaN is
         already = {i for i, _, _ in bad}
-        bad = list(bad) + [(int(i), "an all-zero vector (no direction)", None)
-                           for i in np.flatnonzero(~values.any(axis=1)) if int(i) not in already]
+        bad = list(bad) + [
+            (int(i), "an all-zero vector (no direction)", None)
+            for i in np.flatnonzero(~values.any(axis=1))
+            if int(i) not in already
+        ]
         self.block_malformed = []  # (line number, reason), reported in line order
         for i, reason, n_values in bad:
             if n_values is not None:

@@ -21,8 +21,9 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 Malformed = tuple[int, str, int | None]
 
 
-def parse_values(rests: Sequence[bytes | memoryview], dim: int,
-                 scratch: "Scratch | None" = None) -> tuple[np.ndarray, list[Malformed]]:
+def parse_values(
+    rests: Sequence[bytes | memoryview], dim: int, scratch: "Scratch | None" = None
+) -> tuple[np.ndarray, list[Malformed]]:
     """Parse the numeric part of many lines (bytes or memoryviews, no trailing whitespace;
     values separated by single spaces for the fast paths, any whitespace otherwise).
 

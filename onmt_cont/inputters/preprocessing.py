@@ -45,9 +45,11 @@ def count_corpus(src_path, tgt_path, opt, total=None):
         found = {t: counts[t] for t in RESERVED if counts[t]}
         if found:
             first = _first_line_with(path, found, opt.lower)
-            print(f"warning: {path}: {', '.join(f'{n:,} {t}' for t, n in found.items())} in the text (first at line "
-                  f"{first}): spelled as the start, end and padding markers, they are read as <unk>, not as markers",
-                  file=sys.stderr)
+            print(
+                f"warning: {path}: {', '.join(f'{n:,} {t}' for t, n in found.items())} in the text (first at line "
+                f"{first}): spelled as the start, end and padding markers, they are read as <unk>, not as markers",
+                file=sys.stderr,
+            )
     return src_counts, tgt_counts, stats
 
 
@@ -91,8 +93,7 @@ def write_train_shards(opt, src_vocab, tgt_vocab, n_kept, written, flush_every=1
             save_shard(written[-1], shard, fingerprint=fingerprint)
         return n_shards
     perm = np.random.default_rng(opt.seed).permutation(n_kept)
-    tmpdir = tempfile.mkdtemp(prefix=f".preprocess-{os.getpid()}-",
-                              dir=os.path.dirname(os.path.abspath(opt.save_data)))
+    tmpdir = tempfile.mkdtemp(prefix=f".preprocess-{os.getpid()}-", dir=os.path.dirname(os.path.abspath(opt.save_data)))
     buffers = [[] for _ in range(n_shards)]
 
     def flush():

@@ -83,8 +83,11 @@ def add_table_args(parser: argparse.ArgumentParser) -> None:
         help=f"-init mixed: weight of the pretrained direction, in [0, 1] (default {DEFAULT_ALPHA})",
     )
     g.add_argument("-dim", type=int, default=None, help="dimension of a random table made without -emb_file_dec")
-    g.add_argument("-from_model", default=None, help="-init softmax: a checkpoint of train.py with a softmax "
-                   "output layer (-loss ce -generator linear)")
+    g.add_argument(
+        "-from_model",
+        default=None,
+        help="-init softmax: a checkpoint of train.py with a softmax output layer (-loss ce -generator linear)",
+    )
     g.add_argument("-unk_vector", choices=UNK_VECTORS, default=None, help=UNK_HELP)
     g.add_argument("-center", action="store_true", help="remove the mean word row from every non-zero row")
     g.add_argument(
@@ -108,11 +111,14 @@ def check_table_args(opt: argparse.Namespace) -> None:
         raise UserError("-init softmax takes its rows from -from_model CKPT, and -from_model is only read by it")
     if opt.init == "softmax":
         if opt.emb_file_dec is not None or opt.dim is not None:
-            raise UserError("-init softmax takes the rows and their dimension from -from_model: leave out "
-                            "-emb_file_dec and -dim")
+            raise UserError(
+                "-init softmax takes the rows and their dimension from -from_model: leave out -emb_file_dec and -dim"
+            )
         if opt.unk_vector == "average":
-            raise UserError("-unk_vector average is the mean of pretrained vectors, which -init softmax does not "
-                            "read; leave it out (the model's own <unk> row) or choose random, zero or vocab_mean")
+            raise UserError(
+                "-unk_vector average is the mean of pretrained vectors, which -init softmax does not "
+                "read; leave it out (the model's own <unk> row) or choose random, zero or vocab_mean"
+            )
         opt.unk_vector = opt.unk_vector or "model"
         return
     if opt.emb_file_dec is None:
@@ -191,9 +197,11 @@ def softmax_table(path: str, vocab: Vocab, opt: argparse.Namespace) -> tuple[np.
     model_opt = data.get("opt", {}) if isinstance(data, dict) else {}
     weight = data.get("model", {}).get("generator.proj.weight") if isinstance(data, dict) else None
     if weight is None or model_opt.get("loss") != "ce" or model_opt.get("generator") != "linear":
-        raise UserError(f"-from_model {path}: expected a checkpoint of a softmax model (-loss ce -generator linear), "
-                        f"whose output layer has one row per word (got -loss {model_opt.get('loss')} -generator "
-                        f"{model_opt.get('generator')})")
+        raise UserError(
+            f"-from_model {path}: expected a checkpoint of a softmax model (-loss ce -generator linear), "
+            f"whose output layer has one row per word (got -loss {model_opt.get('loss')} -generator "
+            f"{model_opt.get('generator')})"
+        )
     words = list(data["vocab"]["tgt"])
     rows = {w: i for i, w in enumerate(words)}
     weight = weight.double().numpy()
@@ -213,10 +221,12 @@ def softmax_table(path: str, vocab: Vocab, opt: argparse.Namespace) -> tuple[np.
     if opt.normalize:
         table[:] = unit(table)
     n_words = len(vocab) - len(SPECIALS)
-    report = [f"target table: the output layer of {path} ({len(words):,} rows of dimension {dim}, loss ce)",
-              f"  {n_words - len(missing):,} of {n_words:,} vocabulary words have a row; {len(missing):,} got random "
-              f"unit rows (seed {opt.seed}); <unk>, <s>, </s>: the model's rows"
-              + ("; every row made unit length" if opt.normalize else "")]
+    report = [
+        f"target table: the output layer of {path} ({len(words):,} rows of dimension {dim}, loss ce)",
+        f"  {n_words - len(missing):,} of {n_words:,} vocabulary words have a row; {len(missing):,} got random "
+        f"unit rows (seed {opt.seed}); <unk>, <s>, </s>: the model's rows"
+        + ("; every row made unit length" if opt.normalize else ""),
+    ]
     return table, missing, report
 
 

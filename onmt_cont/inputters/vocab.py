@@ -32,8 +32,9 @@ RESERVED = (PAD, BOS, EOS)  # the markers' spellings: never read from text as th
 class Vocab:
     """Index <-> token mapping. Index 0 is padding, 1 ``<unk>``, 2 ``<s>``, 3 ``</s>``."""
 
-    def __init__(self, tokens: Sequence[str], counts: Iterable[int] | None = None, total_tokens: int = 0,
-                 sentences: int = 0) -> None:
+    def __init__(
+        self, tokens: Sequence[str], counts: Iterable[int] | None = None, total_tokens: int = 0, sentences: int = 0
+    ) -> None:
         if list(tokens[: len(SPECIALS)]) != list(SPECIALS):
             raise ValueError(f"vocabulary must start with {SPECIALS}")
         self.itos = list(tokens)
@@ -67,8 +68,12 @@ class Vocab:
         return PAD_ID
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tokens": self.itos, "counts": self.counts, "total_tokens": self.total_tokens,
-                "sentences": self.sentences}
+        return {
+            "tokens": self.itos,
+            "counts": self.counts,
+            "total_tokens": self.total_tokens,
+            "sentences": self.sentences,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
@@ -99,14 +104,16 @@ def has_word_counts(vocab: Vocab) -> bool:
     """Does the vocabulary carry its words' training counts? A checkpoint saved without them (its
     "tgt_counts" missing) reads as all zeros: a prior over those would give every word the same
     count and <unk> all the running tokens, so every output word would be <unk>."""
-    return any(c > 0 for c in vocab.counts[len(SPECIALS):])
+    return any(c > 0 for c in vocab.counts[len(SPECIALS) :])
 
 
 def _log_smoothed_counts(vocab: Vocab) -> torch.Tensor:
     """log(c(w) + 1) [V] float64, c as :func:`unigram_log_prior` counts; ValueError without counts."""
     if vocab.sentences <= 0 or vocab.total_tokens <= 0 or not has_word_counts(vocab):
-        raise ValueError("target vocabulary has no training counts (it was written without them, or before "
-                         "preprocess.py recorded the number of sentences): rerun preprocess.py")
+        raise ValueError(
+            "target vocabulary has no training counts (it was written without them, or before "
+            "preprocess.py recorded the number of sentences): rerun preprocess.py"
+        )
     counts = torch.tensor(vocab.counts, dtype=torch.float64)
     counts[: len(SPECIALS)] = 0
     counts[UNK_ID] = max(vocab.total_tokens - float(counts.sum()), 0.0)
@@ -126,8 +133,9 @@ def capped_log_prior(vocab: Vocab, cap: int) -> torch.Tensor:
     return (_log_smoothed_counts(vocab) - math.log(cap + 1)).clamp_max(0).float()
 
 
-def build_vocab(counter: Mapping[str, int], max_size: int, min_frequency: int = 1,
-                allowed: Collection[str] | None = None) -> Vocab:
+def build_vocab(
+    counter: Mapping[str, int], max_size: int, min_frequency: int = 1, allowed: Collection[str] | None = None
+) -> Vocab:
     """The ``max_size`` most frequent tokens with count >= ``min_frequency`` (specials excluded
     from the count), optionally only those in ``allowed``. Ties break alphabetically so the
     result does not depend on corpus order."""

@@ -96,8 +96,15 @@ def margin_random(pred: Tensor, target: Tensor, table: Tensor, margin: float, k:
 VMF_FORMS = ("paper", "code")
 
 
-def nll_vmf(pred: Tensor, target_vec: Tensor, lambda1: float = 0.02, lambda2: float = 0.1, approx: bool = False,
-            form: str = "paper", vmf_lambda: float = 0.2) -> Tensor:
+def nll_vmf(
+    pred: Tensor,
+    target_vec: Tensor,
+    lambda1: float = 0.02,
+    lambda2: float = 0.1,
+    approx: bool = False,
+    form: str = "paper",
+    vmf_lambda: float = 0.2,
+) -> Tensor:
     """NLLvMF of ê against the unit vector e(w), κ = ‖ê‖, in one of two forms:
 
     - ``paper`` (the printed equations): −log C_m(κ) − λ2·êᵀe(w) + λ1·κ (reg1 and reg2; λ1=0, λ2=1
@@ -125,8 +132,13 @@ def vmf_options(opt: Namespace | dict) -> dict[str, Any]:
     """The keyword arguments of :func:`nll_vmf` that the options set (options saved before -vmf_form
     existed: the paper's form)."""
     full = upgrade(opt)
-    return {"lambda1": full.lambda1, "lambda2": full.lambda2, "approx": full.vmf_approx,
-            "form": full.vmf_form, "vmf_lambda": full.vmf_lambda}
+    return {
+        "lambda1": full.lambda1,
+        "lambda2": full.lambda2,
+        "approx": full.vmf_approx,
+        "form": full.vmf_form,
+        "vmf_lambda": full.vmf_lambda,
+    }
 
 
 def build_l2(opt: Namespace, table: Tensor) -> LossFn:
@@ -161,12 +173,32 @@ VMF_OPTIONS = frozenset({"lambda1", "lambda2", "vmf_approx", "vmf_lambda"})
 SPECS = [
     Loss("l2", build_l2, "squared distance to the target vector", criterion="l2"),
     Loss("cosine", build_cosine, "1 - cosine to the target vector"),
-    Loss("synmargin_proj", build_synmargin("proj"), "syn-margin, the synthetic negative by projection (Bhat et al.)",
-         reads=frozenset({"margin"})),
-    Loss("synmargin_diff", build_synmargin("diff"), "syn-margin, the synthetic negative by difference (Bhat et al.)",
-         reads=frozenset({"margin"})),
-    Loss("margin_random", build_margin_random, "margin against -num_negatives uniformly drawn words",
-         num_negatives=5, reads=frozenset({"margin"})),
-    Loss("nllvmf", build_nllvmf, "von Mises-Fisher negative log-likelihood (Kumar & Tsvetkov)", criterion="vmf",
-         vocab_logits="dot", vmf=True, reads=VMF_OPTIONS),
+    Loss(
+        "synmargin_proj",
+        build_synmargin("proj"),
+        "syn-margin, the synthetic negative by projection (Bhat et al.)",
+        reads=frozenset({"margin"}),
+    ),
+    Loss(
+        "synmargin_diff",
+        build_synmargin("diff"),
+        "syn-margin, the synthetic negative by difference (Bhat et al.)",
+        reads=frozenset({"margin"}),
+    ),
+    Loss(
+        "margin_random",
+        build_margin_random,
+        "margin against -num_negatives uniformly drawn words",
+        num_negatives=5,
+        reads=frozenset({"margin"}),
+    ),
+    Loss(
+        "nllvmf",
+        build_nllvmf,
+        "von Mises-Fisher negative log-likelihood (Kumar & Tsvetkov)",
+        criterion="vmf",
+        vocab_logits="dot",
+        vmf=True,
+        reads=VMF_OPTIONS,
+    ),
 ]

@@ -34,8 +34,9 @@ from onmt_cont.outputs import BiasedVector
 from onmt_cont.utils.amp import outside_autocast
 
 
-def hardest_negatives(unit: Tensor, target: Tensor, table: Tensor, shared: Tensor | None, per_token: Tensor | None,
-                      k: int) -> tuple[Tensor, Tensor]:
+def hardest_negatives(
+    unit: Tensor, target: Tensor, table: Tensor, shared: Tensor | None, per_token: Tensor | None, k: int
+) -> tuple[Tensor, Tensor]:
     """The k candidates with the largest cos(ê, e_j) − cos(e(w), e_j) (Lazaridou et al.'s most
     informative negatives), chosen without gradient. unit [N, m] (ê/‖ê‖), target [N] ->
     (ids [N, k'], valid [N, k']) with k' = min(k, candidates); invalid where fewer than k' of a
@@ -82,8 +83,15 @@ def candidate_cross_entropy(pos: Tensor, dots: Tensor, mask: Tensor) -> Tensor:
     return torch.logsumexp(logits, 1) - pos
 
 
-def _corrected_logits(dots: Tensor, target: Tensor, negatives: Negatives, shared: Tensor | None,
-                      per_token: Tensor | None, repeats: Tensor | None, correct: bool) -> Tensor:
+def _corrected_logits(
+    dots: Tensor,
+    target: Tensor,
+    negatives: Negatives,
+    shared: Tensor | None,
+    per_token: Tensor | None,
+    repeats: Tensor | None,
+    correct: bool,
+) -> Tensor:
     """The negatives' logits from their dots [N, S + C] (bias included): −log E subtracted with
     ``correct``, the log of the shared words' copies added."""
     if correct:
@@ -91,15 +99,24 @@ def _corrected_logits(dots: Tensor, target: Tensor, negatives: Negatives, shared
     return dots if repeats is None else dots + repeats
 
 
-def _corrected_cross_entropy(pos: Tensor, dots: Tensor, target: Tensor, negatives: Negatives, shared: Tensor | None,
-                             per_token: Tensor | None, repeats: Tensor | None, correct: bool) -> Tensor:
+def _corrected_cross_entropy(
+    pos: Tensor,
+    dots: Tensor,
+    target: Tensor,
+    negatives: Negatives,
+    shared: Tensor | None,
+    per_token: Tensor | None,
+    repeats: Tensor | None,
+    correct: bool,
+) -> Tensor:
     """The contrastive term from the gold logits pos [N] and the negatives' dots [N, S + C]."""
     dots = _corrected_logits(dots, target, negatives, shared, per_token, repeats, correct)
     return candidate_cross_entropy(pos, dots, invalid(target, shared, per_token))
 
 
-def _with_bias(pos: Tensor, dots: Tensor, target: Tensor, shared: Tensor | None, per_token: Tensor | None,
-               bias: Tensor) -> tuple[Tensor, Tensor]:
+def _with_bias(
+    pos: Tensor, dots: Tensor, target: Tensor, shared: Tensor | None, per_token: Tensor | None, bias: Tensor
+) -> tuple[Tensor, Tensor]:
     """The gold logits [N] and the negatives' [N, S + C] plus the word bias b [V] of their words."""
     parts = []
     if shared is not None:
@@ -116,8 +133,15 @@ def _split(output: Tensor | BiasedVector) -> tuple[Tensor, Tensor | None]:
     return output.float(), None
 
 
-def info_nce(pred: Tensor, target: Tensor, table: Tensor, negatives: Negatives, temperature: float,
-             bias: Tensor | None = None, correct: bool = False) -> Tensor:
+def info_nce(
+    pred: Tensor,
+    target: Tensor,
+    table: Tensor,
+    negatives: Negatives,
+    temperature: float,
+    bias: Tensor | None = None,
+    correct: bool = False,
+) -> Tensor:
     """InfoNCE / sampled softmax: −log exp(s(w)) / Σ_{j ∈ {w} ∪ negatives} exp(s(j)), with
     s(j) = (cos(ê, e_j) + b_j)/τ (− log E(j) for the negatives with ``correct``)."""
     unit = F.normalize(pred, dim=-1, eps=1e-8)
@@ -130,9 +154,20 @@ def info_nce(pred: Tensor, target: Tensor, table: Tensor, negatives: Negatives, 
     return _corrected_cross_entropy(pos, dots, target, negatives, shared, per_token, repeats, correct)
 
 
-def nll_vmf_nce(pred: Tensor, target: Tensor, table: Tensor, negatives: Negatives, weight: float, lambda1: float,
-                lambda2: float, approx: bool, bias: Tensor | None = None, correct: bool = False, form: str = "paper",
-                vmf_lambda: float = 0.2) -> Tensor:
+def nll_vmf_nce(
+    pred: Tensor,
+    target: Tensor,
+    table: Tensor,
+    negatives: Negatives,
+    weight: float,
+    lambda1: float,
+    lambda2: float,
+    approx: bool,
+    bias: Tensor | None = None,
+    correct: bool = False,
+    form: str = "paper",
+    vmf_lambda: float = 0.2,
+) -> Tensor:
     """NLLvMF(ê, e(w)) (in ``form``: continuous.nll_vmf) + weight · (−log of the vMF density of w
     renormalised over {w} ∪ negatives).
 
@@ -202,8 +237,9 @@ def build_negatives(opt: Namespace, table: Tensor, log_prior: Tensor | None = No
     opt = upgrade(opt)
     window = opt.prefix_window or PREFIX_WINDOW
     counts = opt.expected_counts or "unigram"  # options saved before it: the unigram rule
-    return Negatives(sources, table, opt.num_sampled, opt.ann_candidates, log_prior=log_prior, prefix_window=window,
-                     counts=counts)
+    return Negatives(
+        sources, table, opt.num_sampled, opt.ann_candidates, log_prior=log_prior, prefix_window=window, counts=counts
+    )
 
 
 def build_maxmargin(opt: Namespace, table: Tensor) -> LossFn:
@@ -229,19 +265,52 @@ def build_nllvmf_nce(opt: Namespace, table: Tensor, log_prior: Tensor | None = N
 
     def loss(output: Tensor | BiasedVector, target: Tensor) -> Tensor:
         pred, bias = _split(output)
-        return nll_vmf_nce(pred, target, table, negatives, w, kw["lambda1"], kw["lambda2"], kw["approx"], bias,
-                           correct, kw["form"], kw["vmf_lambda"])
+        return nll_vmf_nce(
+            pred,
+            target,
+            table,
+            negatives,
+            w,
+            kw["lambda1"],
+            kw["lambda2"],
+            kw["approx"],
+            bias,
+            correct,
+            kw["form"],
+            kw["vmf_lambda"],
+        )
 
     return loss
 
 
 SPECS = [
-    Loss("maxmargin", build_maxmargin, "max-margin against the -num_negatives hardest of -negatives (Lazaridou et al.)",
-         negatives="exact", num_negatives=1, reads=frozenset({"margin"})),
-    Loss("infonce", build_infonce, "cross-entropy of the gold word among -negatives, cosine logits / -temperature",
-         vocab_logits="cosine", negatives="inbatch,random,gold_nn", candidate_logits=True, temperature=True,
-         reads=frozenset({"temperature"})),
-    Loss("nllvmf_nce", build_nllvmf_nce, "NLLvMF + -contrastive_weight x the vMF renormalised over -negatives",
-         criterion="vmf", vocab_logits="dot", negatives="inbatch,random,gold_nn", candidate_logits=True, vmf=True,
-         reads=VMF_OPTIONS | {"contrastive_weight"}),
+    Loss(
+        "maxmargin",
+        build_maxmargin,
+        "max-margin against the -num_negatives hardest of -negatives (Lazaridou et al.)",
+        negatives="exact",
+        num_negatives=1,
+        reads=frozenset({"margin"}),
+    ),
+    Loss(
+        "infonce",
+        build_infonce,
+        "cross-entropy of the gold word among -negatives, cosine logits / -temperature",
+        vocab_logits="cosine",
+        negatives="inbatch,random,gold_nn",
+        candidate_logits=True,
+        temperature=True,
+        reads=frozenset({"temperature"}),
+    ),
+    Loss(
+        "nllvmf_nce",
+        build_nllvmf_nce,
+        "NLLvMF + -contrastive_weight x the vMF renormalised over -negatives",
+        criterion="vmf",
+        vocab_logits="dot",
+        negatives="inbatch,random,gold_nn",
+        candidate_logits=True,
+        vmf=True,
+        reads=VMF_OPTIONS | {"contrastive_weight"},
+    ),
 ]

@@ -57,7 +57,6 @@ class ExpectedCounts:
             parts.append(torch.log(base[per_token.clamp_min(0)] + _own_counts(per_token) * (per_token > 0)).float())
         return torch.cat(parts, 1)
 
-
     def _base(self, target: Tensor) -> Tensor:
         """E(j) [V] float64 from the sources that treat every token alike: random, exact, and in-batch under the
         unigram and batch rules (the sentence rule's in-batch term is its own: :meth:`_sentence_expected`)."""
@@ -77,8 +76,9 @@ class ExpectedCounts:
         base[0] = 0.0
         return base
 
-    def log_expected_parts(self, target: Tensor, words: Tensor, per_token: Tensor | None
-                           ) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor] | None, Tensor | None] | None:
+    def log_expected_parts(
+        self, target: Tensor, words: Tensor, per_token: Tensor | None
+    ) -> tuple[Tensor, tuple[Tensor, Tensor, Tensor] | None, Tensor | None] | None:
         """:meth:`log_expected_counts` in parts, for distinct shared ``words`` [U] under the unigram and batch rules:
         (log E of each shared word [U], the pairs (rows, cols, log E) whose token's own list holds that word too
         (or None), log E of the per-token candidates [N, C] (or None)); float32. None under the sentence rule."""
@@ -94,8 +94,9 @@ class ExpectedCounts:
             own = torch.log(base[per_token.clamp_min(0)] + _own_counts(per_token) * (per_token > 0)).float()
         return col, hits, own
 
-    def _sentence_expected(self, target: Tensor, shared: Tensor | None, per_token: Tensor | None,
-                           base: Tensor) -> Tensor:
+    def _sentence_expected(
+        self, target: Tensor, shared: Tensor | None, per_token: Tensor | None, base: Tensor
+    ) -> Tensor:
         """log E_i(j) under counts="sentence": the batch is token i's own sentence plus other sentences
         drawn from the corpus. In-batch, j is among token i's candidates as often as it stands in the own
         sentence outside position i, s_i(j), plus, in the other sentences, exactly once per sentence for

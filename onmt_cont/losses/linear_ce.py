@@ -110,12 +110,12 @@ class _LinearCrossEntropy(torch.autograd.Function):
             gh, gw, gb = gh * c, gw * c, gb * c
         else:
             _, gh, gw, gb = _chunks(hidden, weight, bias, target, ctx.eps, ctx.dtype, g, with_loss=False)
-        return (gh.to(hidden.dtype), gw.to(weight.dtype), gb.to(bias.dtype) if ctx.has_bias else None,
-                None, None, None)
+        return (gh.to(hidden.dtype), gw.to(weight.dtype), gb.to(bias.dtype) if ctx.has_bias else None, None, None, None)
 
 
-def linear_cross_entropy(hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor,
-                         eps: float = 0.0) -> Tensor:
+def linear_cross_entropy(
+    hidden: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, eps: float = 0.0
+) -> Tensor:
     """hidden [N, d], weight [V, d], bias [V] or None, target [N] -> [N] float32 per-token label-smoothed
     cross-entropy of the logits hidden·weightᵀ + bias. Products in the autocast dtype where autocast is on."""
     dev = hidden.device.type

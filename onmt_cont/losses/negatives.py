@@ -95,8 +95,10 @@ def table_neighbours(table: Tensor, k: int, threads: int | None = None, exact_up
     vocab = table.size(0)
     exact_up_to = EXACT_UP_TO if exact_up_to is None else exact_up_to
     # On a GPU the exact products are fast (300K words: ~5e13 FLOPs, seconds) and beat faiss-cpu.
-    need = (f"-negatives gold_nn over {vocab:,} target words on the CPU (exact search up to {exact_up_to:,})",
-            "train on a GPU (-gpu), where the neighbours are found exactly")
+    need = (
+        f"-negatives gold_nn over {vocab:,} target words on the CPU (exact search up to {exact_up_to:,})",
+        "train on a GPU (-gpu), where the neighbours are found exactly",
+    )
     index = _faiss_index(table, threads, need) if vocab > exact_up_to and table.device.type == "cpu" else None
     ids = torch.full((vocab, k + 1), -1, dtype=torch.long, device=table.device)
     # bounds the [chunk, V] products (by memory, whatever V is) / faiss's result buffers
@@ -117,8 +119,10 @@ class PredictionIndex:
         self.table = table
         vocab = table.size(0)
         exact_up_to = EXACT_UP_TO if exact_up_to is None else exact_up_to
-        need = (f"-negatives ann over {vocab:,} target words (exact search up to {exact_up_to:,})",
-                "leave ann out of -negatives")
+        need = (
+            f"-negatives ann over {vocab:,} target words (exact search up to {exact_up_to:,})",
+            "leave ann out of -negatives",
+        )
         self.index = _faiss_index(table, threads, need) if vocab > exact_up_to else None
 
     def search(self, unit: Tensor, k: int) -> Tensor:
@@ -133,9 +137,17 @@ class Negatives(ExpectedCounts):
     ``__call__(unit [N, m], target [N])`` -> (shared ids [S] or None, per-token ids [N, C] or None); their
     expected counts come from :class:`~onmt_cont.losses.expected_counts.ExpectedCounts`."""
 
-    def __init__(self, sources: Iterable[str], table: Tensor, num_sampled: int = 64, ann_candidates: int = 32,
-                 threads: int | None = None, log_prior: Tensor | None = None, prefix_window: int = PREFIX_WINDOW,
-                 counts: str = "unigram"):
+    def __init__(
+        self,
+        sources: Iterable[str],
+        table: Tensor,
+        num_sampled: int = 64,
+        ann_candidates: int = 32,
+        threads: int | None = None,
+        log_prior: Tensor | None = None,
+        prefix_window: int = PREFIX_WINDOW,
+        counts: str = "unigram",
+    ):
         if counts not in EXPECTED_COUNTS:
             raise ValueError(f"expected counts {counts!r}: expected one of {', '.join(EXPECTED_COUNTS)}")
         sources = tuple(sources)
@@ -176,7 +188,8 @@ def prefix_words(target: Tensor, k: int) -> Tensor:
     eos = (target == EOS_ID).long()
     sentence = torch.cumsum(eos, 0) - eos  # the number of </s> before each token
     before = torch.arange(target.numel(), device=target.device).unsqueeze(1) - torch.arange(
-        1, k + 1, device=target.device).unsqueeze(0)  # [N, k]
+        1, k + 1, device=target.device
+    ).unsqueeze(0)  # [N, k]
     ok = before >= 0
     before = before.clamp_min(0)
     ok &= sentence[before] == sentence.unsqueeze(1)

@@ -83,8 +83,13 @@ class _SharedLogSumExp(torch.autograd.Function):
         return grad_vec, None, grad_col, None, None, None, None
 
 
-def shared_logsumexp(vec: Tensor, words: Tensor, col: Tensor, add: tuple[Tensor, Tensor, Tensor] | None = None,
-                     dead: tuple[Tensor, Tensor] | None = None) -> Tensor:
+def shared_logsumexp(
+    vec: Tensor,
+    words: Tensor,
+    col: Tensor,
+    add: tuple[Tensor, Tensor, Tensor] | None = None,
+    dead: tuple[Tensor, Tensor] | None = None,
+) -> Tensor:
     """vec [N, m] (ê, float32), words [S, m] (the shared candidates' table rows), col [S] (float32) ->
     [N] log Σ_j exp(vec_i · words_j + col_j + Δ_ij), float32. ``add``: (rows, cols, values) of Δ's nonzero
     entries; ``dead``: (rows, cols) of the pairs left out. −inf for a row with no live word. Gradients flow to

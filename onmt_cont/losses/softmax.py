@@ -53,8 +53,9 @@ class _SmoothedCrossEntropy(torch.autograd.Function):
         return out, None, None
 
 
-def cross_entropy(output: Tensor | HiddenLogits | SampledLogits, target: Tensor,
-                  label_smoothing: float = 0.0) -> Tensor:
+def cross_entropy(
+    output: Tensor | HiddenLogits | SampledLogits, target: Tensor, label_smoothing: float = 0.0
+) -> Tensor:
     """output: logits [N, vocab], :class:`HiddenLogits` (computed in chunks by linear_cross_entropy) or
     :class:`SampledLogits` (the softmax, and any label smoothing,
     then run over the candidates only); target: [N] word ids -> [N] per-token cross-entropy, the
@@ -67,8 +68,14 @@ def cross_entropy(output: Tensor | HiddenLogits | SampledLogits, target: Tensor,
     return _SmoothedCrossEntropy.apply(output.float(), target, float(label_smoothing))
 
 
-def nll_plus_rewe(output: ReWEOutput, target: Tensor, target_vec: Tensor, rewe_lambda: float, rewe_loss: str = "cosine",
-                  label_smoothing: float = 0.0) -> Tensor:
+def nll_plus_rewe(
+    output: ReWEOutput,
+    target: Tensor,
+    target_vec: Tensor,
+    rewe_lambda: float,
+    rewe_loss: str = "cosine",
+    label_smoothing: float = 0.0,
+) -> Tensor:
     """Jauregi Unanue et al. (2019), eq. 7, per token: NLL + λ·ReWE_loss(ê, e(y)).
     output: a ReWEOutput (logits [N, vocab], embedding [N, m]); target_vec: e(y) [N, m].
 

@@ -73,8 +73,9 @@ def table_gradient(vec: Tensor, table: Tensor, ids: Tensor, grad: Tensor) -> Ten
     one sparse [V, N] x dense [N, m] product."""
     n, c = ids.shape
     tokens = torch.arange(n, device=ids.device).repeat_interleave(c)
-    weights = torch.sparse_coo_tensor(torch.stack([ids.flatten(), tokens]), grad.flatten(), (table.size(0), n),
-                                      check_invariants=False)
+    weights = torch.sparse_coo_tensor(
+        torch.stack([ids.flatten(), tokens]), grad.flatten(), (table.size(0), n), check_invariants=False
+    )
     return torch.sparse.mm(weights, vec)
 
 

@@ -123,8 +123,16 @@ class SequenceUnlikelihood:
     :func:`~onmt_cont.train.step.greedy_decodes`, passed in because greedy search (translate/) sits
     above the losses in the package's layers."""
 
-    def __init__(self, alpha: float, ngram: int, every: int, loss: str, temperature: float = 1.0, *,
-                 search: Callable[[nn.Module, Tensor, Tensor], list[list[int]]]):
+    def __init__(
+        self,
+        alpha: float,
+        ngram: int,
+        every: int,
+        loss: str,
+        temperature: float = 1.0,
+        *,
+        search: Callable[[nn.Module, Tensor, Tensor], list[list[int]]],
+    ):
         self.alpha, self.ngram, self.every = alpha, ngram, every
         self.loss, self.temperature, self.search = loss, temperature, search
 
@@ -147,13 +155,17 @@ class SequenceUnlikelihood:
             flag2[b, : len(q)] = torch.tensor(f, dtype=torch.bool)
         tgt1 = batch["tgt"]
         length = max(tgt1.size(1), width)
-        joined = {**batch, "src": torch.cat([batch["src"], batch["src"]]),
-                  "src_lengths": torch.cat([batch["src_lengths"], batch["src_lengths"]]),
-                  "tgt": torch.cat([_pad_to(tgt1, length), _pad_to(tgt2.to(tgt1.device), length)])}
+        joined = {
+            **batch,
+            "src": torch.cat([batch["src"], batch["src"]]),
+            "src_lengths": torch.cat([batch["src_lengths"], batch["src_lengths"]]),
+            "tgt": torch.cat([_pad_to(tgt1, length), _pad_to(tgt2.to(tgt1.device), length)]),
+        }
         return joined, flag2.to(tgt1.device), sum(len(q) for q in seqs)
 
-    def split(self, gen: WordScorer, output: Output, gold: Tensor, tgt: Tensor, flags: Tensor
-              ) -> tuple[tuple[Output, Tensor], Tensor, int]:
+    def split(
+        self, gen: WordScorer, output: Output, gold: Tensor, tgt: Tensor, flags: Tensor
+    ) -> tuple[tuple[Output, Tensor], Tensor, int]:
         """The joined forward's output -> (the batch's own output and gold, the unlikelihood sum
         [] over the flagged tokens of the decodes, their count)."""
         n1 = int((tgt[: tgt.size(0) // 2, 1:] != PAD_ID).sum())

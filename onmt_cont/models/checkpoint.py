@@ -45,12 +45,12 @@ Checkpoint = dict[str, Any]
 def rng_state(device: str | torch.device | None = None) -> dict[str, Any]:
     """This process's random states: the CPU generator, Python's, and (on a GPU) its own device's."""
     cuda = [torch.cuda.get_rng_state(device)] if device is not None and torch.device(device).type == "cuda" else []
-    return {"torch": torch.get_rng_state(), "cuda": cuda,
-            "python": random.getstate()}
+    return {"torch": torch.get_rng_state(), "cuda": cuda, "python": random.getstate()}
 
 
-def restore_rng(saved: Mapping[str, Any], device: str | torch.device | None = None, rank: int = 0,
-                world: int = 1) -> str | None:
+def restore_rng(
+    saved: Mapping[str, Any], device: str | torch.device | None = None, rank: int = 0, world: int = 1
+) -> str | None:
     """Set this process's random states from a checkpoint's ``rng``. Returns None when the resume is
     exact, else why not (for the log). The same number of ranks: each rank gets its own states back.
     Another number (or a checkpoint without per-rank states): every rank takes rank 0's, the way a
@@ -63,9 +63,11 @@ def restore_rng(saved: Mapping[str, Any], device: str | torch.device | None = No
         state = saved
         written = len(ranks) if ranks else 1
         if written != world:
-            note = (f"the checkpoint was written by {written} process(es) and this run has {world}: every rank "
-                    "continues from rank 0's random states (dropout and sampled negatives differ from an "
-                    "uninterrupted run)")
+            note = (
+                f"the checkpoint was written by {written} process(es) and this run has {world}: every rank "
+                "continues from rank 0's random states (dropout and sampled negatives differ from an "
+                "uninterrupted run)"
+            )
         elif world > 1:
             note = "the checkpoint holds one process's random states: every rank continues from them"
     torch.set_rng_state(state["torch"])
@@ -83,10 +85,20 @@ def restore_rng(saved: Mapping[str, Any], device: str | torch.device | None = No
     return note
 
 
-def save_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimizer | None, opt: argparse.Namespace,
-                    src_vocab: Vocab, tgt_vocab: Vocab, progress: Mapping[str, Any], lower: bool = False,
-                    scaler: torch.amp.GradScaler | None = None, rng: Mapping[str, Any] | None = None,
-                    train_params: Mapping[str, Tensor] | None = None, text: Mapping[str, Any] | None = None) -> None:
+def save_checkpoint(
+    path: str,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None,
+    opt: argparse.Namespace,
+    src_vocab: Vocab,
+    tgt_vocab: Vocab,
+    progress: Mapping[str, Any],
+    lower: bool = False,
+    scaler: torch.amp.GradScaler | None = None,
+    rng: Mapping[str, Any] | None = None,
+    train_params: Mapping[str, Tensor] | None = None,
+    text: Mapping[str, Any] | None = None,
+) -> None:
     """Write atomically; refuse to write parameters that are not finite. ``scaler``: the fp16
     GradScaler, whose loss scale a resumed run must start from. ``rng``: the random states to keep
     (default: this process's, :func:`rng_state`; under torchrun, rank 0's with "ranks" added).
@@ -103,8 +115,14 @@ def save_checkpoint(path: str, model: nn.Module, optimizer: torch.optim.Optimize
         "optim": optimizer.state_dict() if optimizer is not None else None,
         "opt": {k: v for k, v in vars(opt).items() if isinstance(v, (str, int, float, bool, type(None)))},
         # the target counts give translate.py -decode_prior its log p_train(w)
-        "vocab": {"src": src_vocab.itos, "tgt": tgt_vocab.itos, "lower": bool(lower), "tgt_counts": tgt_vocab.counts,
-                  "tgt_total_tokens": tgt_vocab.total_tokens, "tgt_sentences": tgt_vocab.sentences},
+        "vocab": {
+            "src": src_vocab.itos,
+            "tgt": tgt_vocab.itos,
+            "lower": bool(lower),
+            "tgt_counts": tgt_vocab.counts,
+            "tgt_total_tokens": tgt_vocab.total_tokens,
+            "tgt_sentences": tgt_vocab.sentences,
+        },
         "progress": dict(progress),
         "rng": rng if rng is not None else rng_state(),
     }
@@ -126,8 +144,10 @@ def load_checkpoint(path: str) -> Checkpoint:
     version = data.get("format_version")
     if version != FORMAT_VERSION:
         newer = isinstance(version, int) and version > FORMAT_VERSION
-        raise UserError(f"{path}: checkpoint format {version} (this version of onmt_cont reads {FORMAT_VERSION}"
-                        + ("; the file was written by a newer one)" if newer else ")"))
+        raise UserError(
+            f"{path}: checkpoint format {version} (this version of onmt_cont reads {FORMAT_VERSION}"
+            + ("; the file was written by a newer one)" if newer else ")")
+        )
     check_finite(path, data["model"])
     return data
 
@@ -140,8 +160,10 @@ def check_finite(path: str, state: object) -> None:
     for name, tensor in state.items():
         if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all():
             bad = int((~torch.isfinite(tensor)).sum())
-            raise UserError(f"{path}: parameter {name} holds {bad:,} NaN or infinite value(s): the model cannot "
-                            "translate (take an earlier checkpoint)")
+            raise UserError(
+                f"{path}: parameter {name} holds {bad:,} NaN or infinite value(s): the model cannot "
+                "translate (take an earlier checkpoint)"
+            )
 
 
 def _describe(data: object) -> str | None:
@@ -160,14 +182,18 @@ def resume_problem(data: Mapping[str, Any], fine_tune: bool = False) -> str | No
     over), or None: the parts a resume reads are missing or not what train.py writes. ``fine_tune``
     (-reset_optim all): only the weights, options and vocabularies are read, so a release will do."""
     if data.get("release") and not fine_tune:
-        return ("it is a release (onmt_cont_release): it holds the model without the optimiser and random states, "
-                "so it translates but cannot go on training; resume from the run's own checkpoint")
+        return (
+            "it is a release (onmt_cont_release): it holds the model without the optimiser and random states, "
+            "so it translates but cannot go on training; resume from the run's own checkpoint"
+        )
     missing = [k for k in ("model", "opt", "progress", "vocab") if not isinstance(data.get(k), dict)]
     if not missing:
-        missing = [f"progress's {k}" for k in ("step", "epoch", "shard", "batch")
-                   if type(data["progress"].get(k)) is not int]
-        missing += [f"the {side} vocabulary" for side in ("src", "tgt")
-                    if not isinstance(data["vocab"].get(side), list)]
+        missing = [
+            f"progress's {k}" for k in ("step", "epoch", "shard", "batch") if type(data["progress"].get(k)) is not int
+        ]
+        missing += [
+            f"the {side} vocabulary" for side in ("src", "tgt") if not isinstance(data["vocab"].get(side), list)
+        ]
     if fine_tune:
         missing = [m for m in missing if not m.startswith("progress")]
     if missing:
@@ -180,8 +206,10 @@ def inexact_resume(data: Mapping[str, Any]) -> list[str]:
     -resume auto passes such files over, -train_from goes on and says so."""
     notes = []
     if data.get("averaged"):
-        notes.append(f"it is an average of {len(data['averaged'])} checkpoints (tools/average_models.py): its "
-                     "parameters are the average, and the raw parameters of any one run are not in it")
+        notes.append(
+            f"it is an average of {len(data['averaged'])} checkpoints (tools/average_models.py): its "
+            "parameters are the average, and the raw parameters of any one run are not in it"
+        )
     if not data.get("optim"):
         notes.append("it holds no optimiser state: the optimiser (Adam's moments) would start afresh")
     if not isinstance(data.get("rng"), dict) or "torch" not in data["rng"]:
@@ -237,8 +265,10 @@ def find_resumable(prefix: str) -> tuple[str | None, Checkpoint | None, list[str
     if not chosen:
         return None, None, lines
     step, path, data = max(chosen, key=lambda c: c[0])
-    lines.append(f"-resume auto: continuing from {path}, step {step}, the furthest of them (chosen by the step "
-                 "each one records, not by file time)")
+    lines.append(
+        f"-resume auto: continuing from {path}, step {step}, the furthest of them (chosen by the step "
+        "each one records, not by file time)"
+    )
     return path, data, lines
 
 
@@ -257,12 +287,14 @@ def newest_checkpoint(prefix: str, with_data: bool = False) -> str | None | tupl
     return (path, data) if with_data else path
 
 
-def model_from_checkpoint(data: Mapping[str, Any], device: str | torch.device = "cpu", path: str = "the checkpoint"
-                          ) -> tuple[NMTModel, argparse.Namespace, Vocab, Vocab]:
+def model_from_checkpoint(
+    data: Mapping[str, Any], device: str | torch.device = "cpu", path: str = "the checkpoint"
+) -> tuple[NMTModel, argparse.Namespace, Vocab, Vocab]:
     """Rebuild the model (and vocabularies) a checkpoint was trained with. A checkpoint whose parts do
     not fit together (no vocabulary, an option missing or of the wrong type, parameters of other
     shapes, a target vocabulary shorter than its table) is a UserError naming ``path`` and the part,
     not a KeyError or a size-mismatch traceback (translate.py, onmt_cont.load())."""
+
     def bad(what: str) -> UserError:
         return UserError(f"{path}: not a usable checkpoint of train.py: {what}")
 
@@ -274,8 +306,9 @@ def model_from_checkpoint(data: Mapping[str, Any], device: str | torch.device = 
     try:
         opt = upgrade(options)  # options this checkpoint predates take the values it was trained with
         src_vocab = Vocab(vocab["src"])
-        tgt_vocab = Vocab(vocab["tgt"], vocab.get("tgt_counts"), vocab.get("tgt_total_tokens", 0),
-                          vocab.get("tgt_sentences", 0))
+        tgt_vocab = Vocab(
+            vocab["tgt"], vocab.get("tgt_counts"), vocab.get("tgt_total_tokens", 0), vocab.get("tgt_sentences", 0)
+        )
     except (TypeError, ValueError) as exc:
         raise bad(f"its vocabulary ({exc})") from None
     table = state.get("generator.table")

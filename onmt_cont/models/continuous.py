@@ -2,7 +2,6 @@
 unit-length target table (cosine, vMF or l2; the word bias, the decoding prior and the offsets;
 beam search's distribution over the words). The softmax-side generators are in generators.py."""
 
-
 from collections.abc import Callable
 from typing import Protocol, cast
 
@@ -29,7 +28,6 @@ class SearchIndex(Protocol):
 
 def with_offsets(scores: Tensor, offsets: Tensor | None) -> Tensor:
     return scores if offsets is None else scores + offsets
-
 
 
 class ContinuousGenerator(nn.Module):
@@ -76,8 +74,15 @@ class ContinuousGenerator(nn.Module):
     hubness: Tensor | None
     beam_scale: float | None
 
-    def __init__(self, hidden_size: int, table: Tensor, nonlinear: bool = False, criterion: str = "cosine",
-                 word_bias: bool = False, train_table: bool = False):
+    def __init__(
+        self,
+        hidden_size: int,
+        table: Tensor,
+        nonlinear: bool = False,
+        criterion: str = "cosine",
+        word_bias: bool = False,
+        train_table: bool = False,
+    ):
         super().__init__()
         if criterion not in self.CRITERIA:
             raise ValueError(f"criterion must be one of {self.CRITERIA}, got {criterion!r}")
@@ -201,8 +206,7 @@ class ContinuousGenerator(nn.Module):
     @torch.no_grad()
     def _fold(self, last):
         # rebuilt when the table or the layer is another tensor, is changed in place or has moved
-        key = tuple((t.data_ptr(), t._version, t.device) for t in (self.table, last.weight, last.bias)
-                    if t is not None)
+        key = tuple((t.data_ptr(), t._version, t.device) for t in (self.table, last.weight, last.bias) if t is not None)
         if self._folded is None or self._folded[2] != key:
             table, weight = self.table.detach().float(), last.weight.detach().float()
             bias = torch.zeros(weight.size(0), device=weight.device) if last.bias is None else last.bias.detach()
@@ -231,6 +235,7 @@ class ContinuousGenerator(nn.Module):
     def _word_scores(self, out, scores, ids=None):
         """scores [..., n] of the words ``ids`` [..., n] (None: the whole table) plus the learned bias,
         the decoding prior and the CSLS penalty, where set."""
+
         def of(vec):
             return vec if ids is None else vec[ids]
 
@@ -256,7 +261,7 @@ class ContinuousGenerator(nn.Module):
         if log_prior is not None and beta != 0:
             prior = beta * log_prior.float().to(self.table.device)
             if beta < 0 and len(prior) > len(SPECIALS):
-                prior[UNK_ID] = prior[len(SPECIALS):].min()
+                prior[UNK_ID] = prior[len(SPECIALS) :].min()
         if offsets is not None:
             offsets = offsets.float().to(self.table.device)
             prior = offsets if prior is None else prior + offsets
@@ -284,9 +289,11 @@ class ContinuousGenerator(nn.Module):
     def set_table(self, table: Tensor) -> None:
         """Decode over another unit-length table [vocab', m] (open vocabulary); drops the index."""
         if self.bias is not None or self.prior is not None or self.hubness is not None or self.trains_table:
-            raise ValueError("open-vocabulary decoding has no word bias, training count, CSLS score or trained row "
-                             "for the added words: it does not combine with -word_bias, -decode_prior, -csls or "
-                             "-train_table")
+            raise ValueError(
+                "open-vocabulary decoding has no word bias, training count, CSLS score or trained row "
+                "for the added words: it does not combine with -word_bias, -decode_prior, -csls or "
+                "-train_table"
+            )
         self.table = table
         self.make_index, self.index, self._folded, self._folded_words = None, None, None, None
 
@@ -353,7 +360,6 @@ class ContinuousGenerator(nn.Module):
         return scores.view(*out.shape[:-1], -1)
 
 
-
 def table_hubness(table: Tensor, k: int, chunk: int | None = None) -> Tensor:
     """r(w): the mean cosine of every unit row of ``table`` [V, m] to its ``k`` nearest other rows
     (CSLS's neighbourhood density; padding 0): float32 [V]. Exact, ``chunk`` rows at a time
@@ -370,7 +376,6 @@ def table_hubness(table: Tensor, k: int, chunk: int | None = None) -> Tensor:
             dots[rows, rows + start - 1] = float("-inf")  # not its own neighbour
             out[start : start + chunk] = dots.topk(k, dim=1).values.mean(1)
     return out
-
 
 
 def normalize_table(table: Tensor) -> Tensor:

@@ -78,8 +78,15 @@ class InputFeedRNNDecoder(Decoder):
 
     summary = "LSTM with Luong attention and input feeding"
 
-    def __init__(self, embeddings: TargetEmbeddings, hidden_size: int, num_layers: int = 2, dropout: float = 0.0,
-                 enc_hidden: int | None = None, enc_layers: int = 1):
+    def __init__(
+        self,
+        embeddings: TargetEmbeddings,
+        hidden_size: int,
+        num_layers: int = 2,
+        dropout: float = 0.0,
+        enc_hidden: int | None = None,
+        enc_layers: int = 1,
+    ):
         super().__init__()
         self.embeddings = embeddings
         self.hidden_size = hidden_size
@@ -100,8 +107,14 @@ class InputFeedRNNDecoder(Decoder):
         """The decoder train.py's options describe (-dec_layers, -rnn_size, -dropout), reading
         ``embeddings`` (a TargetEmbeddings); its bridge takes the encoder's final state."""
         encoder = ENCODERS[architecture(opt)[0]]
-        return cls(embeddings, opt.rnn_size, opt.dec_layers, opt.dropout, enc_hidden=opt.rnn_size,
-                   enc_layers=encoder.final_layers(opt))
+        return cls(
+            embeddings,
+            opt.rnn_size,
+            opt.dec_layers,
+            opt.dropout,
+            enc_hidden=opt.rnn_size,
+            enc_layers=encoder.final_layers(opt),
+        )
 
     def init_state(self, enc_final: tuple[Tensor, Tensor]) -> State:
         """enc_final: (h, c), each [enc_layers, batch, enc_hidden] -> decoder state dict with

@@ -29,7 +29,7 @@ def _keep_mask(shape: torch.Size, p: float, dtype: torch.dtype) -> tuple[Tensor,
     element the same way (1.1111 is 1.1094 in bfloat16)."""
     dropped = min(round(p * LANES), LANES - 1)  # p within 2^-17 of 1: drop 65535 of 65536
     numel = math.prod(shape)
-    words = torch.empty((numel + 3) // 4, dtype=torch.int64).random_(-2 ** 63, None)
+    words = torch.empty((numel + 3) // 4, dtype=torch.int64).random_(-(2**63), None)
     lanes = words.view(torch.int16)[:numel].view(shape)  # uniform over [-32768, 32767]
     mask = torch.empty(shape, dtype=dtype)
     torch.ge(lanes, dropped - LANES // 2, out=mask)  # written as 0 / 1 of dtype: cheaper than bool, then cast

@@ -20,8 +20,11 @@ FP32_LSTM_UNDER_BF16 = {"cuda"}
 
 def fp32_lstm(device_type: str) -> bool:
     """Whether the LSTM should leave autocast on ``device_type`` now (see FP32_LSTM_UNDER_BF16)."""
-    return (device_type in FP32_LSTM_UNDER_BF16 and torch.is_autocast_enabled(device_type)
-            and torch.get_autocast_dtype(device_type) == torch.bfloat16)
+    return (
+        device_type in FP32_LSTM_UNDER_BF16
+        and torch.is_autocast_enabled(device_type)
+        and torch.get_autocast_dtype(device_type) == torch.bfloat16
+    )
 
 
 @register_encoder("rnn")
@@ -35,8 +38,16 @@ class RNNEncoder(Encoder):
     summary = "LSTM"
     bidirectional_type = False  # what -encoder_type builds under this class's name
 
-    def __init__(self, vocab_size: int, emb_size: int, hidden_size: int, num_layers: int = 1,
-                 bidirectional: bool = True, dropout: float = 0.0, pad_id: int = 0):
+    def __init__(
+        self,
+        vocab_size: int,
+        emb_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bidirectional: bool = True,
+        dropout: float = 0.0,
+        pad_id: int = 0,
+    ):
         super().__init__()
         if bidirectional and hidden_size % 2:
             raise ValueError(f"-rnn_size must be even with -brnn, got {hidden_size}")
@@ -69,8 +80,11 @@ class RNNEncoder(Encoder):
         packed = pack_padded_sequence(emb, lengths.cpu(), batch_first=True, enforce_sorted=False)
         if fp32_lstm(emb.device.type):
             with torch.autocast(emb.device.type, enabled=False):
-                out, (h, c) = self.rnn(PackedSequence(packed.data.float(), packed.batch_sizes,
-                                                      packed.sorted_indices, packed.unsorted_indices))
+                out, (h, c) = self.rnn(
+                    PackedSequence(
+                        packed.data.float(), packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices
+                    )
+                )
         else:
             out, (h, c) = self.rnn(packed)
         memory_bank, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))

@@ -71,13 +71,9 @@ class SoftmaxGenerator(SoftmaxScores):
         return self.proj(dec_out)
 
 
-
-
-
 # The ReWE head's generator is seeded with -seed plus this offset, so that its draws are not the
 # ones the global RNG (seeded with -seed) gives the encoder.
 REWE_SEED_OFFSET = 104729
-
 
 
 class ReWEHead(nn.Module):
@@ -107,7 +103,6 @@ class ReWEHead(nn.Module):
         return self.w2(torch.relu(self.w1(dec_out)))
 
 
-
 class ReWEGenerator(SoftmaxGenerator):
     """A softmax generator with a ReWE head that regresses the gold word's pretrained embedding.
 
@@ -115,8 +110,9 @@ class ReWEGenerator(SoftmaxGenerator):
     plain logits when decoding: at inference the head is ignored. ``table`` [vocab, m] (unit rows) is
     the regression target, kept as a buffer for the loss."""
 
-    def __init__(self, hidden_size: int, vocab_size: int, table: Tensor, head_hidden: int, init: float = 0.1,
-                 seed: int = 0):
+    def __init__(
+        self, hidden_size: int, vocab_size: int, table: Tensor, head_hidden: int, init: float = 0.1, seed: int = 0
+    ):
         super().__init__(hidden_size, vocab_size)
         self.head = ReWEHead(hidden_size, head_hidden, table.size(1), init, seed)
         self.register_buffer("table", table)
@@ -138,7 +134,6 @@ def _plain_logits(output: Tensor | ReWEOutput) -> Tensor:
     return logits_of(logits) if isinstance(logits, HiddenLogits) else logits
 
 
-
 def sample_candidates(gold: Tensor, vocab_size: int, fraction: float) -> Tensor:
     """The words a sampled softmax is computed over: every distinct id of ``gold`` plus negatives
     drawn uniformly without replacement (global RNG) from the other words, up to
@@ -155,7 +150,6 @@ def sample_candidates(gold: Tensor, vocab_size: int, fraction: float) -> Tensor:
     if n_neg < others.numel():
         others = others[torch.randperm(others.numel(), device=gold.device)[:n_neg]]
     return torch.cat([positives, others]).sort().values
-
 
 
 class JointGenerator(SoftmaxScores):
@@ -176,8 +170,15 @@ class JointGenerator(SoftmaxScores):
     embeddings: TargetEmbeddings
     offsets: Tensor | None
 
-    def __init__(self, hidden_size: int, embeddings: TargetEmbeddings, vocab_size: int, joint_dim: int,
-                 dropout: float = 0.0, sample: float | None = None):
+    def __init__(
+        self,
+        hidden_size: int,
+        embeddings: TargetEmbeddings,
+        vocab_size: int,
+        joint_dim: int,
+        dropout: float = 0.0,
+        sample: float | None = None,
+    ):
         super().__init__()
         self.word_proj = nn.Linear(embeddings.out_size, joint_dim)  # U, b_u
         self.context_proj = nn.Linear(hidden_size, joint_dim)  # V, b_v
@@ -226,14 +227,9 @@ class JointGenerator(SoftmaxScores):
         return context @ self._all_words().t() + self.bias
 
 
-
-
 def parameter_count(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad)
 
 
-
 def frozen_count(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters() if not p.requires_grad) + sum(
-        b.numel() for b in module.buffers()
-    )
+    return sum(p.numel() for p in module.parameters() if not p.requires_grad) + sum(b.numel() for b in module.buffers())

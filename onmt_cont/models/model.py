@@ -57,20 +57,25 @@ def generator_kind(opt: Namespace) -> str:
     opt = upgrade(opt)
     if LOSSES[opt.loss].continuous:
         if opt.generator not in ("linear", "nonlinear"):
-            raise ValueError(f"-loss {opt.loss} needs a continuous generator (-generator linear|nonlinear), "
-                             f"not -generator {opt.generator}")
+            raise ValueError(
+                f"-loss {opt.loss} needs a continuous generator (-generator linear|nonlinear), "
+                f"not -generator {opt.generator}"
+            )
         kind = "continuous"
     elif opt.generator == "joint":
         kind = "joint"
     elif opt.generator == "linear":
         kind = "softmax"
     else:
-        raise ValueError(f"-loss {opt.loss} is a softmax loss: use -generator linear or joint "
-                         f"(got -generator {opt.generator})")
+        raise ValueError(
+            f"-loss {opt.loss} is a softmax loss: use -generator linear or joint (got -generator {opt.generator})"
+        )
     if opt.rewe_lambda is not None:
         if kind != "softmax":
-            raise ValueError("-rewe_lambda adds a ReWE head to a softmax model: it needs -loss ce -generator linear "
-                             f"(got -loss {opt.loss} -generator {opt.generator})")
+            raise ValueError(
+                "-rewe_lambda adds a ReWE head to a softmax model: it needs -loss ce -generator linear "
+                f"(got -loss {opt.loss} -generator {opt.generator})"
+            )
         kind = "rewe"
     return kind
 
@@ -101,17 +106,22 @@ def init_glorot(model: nn.Module) -> None:
             torch.nn.init.xavier_uniform_(p)
 
 
-def build_generator(opt: Namespace, kind: str, embeddings: TargetEmbeddings, tgt_vocab_size: int,
-                    tgt_table: Tensor | None) -> Generator:
+def build_generator(
+    opt: Namespace, kind: str, embeddings: TargetEmbeddings, tgt_vocab_size: int, tgt_table: Tensor | None
+) -> Generator:
     opt = upgrade(opt)
     if kind == "continuous":
-        return ContinuousGenerator(opt.rnn_size, _needs(kind, tgt_table), opt.generator == "nonlinear",
-                                   decode_criterion(opt.loss), word_bias=opt.word_bias,
-                                   train_table=opt.train_table)
+        return ContinuousGenerator(
+            opt.rnn_size,
+            _needs(kind, tgt_table),
+            opt.generator == "nonlinear",
+            decode_criterion(opt.loss),
+            word_bias=opt.word_bias,
+            train_table=opt.train_table,
+        )
     if kind == "joint":
         dropout = opt.dropout if opt.joint_dropout is None else opt.joint_dropout
-        return JointGenerator(opt.rnn_size, embeddings, tgt_vocab_size, opt.joint_dim, dropout,
-                              opt.joint_sample)
+        return JointGenerator(opt.rnn_size, embeddings, tgt_vocab_size, opt.joint_dim, dropout, opt.joint_sample)
     if kind == "rewe":
         hidden = opt.rewe_hidden or opt.rnn_size
         return ReWEGenerator(opt.rnn_size, tgt_vocab_size, _needs(kind, tgt_table), hidden, opt.param_init, opt.seed)
@@ -131,27 +141,35 @@ def check_sharing(opt: Namespace, kind: str, src_vocab_size: int, tgt_vocab_size
     if opt.share_embeddings:
         src_emb = opt.src_word_vec_size or opt.word_vec_size
         if opt.tie_emb:
-            raise ValueError("-share_embeddings makes the source embeddings the decoder's trained input table: "
-                             "it does not go with -tie_emb's frozen pretrained table")
+            raise ValueError(
+                "-share_embeddings makes the source embeddings the decoder's trained input table: "
+                "it does not go with -tie_emb's frozen pretrained table"
+            )
         if src_vocab_size != tgt_vocab_size or src_emb != emb:
-            raise ValueError(f"-share_embeddings needs one vocabulary for both sides (preprocess.py -share_vocab) "
-                             f"and one embedding size: the source has {src_vocab_size} words x {src_emb}, the target "
-                             f"{tgt_vocab_size} x {emb}")
+            raise ValueError(
+                f"-share_embeddings needs one vocabulary for both sides (preprocess.py -share_vocab) "
+                f"and one embedding size: the source has {src_vocab_size} words x {src_emb}, the target "
+                f"{tgt_vocab_size} x {emb}"
+            )
     if opt.share_decoder_embeddings:
         if kind != "softmax":
-            raise ValueError("-share_decoder_embeddings makes the softmax's output matrix the decoder's input table: "
-                             f"it needs -loss ce -generator linear (got -loss {opt.loss} -generator {opt.generator}"
-                             f"{' -rewe_lambda' if kind == 'rewe' else ''})")
+            raise ValueError(
+                "-share_decoder_embeddings makes the softmax's output matrix the decoder's input table: "
+                f"it needs -loss ce -generator linear (got -loss {opt.loss} -generator {opt.generator}"
+                f"{' -rewe_lambda' if kind == 'rewe' else ''})"
+            )
         if opt.tie_emb:
-            raise ValueError("-share_decoder_embeddings shares the decoder's trained input table: it does not go "
-                             "with -tie_emb")
+            raise ValueError(
+                "-share_decoder_embeddings shares the decoder's trained input table: it does not go with -tie_emb"
+            )
         if emb != opt.rnn_size:
-            raise ValueError(f"-share_decoder_embeddings needs target embeddings as wide as the decoder's output: "
-                             f"-tgt_word_vec_size {emb} against -rnn_size {opt.rnn_size}")
+            raise ValueError(
+                f"-share_decoder_embeddings needs target embeddings as wide as the decoder's output: "
+                f"-tgt_word_vec_size {emb} against -rnn_size {opt.rnn_size}"
+            )
 
 
-def build_model(opt: Namespace, src_vocab_size: int, tgt_vocab_size: int,
-                tgt_table: Tensor | None = None) -> NMTModel:
+def build_model(opt: Namespace, src_vocab_size: int, tgt_vocab_size: int, tgt_table: Tensor | None = None) -> NMTModel:
     """Build the model from options (a Namespace or anything with the same attributes).
 
     ``tgt_table`` [tgt_vocab, m]: the pretrained target vectors (normalised here), needed by

@@ -47,12 +47,16 @@ def check_sizes(dim: int, heads: int, emb_sizes: Iterable[tuple[str, str, int]] 
     (-rnn_size) and each of ``emb_sizes`` ((side, option name, width), e.g. ("encoder",
     "src_word_vec_size", 512)) equals it. Raises ValueError."""
     if heads < 1 or dim % heads:
-        raise ValueError(f"-heads {heads} must divide -rnn_size {dim} (the Transformer's model size): each head "
-                         "attends over rnn_size / heads dimensions")
+        raise ValueError(
+            f"-heads {heads} must divide -rnn_size {dim} (the Transformer's model size): each head "
+            "attends over rnn_size / heads dimensions"
+        )
     for side, key, size in emb_sizes:
         if size != dim:
-            raise ValueError(f"-{side}_type transformer adds position vectors to the word embeddings, so they must "
-                             f"be -rnn_size {dim} wide, not {size}: give -{key} {dim} (or -word_vec_size {dim})")
+            raise ValueError(
+                f"-{side}_type transformer adds position vectors to the word embeddings, so they must "
+                f"be -rnn_size {dim} wide, not {size}: give -{key} {dim} (or -word_vec_size {dim})"
+            )
 
 
 def _norm_opts(opt: argparse.Namespace) -> tuple[str, float | None]:
@@ -63,8 +67,9 @@ def _norm_opts(opt: argparse.Namespace) -> tuple[str, float | None]:
 
 
 # the train.py options both Transformer sides read, and no other architecture
-READS = frozenset({"heads", "transformer_ff", "position_encoding", "max_positions", "attention_dropout",
-                   "ff_dropout", "layer_norm"})
+READS = frozenset(
+    {"heads", "transformer_ff", "position_encoding", "max_positions", "attention_dropout", "ff_dropout", "layer_norm"}
+)
 
 
 def check_opt(opt: argparse.Namespace, side: str, emb_key: str) -> None:
@@ -84,8 +89,9 @@ def check_alignment_layer(layer: int | str | None, num_layers: int) -> None:
     if layer in (None, "mean"):
         return
     if not isinstance(layer, int) or not -num_layers <= layer < num_layers:
-        raise ValueError(f"-alignment_layer {layer}: the decoder has {num_layers} layers (0..{num_layers - 1}, "
-                         "or -1 for the last)")
+        raise ValueError(
+            f"-alignment_layer {layer}: the decoder has {num_layers} layers (0..{num_layers - 1}, or -1 for the last)"
+        )
 
 
 @register_encoder("transformer")
@@ -99,15 +105,28 @@ class TransformerEncoder(Encoder):
     auto_bf16 = True  # lab/bench/tiny_step.py: the Tiny presets' first 1,000 updates, two seeds a side
     sdpa = True
 
-    def __init__(self, vocab_size: int, dim: int, heads: int, ff: int, num_layers: int, dropout: float = 0.1,
-                 attn_dropout: float = 0.1, position_encoding: str = "sinusoidal", max_positions: int = 1024,
-                 pad_id: int = 0, norm: str = "pre", ff_dropout: float | None = None):
+    def __init__(
+        self,
+        vocab_size: int,
+        dim: int,
+        heads: int,
+        ff: int,
+        num_layers: int,
+        dropout: float = 0.1,
+        attn_dropout: float = 0.1,
+        position_encoding: str = "sinusoidal",
+        max_positions: int = 1024,
+        pad_id: int = 0,
+        norm: str = "pre",
+        ff_dropout: float | None = None,
+    ):
         super().__init__()
         check_sizes(dim, heads)
         self.embeddings = nn.Embedding(vocab_size, dim, padding_idx=pad_id)
         self.positions = PositionalEncoding(dim, position_encoding, max_positions)
-        self.layers = nn.ModuleList(EncoderLayer(dim, heads, ff, dropout, attn_dropout, norm, ff_dropout)
-                                    for _ in range(num_layers))
+        self.layers = nn.ModuleList(
+            EncoderLayer(dim, heads, ff, dropout, attn_dropout, norm, ff_dropout) for _ in range(num_layers)
+        )
         self.norm = nn.LayerNorm(dim) if norm == "pre" else nn.Identity()
         self.dropout = Dropout(dropout)
         self.scale = math.sqrt(dim)
@@ -125,8 +144,19 @@ class TransformerEncoder(Encoder):
     def from_opt(cls, opt: argparse.Namespace, vocab_size: int, pad_id: int = 0) -> "TransformerEncoder":
         emb_size = opt.src_word_vec_size or opt.word_vec_size
         check_sizes(opt.rnn_size, opt.heads, [("encoder", "src_word_vec_size", emb_size)])
-        return cls(vocab_size, opt.rnn_size, opt.heads, opt.transformer_ff, opt.enc_layers, opt.dropout,
-                   opt.attention_dropout, opt.position_encoding, opt.max_positions, pad_id, *_norm_opts(opt))
+        return cls(
+            vocab_size,
+            opt.rnn_size,
+            opt.heads,
+            opt.transformer_ff,
+            opt.enc_layers,
+            opt.dropout,
+            opt.attention_dropout,
+            opt.position_encoding,
+            opt.max_positions,
+            pad_id,
+            *_norm_opts(opt),
+        )
 
     def forward(self, src: Tensor, lengths: Tensor) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         """src: [batch, src_len]; lengths: unused (the padding mask comes from the ids).
@@ -157,16 +187,28 @@ class TransformerDecoder(Decoder):
 
     alignment_layer: int | None
 
-    def __init__(self, embeddings: TargetEmbeddings, dim: int, heads: int, ff: int, num_layers: int,
-                 dropout: float = 0.1, attn_dropout: float = 0.1, position_encoding: str = "sinusoidal",
-                 max_positions: int = 1024, alignment_layer: int | str | None = None, norm: str = "pre",
-                 ff_dropout: float | None = None):
+    def __init__(
+        self,
+        embeddings: TargetEmbeddings,
+        dim: int,
+        heads: int,
+        ff: int,
+        num_layers: int,
+        dropout: float = 0.1,
+        attn_dropout: float = 0.1,
+        position_encoding: str = "sinusoidal",
+        max_positions: int = 1024,
+        alignment_layer: int | str | None = None,
+        norm: str = "pre",
+        ff_dropout: float | None = None,
+    ):
         super().__init__()
         check_sizes(dim, heads, [("decoder", "tgt_word_vec_size", embeddings.out_size)])
         self.embeddings = embeddings
         self.positions = PositionalEncoding(dim, position_encoding, max_positions)
-        self.layers = nn.ModuleList(DecoderLayer(dim, heads, ff, dropout, attn_dropout, norm, ff_dropout)
-                                    for _ in range(num_layers))
+        self.layers = nn.ModuleList(
+            DecoderLayer(dim, heads, ff, dropout, attn_dropout, norm, ff_dropout) for _ in range(num_layers)
+        )
         self.norm = nn.LayerNorm(dim) if norm == "pre" else nn.Identity()
         self.dropout = Dropout(dropout)
         self.scale = math.sqrt(dim)
@@ -180,9 +222,19 @@ class TransformerDecoder(Decoder):
 
     @classmethod
     def from_opt(cls, opt: argparse.Namespace, embeddings: TargetEmbeddings) -> "TransformerDecoder":
-        return cls(embeddings, opt.rnn_size, opt.heads, opt.transformer_ff, opt.dec_layers, opt.dropout,
-                   opt.attention_dropout, opt.position_encoding, opt.max_positions,
-                   upgrade(opt).alignment_layer, *_norm_opts(opt))
+        return cls(
+            embeddings,
+            opt.rnn_size,
+            opt.heads,
+            opt.transformer_ff,
+            opt.dec_layers,
+            opt.dropout,
+            opt.attention_dropout,
+            opt.position_encoding,
+            opt.max_positions,
+            upgrade(opt).alignment_layer,
+            *_norm_opts(opt),
+        )
 
     def set_alignment_layer(self, layer: int | str | None) -> None:
         """The layer whose cross-attention (mean over heads) is returned; None or "mean": the mean

@@ -59,8 +59,9 @@ class MultiHeadAttention(nn.Module):
         k, v = self.key_value(x).chunk(2, dim=-1)
         return self._split(k), self._split(v)
 
-    def attend(self, x: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None = None,
-               need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    def attend(
+        self, x: Tensor, keys: Tensor, values: Tensor, mask: Tensor | None = None, need_weights: bool = False
+    ) -> tuple[Tensor, Tensor | None]:
         """x: [batch, len_q, dim] queries; mask: bool, True where a query may attend, broadcast to
         [batch, heads, len_q, len_k]. Returns [batch, len_q, dim] and, with ``need_weights``, the
         attention probabilities averaged over heads [batch, len_q, len_k] (else None)."""
@@ -68,8 +69,9 @@ class MultiHeadAttention(nn.Module):
         if self.training and q.device.type == "cpu":
             ctx = self._attend_cpu_training(q, keys, values, mask)
         else:
-            ctx = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask,
-                                                 dropout_p=self.dropout if self.training else 0.0)
+            ctx = F.scaled_dot_product_attention(
+                q, keys, values, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0
+            )
         out = self.out(ctx.transpose(1, 2).reshape(x.size(0), x.size(1), -1))
         weights = None
         if need_weights:  # the alignment only; the context above is SDPA's
@@ -136,8 +138,16 @@ def _check_norm(norm: str) -> None:
 
 
 class EncoderLayer(nn.Module):
-    def __init__(self, dim: int, heads: int, ff: int, dropout: float, attn_dropout: float, norm: str = "pre",
-                 ff_dropout: float | None = None):
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        ff: int,
+        dropout: float,
+        attn_dropout: float,
+        norm: str = "pre",
+        ff_dropout: float | None = None,
+    ):
         super().__init__()
         _check_norm(norm)
         self.post = norm == "post"
@@ -159,8 +169,16 @@ class EncoderLayer(nn.Module):
 
 
 class DecoderLayer(nn.Module):
-    def __init__(self, dim: int, heads: int, ff: int, dropout: float, attn_dropout: float, norm: str = "pre",
-                 ff_dropout: float | None = None):
+    def __init__(
+        self,
+        dim: int,
+        heads: int,
+        ff: int,
+        dropout: float,
+        attn_dropout: float,
+        norm: str = "pre",
+        ff_dropout: float | None = None,
+    ):
         super().__init__()
         _check_norm(norm)
         self.post = norm == "post"
@@ -170,9 +188,15 @@ class DecoderLayer(nn.Module):
         self.ff = FeedForward(dim, ff, dropout if ff_dropout is None else ff_dropout)
         self.dropout = Dropout(dropout)
 
-    def forward(self, x: Tensor, past: tuple[Tensor, Tensor] | None, memory: tuple[Tensor, Tensor],
-                causal: Tensor | None, src_mask: Tensor, need_weights: bool
-                ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
+    def forward(
+        self,
+        x: Tensor,
+        past: tuple[Tensor, Tensor] | None,
+        memory: tuple[Tensor, Tensor],
+        causal: Tensor | None,
+        src_mask: Tensor,
+        need_weights: bool,
+    ) -> tuple[Tensor, tuple[Tensor, Tensor], Tensor | None]:
         """past: (keys, values) of the earlier positions or None; memory: the cross-attention's
         (keys, values). Returns x, this layer's (keys, values) through x's positions, and the
         cross-attention weights (or None)."""
@@ -190,7 +214,8 @@ class DecoderLayer(nn.Module):
         if past is not None:
             k, v = torch.cat([past[0], k], 2), torch.cat([past[1], v], 2)
         x = residual(x, self.self_attn.attend(h, k, v, causal)[0], self.dropout)
-        ctx, weights = self.ctx_attn.attend(compute_input(self.norm_ctx(x)), memory[0], memory[1], src_mask,
-                                            need_weights)
+        ctx, weights = self.ctx_attn.attend(
+            compute_input(self.norm_ctx(x)), memory[0], memory[1], src_mask, need_weights
+        )
         x = residual(x, ctx, self.dropout)
         return residual(x, self.ff(compute_input(self.norm_ff(x))), self.dropout), (k, v), weights

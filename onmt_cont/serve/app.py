@@ -27,8 +27,23 @@ MAX_CHARS = 100_000  # per sentence
 MAX_BODY = 16 << 20  # bytes of JSON per request (waitress refuses a longer Content-Length before reading it)
 POLL_S = 0.2  # how often a waiting request checks that its client is still there
 # load()'s keywords that name files or devices: a clone_model request may not set them
-FILE_OPTIONS = {"lexicon", "lookup_dict", "freq_offsets", "bpe_codes", "src_bpe_codes", "src_spm", "tgt_spm",
-                "ensemble", "tgt_emb_extend", "tgt_emb_extend_vocab", "device", "gpu", "engine", "ann", "ann_index"}
+FILE_OPTIONS = {
+    "lexicon",
+    "lookup_dict",
+    "freq_offsets",
+    "bpe_codes",
+    "src_bpe_codes",
+    "src_spm",
+    "tgt_spm",
+    "ensemble",
+    "tgt_emb_extend",
+    "tgt_emb_extend_vocab",
+    "device",
+    "gpu",
+    "engine",
+    "ann",
+    "ann_index",
+}
 
 
 class InFlight:
@@ -67,10 +82,20 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
     @app.get("/health")
     @app.get(f"{root}/health")
     def health():
-        return jsonify({"status": "stopping" if app.stopping else "ok",
-                        "models": {str(m.id): {"loaded": m.model is not None, "batches": m.batches,
-                                               "sentences": m.sentences, "dropped": m.dropped}
-                                   for m in list(entries.values())}})
+        return jsonify(
+            {
+                "status": "stopping" if app.stopping else "ok",
+                "models": {
+                    str(m.id): {
+                        "loaded": m.model is not None,
+                        "batches": m.batches,
+                        "sentences": m.sentences,
+                        "dropped": m.dropped,
+                    }
+                    for m in list(entries.values())
+                },
+            }
+        )
 
     @app.get(f"{root}/models")
     def models():
@@ -93,6 +118,7 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
             except UserError as exc:
                 return error(400, str(exc), model_id=model_id)
             return jsonify({"status": "ok", "model_id": model_id, **(answer or {})})
+
         route.__name__ = action.__name__
         return route
 
@@ -103,13 +129,21 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
         body = request.get_json(force=True, silent=True)
         body = {} if body is None else body
         opt, timeout = (body.get("opt") or {}, body.get("timeout", -1)) if isinstance(body, dict) else (None, None)
-        if not isinstance(opt, dict) or isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-                or not (timeout == -1 or timeout >= 0):
-            return error(400, "expected {\"opt\": {...}, \"timeout\": seconds or -1}", model_id=model_id)
+        if (
+            not isinstance(opt, dict)
+            or isinstance(timeout, bool)
+            or not isinstance(timeout, (int, float))
+            or not (timeout == -1 or timeout >= 0)
+        ):
+            return error(400, 'expected {"opt": {...}, "timeout": seconds or -1}', model_id=model_id)
         files = sorted(set(opt) & FILE_OPTIONS)
         if files:
-            return error(400, f"clone_model takes decoding options; {', '.join(files)} name files or devices, which "
-                              "only the server's configuration may", model_id=model_id)
+            return error(
+                400,
+                f"clone_model takes decoding options; {', '.join(files)} name files or devices, which "
+                "only the server's configuration may",
+                model_id=model_id,
+            )
         try:
             parent = entry_of(model_id)
         except LookupError as exc:
@@ -145,15 +179,15 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
             except RecursionError:  # a body of 100,000 nested brackets: Python's parser gives up
                 inputs = None
             if inputs is None:
-                return error(400, "the body is not JSON: expected [{\"src\": \"...\", \"id\": N}, ...]")
+                return error(400, 'the body is not JSON: expected [{"src": "...", "id": N}, ...]')
             if not isinstance(inputs, list) or not inputs:
-                return error(400, "expected a non-empty list [{\"src\": \"...\", \"id\": N}, ...]")
+                return error(400, 'expected a non-empty list [{"src": "...", "id": N}, ...]')
             if len(inputs) > MAX_SENTENCES:
                 return error(413, f"{len(inputs)} inputs: at most {MAX_SENTENCES} a request")
             groups = {}  # (model id, n_best) -> [(position, src)]
             for i, item in enumerate(inputs):
                 if not isinstance(item, dict) or not isinstance(item.get("src"), str):
-                    return error(400, f"input {i}: expected {{\"src\": \"...\", \"id\": N}}")
+                    return error(400, f'input {i}: expected {{"src": "...", "id": N}}')
                 src, mid = item["src"], item.get("id", next(iter(entries)))
                 n_best = item.get("n_best", entries[mid].n_best if isinstance(mid, int) and mid in entries else 1)
                 bad = _unencodable(src)
@@ -166,17 +200,27 @@ def create_app(entries, url_root="/translator", request_timeout=600.0):
                 if not isinstance(mid, int) or isinstance(mid, bool) or mid not in entries:
                     return error(404, f"input {i}: no model with id {mid!r} (GET {root}/models lists them)")
                 if not isinstance(n_best, int) or isinstance(n_best, bool) or n_best < 1:
-                    return error(400, f"input {i}: \"n_best\" must be a positive integer")
+                    return error(400, f'input {i}: "n_best" must be a positive integer')
                 groups.setdefault((mid, n_best), []).append((i, src))
             gone = request.environ.get("waitress.client_disconnected", lambda: False)
-            jobs = [(group, entries[mid].translate([s for _, s in group], n_best, gone))
-                    for (mid, n_best), group in groups.items()]
+            jobs = [
+                (group, entries[mid].translate([s for _, s in group], n_best, gone))
+                for (mid, n_best), group in groups.items()
+            ]
             out = [None] * len(inputs)
             try:
                 for group, job in jobs:
                     for (i, src), hyps in zip(group, _wait(job, request_timeout, gone), strict=True):
-                        out[i] = [{"src": src, "tgt": h[0], "n_best": len(hyps), "pred_score": h[1],
-                                   **({"align": h[2]} if len(h) > 2 else {})} for h in hyps]
+                        out[i] = [
+                            {
+                                "src": src,
+                                "tgt": h[0],
+                                "n_best": len(hyps),
+                                "pred_score": h[1],
+                                **({"align": h[2]} if len(h) > 2 else {}),
+                            }
+                            for h in hyps
+                        ]
             except UserError as exc:
                 return error(400, str(exc))
             except ModelUnavailable as exc:

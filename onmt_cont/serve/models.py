@@ -63,17 +63,27 @@ class ModelEntry:
         self._lock = threading.Lock()  # loading and unloading
         self._queue, self._wake = [], threading.Condition()
         self.batches = self.sentences = self.dropped = 0  # translated so far, skipped for gone clients (GET /health)
-        self._log = log or (lambda message: print(f"onmt_cont_server: {printable(message)}", file=sys.stderr,
-                                                  flush=True))
+        self._log = log or (
+            lambda message: print(f"onmt_cont_server: {printable(message)}", file=sys.stderr, flush=True)
+        )
         self._worker = threading.Thread(target=self._work, name=f"model-{mid}", daemon=True)
         self._worker.start()
 
     def describe(self):
-        opt = {k: (os.path.basename(v) if isinstance(v, str) and os.sep in v else v) for k, v in self.opt.items()
-               if k != "ensemble"}  # no server path in an answer
-        return {"model_id": self.id, "model": os.path.basename(self.path), "opt": opt,
-                "loaded": self.model is not None, "timeout": self.timeout, "on_timeout": self.on_timeout,
-                "device": self.device}
+        opt = {
+            k: (os.path.basename(v) if isinstance(v, str) and os.sep in v else v)
+            for k, v in self.opt.items()
+            if k != "ensemble"
+        }  # no server path in an answer
+        return {
+            "model_id": self.id,
+            "model": os.path.basename(self.path),
+            "opt": opt,
+            "loaded": self.model is not None,
+            "timeout": self.timeout,
+            "on_timeout": self.on_timeout,
+            "device": self.device,
+        }
 
     @property
     def device(self):
@@ -102,8 +112,17 @@ class ModelEntry:
 
     def clone(self, mid, opt, timeout):
         """POST /clone_model: a new entry of the same model with ``opt`` over this one's, loaded now."""
-        entry = ModelEntry(mid, self.path, {**self.opt, **opt}, timeout, True, self._log, self.on_timeout,
-                           self.n_best, self.report_align)
+        entry = ModelEntry(
+            mid,
+            self.path,
+            {**self.opt, **opt},
+            timeout,
+            True,
+            self._log,
+            self.on_timeout,
+            self.n_best,
+            self.report_align,
+        )
         entry.load_at_start()
         return entry
 
@@ -208,8 +227,9 @@ class ModelEntry:
             self._run_alone(model, *next(iter(jobs.values())))
             return
         try:
-            hyps = model.translate([src for _, _, src in batch], n_best=batch[0][0].n_best, with_score=True,
-                                   report_align=self.report_align)
+            hyps = model.translate(
+                [src for _, _, src in batch], n_best=batch[0][0].n_best, with_score=True, report_align=self.report_align
+            )
         except Exception:  # noqa: BLE001 - one request's bad input: retry each request alone (issue 77.3)
             for job, part in jobs.values():
                 self._run_alone(model, job, part)
@@ -228,8 +248,9 @@ class ModelEntry:
 
     def _run_alone(self, model, job, part):
         try:
-            hyps = model.translate([src for _, src in part], n_best=job.n_best, with_score=True,
-                                   report_align=self.report_align)
+            hyps = model.translate(
+                [src for _, src in part], n_best=job.n_best, with_score=True, report_align=self.report_align
+            )
         except UserError as exc:
             job.fail(exc)
             return

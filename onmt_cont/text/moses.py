@@ -21,11 +21,31 @@ def moses_languages():
 
 # a few names users type for a code (-src_lang french): the code to suggest
 DETOK_SENTINEL = "onmtcontsentinel"  # a word appended to an output line that Moses would take for an XML tag
-LANGUAGE_NAMES = {"english": "en", "french": "fr", "francais": "fr", "german": "de", "deutsch": "de", "spanish": "es",
-                  "italian": "it", "portuguese": "pt", "dutch": "nl", "russian": "ru", "czech": "cs", "finnish": "fi",
-                  "polish": "pl", "romanian": "ro", "swedish": "sv", "greek": "el", "hungarian": "hu",
-                  "catalan": "ca", "icelandic": "is", "latvian": "lv", "slovak": "sk", "slovenian": "sl",
-                  "tamil": "ta"}
+LANGUAGE_NAMES = {
+    "english": "en",
+    "french": "fr",
+    "francais": "fr",
+    "german": "de",
+    "deutsch": "de",
+    "spanish": "es",
+    "italian": "it",
+    "portuguese": "pt",
+    "dutch": "nl",
+    "russian": "ru",
+    "czech": "cs",
+    "finnish": "fi",
+    "polish": "pl",
+    "romanian": "ro",
+    "swedish": "sv",
+    "greek": "el",
+    "hungarian": "hu",
+    "catalan": "ca",
+    "icelandic": "is",
+    "latvian": "lv",
+    "slovak": "sk",
+    "slovenian": "sl",
+    "tamil": "ta",
+}
 
 
 def check_language(lang, what):
@@ -35,11 +55,16 @@ def check_language(lang, what):
         known = moses_languages()
         name = (lang or "").strip().lower()
         hint = name if name in known else LANGUAGE_NAMES.get(name)
-        raise UserError(f"{what} {lang!r}: expected a lowercase ISO 639-1 code such as "
-                        f"{hint or 'en'} (Moses has rules for {', '.join(known)})")
+        raise UserError(
+            f"{what} {lang!r}: expected a lowercase ISO 639-1 code such as "
+            f"{hint or 'en'} (Moses has rules for {', '.join(known)})"
+        )
     if lang not in moses_languages():
-        warnings.warn(f"{what} {lang}: the Moses scripts have no rules for '{lang}' and use English ones "
-                      f"(they have rules for {', '.join(moses_languages())})", stacklevel=3)
+        warnings.warn(
+            f"{what} {lang}: the Moses scripts have no rules for '{lang}' and use English ones "
+            f"(they have rules for {', '.join(moses_languages())})",
+            stacklevel=3,
+        )
 
 
 def started(cls, lang, what, probe, **kwargs):
@@ -50,17 +75,20 @@ def started(cls, lang, what, probe, **kwargs):
     try:
         proc = cls(lang, **kwargs)
     except OSError as exc:
-        raise UserError(f"cannot start the Moses {what} for '{lang}' ({exc.strerror or exc}): is perl installed?") \
-            from None
+        raise UserError(
+            f"cannot start the Moses {what} for '{lang}' ({exc.strerror or exc}): is perl installed?"
+        ) from None
     try:
         answer = proc(probe)
     except (OSError, ValueError):
         answer = None
     if not answer:
         quietly_close(proc)
-        raise UserError(f"the Moses {what} for '{lang}' ({' '.join(proc.argv)}) does not answer: perl could not "
-                        "run it (its own message, if it printed one, is above; check perl, its threads module and "
-                        "PERL5LIB)")
+        raise UserError(
+            f"the Moses {what} for '{lang}' ({' '.join(proc.argv)}) does not answer: perl could not "
+            "run it (its own message, if it printed one, is above; check perl, its threads module and "
+            "PERL5LIB)"
+        )
     return proc
 
 

@@ -40,8 +40,9 @@ class TextPipeline:
     (two writers on one pipe read each other's answers, or wait for ever); a line break inside a
     sentence, which would split it in two on the pipe, is refused, and a carriage return is a space."""
 
-    def __init__(self, src_lang=None, tgt_lang=None, bpe_codes=None, lower=True, capitalize=True, src_spm=None,
-                 tgt_spm=None):
+    def __init__(
+        self, src_lang=None, tgt_lang=None, bpe_codes=None, lower=True, capitalize=True, src_spm=None, tgt_spm=None
+    ):
         self._lock = threading.Lock()
         self.lower, self.capitalize = lower, capitalize
         self._bpe = read_bpe_codes(bpe_codes) if bpe_codes else None
@@ -61,8 +62,10 @@ class TextPipeline:
         if not isinstance(line, str):
             raise UserError(f"a sentence must be a string, got {type(line).__name__}: {line!r:.60}")
         if "\n" in line.strip():
-            raise UserError(f"a sentence holds a line break ({line.strip()!r:.60}): give one sentence per string "
-                            "(split the text at its line breaks first)")
+            raise UserError(
+                f"a sentence holds a line break ({line.strip()!r:.60}): give one sentence per string "
+                "(split the text at its line breaks first)"
+            )
         line = drop_invisible(line.replace("\r", " ")).strip()
         if not line:
             return ""
@@ -84,8 +87,10 @@ class TextPipeline:
 
     def check_fits(self, src_vocab, tgt_vocab):
         """The SentencePiece models against the model's vocabularies (:func:`check_spm_fits`)."""
-        for sp, vocab, flag, name, side in ((self._src_spm, src_vocab, "-src_spm", self._spm_names[0], "source"),
-                                            (self._tgt_spm, tgt_vocab, "-tgt_spm", self._spm_names[1], "target")):
+        for sp, vocab, flag, name, side in (
+            (self._src_spm, src_vocab, "-src_spm", self._spm_names[0], "source"),
+            (self._tgt_spm, tgt_vocab, "-tgt_spm", self._spm_names[1], "target"),
+        ):
             if sp is not None:
                 check_spm_fits(sp, vocab, flag, name, side)
 

@@ -28,14 +28,22 @@ def text_record(src_lang=None, tgt_lang=None, bpe_codes=None, lower=True, src_sp
         return None
     if bpe_codes and src_spm:
         raise UserError("-src_bpe_codes and -src_spm both cut the source into pieces: give one of them")
-    record = {"src_lang": src_lang, "tgt_lang": tgt_lang, "lower": bool(lower),
-              "moses": {"no_escape": True}, "src_bpe": None}
+    record = {
+        "src_lang": src_lang,
+        "tgt_lang": tgt_lang,
+        "lower": bool(lower),
+        "moses": {"no_escape": True},
+        "src_bpe": None,
+    }
     if bpe_codes:
         read_bpe_codes(bpe_codes)  # a file subword-nmt cannot read is refused here, not at translation
         with open(bpe_codes, encoding="utf-8") as f:
             codes = f.read()
-        record["src_bpe"] = {"codes": codes, "sha256": hashlib.sha256(codes.encode("utf-8")).hexdigest(),
-                             "file": os.path.basename(bpe_codes)}
+        record["src_bpe"] = {
+            "codes": codes,
+            "sha256": hashlib.sha256(codes.encode("utf-8")).hexdigest(),
+            "file": os.path.basename(bpe_codes),
+        }
     record["src_spm"] = _spm_entry(src_spm, "-src_spm") if src_spm else None
     record["tgt_spm"] = _spm_entry(tgt_spm, "-tgt_spm") if tgt_spm else None
     return record
@@ -48,8 +56,9 @@ def check_text_record(record, where):
         return None
 
     def bad(what):
-        raise UserError(f"{where}: its raw-text record is damaged ({what}): write it again (preprocess.py, "
-                        "onmt_cont_convert)")
+        raise UserError(
+            f"{where}: its raw-text record is damaged ({what}): write it again (preprocess.py, onmt_cont_convert)"
+        )
 
     if not isinstance(record, dict):
         bad(f"expected a mapping, got {type(record).__name__}")
@@ -65,8 +74,12 @@ def check_text_record(record, where):
         entry = record.get(key)
         if entry is None:
             continue
-        if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str) and isinstance(entry.get("file"), str)
-                and isinstance(entry.get("codes" if content is str else "model"), content)):
+        if not (
+            isinstance(entry, dict)
+            and isinstance(entry.get("sha256"), str)
+            and isinstance(entry.get("file"), str)
+            and isinstance(entry.get("codes" if content is str else "model"), content)
+        ):
             bad(f"{key} is not an embedded {'codes file' if content is str else 'SentencePiece model'}")
     return record
 
@@ -98,13 +111,16 @@ def describe_record(record):
     """One line saying what a text record makes translate.py do."""
     parts = [f"raw {record['src_lang']} text, Moses-tokenized" + (" and lowercased" if record.get("lower") else "")]
     if record.get("src_spm"):
-        parts.append(f"cut into its SentencePiece pieces ({record['src_spm']['file']}, sha256 "
-                     f"{record['src_spm']['sha256'][:12]})")
+        parts.append(
+            f"cut into its SentencePiece pieces ({record['src_spm']['file']}, sha256 "
+            f"{record['src_spm']['sha256'][:12]})"
+        )
     if record.get("tgt_spm"):
         parts.append(f"output pieces joined with its target SentencePiece model ({record['tgt_spm']['file']})")
     if record.get("src_bpe"):
-        parts.append(f"cut into its subword-nmt pieces ({record['src_bpe']['file']}, sha256 "
-                     f"{record['src_bpe']['sha256'][:12]})")
+        parts.append(
+            f"cut into its subword-nmt pieces ({record['src_bpe']['file']}, sha256 {record['src_bpe']['sha256'][:12]})"
+        )
     if record.get("tgt_lang"):
         parts.append(f"output detokenized as {record['tgt_lang']}")
     return printable("; ".join(parts))  # names read from the checkpoint: no escape sequence reaches the terminal

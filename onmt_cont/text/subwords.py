@@ -17,8 +17,10 @@ def read_bpe_codes(path):
 
     said = io.StringIO()  # subword-nmt prints its complaint on stderr, then calls sys.exit(1)
     try:
-        with (io.StringIO(path.text) if isinstance(path, CodesText) else open(path, encoding="utf-8")) as f, \
-                contextlib.redirect_stderr(said):
+        with (
+            io.StringIO(path.text) if isinstance(path, CodesText) else open(path, encoding="utf-8") as f,
+            contextlib.redirect_stderr(said),
+        ):
             return BPE(f)
     except OSError as exc:
         raise UserError(f"{path}: cannot read subword codes ({exc.strerror})") from None
@@ -50,8 +52,10 @@ def read_spm(model, flag="-src_spm"):
             sp.LoadFromSerializedProto(model.data)
         else:
             if os.path.isdir(model):
-                raise UserError(f"{flag} {model}: is a folder; give the SentencePiece model file in it "
-                                "(NAME.model, written by spm_train)")
+                raise UserError(
+                    f"{flag} {model}: is a folder; give the SentencePiece model file in it "
+                    "(NAME.model, written by spm_train)"
+                )
             if not os.path.isfile(model):
                 raise UserError(f"{flag} {model}: no such file")
             sp.Load(model)
@@ -75,11 +79,16 @@ def check_spm_fits(sp, vocab, flag, name, side):
     share = known / max(len(words), 1)
     if words and share < SPM_FIT:
         marked = sum(w.startswith("\u2581") for w in words) / len(words)
-        what = ("words, not SentencePiece pieces (none starts with \u2581)" if marked < 0.01 else
-                "the pieces of another SentencePiece model")
-        raise UserError(f"{flag} {name}: only {share:.0%} of the model's {side} vocabulary are pieces of it: the model "
-                        f"was trained on {what}; give the SentencePiece model its data was cut with, or leave "
-                        f"{flag} out")
+        what = (
+            "words, not SentencePiece pieces (none starts with \u2581)"
+            if marked < 0.01
+            else "the pieces of another SentencePiece model"
+        )
+        raise UserError(
+            f"{flag} {name}: only {share:.0%} of the model's {side} vocabulary are pieces of it: the model "
+            f"was trained on {what}; give the SentencePiece model its data was cut with, or leave "
+            f"{flag} out"
+        )
 
 
 def check_cut_with(sp, path, flag, lower, lines=200):
@@ -101,9 +110,11 @@ def check_cut_with(sp, path, flag, lower, lines=200):
         if checked == lines:
             break
     if checked and same / checked < SPM_FIT:
-        raise UserError(f"{flag}: {path} was not cut with it: {checked - same} of its first {checked} lines cut "
-                        f"again give other pieces (first: line {first_bad}); give the SentencePiece model the data "
-                        "was cut with")
+        raise UserError(
+            f"{flag}: {path} was not cut with it: {checked - same} of its first {checked} lines cut "
+            f"again give other pieces (first: line {first_bad}); give the SentencePiece model the data "
+            "was cut with"
+        )
 
 
 class CodesText:

@@ -81,5 +81,6 @@ class ParameterAverage:
         missing = set(self.names) - set(state)
         if missing:
             raise ValueError(f"the checkpoint's average lacks {sorted(missing)[:3]}")
-        self.average = [state[n].detach().float().clone().to(p.device) for n, p in zip(self.names, self.params,
-                                                                                          strict=True)]
+        self.average = [
+            state[n].detach().float().clone().to(p.device) for n, p in zip(self.names, self.params, strict=True)
+        ]

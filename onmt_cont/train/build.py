@@ -36,8 +36,10 @@ def load_table(path: str, tgt_vocab: Vocab) -> torch.Tensor:
     if not isinstance(table, torch.Tensor) or table.dim() != 2 or not table.is_floating_point():
         raise UserError(f"-tgt_emb {path}: expected a float tensor [vocab, dim] written by embeddings_to_torch.py")
     if table.size(0) != len(tgt_vocab):
-        raise UserError(f"-tgt_emb {path} has {table.size(0)} rows but the target vocabulary has {len(tgt_vocab)} "
-                        "words: run embeddings_to_torch.py with this -data's vocab.pt")
+        raise UserError(
+            f"-tgt_emb {path} has {table.size(0)} rows but the target vocabulary has {len(tgt_vocab)} "
+            "words: run embeddings_to_torch.py with this -data's vocab.pt"
+        )
     if not torch.isfinite(table).all():
         raise UserError(f"-tgt_emb {path} holds NaN or inf")
     return table
@@ -59,14 +61,19 @@ def amp_dtype(opt, device=None):
     if device is None or device.type != "cpu":
         return None, None
     enc, dec = architecture(opt)
-    if not (ENCODERS[enc].auto_bf16 and DECODERS[dec].auto_bf16) or opt.loss not in AUTO_BF16_LOSSES \
-            or opt.amp_dtype != "bf16":
+    if (
+        not (ENCODERS[enc].auto_bf16 and DECODERS[dec].auto_bf16)
+        or opt.loss not in AUTO_BF16_LOSSES
+        or opt.amp_dtype != "bf16"
+    ):
         return None, None
     fast, why = fast_bf16_cpu()
     if not fast:
         return None, f"-amp auto: float32 ({why}; bfloat16 products would be slower)"
-    return torch.bfloat16, (f"-amp auto: bfloat16 autocast ({why}); the attention's softmax, the loss and the "
-                            "optimiser stay in float32. -amp false trains in float32")
+    return torch.bfloat16, (
+        f"-amp auto: bfloat16 autocast ({why}); the attention's softmax, the loss and the "
+        "optimiser stay in float32. -amp false trains in float32"
+    )
 
 
 @dataclass
@@ -81,9 +88,17 @@ class Parts:
     amp_note: str | None  # a line for the log about -amp auto's choice and attention under autocast, or None
 
 
-def build(opt: Namespace, src_size: int, tgt_size: int, table: torch.Tensor | None, device: torch.device,
-          ctx: distributed.Context | None = None, log_prior: torch.Tensor | None = None,
-          amp: torch.dtype | None | str = "opt", fused: bool | None = None) -> Parts:
+def build(
+    opt: Namespace,
+    src_size: int,
+    tgt_size: int,
+    table: torch.Tensor | None,
+    device: torch.device,
+    ctx: distributed.Context | None = None,
+    log_prior: torch.Tensor | None = None,
+    amp: torch.dtype | None | str = "opt",
+    fused: bool | None = None,
+) -> Parts:
     """The model (seeded with -seed), its optimiser, loss and Trainer as train.py builds them from the
     checked options ``opt``. ``table``: the target table [tgt_size, dim] (None where the model keeps
     none); ``log_prior``: log p_train(w) for -sampling_correction's unigram and sentence rules;
@@ -114,12 +129,32 @@ def build(opt: Namespace, src_size: int, tgt_size: int, table: torch.Tensor | No
         # a ReWE head at lambda 0 is left out of the graph: DDP must be told some parameters go unused
         unused = opt.rewe_lambda == 0
         forward = distributed.wrap(forward, device, find_unused_parameters=unused)
-    seq_ul = SequenceUnlikelihood(opt.seq_unlikelihood, opt.seq_unlikelihood_ngram, opt.seq_unlikelihood_every,
-                                  opt.loss, opt.temperature, search=greedy_decodes) if opt.seq_unlikelihood else None
+    seq_ul = (
+        SequenceUnlikelihood(
+            opt.seq_unlikelihood,
+            opt.seq_unlikelihood_ngram,
+            opt.seq_unlikelihood_every,
+            opt.loss,
+            opt.temperature,
+            search=greedy_decodes,
+        )
+        if opt.seq_unlikelihood
+        else None
+    )
     lazy = [model.generator.bias] if opt.word_bias_update == "lazy" else None
-    trainer = Trainer(model, loss_fn, optimizer, opt.max_grad_norm, forward, ctx, amp,
-                      measure_every=opt.report_every, seq_unlikelihood=seq_ul, lazy=lazy,
-                      normalization=opt.normalization)
+    trainer = Trainer(
+        model,
+        loss_fn,
+        optimizer,
+        opt.max_grad_norm,
+        forward,
+        ctx,
+        amp,
+        measure_every=opt.report_every,
+        seq_unlikelihood=seq_ul,
+        lazy=lazy,
+        normalization=opt.normalization,
+    )
     # -average_decay: validation and checkpoints see the average, training the raw parameters
     average = ParameterAverage(model, opt.average_decay, opt.average_every) if opt.average_decay else None
     return Parts(model, optimizer, loss_fn, trainer, average, amp_note)

@@ -35,8 +35,14 @@ def _check_numbers(opt):
             raise UserError(f"-{name} must be a finite number, got {value}")
     if not 0 <= opt.seed <= SEED_MAX:
         raise UserError(f"-seed must be an integer from 0 to {SEED_MAX}, got {opt.seed}")
-    for name, why in (("param_init", "0: PyTorch's init"), ("max_grad_norm", "0: no clipping"), ("margin", ""),
-                      ("lambda1", ""), ("lambda2", ""), ("vmf_lambda", "")):
+    for name, why in (
+        ("param_init", "0: PyTorch's init"),
+        ("max_grad_norm", "0: no clipping"),
+        ("margin", ""),
+        ("lambda1", ""),
+        ("lambda2", ""),
+        ("vmf_lambda", ""),
+    ):
         if getattr(opt, name) < 0:
             raise UserError(f"-{name} must be at least 0{f' ({why})' if why else ''}, got {getattr(opt, name)}")
     for name in ("adam_beta1", "adam_beta2"):
@@ -51,12 +57,15 @@ def _check_numbers(opt):
         raise UserError(f"-dist_timeout must be a positive number of seconds, got {opt.dist_timeout}")
     for name in ("num_sampled", "ann_candidates", "num_negatives", "prefix_window"):
         if getattr(opt, name) is not None and getattr(opt, name) > MAX_CANDIDATES:
-            raise UserError(f"-{name} must be at most {MAX_CANDIDATES} (words per batch or per token; a step's "
-                            f"memory grows with it), got {getattr(opt, name)}")
+            raise UserError(
+                f"-{name} must be at most {MAX_CANDIDATES} (words per batch or per token; a step's "
+                f"memory grows with it), got {getattr(opt, name)}"
+            )
 
 
-def check_model_size(opt: Namespace, src_size: int, tgt_size: int, table: torch.Tensor | None,
-                     device: torch.device) -> None:
+def check_model_size(
+    opt: Namespace, src_size: int, tgt_size: int, table: torch.Tensor | None, device: torch.device
+) -> None:
     """Refuse a model whose parameters, their gradients and the optimiser's state would not fit in
     the memory of ``device``, before any of it is allocated: the model is built on PyTorch's meta
     device (shapes, no storage), so -rnn_size 100000 is an error at once, not an allocation that
@@ -68,9 +77,11 @@ def check_model_size(opt: Namespace, src_size: int, tgt_size: int, table: torch.
     except ValueError as exc:  # a wrong combination: build_model says which
         raise UserError(str(exc)) from None
     except (RuntimeError, TypeError, OverflowError, MemoryError) as exc:
-        raise UserError(f"no model of this size can be built (-rnn_size {opt.rnn_size}, -word_vec_size "
-                        f"{opt.word_vec_size}, -enc_layers {opt.enc_layers}, -dec_layers {opt.dec_layers}, ...): "
-                        f"a size is beyond what a tensor can hold ({str(exc).splitlines()[0][:80]})") from None
+        raise UserError(
+            f"no model of this size can be built (-rnn_size {opt.rnn_size}, -word_vec_size "
+            f"{opt.word_vec_size}, -enc_layers {opt.enc_layers}, -dec_layers {opt.dec_layers}, ...): "
+            f"a size is beyond what a tensor can hold ({str(exc).splitlines()[0][:80]})"
+        ) from None
     trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
     frozen = sum(p.numel() for p in model.parameters() if not p.requires_grad)
     per_param = 16 if opt.optim == "adam" else 8  # float32 value and gradient, Adam's two moments
@@ -83,10 +94,12 @@ def check_model_size(opt: Namespace, src_size: int, tgt_size: int, table: torch.
         except (ValueError, OSError, AttributeError):  # no sysconf: no limit known
             return
     if need > have:
-        raise UserError(f"the model of these options has {trained:,} trained parameters: with their gradients and "
-                        f"the optimiser's state {need / 2**30:,.1f} GiB, more than the {have / 2**30:,.1f} GiB of "
-                        f"memory of {where} (-rnn_size {opt.rnn_size}, -word_vec_size {opt.word_vec_size}, "
-                        f"-enc_layers {opt.enc_layers}, -dec_layers {opt.dec_layers}, ...): choose smaller sizes")
+        raise UserError(
+            f"the model of these options has {trained:,} trained parameters: with their gradients and "
+            f"the optimiser's state {need / 2**30:,.1f} GiB, more than the {have / 2**30:,.1f} GiB of "
+            f"memory of {where} (-rnn_size {opt.rnn_size}, -word_vec_size {opt.word_vec_size}, "
+            f"-enc_layers {opt.enc_layers}, -dec_layers {opt.dec_layers}, ...): choose smaller sizes"
+        )
 
 
 def _losses_with(field):
@@ -102,8 +115,9 @@ def check_options(opt: Namespace) -> None:
     if opt.early_stopping < 0:
         raise UserError(f"-early_stopping must be 0 (off) or a number of validations, got {opt.early_stopping}")
     if opt.early_stopping_window < 1:
-        raise UserError(f"-early_stopping_window must be at least 1 (a number of validations), "
-                        f"got {opt.early_stopping_window}")
+        raise UserError(
+            f"-early_stopping_window must be at least 1 (a number of validations), got {opt.early_stopping_window}"
+        )
     spec = LOSSES[opt.loss]
     if spec.continuous and not opt.tgt_emb:
         raise UserError(f"-loss {opt.loss} predicts pretrained target vectors: give -tgt_emb OUT.dec.pt")
@@ -132,20 +146,39 @@ def check_options(opt: Namespace) -> None:
     _check_seq_unlikelihood(opt)
     _check_architecture(opt)
     if opt.valid_remove_bpe and opt.valid_metric != "bleu" and not opt.valid_bleu:
-        raise UserError(f"-valid_remove_bpe joins BPE pieces before validation BLEU: it needs -valid_metric bleu "
-                        f"or -valid_bleu, not -valid_metric {opt.valid_metric} alone")
-    for name in ("batch_size", "valid_batch_size", "rnn_size", "word_vec_size", "src_word_vec_size",
-                 "tgt_word_vec_size", "epochs", "report_every",
-                 "save_checkpoint_steps", "save_checkpoint_epochs", "train_steps", "joint_dim",
-                 "num_negatives", "rewe_hidden", "num_sampled", "ann_candidates", "prefix_window",
-                 "seq_unlikelihood_ngram", "seq_unlikelihood_every"):
+        raise UserError(
+            f"-valid_remove_bpe joins BPE pieces before validation BLEU: it needs -valid_metric bleu "
+            f"or -valid_bleu, not -valid_metric {opt.valid_metric} alone"
+        )
+    for name in (
+        "batch_size",
+        "valid_batch_size",
+        "rnn_size",
+        "word_vec_size",
+        "src_word_vec_size",
+        "tgt_word_vec_size",
+        "epochs",
+        "report_every",
+        "save_checkpoint_steps",
+        "save_checkpoint_epochs",
+        "train_steps",
+        "joint_dim",
+        "num_negatives",
+        "rewe_hidden",
+        "num_sampled",
+        "ann_candidates",
+        "prefix_window",
+        "seq_unlikelihood_ngram",
+        "seq_unlikelihood_every",
+    ):
         if getattr(opt, name) is not None and getattr(opt, name) < 1:
             raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
     if opt.valid_steps < 0:
         raise UserError(f"-valid_steps must be at least 0 (0: at each epoch's end only), got {opt.valid_steps}")
     if opt.keep_checkpoint == 0 or opt.keep_checkpoint < -1:
-        raise UserError(f"-keep_checkpoint keeps the last N checkpoints (N >= 1), or -1 every one; got "
-                        f"{opt.keep_checkpoint}")
+        raise UserError(
+            f"-keep_checkpoint keeps the last N checkpoints (N >= 1), or -1 every one; got {opt.keep_checkpoint}"
+        )
     if opt.accum_count < 1:
         raise UserError(f"-accum_count must be at least 1, got {opt.accum_count}")
     if opt.accum_count > 1 and opt.seq_unlikelihood:
@@ -153,8 +186,9 @@ def check_options(opt: Namespace) -> None:
     if not 0.0 <= opt.label_smoothing < 1.0:
         raise UserError(f"-label_smoothing must be in [0, 1), got {opt.label_smoothing}")
     if opt.label_smoothing and spec.continuous:
-        raise UserError(f"-label_smoothing smooths the softmax's target distribution: it needs -loss ce, "
-                        f"not -loss {opt.loss}")
+        raise UserError(
+            f"-label_smoothing smooths the softmax's target distribution: it needs -loss ce, not -loss {opt.loss}"
+        )
     if opt.learning_rate is not None and not opt.learning_rate > 0:
         raise UserError(f"-learning_rate must be positive, got {opt.learning_rate}")
     if opt.warmup_steps < 1:
@@ -166,8 +200,10 @@ def check_options(opt: Namespace) -> None:
     if opt.average_every < 1:
         raise UserError(f"-average_every must be at least 1, got {opt.average_every}")
     if opt.vmf_form != "paper" and not spec.vmf:
-        raise UserError(f"-vmf_form {opt.vmf_form} picks the form of the NLLvMF loss: it needs -loss "
-                        f"{_losses_with('vmf')}, not -loss {opt.loss}")
+        raise UserError(
+            f"-vmf_form {opt.vmf_form} picks the form of the NLLvMF loss: it needs -loss "
+            f"{_losses_with('vmf')}, not -loss {opt.loss}"
+        )
     if opt.ff_dropout is not None and not 0.0 <= opt.ff_dropout < 1.0:
         raise UserError(f"-ff_dropout must be in [0, 1), got {opt.ff_dropout}")
     if opt.learning_rate is None:
@@ -206,8 +242,10 @@ def _check_architecture(opt):
             raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
     if opt.alignment_layer is not None and "alignment_layer" not in DECODERS[dec].reads:
         readers = " or ".join(name for name, cls in DECODERS.items() if "alignment_layer" in cls.reads)
-        raise UserError("-alignment_layer picks a decoder layer's cross-attention: it needs "
-                        f"-decoder_type {readers} (got -decoder_type {dec})")
+        raise UserError(
+            "-alignment_layer picks a decoder layer's cross-attention: it needs "
+            f"-decoder_type {readers} (got -decoder_type {dec})"
+        )
     try:
         ENCODERS[enc].check_opt(opt)
         DECODERS[dec].check_opt(opt)
@@ -231,8 +269,10 @@ def _check_seq_unlikelihood(opt):
                 raise UserError(f"-{name} sets how -seq_unlikelihood works: give -seq_unlikelihood WEIGHT too")
         return
     if LOSSES[opt.loss].vocab_logits is None:
-        raise UserError(f"-seq_unlikelihood needs a softmax over the vocabulary: -loss "
-                        f"{_losses_with('vocab_logits')}, not -loss {opt.loss}")
+        raise UserError(
+            f"-seq_unlikelihood needs a softmax over the vocabulary: -loss "
+            f"{_losses_with('vocab_logits')}, not -loss {opt.loss}"
+        )
     if opt.joint_sample is not None:
         raise UserError("-seq_unlikelihood scores every word: it does not work with -joint_sample")
     if opt.seq_unlikelihood_ngram is None:
@@ -257,22 +297,28 @@ def _check_negatives(opt):
             raise UserError(f"-negatives: {exc}") from None
         opt.negatives = ",".join(sources)
     if opt.prefix_window is not None and "prefix" not in (opt.negatives or "").split(","):
-        raise UserError("-prefix_window sets how many earlier words -negatives prefix takes: add prefix to "
-                        f"-negatives (with -loss {_losses_with('negatives')})")
+        raise UserError(
+            "-prefix_window sets how many earlier words -negatives prefix takes: add prefix to "
+            f"-negatives (with -loss {_losses_with('negatives')})"
+        )
     if not opt.temperature > 0:
         raise UserError(f"-temperature must be positive, got {opt.temperature}")
     if not opt.contrastive_weight >= 0:
         raise UserError(f"-contrastive_weight must be at least 0, got {opt.contrastive_weight}")
-    for name, what in (("word_bias", "changes the logits of"), ("sampling_correction", "changes the logits of"),
-                       ("train_table", "trains the target table through the candidates (they keep its words "
-                                       "apart) of")):
+    for name, what in (
+        ("word_bias", "changes the logits of"),
+        ("sampling_correction", "changes the logits of"),
+        ("train_table", "trains the target table through the candidates (they keep its words apart) of"),
+    ):
         if getattr(opt, name) and not spec.candidate_logits:
             raise UserError(f"-{name} {what} -loss {_losses_with('candidate_logits')}, not -loss {opt.loss}")
     if opt.word_bias_update == "lazy" and not opt.word_bias:
         raise UserError("-word_bias_update lazy updates the word bias: it needs -word_bias")
     if opt.table_lr_scale != 1 and not opt.train_table:
-        raise UserError(f"-table_lr_scale {opt.table_lr_scale} scales the learning rate of a trained target "
-                        "table: it needs -train_table")
+        raise UserError(
+            f"-table_lr_scale {opt.table_lr_scale} scales the learning rate of a trained target "
+            "table: it needs -train_table"
+        )
     if not opt.table_lr_scale > 0:
         raise UserError(f"-table_lr_scale must be positive, got {opt.table_lr_scale}")
 
@@ -301,8 +347,10 @@ def ineffective_options(opt: Namespace, default: Callable[[str], Any]) -> list[s
     sources = (opt.negatives or "").split(",")
     for name, needs in SOURCE_OPTIONS.items():
         if name in given and not any(source in sources for source in needs):
-            lines.append(f"-{name} sizes the -negatives source(s) {' / '.join(needs)}, which this run does not use "
-                         f"(-negatives {opt.negatives or 'none'})")
+            lines.append(
+                f"-{name} sizes the -negatives source(s) {' / '.join(needs)}, which this run does not use "
+                f"(-negatives {opt.negatives or 'none'})"
+            )
     if "expected_counts" in given and not opt.sampling_correction:
         lines.append("-expected_counts picks -sampling_correction's rule: without that flag it does nothing")
     if "rewe_loss" in given and opt.rewe_lambda is None:

@@ -16,6 +16,7 @@ def check_ranks_agree(ctx, src_vocab, tgt_vocab, train_paths, valid_path, table)
     digests of what they read and stop together, naming the ranks and the inputs that differ."""
     if not ctx.distributed:
         return
+
     def digest(*chunks):
         h = hashlib.sha256()
         for chunk in chunks:
@@ -25,15 +26,18 @@ def check_ranks_agree(ctx, src_vocab, tgt_vocab, train_paths, valid_path, table)
     parts = {
         "vocabularies (-data PREFIX.vocab.pt)": digest("\n".join(src_vocab.itos), "\0", "\n".join(tgt_vocab.itos)),
         "training shards (-data PREFIX.train.N.pt: their number and sizes)": digest(
-            *[f"{os.path.basename(p)}:{os.path.getsize(p)};" for p in sorted(train_paths)]),
+            *[f"{os.path.basename(p)}:{os.path.getsize(p)};" for p in sorted(train_paths)]
+        ),
         "validation shard (-data PREFIX.valid.0.pt)": digest(os.path.getsize(valid_path)),
         "target table (-tgt_emb)": digest(table.contiguous().numpy().tobytes()) if table is not None else "none",
     }
     differ = distributed.inputs_differ(parts, ctx)
     if differ:
         said = "; ".join(f"rank {rank}: {', '.join(names)}" for rank, names in sorted(differ.items()))
-        raise UserError(f"torchrun: ranks read other inputs than rank 0 ({said}): every rank must be given the "
-                        "same -data and -tgt_emb files (on every node); nothing was written")
+        raise UserError(
+            f"torchrun: ranks read other inputs than rank 0 ({said}): every rank must be given the "
+            "same -data and -tgt_emb files (on every node); nothing was written"
+        )
 
 
 def check_shards(data, train_paths, valid_path, src_vocab, tgt_vocab, warnings):
@@ -51,7 +55,9 @@ def check_shards(data, train_paths, valid_path, src_vocab, tgt_vocab, warnings):
         unmarked.append(valid_path)
     if unmarked:
         more = f" and {len(unmarked) - 1} more" if len(unmarked) > 1 else ""
-        warnings.append(f"{unmarked[0]}{more} record no vocabulary fingerprint (made by an older "
-                        f"preprocess.py): only their ids' range could be checked against {vocab_path}; "
-                        "rerun preprocess.py to have them checked")
+        warnings.append(
+            f"{unmarked[0]}{more} record no vocabulary fingerprint (made by an older "
+            f"preprocess.py): only their ids' range could be checked against {vocab_path}; "
+            "rerun preprocess.py to have them checked"
+        )
     return valid

@@ -20,8 +20,11 @@ class LogFileHandler(logging.FileHandler):
         exc = sys.exc_info()[1]
         if not isinstance(exc, OSError):
             return super().handleError(record)
-        print(f"warning: cannot write the log file {self.baseFilename}: {exc.strerror or exc}; it is no longer "
-              "written (the log goes on on stdout)", file=sys.stderr)
+        print(
+            f"warning: cannot write the log file {self.baseFilename}: {exc.strerror or exc}; it is no longer "
+            "written (the log goes on on stdout)",
+            file=sys.stderr,
+        )
         logger.removeHandler(self)
         try:
             self.close()
@@ -61,24 +64,33 @@ def to_log_file(line: str) -> None:
 def report_parameters(model: torch.nn.Module) -> None:
     """Log the parameter counts: encoder, decoder, input and output layers."""
     emb = model.decoder.embeddings
-    logger.info(f"parameters: encoder {parameter_count(model.encoder):,}; decoder "
-                f"{parameter_count(model.decoder) - parameter_count(emb):,}")
+    logger.info(
+        f"parameters: encoder {parameter_count(model.encoder):,}; decoder "
+        f"{parameter_count(model.decoder) - parameter_count(emb):,}"
+    )
     logger.info(f"input layer (decoder embeddings): {parameter_count(emb):,} trainable, {frozen_count(emb):,} frozen")
     gen = model.generator
     if isinstance(gen, JointGenerator):
         d_j, d = gen.word_proj.weight.shape
-        logger.info(f"output layer (joint generator): {parameter_count(gen):,} trainable = U {d_j}x{d} + b_u {d_j} + "
-                    f"V {d_j}x{gen.context_proj.in_features} + b_v {d_j} + b {gen.bias.numel()}; "
-                    "E is the decoder's input embeddings (counted above)")
+        logger.info(
+            f"output layer (joint generator): {parameter_count(gen):,} trainable = U {d_j}x{d} + b_u {d_j} + "
+            f"V {d_j}x{gen.context_proj.in_features} + b_v {d_j} + b {gen.bias.numel()}; "
+            "E is the decoder's input embeddings (counted above)"
+        )
         return
     head = parameter_count(gen.head) if isinstance(gen, ReWEGenerator) else 0
-    table = "the embedding table trained (-train_table)" if getattr(gen, "trains_table", False) else \
-        f"{frozen_count(gen):,} frozen (embedding table)"
+    table = (
+        "the embedding table trained (-train_table)"
+        if getattr(gen, "trains_table", False)
+        else f"{frozen_count(gen):,} frozen (embedding table)"
+    )
     logger.info(f"output layer (generator): {parameter_count(gen) - head:,} trainable, {table}")
     if isinstance(gen, ReWEGenerator):
         w1, w2 = gen.head.w1, gen.head.w2
-        logger.info(f"ReWE head: {head:,} trainable = W1 {w1.out_features}x{w1.in_features} + b1 + "
-                    f"W2 {w2.out_features}x{w2.in_features} + b2 (training only; ignored at inference)")
+        logger.info(
+            f"ReWE head: {head:,} trainable = W1 {w1.out_features}x{w1.in_features} + b1 + "
+            f"W2 {w2.out_features}x{w2.in_features} + b2 (training only; ignored at inference)"
+        )
 
 
 class Meter:
@@ -120,8 +132,7 @@ class Meter:
         whole = summarize(self.sums, self.continuous)
         if "ul_loss" in whole:  # -seq_unlikelihood's steps of the window
             out.update({k: whole[k] for k in ("ul_flagged_share", "ul_loss")})
-        out.update({"lr": lr, "src_tokens_per_s": self.src_tokens / elapsed,
-                    "tgt_tokens_per_s": self.tokens / elapsed})
+        out.update({"lr": lr, "src_tokens_per_s": self.src_tokens / elapsed, "tgt_tokens_per_s": self.tokens / elapsed})
         return out
 
     def line(self, step, lr):
@@ -140,8 +151,9 @@ class Meter:
             else:
                 parts.append(f"ppl {s['ppl']:.2f}, accuracy {s['accuracy']:.2%} {where}")
         if "ul_loss" in v:
-            parts.append(f"own decodes: {v['ul_flagged_share']:.2%} of tokens in a repeated n-gram, "
-                         f"-log(1-p) {v['ul_loss']:.3f}")
+            parts.append(
+                f"own decodes: {v['ul_flagged_share']:.2%} of tokens in a repeated n-gram, -log(1-p) {v['ul_loss']:.3f}"
+            )
         parts.append(f"lr {lr:.2e}")
         parts.append(f"{v['src_tokens_per_s']:.0f} src tok/s, {v['tgt_tokens_per_s']:.0f} tgt tok/s")
         return "; ".join(parts)

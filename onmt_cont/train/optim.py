@@ -1,6 +1,5 @@
 """The optimiser, the learning-rate schedule and lazily updated parameters."""
 
-
 from argparse import Namespace
 
 import torch
@@ -9,7 +8,7 @@ import torch
 def learning_rate(opt: Namespace, step: int) -> float:
     """The learning rate of update ``step`` (1-based): constant, the noam or the inverse_sqrt schedule."""
     if opt.decay_method == "noam":
-        return opt.learning_rate * opt.rnn_size ** -0.5 * min(step ** -0.5, step * opt.warmup_steps ** -1.5)
+        return opt.learning_rate * opt.rnn_size**-0.5 * min(step**-0.5, step * opt.warmup_steps**-1.5)
     if opt.decay_method == "inverse_sqrt":
         return opt.learning_rate * min(step / opt.warmup_steps, (opt.warmup_steps / step) ** 0.5)
     return opt.learning_rate

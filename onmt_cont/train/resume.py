@@ -17,11 +17,38 @@ from onmt_cont.utils.errors import UserError
 # Options that define the network; -train_from takes them from the checkpoint. alignment_layer
 # holds no parameter but is the model's -replace_unk alignment: a resumed run that dropped it
 # would write checkpoints aligning with another layer.
-MODEL_OPTS = ("rnn_size", "word_vec_size", "src_word_vec_size", "tgt_word_vec_size", "enc_layers", "dec_layers",
-              "brnn", "generator", "loss", "tie_emb", "joint_dim", "rewe_lambda", "rewe_hidden", "encoder_type",
-              "decoder_type", "heads", "transformer_ff", "position_encoding", "max_positions", "alignment_layer",
-              "word_bias", "sampling_correction", "expected_counts", "train_table", "word_bias_update",
-              "layer_norm", "ff_dropout", "share_embeddings", "share_decoder_embeddings", "vmf_form")
+MODEL_OPTS = (
+    "rnn_size",
+    "word_vec_size",
+    "src_word_vec_size",
+    "tgt_word_vec_size",
+    "enc_layers",
+    "dec_layers",
+    "brnn",
+    "generator",
+    "loss",
+    "tie_emb",
+    "joint_dim",
+    "rewe_lambda",
+    "rewe_hidden",
+    "encoder_type",
+    "decoder_type",
+    "heads",
+    "transformer_ff",
+    "position_encoding",
+    "max_positions",
+    "alignment_layer",
+    "word_bias",
+    "sampling_correction",
+    "expected_counts",
+    "train_table",
+    "word_bias_update",
+    "layer_norm",
+    "ff_dropout",
+    "share_embeddings",
+    "share_decoder_embeddings",
+    "vmf_form",
+)
 
 
 # The learning-rate schedule: -train_from keeps the checkpoint's unless the option is given again
@@ -44,9 +71,10 @@ def check_resumable(ckpt: dict, opt: Namespace, model: torch.nn.Module, src_voca
     for side, vocab in (("source", src_vocab), ("target", tgt_vocab)):
         saved = ckpt["vocab"]["src" if side == "source" else "tgt"]
         if list(saved) != list(vocab.itos):
-            raise UserError(f"{_resumed(opt)} was trained with another {side} vocabulary ({len(saved)} words) than "
-                            f"-data {opt.data} ({len(vocab)} words): "
-                            + _another_run(opt, "resume with the same -data"))
+            raise UserError(
+                f"{_resumed(opt)} was trained with another {side} vocabulary ({len(saved)} words) than "
+                f"-data {opt.data} ({len(vocab)} words): " + _another_run(opt, "resume with the same -data")
+            )
     own = model.state_dict()
     fixed = {n for n, p in model.named_parameters() if not p.requires_grad} | {n for n, _ in model.named_buffers()}
     for name, tensor in ckpt["model"].items():
@@ -55,18 +83,23 @@ def check_resumable(ckpt: dict, opt: Namespace, model: torch.nn.Module, src_voca
             continue  # load_state_dict reports missing and unexpected keys below
         if mine.shape != tensor.shape:
             what = f"-tgt_emb {opt.tgt_emb}" if name in fixed else "the model built from these options"
-            raise UserError(f"{_resumed(opt)}: {name} is {list(tensor.shape)} in the checkpoint but "
-                            f"{list(mine.shape)} in {what}: "
-                            + _another_run(opt, "resume with the table and options it was trained with"))
+            raise UserError(
+                f"{_resumed(opt)}: {name} is {list(tensor.shape)} in the checkpoint but "
+                f"{list(mine.shape)} in {what}: "
+                + _another_run(opt, "resume with the table and options it was trained with")
+            )
         if name in fixed and opt.tgt_emb and mine.is_floating_point() and not torch.equal(mine, tensor.to(mine)):
-            raise UserError(f"-tgt_emb {opt.tgt_emb} holds other vectors than the table {_resumed(opt)} was trained "
-                            f"with ({name}): " + _another_run(opt, "resume with the same table"))
+            raise UserError(
+                f"-tgt_emb {opt.tgt_emb} holds other vectors than the table {_resumed(opt)} was trained "
+                f"with ({name}): " + _another_run(opt, "resume with the same table")
+            )
     try:
         model.load_state_dict(ckpt["model"])
     except (RuntimeError, TypeError) as exc:
-        raise UserError(f"{_resumed(opt)} does not fit the model built from these options: "
-                        f"{str(exc)[:300]}; "
-                        + _another_run(opt, "resume with the options it was trained with")) from None
+        raise UserError(
+            f"{_resumed(opt)} does not fit the model built from these options: "
+            f"{str(exc)[:300]}; " + _another_run(opt, "resume with the options it was trained with")
+        ) from None
 
 
 def _resumed(opt):
@@ -81,8 +114,10 @@ def _another_run(opt, remedy):
     -resume auto the checkpoint is most likely another run's, and going on from it is not the fix."""
     if opt.resume != "auto":
         return remedy
-    return (f"it belongs to another run: give this one its own -save_model (or move that run's files away), "
-            f"or, to continue that run, {remedy}")
+    return (
+        f"it belongs to another run: give this one its own -save_model (or move that run's files away), "
+        f"or, to continue that run, {remedy}"
+    )
 
 
 def take_checkpoint_options(opt: Namespace, ckpt: dict, default: Callable[[str], Any]) -> None:
@@ -95,8 +130,10 @@ def take_checkpoint_options(opt: Namespace, ckpt: dict, default: Callable[[str],
         if k in saved:
             given = getattr(opt, k)
             if given != default(k) and given != saved[k]:
-                raise UserError(f"-{k} {given} conflicts with {_resumed(opt)} (trained with -{k} {saved[k]}); "
-                                + _another_run(opt, f"leave -{k} out to resume"))
+                raise UserError(
+                    f"-{k} {given} conflicts with {_resumed(opt)} (trained with -{k} {saved[k]}); "
+                    + _another_run(opt, f"leave -{k} out to resume")
+                )
             setattr(opt, k, saved[k])
     # left out on resume: the checkpoint's; given: the new value
     for k in SCHEDULE_OPTS + DATA_OPTS + STOPPING_OPTS:
@@ -119,11 +156,14 @@ def kept_best(opt: Namespace, ckpt: dict | None) -> tuple[tuple | None, str | No
     pr = best.get("progress") if isinstance(best.get("progress"), dict) else {}
     score, metric = pr.get("best_score"), pr.get("valid_metric", "loss")
     if not isinstance(score, (int, float)) or not math.isfinite(score):
-        return None, (f"-resume auto: {path} records no validation score: it will be replaced at this run's first "
-                      "validation")
+        return None, (
+            f"-resume auto: {path} records no validation score: it will be replaced at this run's first validation"
+        )
     if metric != opt.valid_metric:
-        return None, (f"-resume auto: {path} is the best by -valid_metric {metric}, this run follows "
-                      f"{opt.valid_metric}: it will be replaced at this run's first validation")
+        return None, (
+            f"-resume auto: {path} is the best by -valid_metric {metric}, this run follows "
+            f"{opt.valid_metric}: it will be replaced at this run's first validation"
+        )
     resumed = ckpt["progress"] if ckpt is not None else {}
     reached = resumed.get("best_score") if resumed.get("valid_metric", "loss") == metric else None
     if reached is not None and not is_better(score, reached, higher=metric != "loss"):
@@ -131,4 +171,5 @@ def kept_best(opt: Namespace, ckpt: dict | None) -> tuple[tuple | None, str | No
     so_far = f"{metric} {reached:.4f}" if reached is not None else "no validation yet"
     return (score, pr.get("step"), path), (
         f"-resume auto: kept {path} (step {pr.get('step')}, validation {metric} {score:.4f}): it is better than what "
-        f"the resumed state has reached ({so_far}); it is replaced only by a better validation")
+        f"the resumed state has reached ({so_far}); it is replaced only by a better validation"
+    )

@@ -53,38 +53,67 @@ class Run:
         self.notes, self.warnings = [], []  # for the log, once it is set up
         self.train_paths = shard_paths(opt.data, "train")
         valid_path = shard_paths(opt.data, "valid")[0]
-        valid_data = check_shards(opt.data, self.train_paths, valid_path, self.src_vocab, self.tgt_vocab,
-                                  self.warnings)
+        valid_data = check_shards(opt.data, self.train_paths, valid_path, self.src_vocab, self.tgt_vocab, self.warnings)
         valid_examples = shard_examples(valid_data)
-        self.valid = [collate(valid_examples, b, device)
-                      for b in make_batches(valid_examples, opt.valid_batch_size, "sents")]
+        self.valid = [
+            collate(valid_examples, b, device) for b in make_batches(valid_examples, opt.valid_batch_size, "sents")
+        ]
         valid_text = list(valid_data["tgt_text"]) if valid_data.get("tgt_text") is not None else None
-        self.valid_bleu = ValidBleu(valid_examples, valid_text, self.src_vocab, self.tgt_vocab,
-                                    opt.valid_batch_size, opt.valid_remove_bpe) if bleu_validated(opt) else None
+        self.valid_bleu = (
+            ValidBleu(
+                valid_examples, valid_text, self.src_vocab, self.tgt_vocab, opt.valid_batch_size, opt.valid_remove_bpe
+            )
+            if bleu_validated(opt)
+            else None
+        )
         if opt.share_embeddings and list(self.src_vocab.itos) != list(self.tgt_vocab.itos):
-            raise UserError(f"-share_embeddings needs one vocabulary for both sides, but -data {opt.data} has a "
-                            f"source vocabulary of {len(self.src_vocab)} and a target vocabulary of "
-                            f"{len(self.tgt_vocab)} words that differ: preprocess with -share_vocab")
+            raise UserError(
+                f"-share_embeddings needs one vocabulary for both sides, but -data {opt.data} has a "
+                f"source vocabulary of {len(self.src_vocab)} and a target vocabulary of "
+                f"{len(self.tgt_vocab)} words that differ: preprocess with -share_vocab"
+            )
         table = load_table(opt.tgt_emb, self.tgt_vocab) if opt.tgt_emb else None
         check_ranks_agree(self.ctx, self.src_vocab, self.tgt_vocab, self.train_paths, valid_path, table)
         check_model_size(opt, len(self.src_vocab), len(self.tgt_vocab), table, device)
         # the unigram and sentence rules read the training counts; batch counts need none
         counted = opt.sampling_correction and opt.expected_counts in ("unigram", "sentence")
-        parts = build(opt, len(self.src_vocab), len(self.tgt_vocab), table, device, self.ctx,
-                      self._log_prior(device) if counted else None)
+        parts = build(
+            opt,
+            len(self.src_vocab),
+            len(self.tgt_vocab),
+            table,
+            device,
+            self.ctx,
+            self._log_prior(device) if counted else None,
+        )
         self.model, self.optimizer, self.trainer = parts.model, parts.optimizer, parts.trainer
         self.average, self.amp_note = parts.average, parts.amp_note
         # fresh_stopping(): the best score, -early_stopping's count, -early_stopping_window's last N scores
         # and the best mean of N so far
-        self.progress = {"step": 0, "epoch": 0, "shard": 0, "batch": 0, **fresh_stopping(),
-                         "valid_metric": opt.valid_metric}
+        self.progress = {
+            "step": 0,
+            "epoch": 0,
+            "shard": 0,
+            "batch": 0,
+            **fresh_stopping(),
+            "valid_metric": opt.valid_metric,
+        }
         self.board = None  # -tensorboard: train() gives rank 0 one
         self.best_floor = None  # -resume auto: (score, step, path) of a PREFIX_best.pt to keep (kept_best)
         self.last_saved = None  # (path, step) of the newest step, epoch or last checkpoint of this run
         self.best_saved = None  # (path, step) of the PREFIX_best.pt this run wrote last
         self._written = None  # (step, progress, path) of the checkpoint written last (save)
-        self.iterator = ShardedIterator(self.train_paths, opt.batch_size, opt.batch_type, opt.seed, device,
-                                        self.ctx.rank, self.ctx.world, opt.drop_final_punct, self._punct_ids())
+        self.iterator = ShardedIterator(
+            self.train_paths,
+            opt.batch_size,
+            opt.batch_type,
+            opt.seed,
+            device,
+            self.ctx.rank,
+            self.ctx.world,
+            opt.drop_final_punct,
+            self._punct_ids(),
+        )
 
     def _punct_ids(self):
         """-drop_final_punct: the ids of . ! ? in the source and the target vocabulary (an error
@@ -93,8 +122,10 @@ class Run:
             return (), ()
         src, tgt = ([v.stoi[w] for w in FINAL_PUNCT if w in v.stoi] for v in (self.src_vocab, self.tgt_vocab))
         if not src:
-            raise UserError(f"-drop_final_punct: the source vocabulary of {self.opt.data}.vocab.pt has none of "
-                            f"{' '.join(FINAL_PUNCT)}, so there is nothing to drop")
+            raise UserError(
+                f"-drop_final_punct: the source vocabulary of {self.opt.data}.vocab.pt has none of "
+                f"{' '.join(FINAL_PUNCT)}, so there is nothing to drop"
+            )
         return src, tgt
 
     def _log_prior(self, device):
@@ -115,8 +146,10 @@ class Run:
         elif raw is not None:  # the parameters training goes on from
             self.model.load_state_dict(raw, strict=False)
             if self.average is None:
-                logger.warning(f"-train_from {self.opt.train_from} was trained with -average_decay; this run keeps "
-                               "no average: it goes on from the raw parameters, and its checkpoints hold them")
+                logger.warning(
+                    f"-train_from {self.opt.train_from} was trained with -average_decay; this run keeps "
+                    "no average: it goes on from the raw parameters, and its checkpoints hold them"
+                )
         reset = getattr(self.opt, "reset_optim", "none")
         if reset == "all":  # fine-tuning: the weights alone; the optimiser, schedule and data start anew
             logger.info(f"-reset_optim all: the weights of {self.opt.train_from}; a new optimiser, from step 0")
@@ -128,8 +161,10 @@ class Run:
             try:
                 self.optimizer.load_state_dict(ckpt["optim"])
             except ValueError as exc:  # e.g. a -train_table checkpoint from before the table had its own group
-                raise UserError(f"-train_from {self.opt.train_from}: its optimiser state does not fit this "
-                                f"model's parameter groups ({exc}); start a new run") from None
+                raise UserError(
+                    f"-train_from {self.opt.train_from}: its optimiser state does not fit this "
+                    f"model's parameter groups ({exc}); start a new run"
+                ) from None
             for group, scale in zip(self.optimizer.param_groups, scales, strict=True):  # this run's -table_lr_scale
                 group["lr_scale"] = scale
             set_learning_rate(self.optimizer, self.opt.learning_rate)
@@ -138,8 +173,10 @@ class Run:
             self.progress["best_window"] = self.progress["best_score"]
         before = ckpt["opt"].get("early_stopping_window", 1)
         if before != self.opt.early_stopping_window:  # the kept best is a mean over another window: start over
-            logger.info(f"-early_stopping_window {self.opt.early_stopping_window} (the checkpoint had {before}): "
-                        "early stopping's running best and its count start again")
+            logger.info(
+                f"-early_stopping_window {self.opt.early_stopping_window} (the checkpoint had {before}): "
+                "early stopping's running best and its count start again"
+            )
             self.progress["best_window"], self.progress["bad_validations"] = None, 0
         if isinstance(ckpt.get("rng"), dict) and "torch" in ckpt["rng"]:  # else train() has warned already
             note = restore_rng(ckpt["rng"], self.device, self.ctx.rank, self.ctx.world)
@@ -171,12 +208,28 @@ class Run:
             # the same step and progress as the checkpoint written last (PREFIX_step_N, then _last, and _best
             # at the run's end): the same bytes, so a second name of that file, not a second copy of the model
             last = self._written
-            if not (last is not None and last[0] == self.progress["step"] and last[1] == self.progress
-                    and os.path.isfile(last[2]) and atomic_link(last[2], path)):
+            if not (
+                last is not None
+                and last[0] == self.progress["step"]
+                and last[1] == self.progress
+                and os.path.isfile(last[2])
+                and atomic_link(last[2], path)
+            ):
                 with self.averaged() as raw:
-                    save_checkpoint(path, self.model, self.optimizer, self.opt, self.src_vocab, self.tgt_vocab,
-                                    self.progress, lower=self.lower, scaler=self.trainer.scaler, rng=rng,
-                                    train_params=raw, text=self.text)
+                    save_checkpoint(
+                        path,
+                        self.model,
+                        self.optimizer,
+                        self.opt,
+                        self.src_vocab,
+                        self.tgt_vocab,
+                        self.progress,
+                        lower=self.lower,
+                        scaler=self.trainer.scaler,
+                        rng=rng,
+                        train_params=raw,
+                        text=self.text,
+                    )
             self._written = (self.progress["step"], copy.deepcopy(self.progress), path)
             if name == "best":
                 self.best_saved = (path, self.progress["step"])
@@ -220,8 +273,11 @@ class Run:
                     stats.update(self.valid_bleu(self.model, self.device))
         finally:
             restore_rng(saved, self.device)
-        extra = (f"cosine {stats['cosine']:.4f}; nn accuracy {stats['accuracy']:.2%}" if "cosine" in stats
-                 else f"ppl {stats['ppl']:.2f}; accuracy {stats['accuracy']:.2%}")
+        extra = (
+            f"cosine {stats['cosine']:.4f}; nn accuracy {stats['accuracy']:.2%}"
+            if "cosine" in stats
+            else f"ppl {stats['ppl']:.2f}; accuracy {stats['accuracy']:.2%}"
+        )
         if self.valid_bleu is not None:
             extra += f"; greedy BLEU {stats['bleu']:.2f} (<unk> {stats['unk_share']:.1%} of the output)"
         logger.info(f"validation at step {self.progress['step']}: loss {stats['loss']:.4f}; {extra}")
@@ -240,15 +296,19 @@ class Run:
         if track_validation(pr, stats[metric], higher, n):
             floor = self.best_floor  # the same on every rank, as the score is
             if floor is not None and not is_better(stats[metric], floor[0], higher):
-                logger.info(f"new best validation {metric} of this run, but {floor[2]} (step {floor[1]}, "
-                            f"{metric} {floor[0]:.4f}, written before the restart) is better: kept")
+                logger.info(
+                    f"new best validation {metric} of this run, but {floor[2]} (step {floor[1]}, "
+                    f"{metric} {floor[0]:.4f}, written before the restart) is better: kept"
+                )
             else:
                 self.best_floor = None
                 logger.info(f"new best validation {metric}: wrote {self.save('best')}")
         if n > 1:
             mean = sum(pr["recent_scores"]) / len(pr["recent_scores"])
-            logger.info(f"mean {metric} of the last {len(pr['recent_scores'])} validations: {mean:.4f} "
-                        f"(best {pr['best_window']:.4f}; {pr['bad_validations']} without improvement)")
+            logger.info(
+                f"mean {metric} of the last {len(pr['recent_scores'])} validations: {mean:.4f} "
+                f"(best {pr['best_window']:.4f}; {pr['bad_validations']} without improvement)"
+            )
         return stats
 
     def stop_early(self):
@@ -264,7 +324,7 @@ class Run:
         while pr["epoch"] < opt.epochs and (cap is None or pr["step"] < cap) and not self.stop_early():
             group = []
             batches = self.iterator.epoch(pr["epoch"], pr["shard"], pr["batch"])
-            for si, bi, batch in (_ending(batches) if accum > 1 else batches):
+            for si, bi, batch in _ending(batches) if accum > 1 else batches:
                 if batch is not None:  # None: the epoch ended with fewer than -accum_count batches gathered
                     group.append(batch)
                 if not group or (batch is not None and len(group) < accum):

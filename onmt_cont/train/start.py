@@ -63,15 +63,19 @@ def train(opt: Namespace, default: Callable[[str], Any]) -> "Run":
         raise
     except Exception as exc:
         if start.logging:
-            to_log_file(f"stopped by an unexpected error: {type(exc).__name__}: {str(exc)[:500]} (the traceback "
-                        "is on standard error)")
+            to_log_file(
+                f"stopped by an unexpected error: {type(exc).__name__}: {str(exc)[:500]} (the traceback "
+                "is on standard error)"
+            )
         raise
 
 
 def _check_save_model(opt):
     if opt.save_model.endswith(("/", os.sep)) or os.path.isdir(opt.save_model):  # would write hidden _last.pt
-        raise UserError(f"-save_model {opt.save_model} is a folder: -save_model takes a prefix, such as "
-                        f"{os.path.join(opt.save_model, 'model')} (files PREFIX_step_N.pt, PREFIX_best.pt, ...)")
+        raise UserError(
+            f"-save_model {opt.save_model} is a folder: -save_model takes a prefix, such as "
+            f"{os.path.join(opt.save_model, 'model')} (files PREFIX_step_N.pt, PREFIX_best.pt, ...)"
+        )
     save_dir = os.path.dirname(os.path.abspath(opt.save_model))
     if not os.path.isdir(save_dir):
         raise UserError(f"-save_model {opt.save_model}: directory {save_dir} does not exist")
@@ -88,8 +92,10 @@ def _prepare(opt, default, start, held):
     if missing:
         raise UserError(f"missing required option(s): {' '.join(missing)}")
     if os.path.isfile(opt.data):  # e.g. a checkpoint or PREFIX.vocab.pt
-        raise UserError(f"-data {opt.data} is a file: -data takes the prefix given to preprocess.py -save_data "
-                        "(the files are PREFIX.vocab.pt, PREFIX.train.N.pt, PREFIX.valid.0.pt)")
+        raise UserError(
+            f"-data {opt.data} is a file: -data takes the prefix given to preprocess.py -save_data "
+            "(the files are PREFIX.vocab.pt, PREFIX.train.N.pt, PREFIX.valid.0.pt)"
+        )
     expand_layers(opt, default)
     if opt.alignment_layer == "mean":  # the default spelled out: the same model option as leaving it out
         opt.alignment_layer = None
@@ -102,12 +108,16 @@ def _prepare(opt, default, start, held):
         if not opt.train_from:
             notes.append(f"-resume auto: no checkpoint of {opt.save_model} to go on from: starting at step 0")
     if opt.train_from_average and (not opt.train_from or opt.resume == "auto"):
-        raise UserError("-train_from_average picks the parameters of the -train_from checkpoint: give -train_from "
-                        "(not -resume auto, whose restarts must go on from their own parameters)")
+        raise UserError(
+            "-train_from_average picks the parameters of the -train_from checkpoint: give -train_from "
+            "(not -resume auto, whose restarts must go on from their own parameters)"
+        )
     reset = opt.reset_optim
     if reset != "none" and (not opt.train_from or opt.resume == "auto"):
-        raise UserError(f"-reset_optim {reset} applies to the -train_from checkpoint: give -train_from (not -resume "
-                        "auto: a restarted run goes on from its own checkpoints, which must not be reset again)")
+        raise UserError(
+            f"-reset_optim {reset} applies to the -train_from checkpoint: give -train_from (not -resume "
+            "auto: a restarted run goes on from its own checkpoints, which must not be reset again)"
+        )
     if opt.train_from:
         ckpt = ckpt or load_checkpoint(opt.train_from)
         problem = resume_problem(ckpt, fine_tune=reset == "all")
@@ -115,13 +125,17 @@ def _prepare(opt, default, start, held):
             hint = "; to fine-tune its weights, add -reset_optim all" if ckpt.get("release") else ""
             raise UserError(f"-train_from {opt.train_from}: cannot go on from it: {problem}{hint}")
         if reset == "all":
-            notes.append(f"-reset_optim all: fine-tuning the weights of {opt.train_from}: a new optimiser, "
-                         "learning-rate schedule and data position, from step 0")
+            notes.append(
+                f"-reset_optim all: fine-tuning the weights of {opt.train_from}: a new optimiser, "
+                "learning-rate schedule and data position, from step 0"
+            )
         else:
             warnings += [f"-train_from {opt.train_from}: {note}" for note in inexact_resume(ckpt)]
         if opt.train_from_average and "train_model" not in ckpt:
-            raise UserError(f"-train_from_average: {opt.train_from} holds no moving average (it was trained without "
-                            "-average_decay): leave the flag out")
+            raise UserError(
+                f"-train_from_average: {opt.train_from} holds no moving average (it was trained without "
+                "-average_decay): leave the flag out"
+            )
         take_checkpoint_options(opt, ckpt, default)
     check_options(opt)
     warnings += ineffective_options(opt, default)
@@ -157,14 +171,17 @@ class Start:
         if run is None:
             return "before training started; nothing was written"
         step = run.progress["step"]
-        best = (f"; {run.best_saved[0]} holds its best validated model (step {run.best_saved[1]})"
-                if run.best_saved else "")
+        best = (
+            f"; {run.best_saved[0]} holds its best validated model (step {run.best_saved[1]})" if run.best_saved else ""
+        )
         if run.last_saved is None:
             return f"at step {step}, before this run's first checkpoint{best or '; nothing of it was written'}"
         path, at = run.last_saved
         since = f"; the {step - at} step(s) since are lost" if step > at else ""
-        return (f"at step {step}; the last checkpoint is {path} (step {at}){since}{best}. To go on: the same "
-                f"command with -resume auto, or -train_from {path}")
+        return (
+            f"at step {step}; the last checkpoint is {path} (step {at}){since}{best}. To go on: the same "
+            f"command with -resume auto, or -train_from {path}"
+        )
 
 
 def _train(opt, ctx, threads, start):
@@ -187,8 +204,10 @@ def _train(opt, ctx, threads, start):
         try:
             stale = remove_stale_temps(start.save_dir, os.path.basename(opt.save_model) + "_")
         except OSError as exc:
-            logger.warning(f"cannot remove the partial checkpoint files of a killed run in {start.save_dir} "
-                           f"({(exc.strerror or str(exc)).lower()}); remove the .tmp-* files there yourself")
+            logger.warning(
+                f"cannot remove the partial checkpoint files of a killed run in {start.save_dir} "
+                f"({(exc.strerror or str(exc)).lower()}); remove the .tmp-* files there yourself"
+            )
             stale = []
         if stale:
             logger.info(f"removed {len(stale)} partial checkpoint file(s) of a killed run: {', '.join(stale)}")
@@ -202,25 +221,34 @@ def _train(opt, ctx, threads, start):
         logger.warning(f"warning: {line}")
     if ckpt is not None:
         run.resume(ckpt)
-    extra = "".join(f" -{k} {getattr(opt, k)}" for k in ("rewe_lambda", "joint_sample", "negatives", "num_negatives")
-                    if getattr(opt, k) is not None)
+    extra = "".join(
+        f" -{k} {getattr(opt, k)}"
+        for k in ("rewe_lambda", "joint_sample", "negatives", "num_negatives")
+        if getattr(opt, k) is not None
+    )
     enc, dec = architecture(opt)
     tie = "".join(f" -{k}" for k in ("tie_emb", "word_bias", "sampling_correction", "train_table") if getattr(opt, k))
     if opt.train_table and opt.table_lr_scale != 1:
         tie += f" -table_lr_scale {opt.table_lr_scale:g}"
-    logger.info(f"model: -encoder_type {enc} -decoder_type {dec} -loss {opt.loss} -generator {opt.generator}"
-                f"{tie}{extra}; "
-                f"device {device}{f' ({threads} threads)' if device.type == 'cpu' else ''}; lr {opt.learning_rate}")
+    logger.info(
+        f"model: -encoder_type {enc} -decoder_type {dec} -loss {opt.loss} -generator {opt.generator}"
+        f"{tie}{extra}; "
+        f"device {device}{f' ({threads} threads)' if device.type == 'cpu' else ''}; lr {opt.learning_rate}"
+    )
     report_parameters(run.model)
     if run.amp_note:
         logger.info(run.amp_note)
     if opt.drop_final_punct:
-        logger.info(f"training data: -drop_final_punct {opt.drop_final_punct:g}: a pair whose source ends with "
-                    f"{' '.join(FINAL_PUNCT)} loses it, and its target its own, with this probability, drawn anew "
-                    "each epoch")
+        logger.info(
+            f"training data: -drop_final_punct {opt.drop_final_punct:g}: a pair whose source ends with "
+            f"{' '.join(FINAL_PUNCT)} loses it, and its target its own, with this probability, drawn anew "
+            "each epoch"
+        )
     if ctx.distributed:
-        logger.info(f"distributed: {ctx.world} processes ({'nccl' if device.type == 'cuda' else 'gloo'}); "
-                    f"each takes 1/{ctx.world} of every batch of -batch_size {opt.batch_size}")
+        logger.info(
+            f"distributed: {ctx.world} processes ({'nccl' if device.type == 'cuda' else 'gloo'}); "
+            f"each takes 1/{ctx.world} of every batch of -batch_size {opt.batch_size}"
+        )
     failed = True
     try:
         run.train()

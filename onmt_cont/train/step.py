@@ -58,8 +58,11 @@ def batch_stats(gen, output, gold, score=True):
         sums[5] = gold.numel()
         return sums
     logits = _logits(output)
-    vocab = gen.table.size(0) if gen.continuous else (logits.weight.size(0) if isinstance(logits, HiddenLogits)
-                                                      else logits.size(-1))
+    vocab = (
+        gen.table.size(0)
+        if gen.continuous
+        else (logits.weight.size(0) if isinstance(logits, HiddenLogits) else logits.size(-1))
+    )
     rows = max(1, SCORE_CHUNK // max(vocab, 1))
     for i in range(0, gold.numel(), rows):
         scores = gen.scores(logits_of(logits, slice(i, i + rows)))  # [rows, vocab]
@@ -73,8 +76,12 @@ def batch_stats(gen, output, gold, score=True):
 def summarize(sums, continuous):
     """batch_stats' sums -> {"accuracy", "cosine" or "ppl", "tokens", "scored", "sampled"}."""
     s = dict(zip(STATS, sums.tolist(), strict=True))
-    out = {"tokens": int(s["tokens"]), "scored": int(s["scored"]), "sampled": s["sampled"] > 0,
-           "accuracy": s["correct"] / max(s["scored"], 1)}
+    out = {
+        "tokens": int(s["tokens"]),
+        "scored": int(s["scored"]),
+        "sampled": s["sampled"] > 0,
+        "accuracy": s["correct"] / max(s["scored"], 1),
+    }
     if continuous:
         out["cosine"] = s["cosine"] / max(s["tokens"], 1)
     else:
@@ -127,8 +134,20 @@ class Trainer:
     -normalization sents, as the vMF paper's code trains: a step's gradient grows with the sentences'
     length)."""
 
-    def __init__(self, model, loss_fn, optimizer, max_grad_norm=0.0, forward=None, ctx=None, amp=None,
-                 measure_every=0, seq_unlikelihood=None, lazy=None, normalization="tokens"):
+    def __init__(
+        self,
+        model,
+        loss_fn,
+        optimizer,
+        max_grad_norm=0.0,
+        forward=None,
+        ctx=None,
+        amp=None,
+        measure_every=0,
+        seq_unlikelihood=None,
+        lazy=None,
+        normalization="tokens",
+    ):
         if normalization not in ("tokens", "sents"):
             raise ValueError(f"normalization must be tokens or sents, got {normalization!r}")
         self.normalization = normalization
@@ -208,8 +227,9 @@ class Trainer:
             raise ValueError("-seq_unlikelihood takes one batch a step (no -accum_count)")
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        counts = torch.tensor([[int((b["tgt"][:, 1:] != PAD_ID).sum()), b["size"]] for b in batches],
-                              dtype=torch.float64).sum(0)
+        counts = torch.tensor(
+            [[int((b["tgt"][:, 1:] != PAD_ID).sum()), b["size"]] for b in batches], dtype=torch.float64
+        ).sum(0)
         counts = distributed.all_reduce_sum(counts.to(batches[0]["tgt"].device), self.ctx)
         norm_by = int(counts[0].item() if self.normalization == "tokens" else counts[1].item())
         score = self.measure_every > 0 and step % self.measure_every == 0
@@ -222,8 +242,15 @@ class Trainer:
                     output, gold = self._forward(batch)
                     loss = self.loss_fn(output, gold).float().sum()
                 stats = batch_stats(self.model.generator, output, gold, score)
-                part = torch.cat([loss.detach().double().view(1), loss.new_tensor(
-                    [gold.numel(), int(batch["src_lengths"].sum()), batch["size"]], dtype=torch.float64), stats])
+                part = torch.cat(
+                    [
+                        loss.detach().double().view(1),
+                        loss.new_tensor(
+                            [gold.numel(), int(batch["src_lengths"].sum()), batch["size"]], dtype=torch.float64
+                        ),
+                        stats,
+                    ]
+                )
                 sums = part if sums is None else sums + part
                 scaled = loss * (self.ctx.world / max(norm_by, 1))
                 if self.scaler is not None:
@@ -254,8 +281,9 @@ class Trainer:
             self.scaler.update()
         else:
             if not torch.isfinite(norm):
-                raise NonFiniteLoss(f"step {step}: the gradient norm is {norm.item()}; stopping (no checkpoint "
-                                    "written)")
+                raise NonFiniteLoss(
+                    f"step {step}: the gradient norm is {norm.item()}; stopping (no checkpoint written)"
+                )
             self.optimizer.step()
         for lazy, k in zip(self.lazy, kept, strict=True):
             lazy.restore(k)

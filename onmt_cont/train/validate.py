@@ -1,6 +1,5 @@
 """Validation BLEU: greedy decoding of the validation shard with translate.py's Translator."""
 
-
 import torch
 
 from onmt_cont.constants import UNK
@@ -25,10 +24,14 @@ class ValidBleu:
     def __init__(self, examples, tgt_text, src_vocab, tgt_vocab, batch_size, join_bpe=False):
         self.src_lines = [" ".join(src_vocab.decode(src.tolist())) for src, _ in examples]
         if tgt_text is None:
-            logger.warning("the validation shard has no target text (made by an older preprocess.py): BLEU "
-                           "references have <unk> where the vocabulary lacks a word; rerun preprocess.py to fix")
-            tgt_text = [" ".join(tok if tok != UNK else "<unk-ref>" for tok in tgt_vocab.decode(tgt.tolist()))
-                        for _, tgt in examples]
+            logger.warning(
+                "the validation shard has no target text (made by an older preprocess.py): BLEU "
+                "references have <unk> where the vocabulary lacks a word; rerun preprocess.py to fix"
+            )
+            tgt_text = [
+                " ".join(tok if tok != UNK else "<unk-ref>" for tok in tgt_vocab.decode(tgt.tolist()))
+                for _, tgt in examples
+            ]
         self.join_bpe = join_bpe
         self.refs = [remove_bpe(line) for line in tgt_text] if join_bpe else tgt_text
         self.src_vocab, self.tgt_vocab = src_vocab, tgt_vocab
@@ -41,5 +44,7 @@ class ValidBleu:
             hyps = translator.translate_lines(self.src_lines, self.batch_size)
         if self.join_bpe:
             hyps = [remove_bpe(line) for line in hyps]
-        return {"bleu": tokenized_bleu(hyps, self.refs)[0],
-                "unk_share": translator.unk_out / max(translator.words_out, 1)}
+        return {
+            "bleu": tokenized_bleu(hyps, self.refs)[0],
+            "unk_share": translator.unk_out / max(translator.words_out, 1),
+        }

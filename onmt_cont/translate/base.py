@@ -30,9 +30,17 @@ class BaseTranslator:
     (:func:`~onmt_cont.translate.unk.read_lexicon`); ``text_record``: the raw text the data was made from
     (preprocess.py), checked."""
 
-    def __init__(self, model: Any, src_vocab: Vocab, tgt_vocab: Vocab, config: DecodingConfig, *,
-                 lower: bool = False, lexicon: dict[str, str] | None = None,
-                 text_record: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        src_vocab: Vocab,
+        tgt_vocab: Vocab,
+        config: DecodingConfig,
+        *,
+        lower: bool = False,
+        lexicon: dict[str, str] | None = None,
+        text_record: dict[str, Any] | None = None,
+    ) -> None:
         config = config.resolved()  # the defaults filled in, the checks that need no model passed
         assert config.beam_size is not None and config.block_ngram_repeat is not None  # resolved() set them
         self.model, self.src_vocab, self.tgt_vocab = model, src_vocab, tgt_vocab
@@ -62,8 +70,9 @@ class BaseTranslator:
         self.set_ignore_when_blocking(config.ignore_when_blocking)
         self.set_n_best(config.n_best)
         self.set_with_score(config.with_score)
-        self.set_sampling(config.random_sampling_topk, config.random_sampling_topp, config.random_sampling_temp,
-                          config.seed)
+        self.set_sampling(
+            config.random_sampling_topk, config.random_sampling_topp, config.random_sampling_temp, config.seed
+        )
         self.set_coverage_penalty(config.coverage_penalty, config.beta)
         self.report_align = bool(config.report_align)  # each output's word alignment
         self.attn_debug = bool(config.attn_debug)  # keep every output's attention for translate_lines(attn=...)
@@ -75,12 +84,17 @@ class BaseTranslator:
     def _check_beam_size(self) -> None:
         """Each step keeps beam_size rows: more than the target words is no search."""
         if self.beam_size > len(self.tgt_vocab):
-            raise UserError(f"-beam_size {self.beam_size} is larger than the target vocabulary "
-                            f"({len(self.tgt_vocab)} words): give at most that")
+            raise UserError(
+                f"-beam_size {self.beam_size} is larger than the target vocabulary "
+                f"({len(self.tgt_vocab)} words): give at most that"
+            )
 
-    def translate_batch(self, token_lists: Sequence[Sequence[str]], attention: bool | None = None,
-                        prefixes: Sequence[Sequence[str]] | None = None
-                        ) -> tuple[list[list[str]], list[Tensor | None]]:
+    def translate_batch(
+        self,
+        token_lists: Sequence[Sequence[str]],
+        attention: bool | None = None,
+        prefixes: Sequence[Sequence[str]] | None = None,
+    ) -> tuple[list[list[str]], list[Tensor | None]]:
         """token_lists: non-empty source sentences (lists of tokens) -> (outputs, attentions).
         ``attention``: whether to keep each output word's attention over the source (None: only
         where -replace_unk, -report_align or -attn_debug read it). ``prefixes``: per sentence, the target
@@ -95,8 +109,9 @@ class BaseTranslator:
         ``n`` None or 1: the 1-best alone."""
         n = 1 if n is None else n
         if not 1 <= n <= self.beam_size:
-            raise UserError(f"-n_best {n}: must be from 1 to -beam_size ({self.beam_size}): a beam keeps that many "
-                            "hypotheses")
+            raise UserError(
+                f"-n_best {n}: must be from 1 to -beam_size ({self.beam_size}): a beam keeps that many hypotheses"
+            )
         self.n_best = n
 
     def set_with_score(self, on: bool) -> None:
@@ -122,8 +137,14 @@ class BaseTranslator:
     def set_min_length(self, n: int) -> None:
         """No output shorter than ``n`` words unless its length limit comes first (translate.py -min_length,
         OpenNMT-py's; 0: off)."""
-        check_number("min_length", n, 0, MAX_OUTPUT_LENGTH, integer=True,
-                     expected=f"a whole number from 0 (off) to {MAX_OUTPUT_LENGTH}")
+        check_number(
+            "min_length",
+            n,
+            0,
+            MAX_OUTPUT_LENGTH,
+            integer=True,
+            expected=f"a whole number from 0 (off) to {MAX_OUTPUT_LENGTH}",
+        )
         self.min_length = n
 
     def set_coverage_penalty(self, kind: str = "none", beta: float = 0.0) -> None:
@@ -132,16 +153,19 @@ class BaseTranslator:
         (:func:`~onmt_cont.translate.beam.coverage_penalty`). Needs beam search and a non-zero beta."""
         if kind not in COVERAGE_PENALTIES:
             raise UserError(f"-coverage_penalty must be one of {', '.join(COVERAGE_PENALTIES)}, got {kind!r}")
-        check_number("beta", beta, -MAX_BETA, MAX_BETA,
-                     expected=f"a finite number within ±{MAX_BETA:g} (GNMT: 0.2)")
+        check_number("beta", beta, -MAX_BETA, MAX_BETA, expected=f"a finite number within ±{MAX_BETA:g} (GNMT: 0.2)")
         if kind == "none" and beta:
             raise UserError(f"-beta {beta:g} weighs -coverage_penalty: give -coverage_penalty wu or summary too")
         if kind != "none" and not beta:
-            raise UserError(f"-coverage_penalty {kind} is weighed by -beta, 0 here (OpenNMT-py's default, which "
-                            "turns it off): give -beta (GNMT: 0.2)")
+            raise UserError(
+                f"-coverage_penalty {kind} is weighed by -beta, 0 here (OpenNMT-py's default, which "
+                "turns it off): give -beta (GNMT: 0.2)"
+            )
         if kind != "none" and (self.beam_size < 2 or self.sampler is not None):
-            raise UserError(f"-coverage_penalty {kind} re-ranks the finished hypotheses of beam search: give "
-                            "-beam_size 2 or more, and no random sampling")
+            raise UserError(
+                f"-coverage_penalty {kind} re-ranks the finished hypotheses of beam search: give "
+                "-beam_size 2 or more, and no random sampling"
+            )
         self.coverage = (kind, float(beta))
 
     def set_sampling(self, topk: int = 0, topp: float = 0.0, temp: float = 1.0, seed: int = 0) -> None:
@@ -151,17 +175,23 @@ class BaseTranslator:
         samples of each sentence (OpenNMT-py's meaning), ranked by their log-probability / length penalty: the
         output is the best, -n_best keeps the best N with their scores."""
         if not (isinstance(topk, int) and -1 <= topk) or not (0.0 <= topp <= 1.0) or not (0.0 < temp <= 100.0):
-            raise UserError(f"-random_sampling_topk must be -1 (all words), 0 (off) or a count, -random_sampling_topp "
-                            f"in [0, 1] and -random_sampling_temp in (0, 100]; got {topk}, {topp}, {temp}")
+            raise UserError(
+                f"-random_sampling_topk must be -1 (all words), 0 (off) or a count, -random_sampling_topp "
+                f"in [0, 1] and -random_sampling_temp in (0, 100]; got {topk}, {topp}, {temp}"
+            )
         if isinstance(seed, bool) or not isinstance(seed, int) or not -1 <= seed <= MAX_SEED:
-            raise UserError(f"-seed must be a whole number from 0 to {MAX_SEED} (-1: a new one each run, as "
-                            f"OpenNMT-py's), got {seed!r}")
+            raise UserError(
+                f"-seed must be a whole number from 0 to {MAX_SEED} (-1: a new one each run, as "
+                f"OpenNMT-py's), got {seed!r}"
+            )
         if seed == -1:
             seed = int.from_bytes(os.urandom(4), "little")
         on = sampling_on(topk, topp)
         if on and self.coverage[0] != "none":
-            raise UserError("-coverage_penalty re-ranks the finished hypotheses of beam search; random sampling has "
-                            "none: leave one out")
+            raise UserError(
+                "-coverage_penalty re-ranks the finished hypotheses of beam search; random sampling has "
+                "none: leave one out"
+            )
         self.sampler = Sampler(topk, topp, temp, seed) if on else None
 
     def output_limit(self, source_length: int) -> int:
@@ -171,12 +201,21 @@ class BaseTranslator:
     def _limit_note(self) -> str:
         return ""
 
-    def translate_lines(self, lines: Sequence[str], batch_size: int = 32, lower: bool = False,
-                        on_batch: Callable[[int], None] | None = None, raw: list[str] | None = None,
-                        batch_type: str = "sents", nbest: list[list[tuple[str, float]]] | None = None,
-                        prefixes: Sequence[str] | None = None, align: list[str] | None = None,
-                        attn: list[Tensor | None] | None = None, first_line: int = 1,
-                        nbest_align: list[list[str]] | None = None) -> list[str]:
+    def translate_lines(
+        self,
+        lines: Sequence[str],
+        batch_size: int = 32,
+        lower: bool = False,
+        on_batch: Callable[[int], None] | None = None,
+        raw: list[str] | None = None,
+        batch_type: str = "sents",
+        nbest: list[list[tuple[str, float]]] | None = None,
+        prefixes: Sequence[str] | None = None,
+        align: list[str] | None = None,
+        attn: list[Tensor | None] | None = None,
+        first_line: int = 1,
+        nbest_align: list[list[str]] | None = None,
+    ) -> list[str]:
         """Translate sentences (strings); an empty line gives an empty line. Order is kept.
         ``on_batch(n)``: called with the number of lines done (a progress bar's update);
         ``raw``: a list that receives the outputs before ``<unk>`` replacement, in the same order
@@ -193,10 +232,12 @@ class BaseTranslator:
             for i, (tokens, prefix) in enumerate(zip(token_lists, prefixes, strict=True)):
                 n_words, limit = len(prefix.split()), self.output_limit(len(tokens))
                 if n_words > limit:
-                    raise UserError(f"-tgt_prefix, line {first_line + i}: a prefix of {n_words} words is longer than "
-                                    f"this line's output may be ({limit}: -max_length, else -max_length_ratio × the "
-                                    f"source's length + 10, at most {MAX_OUTPUT_LENGTH}{self._limit_note()}): shorten "
-                                    "the line or raise the limit")
+                    raise UserError(
+                        f"-tgt_prefix, line {first_line + i}: a prefix of {n_words} words is longer than "
+                        f"this line's output may be ({limit}: -max_length, else -max_length_ratio × the "
+                        f"source's length + 10, at most {MAX_OUTPUT_LENGTH}{self._limit_note()}): shorten "
+                        "the line or raise the limit"
+                    )
         order = sorted((i for i, t in enumerate(token_lists) if t), key=lambda i: len(token_lists[i]))
         results = [""] * len(lines)
         raw_results = [""] * len(lines)
@@ -237,8 +278,9 @@ class BaseTranslator:
         return results
 
 
-def length_batches(order: list[int], lengths: Sequence[int], batch_size: int,
-                   batch_type: str = "sents") -> list[list[int]]:
+def length_batches(
+    order: list[int], lengths: Sequence[int], batch_size: int, batch_type: str = "sents"
+) -> list[list[int]]:
     """Consecutive batches of ``order`` (sentence indices sorted by length): ``batch_size``
     sentences each, or (``tokens``) as many as keep the longest length times the count within
     ``batch_size`` (at least one sentence, however long)."""

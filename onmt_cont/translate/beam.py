@@ -38,12 +38,24 @@ def coverage_penalty(attn: Tensor | None, kind: str, beta: float) -> float:
 
 
 @torch.no_grad()
-def beam_search(model: SearchModel, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, beam_size: int,
-                penalty: str = "avg", alpha: float = 0.0, banned: Sequence[int] = BANNED, block_ngram_repeat: int = 0,
-                need_attn: bool = True, nbest_out: list[list[Hypothesis]] | None = None, n_best: int = 1,
-                prefix: Sequence[Sequence[int]] | None = None, min_length: int = 0,
-                ignore_when_blocking: AbstractSet[int] = frozenset(),
-                coverage: tuple[str, float] = ("none", 0.0)) -> tuple[list[list[int]], list[Tensor | None]]:
+def beam_search(
+    model: SearchModel,
+    src: Tensor,
+    src_lengths: Tensor,
+    max_lengths: Tensor,
+    beam_size: int,
+    penalty: str = "avg",
+    alpha: float = 0.0,
+    banned: Sequence[int] = BANNED,
+    block_ngram_repeat: int = 0,
+    need_attn: bool = True,
+    nbest_out: list[list[Hypothesis]] | None = None,
+    n_best: int = 1,
+    prefix: Sequence[Sequence[int]] | None = None,
+    min_length: int = 0,
+    ignore_when_blocking: AbstractSet[int] = frozenset(),
+    coverage: tuple[str, float] = ("none", 0.0),
+) -> tuple[list[list[int]], list[Tensor | None]]:
     """Beam search over a batch of sentences, each with its own beam of ``beam_size`` rows.
 
     A hypothesis's score is the sum of its per-step scores (log-probabilities, or the
@@ -89,8 +101,9 @@ def beam_search(model: SearchModel, src: Tensor, src_lengths: Tensor, max_length
     last = torch.full((batch,), BOS_ID, dtype=torch.long, device=device)
     t = 0
     while live:
-        scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, banned=banned,
-                                          need_attn=need_attn, clean=False)
+        scores, attn, state = decode_step(
+            model, last, memory_bank, src_mask, state, banned=banned, need_attn=need_attn, clean=False
+        )
         vocab = scores.size(1)
         scores = scores.view(len(live), width, vocab)
         for i, b in enumerate(live):
@@ -133,16 +146,15 @@ def beam_search(model: SearchModel, src: Tensor, src_lengths: Tensor, max_length
                 parent, word = divmod(c, vocab)
                 if at_limit and word != EOS_ID:  # NaN scores are not -inf: the limit must not rest on them
                     continue
-                step_attn = (hyp_attn[b][parent] + [step_attn_rows[i, parent]] if step_attn_rows is not None
-                             else [])
+                step_attn = hyp_attn[b][parent] + [step_attn_rows[i, parent]] if step_attn_rows is not None else []
                 if word == EOS_ID:
                     n = len(seqs[b][parent])
                     rows = _stack_rows(step_attn[:n], src.size(1)) if need_attn else None
                     # cov_on keeps the attention: rows is not None there
-                    cov = coverage_penalty(rows[:, : src_len[b]], cov_kind, beta) if cov_on and rows is not None \
-                        else 0.0
-                    finished[b].append((score / length_penalty(max(n, 1), penalty, alpha) - cov, seqs[b][parent],
-                                        rows))
+                    cov = (
+                        coverage_penalty(rows[:, : src_len[b]], cov_kind, beta) if cov_on and rows is not None else 0.0
+                    )
+                    finished[b].append((score / length_penalty(max(n, 1), penalty, alpha) - cov, seqs[b][parent], rows))
                     continue
                 new_seqs.append(seqs[b][parent] + [word])
                 new_attns.append(step_attn)
@@ -153,8 +165,11 @@ def beam_search(model: SearchModel, src: Tensor, src_lengths: Tensor, max_length
                 if not finished[b]:  # every hypothesis hit the limit without </s>
                     for j in range(len(seqs[b])):
                         rows = _stack_rows(hyp_attn[b][j], src.size(1)) if need_attn else None
-                        cov = coverage_penalty(rows[:, : src_len[b]], cov_kind, beta) \
-                            if cov_on and rows is not None else 0.0
+                        cov = (
+                            coverage_penalty(rows[:, : src_len[b]], cov_kind, beta)
+                            if cov_on and rows is not None
+                            else 0.0
+                        )
                         finished[b].append((totals[i, j].item() - cov, seqs[b][j], rows))
                 continue
             seqs[b], hyp_attn[b] = new_seqs, new_attns

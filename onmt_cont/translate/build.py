@@ -16,8 +16,13 @@ from onmt_cont.translate.unk import read_lexicon
 from onmt_cont.utils.errors import UserError
 
 
-def build_translator(config: DecodingConfig, models: Sequence[str], device: str = "cpu", threads: int = 1,
-                     log: Callable[[str], None] | None = None) -> BaseTranslator:
+def build_translator(
+    config: DecodingConfig,
+    models: Sequence[str],
+    device: str = "cpu",
+    threads: int = 1,
+    log: Callable[[str], None] | None = None,
+) -> BaseTranslator:
     """The translator of ``models`` (one checkpoint or export; several checkpoints: an ensemble) under ``config``:
     the one constructor path of translate.py, onmt_cont.load() and the server. ``threads``: CTranslate2's."""
     config = config.resolved()
@@ -28,18 +33,23 @@ def build_translator(config: DecodingConfig, models: Sequence[str], device: str 
     if config.freq_offsets:
         offsets, fitted, offsets_model = load_offsets(config.freq_offsets, with_model=True)
         if config.decode_prior is not None and config.decode_prior != fitted:
-            raise UserError(f"-freq_offsets {config.freq_offsets} was fitted under -decode_prior {fitted:g}, but this "
-                            f"run has -decode_prior {config.decode_prior:g}: give -decode_prior {fitted:g}, or leave "
-                            "it out")
+            raise UserError(
+                f"-freq_offsets {config.freq_offsets} was fitted under -decode_prior {fitted:g}, but this "
+                f"run has -decode_prior {config.decode_prior:g}: give -decode_prior {fitted:g}, or leave "
+                "it out"
+            )
         config = dataclasses.replace(config, decode_prior=fitted)
     config = dataclasses.replace(config, decode_prior=config.decode_prior or 0.0)
     if engine == "ctranslate2":
         if config.search in STRATEGIES and not STRATEGIES[config.search].built_in:
-            raise UserError(f"-search {config.search}: an added strategy decodes with the checkpoint's own search "
-                            "(-engine torch), not CTranslate2's")
+            raise UserError(
+                f"-search {config.search}: an added strategy decodes with the checkpoint's own search "
+                "(-engine torch), not CTranslate2's"
+            )
         if len(models) > 1:
-            raise UserError("-engine ctranslate2 decodes one exported model; an ensemble needs the checkpoints "
-                            "(-engine torch)")
+            raise UserError(
+                "-engine ctranslate2 decodes one exported model; an ensemble needs the checkpoints (-engine torch)"
+            )
         exported = Ct2Translator.from_export(models[0], config, device, threads=threads, lexicon=lexicon)
         if log:
             log(f"{models[0]}: decoding with CTranslate2 ({exported.record.get('quantization')} weights)")
@@ -49,8 +59,9 @@ def build_translator(config: DecodingConfig, models: Sequence[str], device: str 
         translator.check_offsets_model(config.freq_offsets, offsets_model)
     if len(models) > 1:  # the other members, with the same decoding options (each keeps its own prior)
         member = dataclasses.replace(config, tgt_emb_extend=None, tgt_emb_extend_vocab=None)
-        translator.set_ensemble([Translator.from_checkpoint(path, member, device, lexicon=lexicon)
-                                 for path in models[1:]], models)
+        translator.set_ensemble(
+            [Translator.from_checkpoint(path, member, device, lexicon=lexicon) for path in models[1:]], models
+        )
         if log:
             log(f"an ensemble of {len(models)} models: the mean of their log-probabilities at each step")
     return translator

@@ -42,8 +42,14 @@ from onmt_cont.utils.atomic import atomic_write_text
 from onmt_cont.utils.errors import UserError
 
 # (name, lowest, highest training count) of each bin; words of count 0 (the specials) get no offset
-FREQ_BINS = (("1", 1, 1), ("2-4", 2, 4), ("5-9", 5, 9), ("10-99", 10, 99), ("100-999", 100, 999),
-             ("1000+", 1000, math.inf))
+FREQ_BINS = (
+    ("1", 1, 1),
+    ("2-4", 2, 4),
+    ("5-9", 5, 9),
+    ("10-99", 10, 99),
+    ("100-999", 100, 999),
+    ("1000+", 1000, math.inf),
+)
 FORMAT = "onmt_cont freq_offsets 1"
 MAX_FILE_BYTES = 1 << 20  # an offsets file is a few hundred bytes
 
@@ -59,16 +65,19 @@ def bin_index(count: float) -> int:
 def word_bins(vocab: Vocab) -> Tensor:
     """[V] long: every target word's bin (-1 for words of count 0: padding, <s>, often <unk>)."""
     if vocab.sentences <= 0 or vocab.total_tokens <= 0 or not has_word_counts(vocab):
-        raise ValueError("target vocabulary has no training counts (it was written before preprocess.py recorded "
-                         "them): rerun preprocess.py")
+        raise ValueError(
+            "target vocabulary has no training counts (it was written before preprocess.py recorded "
+            "them): rerun preprocess.py"
+        )
     return torch.tensor([bin_index(c) for c in vocab.counts], dtype=torch.long)
 
 
 def offset_vector(vocab: Vocab, offsets: Sequence[float]) -> Tensor:
     """[V] float32: each word's bin offset (0 for words of count 0)."""
     if len(offsets) != len(FREQ_BINS):
-        raise ValueError(f"expected {len(FREQ_BINS)} offsets (bins {', '.join(n for n, _, _ in FREQ_BINS)}), "
-                         f"got {len(offsets)}")
+        raise ValueError(
+            f"expected {len(FREQ_BINS)} offsets (bins {', '.join(n for n, _, _ in FREQ_BINS)}), got {len(offsets)}"
+        )
     bins = word_bins(vocab)
     table = torch.tensor(list(offsets) + [0.0], dtype=torch.float32)  # index -1: no offset
     return table[bins]
@@ -86,10 +95,17 @@ def ratios(hyp_tokens: Sequence[int], ref_tokens: Sequence[int]) -> list[float]:
     return [h / r if r else math.nan for h, r in zip(hyp_tokens, ref_tokens, strict=True)]
 
 
-def fit_offsets(decode: Callable[[list[float]], list[str]], ref_lines: Iterable[str], counts: Mapping[str, int],
-                target: Sequence[float], rounds: int = 8, step: float = 0.5, min_tokens: int = 20,
-                on_round: Callable[[int, list[float], list[str], list[float]], None] | None = None,
-                score: Callable[[list[str]], float] | None = None) -> tuple[list[float], list[str], list[float]]:
+def fit_offsets(
+    decode: Callable[[list[float]], list[str]],
+    ref_lines: Iterable[str],
+    counts: Mapping[str, int],
+    target: Sequence[float],
+    rounds: int = 8,
+    step: float = 0.5,
+    min_tokens: int = 20,
+    on_round: Callable[[int, list[float], list[str], list[float]], None] | None = None,
+    score: Callable[[list[str]], float] | None = None,
+) -> tuple[list[float], list[str], list[float]]:
     """Fit the bins' offsets so that ``decode``'s output has ``target`` x the reference's tokens in
     every bin.
 
@@ -136,18 +152,32 @@ def model_record(generator: nn.Module, vocab: Vocab, beam_size: int = 1) -> dict
     digest = hashlib.sha256()
     for token, count in zip(vocab.itos, vocab.counts, strict=True):
         digest.update(f"{token}\t{count}\n".encode())
-    return {"kind": "continuous" if getattr(generator, "continuous", False) else "softmax",
-            "tgt_vocab_sha256": digest.hexdigest(), "tgt_words": len(vocab), "beam_size": beam_size}
+    return {
+        "kind": "continuous" if getattr(generator, "continuous", False) else "softmax",
+        "tgt_vocab_sha256": digest.hexdigest(),
+        "tgt_words": len(vocab),
+        "beam_size": beam_size,
+    }
 
 
-def save_offsets(path: str, offsets: Sequence[float], beta: float, target: Sequence[float], source: str,
-                 model: dict[str, Any] | None = None) -> None:
+def save_offsets(
+    path: str,
+    offsets: Sequence[float],
+    beta: float,
+    target: Sequence[float],
+    source: str,
+    model: dict[str, Any] | None = None,
+) -> None:
     """Write the fitted offsets (atomically) with the β they were fitted under and ``model``, the
     :func:`model_record` of the model they were fitted on."""
     data: dict[str, Any] = {
-            "format": FORMAT, "bins": [[n, lo, None if hi == math.inf else hi] for n, lo, hi in FREQ_BINS],
-            "offsets": [round(o, 6) for o in offsets], "decode_prior": beta,
-            "target": [None if math.isnan(t) else t for t in target], "fitted_on": source}
+        "format": FORMAT,
+        "bins": [[n, lo, None if hi == math.inf else hi] for n, lo, hi in FREQ_BINS],
+        "offsets": [round(o, 6) for o in offsets],
+        "decode_prior": beta,
+        "target": [None if math.isnan(t) else t for t in target],
+        "fitted_on": source,
+    }
     if model is not None:
         data["model"] = model
     atomic_write_text(path, json.dumps(data, indent=1) + "\n")
@@ -171,8 +201,9 @@ def load_offsets(path: str, with_model: Literal[False] = False) -> tuple[list[fl
 def load_offsets(path: str, with_model: Literal[True]) -> tuple[list[float], float, dict[str, Any] | None]: ...
 
 
-def load_offsets(path: str, with_model: bool = False
-                 ) -> tuple[list[float], float] | tuple[list[float], float, dict[str, Any] | None]:
+def load_offsets(
+    path: str, with_model: bool = False
+) -> tuple[list[float], float] | tuple[list[float], float, dict[str, Any] | None]:
     """-> (offsets [bins], β) from a file written by :func:`save_offsets`, and with ``with_model``
     its :func:`model_record` as a third item (None in files written before it was recorded);
     UserError otherwise."""
@@ -180,8 +211,9 @@ def load_offsets(path: str, with_model: bool = False
         raise UserError(f"-freq_offsets {path}: no such file (tools/calibrate_offsets.py writes it)")
     what = "not a JSON file written by tools/calibrate_offsets.py"
     if os.path.getsize(path) > MAX_FILE_BYTES:
-        raise UserError(f"-freq_offsets {path}: {what} ({os.path.getsize(path):,} bytes; such a file has a few "
-                        "hundred)")
+        raise UserError(
+            f"-freq_offsets {path}: {what} ({os.path.getsize(path):,} bytes; such a file has a few hundred)"
+        )
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
@@ -192,29 +224,38 @@ def load_offsets(path: str, with_model: bool = False
     except OSError as exc:
         raise UserError(f"-freq_offsets {path}: cannot read ({(exc.strerror or str(exc)).lower()})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise UserError(f"-freq_offsets {path}: expected a file with \"format\": \"{FORMAT}\" "
-                        "(written by tools/calibrate_offsets.py)")
+        raise UserError(
+            f'-freq_offsets {path}: expected a file with "format": "{FORMAT}" (written by tools/calibrate_offsets.py)'
+        )
     bins = [[n, lo, None if hi == math.inf else hi] for n, lo, hi in FREQ_BINS]
     if data.get("bins") != bins:
         raise UserError(f"-freq_offsets {path}: its bins are not this version's {bins}")
     offsets, beta = data.get("offsets"), data.get("decode_prior")
     if not isinstance(offsets, list) or len(offsets) != len(FREQ_BINS) or not all(map(_is_number, offsets)):
-        raise UserError(f"-freq_offsets {path}: \"offsets\" must be {len(FREQ_BINS)} finite numbers within "
-                        f"±{MAX_OFFSET:g}, got {_short(offsets)}")
+        raise UserError(
+            f'-freq_offsets {path}: "offsets" must be {len(FREQ_BINS)} finite numbers within '
+            f"±{MAX_OFFSET:g}, got {_short(offsets)}"
+        )
     if not _is_number(beta, MAX_DECODE_PRIOR):
-        raise UserError(f"-freq_offsets {path}: \"decode_prior\" must be a number within ±{MAX_DECODE_PRIOR:g}, "
-                        f"got {_short(beta)}")
+        raise UserError(
+            f'-freq_offsets {path}: "decode_prior" must be a number within ±{MAX_DECODE_PRIOR:g}, got {_short(beta)}'
+        )
     result = ([float(o) for o in offsets], float(beta))
     if not with_model:
         return result
     model = data.get("model")
-    if model is not None and not (isinstance(model, dict) and model.get("kind") in ("continuous", "softmax")
-                                  and isinstance(model.get("tgt_vocab_sha256"), str)
-                                  and isinstance(model.get("tgt_words"), int)
-                                  and _is_beam(model.get("beam_size", 1))):
-        raise UserError(f"-freq_offsets {path}: \"model\" must record the kind (continuous or softmax), "
-                        f"tgt_vocab_sha256, tgt_words and beam_size of the model and search it was fitted on, got "
-                        f"{_short(model)}")
+    if model is not None and not (
+        isinstance(model, dict)
+        and model.get("kind") in ("continuous", "softmax")
+        and isinstance(model.get("tgt_vocab_sha256"), str)
+        and isinstance(model.get("tgt_words"), int)
+        and _is_beam(model.get("beam_size", 1))
+    ):
+        raise UserError(
+            f'-freq_offsets {path}: "model" must record the kind (continuous or softmax), '
+            f"tgt_vocab_sha256, tgt_words and beam_size of the model and search it was fitted on, got "
+            f"{_short(model)}"
+        )
     return (*result, model)
 
 

@@ -38,8 +38,14 @@ LENGTH_PENALTIES = ("none", "avg", "wu")  # -length_penalty's choices
 DEFAULT_BEAM, DEFAULT_BLOCK = 5, 3
 
 
-def check_number(flag: str, value: object, low: float = -math.inf, high: float = math.inf, integer: bool = False,
-                 expected: str | None = None) -> None:
+def check_number(
+    flag: str,
+    value: object,
+    low: float = -math.inf,
+    high: float = math.inf,
+    integer: bool = False,
+    expected: str | None = None,
+) -> None:
     """UserError unless ``value`` is a finite number (an int where ``integer``) in [low, high].
     ``expected``: the message's description of a good value (default: from the bounds)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and (isinstance(value, int) or not integer):
@@ -55,8 +61,12 @@ def check_number(flag: str, value: object, low: float = -math.inf, high: float =
     raise UserError(f"-{flag} must be {expected}, got {value!r}")
 
 
-def search_defaults(beam_size: int | None = None, block_ngram_repeat: int | None = None, sampling: bool = False,
-                    n_best: int | None = None) -> tuple[int, int]:
+def search_defaults(
+    beam_size: int | None = None,
+    block_ngram_repeat: int | None = None,
+    sampling: bool = False,
+    n_best: int | None = None,
+) -> tuple[int, int]:
     """The beam size and n-gram blocking to use where the caller gave None: DEFAULT_BEAM (at least -n_best) and
     DEFAULT_BLOCK; under random sampling the beam is the number of draws of each sentence: one, or -n_best's."""
     if beam_size is None:
@@ -72,34 +82,56 @@ def sampling_on(topk: int = 0, topp: float = 0.0) -> bool:
     return topk == -1 or (isinstance(topk, int) and topk > 1) or (isinstance(topp, (int, float)) and 0.0 < topp < 1.0)
 
 
-def check_decoding_options(beam_size: int = 1, max_length: int | None = None, max_length_ratio: float = 2.0,
-                           alpha: float = 0.0, decode_prior: float = 0.0, decode_prior_cap: int = 0, csls: int = 0,
-                           block_ngram_repeat: int = 0, freq_offsets: Sequence[float] | None = None,
-                           ann: dict[str, Any] | None = None, length_penalty: str = "avg") -> None:
+def check_decoding_options(
+    beam_size: int = 1,
+    max_length: int | None = None,
+    max_length_ratio: float = 2.0,
+    alpha: float = 0.0,
+    decode_prior: float = 0.0,
+    decode_prior_cap: int = 0,
+    csls: int = 0,
+    block_ngram_repeat: int = 0,
+    freq_offsets: Sequence[float] | None = None,
+    ann: dict[str, Any] | None = None,
+    length_penalty: str = "avg",
+) -> None:
     """Refuse decoding options no search can use (translate.py's names in the messages). The
     checks that need the model (-beam_size and -csls against its vocabulary) are the Translator's."""
     check_number("beam_size", beam_size, 1, integer=True)
     if length_penalty not in LENGTH_PENALTIES:
         raise UserError(f"-length_penalty must be one of {', '.join(LENGTH_PENALTIES)}, got {length_penalty!r}")
     if max_length is not None:
-        check_number("max_length", max_length, 0, MAX_OUTPUT_LENGTH, integer=True,
-                     expected=f"an integer from 0 to {MAX_OUTPUT_LENGTH} (the longest output there is)")
+        check_number(
+            "max_length",
+            max_length,
+            0,
+            MAX_OUTPUT_LENGTH,
+            integer=True,
+            expected=f"an integer from 0 to {MAX_OUTPUT_LENGTH} (the longest output there is)",
+        )
     check_number("max_length_ratio", max_length_ratio, 0)
     check_number("alpha", alpha, 0, MAX_ALPHA)
-    check_number("decode_prior", decode_prior, -MAX_DECODE_PRIOR, MAX_DECODE_PRIOR,
-                 expected=f"a finite number within ±{MAX_DECODE_PRIOR:g} (0: off; useful values are about 0.1 to 1)")
+    check_number(
+        "decode_prior",
+        decode_prior,
+        -MAX_DECODE_PRIOR,
+        MAX_DECODE_PRIOR,
+        expected=f"a finite number within ±{MAX_DECODE_PRIOR:g} (0: off; useful values are about 0.1 to 1)",
+    )
     check_number("decode_prior_cap", decode_prior_cap, 0, integer=True)
     if decode_prior_cap and not decode_prior:
         raise UserError("-decode_prior_cap shapes the prior of -decode_prior BETA: give -decode_prior too")
     if decode_prior_cap and decode_prior_cap < 2:
         raise UserError(f"-decode_prior_cap must be at least 2 training occurrences (0: off), got {decode_prior_cap}")
     check_number("csls", csls, 0, integer=True, expected="at least 0 (0: off), a whole number")
-    check_number("block_ngram_repeat", block_ngram_repeat, 0, integer=True,
-                 expected="0 (off) or a positive n-gram size")
+    check_number(
+        "block_ngram_repeat", block_ngram_repeat, 0, integer=True, expected="0 (off) or a positive n-gram size"
+    )
     if freq_offsets is not None:
         for offset in freq_offsets:
-            check_number("freq_offsets", offset, -MAX_OFFSET, MAX_OFFSET,
-                         expected=f"finite numbers within ±{MAX_OFFSET:g}")
+            check_number(
+                "freq_offsets", offset, -MAX_OFFSET, MAX_OFFSET, expected=f"finite numbers within ±{MAX_OFFSET:g}"
+            )
     if ann is not None:
         for key, low in (("nlist", 1), ("nprobe", 1), ("hnsw_m", 2), ("ef_search", 1)):
             if ann.get(key) is not None:
@@ -112,13 +144,25 @@ def check_options(opt: Namespace, config: DecodingConfig) -> DecodingConfig:
     for name in ("src_lang", "tgt_lang"):  # an unset shell variable: -tgt_lang "$TGT"
         value = getattr(opt, name)
         if value is not None and not value.strip():
-            raise UserError(f"-{name} is empty (an unset shell variable?): give a language code such as en, or "
-                            "leave the flag out")
-    refuse_output_over_inputs({"-output": opt.output, "-log_file": opt.log_file}, {
-        "-model": opt.models, "-src": opt.src, "-tgt": opt.tgt, "-lookup_dict": opt.lookup_dict,
-        "-freq_offsets": opt.freq_offsets, "-tgt_emb_extend": opt.tgt_emb_extend,
-        "-tgt_emb_extend_vocab": opt.tgt_emb_extend_vocab, "-src_bpe_codes": opt.src_bpe_codes,
-        "-src_spm": opt.src_spm, "-tgt_spm": opt.tgt_spm, "-config": opt.config})
+            raise UserError(
+                f"-{name} is empty (an unset shell variable?): give a language code such as en, or leave the flag out"
+            )
+    refuse_output_over_inputs(
+        {"-output": opt.output, "-log_file": opt.log_file},
+        {
+            "-model": opt.models,
+            "-src": opt.src,
+            "-tgt": opt.tgt,
+            "-lookup_dict": opt.lookup_dict,
+            "-freq_offsets": opt.freq_offsets,
+            "-tgt_emb_extend": opt.tgt_emb_extend,
+            "-tgt_emb_extend_vocab": opt.tgt_emb_extend_vocab,
+            "-src_bpe_codes": opt.src_bpe_codes,
+            "-src_spm": opt.src_spm,
+            "-tgt_spm": opt.tgt_spm,
+            "-config": opt.config,
+        },
+    )
     if opt.src == "-" and opt.tgt == "-":
         raise UserError("-src - and -tgt - would both read standard input: give one of them as a file")
     if opt.batch_size < 1 or opt.chunk_size < 1:

@@ -60,6 +60,7 @@ def read_record(path: str) -> tuple[dict[str, Any], Vocab, Vocab]:
     """An export's onmt_cont.json, checked -> (record, source Vocab, target Vocab). Every value has the type
     convert() wrote, and every file it lists still has the sha256 recorded then: an export edited or damaged
     afterwards is a UserError naming the file, not CTranslate2's traceback or silently other output."""
+
     def bad(what: str) -> NoReturn:
         raise UserError(f"-model {path}: not a model onmt_cont_convert wrote ({CONFIG_NAME}: {what})")
 
@@ -77,8 +78,14 @@ def read_record(path: str) -> tuple[dict[str, Any], Vocab, Vocab]:
     if record.get("format") != 1:
         bad(f"format {record.get('format')!r}: this onmt_cont reads format 1")
     types: dict[str, type | tuple[type, ...]] = {
-        "continuous": bool, "lower": bool, "positions": int, "decode_prior": (int, float), "decode_prior_cap": int,
-        "beam_temperature": (int, float), "quantization": str}
+        "continuous": bool,
+        "lower": bool,
+        "positions": int,
+        "decode_prior": (int, float),
+        "decode_prior_cap": int,
+        "beam_temperature": (int, float),
+        "quantization": str,
+    }
     for key, kind in types.items():
         value = record.get(key)
         if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
@@ -103,11 +110,15 @@ def read_record(path: str) -> tuple[dict[str, Any], Vocab, Vocab]:
         try:
             actual = _sha256(os.path.join(path, name))
         except OSError as exc:
-            raise UserError(f"-model {path}: {name}: cannot read it ({(exc.strerror or str(exc)).lower()}): convert "
-                            "the checkpoint again") from None
+            raise UserError(
+                f"-model {path}: {name}: cannot read it ({(exc.strerror or str(exc)).lower()}): convert "
+                "the checkpoint again"
+            ) from None
         if actual != digest:
-            raise UserError(f"-model {path}: {name} was changed or damaged after onmt_cont_convert wrote it (its "
-                            "sha256 is not the one recorded): convert the checkpoint again")
+            raise UserError(
+                f"-model {path}: {name} was changed or damaged after onmt_cont_convert wrote it (its "
+                "sha256 is not the one recorded): convert the checkpoint again"
+            )
     for side, vocab in (("source", src), ("target", tgt)):  # onmt_cont.json's vocabularies are CTranslate2's
         name = f"{side}_vocabulary.json"
         if name in files:
@@ -137,15 +148,36 @@ class Ct2Translator(BaseTranslator):
     every head averaged). ``engine``: CTranslate2's translator of the export; ``record``: the export's
     onmt_cont.json (:func:`read_record`)."""
 
-    def __init__(self, engine: Any, src_vocab: Vocab, tgt_vocab: Vocab, config: DecodingConfig, *,
-                 record: dict[str, Any], lexicon: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        src_vocab: Vocab,
+        tgt_vocab: Vocab,
+        config: DecodingConfig,
+        *,
+        record: dict[str, Any],
+        lexicon: dict[str, str] | None = None,
+    ) -> None:
         self.record = record
-        super().__init__(engine, src_vocab, tgt_vocab, config, lower=bool(record.get("lower")), lexicon=lexicon,
-                         text_record=_from_json(record.get("text")))
+        super().__init__(
+            engine,
+            src_vocab,
+            tgt_vocab,
+            config,
+            lower=bool(record.get("lower")),
+            lexicon=lexicon,
+            text_record=_from_json(record.get("text")),
+        )
 
     @classmethod
-    def from_export(cls, path: str, config: DecodingConfig, device: str | torch.device = "cpu", threads: int = 1,
-                    lexicon: dict[str, str] | None = None) -> Ct2Translator:
+    def from_export(
+        cls,
+        path: str,
+        config: DecodingConfig,
+        device: str | torch.device = "cpu",
+        threads: int = 1,
+        lexicon: dict[str, str] | None = None,
+    ) -> Ct2Translator:
         """The translator of the export ``path``, refusing the options it cannot honour (:func:`check_engine_options`)
         before CTranslate2 loads it. ``threads``: CTranslate2's intra-op threads."""
         config = config.resolved()
@@ -153,11 +185,17 @@ class Ct2Translator(BaseTranslator):
         check_engine_options(dataclasses.asdict(config), record)
         ct2 = _ctranslate2()
         try:
-            engine = ct2.Translator(path, device="cuda" if str(device).startswith("cuda") else "cpu",
-                                    inter_threads=1, intra_threads=max(int(threads or 1), 1))
+            engine = ct2.Translator(
+                path,
+                device="cuda" if str(device).startswith("cuda") else "cpu",
+                inter_threads=1,
+                intra_threads=max(int(threads or 1), 1),
+            )
         except (RuntimeError, ValueError) as exc:  # a damaged model.bin of an export without checksums
-            raise UserError(f"-model {path}: CTranslate2 cannot load it ({printable(str(exc).splitlines()[0])[:200]}): "
-                            "convert the checkpoint again") from None
+            raise UserError(
+                f"-model {path}: CTranslate2 cannot load it ({printable(str(exc).splitlines()[0])[:200]}): "
+                "convert the checkpoint again"
+            ) from None
         return cls(engine, src_vocab, tgt_vocab, config, record=record, lexicon=lexicon)
 
     def _setup(self, config: DecodingConfig) -> None:
@@ -176,22 +214,31 @@ class Ct2Translator(BaseTranslator):
 
     def set_ignore_when_blocking(self, words: Sequence[str]) -> None:
         if words:
-            raise UserError("-ignore_when_blocking: CTranslate2's n-gram blocking has no exceptions: decode the "
-                            "checkpoint (-engine torch)")
+            raise UserError(
+                "-ignore_when_blocking: CTranslate2's n-gram blocking has no exceptions: decode the "
+                "checkpoint (-engine torch)"
+            )
 
-    def translate_batch(self, token_lists: Sequence[Sequence[str]], attention: bool | None = None,
-                        prefixes: Sequence[Sequence[str]] | None = None
-                        ) -> tuple[list[list[str]], list[Tensor | None]]:
+    def translate_batch(
+        self,
+        token_lists: Sequence[Sequence[str]],
+        attention: bool | None = None,
+        prefixes: Sequence[Sequence[str]] | None = None,
+    ) -> tuple[list[list[str]], list[Tensor | None]]:
         if attention is None:
             attention = self.replace_unk or self.report_align or self.attn_debug
         cov_kind, beta = self.coverage
         cov_on = cov_kind != "none" and beta != 0  # -coverage_penalty reads every hypothesis's attention
         longest, positions = max(len(t) for t in token_lists), self.record.get("positions", POSITIONS)
         if longest > positions:
-            raise UserError(f"a source sentence of {longest} tokens: the exported model has position vectors for "
-                            f"{positions}")
-        limits = length_limits(torch.tensor([len(t) for t in token_lists]), self.max_length,
-                               self.max_length_ratio).clamp(max=positions - 1).tolist()
+            raise UserError(
+                f"a source sentence of {longest} tokens: the exported model has position vectors for {positions}"
+            )
+        limits = (
+            length_limits(torch.tensor([len(t) for t in token_lists]), self.max_length, self.max_length_ratio)
+            .clamp(max=positions - 1)
+            .tolist()
+        )
         steps = max(limits)
         unk = self.src_vocab.itos[UNK_ID]
         source = [[unk if self.src_vocab.index(t) == UNK_ID else t for t in toks] for toks in token_lists]
@@ -199,16 +246,26 @@ class Ct2Translator(BaseTranslator):
             # every finished hypothesis: CTranslate2 divides its total by the length with </s>, ours (-length_penalty
             # avg) without it, so they are ranked again below. (Its length penalty 0 would give the totals, but
             # end the search as soon as the best hypothesis ends: a narrower search than ours.)
-            "beam_size": self.beam_size, "num_hypotheses": self.beam_size, "max_decoding_length": steps,
-            "min_decoding_length": max(1, self.min_length), "length_penalty": 1.0,
-            "disable_unk": self.ban_unk, "no_repeat_ngram_size": self.block_ngram_repeat,
-            "return_scores": True, "return_attention": bool(attention) or cov_on, "max_input_length": 0,
+            "beam_size": self.beam_size,
+            "num_hypotheses": self.beam_size,
+            "max_decoding_length": steps,
+            "min_decoding_length": max(1, self.min_length),
+            "length_penalty": 1.0,
+            "disable_unk": self.ban_unk,
+            "no_repeat_ngram_size": self.block_ngram_repeat,
+            "return_scores": True,
+            "return_attention": bool(attention) or cov_on,
+            "max_input_length": 0,
             "return_end_token": False,
         }
         if self.sampler is not None:  # -beam_size K: K independent draws (CTranslate2's num_hypotheses at beam 1)
             topk = self.sampler.topk
-            options.update(sampling_topk=0 if topk == -1 else topk, sampling_topp=self.sampler.topp or 1.0,
-                           sampling_temperature=self.sampler.temp, beam_size=1)
+            options.update(
+                sampling_topk=0 if topk == -1 else topk,
+                sampling_topp=self.sampler.topp or 1.0,
+                sampling_temperature=self.sampler.temp,
+                beam_size=1,
+            )
         if prefixes is not None:
             options["target_prefix"] = [list(p) for p in prefixes]
         if steps == 0:  # -max_length 0: empty lines, as the checkpoint gives (CTranslate2 refuses a length of 0)
@@ -220,8 +277,14 @@ class Ct2Translator(BaseTranslator):
             # CTranslate2 (4.x) returns a wrong first row of attention under beam search over a batch of several
             # sentences (it need not even sum to 1); the first step is the same for every hypothesis of a sentence
             # (its input is <s>), so one greedy step gives the right row
-            first = self.model.translate_batch(source, beam_size=1, max_decoding_length=1, min_decoding_length=1,
-                                             return_attention=True, max_input_length=0)
+            first = self.model.translate_batch(
+                source,
+                beam_size=1,
+                max_decoding_length=1,
+                min_decoding_length=1,
+                return_attention=True,
+                max_input_length=0,
+            )
             first_rows = [torch.tensor(r.attention[0][0], dtype=torch.float32) for r in first]
         outputs: list[list[str]] = []
         attns: list[Tensor | None] = []
@@ -235,7 +298,8 @@ class Ct2Translator(BaseTranslator):
                 attn = None
                 if (attention or cov_on) and result.attention:
                     attn = torch.tensor(result.attention[h][: len(words)], dtype=torch.float32).reshape(
-                        len(words), len(toks))
+                        len(words), len(toks)
+                    )
                     if first_rows is not None and len(words):
                         attn[0] = first_rows[b]
                 ended = len(result.hypotheses[h]) < steps  # with </s> (its length counts it), or cut there
@@ -255,15 +319,15 @@ class Ct2Translator(BaseTranslator):
             attns.append(attn)
             nbest.append([(self._replaced(w, a, toks), s) for w, a, s in hyps])
             aligns.append([alignment(a, len(toks)) for _, a, _ in hyps])
-        self.last_align = [alignment(a, len(t)) for t, a in zip(token_lists, attns, strict=True)] \
-            if self.report_align else None
+        self.last_align = (
+            [alignment(a, len(t)) for t, a in zip(token_lists, attns, strict=True)] if self.report_align else None
+        )
         self.last_nbest = nbest if self.scored else None
         self.last_nbest_align = aligns if self.report_align and self.scored else None
         return outputs, attns
 
     def _replaced(self, words: list[str], attn: Tensor | None, src_tokens: Sequence[str]) -> list[str]:
-        return replace_unk(words, attn, src_tokens, self.lexicon) if self.replace_unk and attn is not None \
-            else words
+        return replace_unk(words, attn, src_tokens, self.lexicon) if self.replace_unk and attn is not None else words
 
 
 # translate.py's options that -engine ctranslate2 cannot honour, with their defaults (given otherwise: refused)
@@ -278,11 +342,15 @@ def resolve_engine(engine: str | None, model: str) -> str:
     if engine is None:
         return "ctranslate2" if export else "torch"
     if engine == "torch" and export:
-        raise UserError(f"-model {model} is a CTranslate2 model (onmt_cont_convert wrote it): decode it with "
-                        "-engine ctranslate2, or give the checkpoint it was converted from")
+        raise UserError(
+            f"-model {model} is a CTranslate2 model (onmt_cont_convert wrote it): decode it with "
+            "-engine ctranslate2, or give the checkpoint it was converted from"
+        )
     if engine == "ctranslate2" and not export:
-        raise UserError(f"-engine ctranslate2 decodes a directory onmt_cont_convert wrote; -model {model} is not one: "
-                        f"convert it first (onmt_cont_convert -model {model} -output DIR)")
+        raise UserError(
+            f"-engine ctranslate2 decodes a directory onmt_cont_convert wrote; -model {model} is not one: "
+            f"convert it first (onmt_cont_convert -model {model} -output DIR)"
+        )
     return engine
 
 
@@ -305,15 +373,23 @@ def check_engine_options(given: Mapping[str, Any], record: Mapping[str, Any] | N
             if same:
                 continue
             shown = "the last decoder layer" if fixed is None else f"decoder layer {fixed}"
-            raise UserError(f"-alignment_layer {value}: this export's attention is {shown} (of {layers}), fixed when "
-                            f"it was converted; convert again with onmt_cont_convert -alignment_layer {value}")
+            raise UserError(
+                f"-alignment_layer {value}: this export's attention is {shown} (of {layers}), fixed when "
+                f"it was converted; convert again with onmt_cont_convert -alignment_layer {value}"
+            )
         if value != default and value != fixed:
-            raise UserError(f"-{name} {value}: a CTranslate2 model's output layer was fixed when it was converted "
-                            f"(-{name} {fixed}); convert again with onmt_cont_convert -{name} {value}")
+            raise UserError(
+                f"-{name} {value}: a CTranslate2 model's output layer was fixed when it was converted "
+                f"(-{name} {fixed}); convert again with onmt_cont_convert -{name} {value}"
+            )
     for name, default in TORCH_ONLY.items():
         if given.get(name, default) not in (default, None, 0, False):
-            raise UserError(f"-{name} needs the checkpoint itself (-engine torch): CTranslate2 decodes the exported "
-                            "output layer as it is")
+            raise UserError(
+                f"-{name} needs the checkpoint itself (-engine torch): CTranslate2 decodes the exported "
+                "output layer as it is"
+            )
     if given.get("length_penalty") == "wu":
-        raise UserError("-length_penalty wu: CTranslate2 normalises by length ** -alpha (-length_penalty avg "
-                        "with alpha 1 is ours), not by Wu et al.'s ((5 + length) / 6) ** alpha")
+        raise UserError(
+            "-length_penalty wu: CTranslate2 normalises by length ** -alpha (-length_penalty avg "
+            "with alpha 1 is ours), not by Wu et al.'s ((5 + length) / 6) ** alpha"
+        )

@@ -36,8 +36,14 @@ class _Decoder:
     def __init__(self, models: list[NMTModel]) -> None:
         self.models = models
 
-    def __call__(self, ids: Tensor, memory: Sequence[Tensor], src_mask: Tensor, state: Sequence[DecoderState],
-                 need_attn: bool = True) -> tuple[_PerMember, Tensor | None, list[DecoderState]]:
+    def __call__(
+        self,
+        ids: Tensor,
+        memory: Sequence[Tensor],
+        src_mask: Tensor,
+        state: Sequence[DecoderState],
+        need_attn: bool = True,
+    ) -> tuple[_PerMember, Tensor | None, list[DecoderState]]:
         outs, attns, states = _PerMember(), [], []
         for model, mem, st in zip(self.models, memory, state, strict=True):
             out, attn, st = model.decoder(ids, mem, src_mask, st, need_attn=need_attn)
@@ -47,8 +53,7 @@ class _Decoder:
         kept = [a for a in attns if a is not None]
         return outs, (torch.stack(kept).mean(0) if kept else None), states
 
-    def reorder_state(self, state: Sequence[DecoderState], index: Tensor, memory: bool = True
-                      ) -> list[DecoderState]:
+    def reorder_state(self, state: Sequence[DecoderState], index: Tensor, memory: bool = True) -> list[DecoderState]:
         return [m.decoder.reorder_state(s, index, memory=memory) for m, s in zip(self.models, state, strict=True)]
 
 

@@ -46,8 +46,10 @@ def stream_chunks(path: str, size: int) -> Iterator[list[str]]:
                 chunk = []
                 continue
             if len(buf) > MAX_STREAM_LINE:
-                raise UserError(f"{path}, line {lineno + 1}: longer than {MAX_STREAM_LINE:,} bytes without a line "
-                                "end: not a sentence per line (a device such as /dev/zero?)")
+                raise UserError(
+                    f"{path}, line {lineno + 1}: longer than {MAX_STREAM_LINE:,} bytes without a line "
+                    "end: not a sentence per line (a device such as /dev/zero?)"
+                )
             data = os.read(fd, 1 << 16)  # waits until something arrives
             if not data:
                 break
@@ -93,8 +95,10 @@ def read_chunks(src_path: str, tgt_path: str | None, size: int) -> Iterator[tupl
         for k, (s, t) in enumerate(block):
             if s is None or t is None:
                 short, long_ = (src_path, tgt_path) if s is None else (tgt_path, src_path)
-                raise UserError(f"{short} ends after line {n + k} but {long_} goes on: -src and -tgt must "
-                                "have the same number of lines")
+                raise UserError(
+                    f"{short} ends after line {n + k} but {long_} goes on: -src and -tgt must "
+                    "have the same number of lines"
+                )
             src_lines.append(s)
             ref_lines.append(t)
         n += len(block)

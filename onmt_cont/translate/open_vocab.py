@@ -79,11 +79,15 @@ def extend_model(model: NMTModel, tgt_vocab: Vocab, words: Sequence[str], vector
             f"table has dimension {gen.table.size(1)}"
         )
     if getattr(gen, "bias", None) is not None:
-        raise UserError("-tgt_emb_extend: this model learned a bias per training word (-word_bias); the added words "
-                        "have none, so it cannot decode over them")
+        raise UserError(
+            "-tgt_emb_extend: this model learned a bias per training word (-word_bias); the added words "
+            "have none, so it cannot decode over them"
+        )
     if gen.trains_table:
-        raise UserError("-tgt_emb_extend: this model trained its target table (-train_table); the added words' "
-                        "pretrained vectors were never trained beside those rows, so it cannot decode over them")
+        raise UserError(
+            "-tgt_emb_extend: this model trained its target table (-train_table); the added words' "
+            "pretrained vectors were never trained beside those rows, so it cannot decode over them"
+        )
     known = set(tgt_vocab.itos)
     new = [i for i, w in enumerate(words) if w not in known]
     extra = normalize_table(vectors[new]).to(gen.table.device)

@@ -16,10 +16,14 @@ from onmt_cont.utils.errors import printable
 _UNTOKENIZED = re.compile(r"\w[.,!?;:)\"]|\w'\w|[(\"]\w")
 
 
-def reference_mismatch(refs: Sequence[str], lower: bool, raw: bool,
-                       hint_raw: str = "give -detokenize -tgt_lang LANG to score a raw reference",
-                       hint_tok: str = "give -tgt_tokenized if it is the model's tokens",
-                       scored: str = "scored") -> str | None:
+def reference_mismatch(
+    refs: Sequence[str],
+    lower: bool,
+    raw: bool,
+    hint_raw: str = "give -detokenize -tgt_lang LANG to score a raw reference",
+    hint_tok: str = "give -tgt_tokenized if it is the model's tokens",
+    scored: str = "scored",
+) -> str | None:
     """A warning when the text does not look like what it is read as, else None: tokenized text
     (``raw`` False) with upper case for a lowercasing model or with punctuation stuck to words; raw
     text whose words are all split from their punctuation. The hints say what to do instead."""
@@ -58,12 +62,16 @@ def unsegmented(lines: Sequence[str], src_vocab: Vocab) -> str | None:
     """A warning when the model reads subword pieces (its source vocabulary holds many subword-nmt
     "@@" or SentencePiece "▁" tokens) but the input holds none of them, else None."""
     words = data_words(src_vocab)
-    for mark, what, flag in (("@@", "subword-nmt pieces", "-src_bpe_codes"), ("\u2581", "SentencePiece pieces",
-                                                                            "-src_spm")):
+    for mark, what, flag in (
+        ("@@", "subword-nmt pieces", "-src_bpe_codes"),
+        ("\u2581", "SentencePiece pieces", "-src_spm"),
+    ):
         if sum(mark in w for w in words) > 0.1 * max(len(words), 1):
             if any(line.strip() for line in lines) and not any(mark in line for line in lines):
-                return (f"the model reads {what}, but the input holds none: give {flag} to cut it, or cut it "
-                        "as the training data was")
+                return (
+                    f"the model reads {what}, but the input holds none: give {flag} to cut it, or cut it "
+                    "as the training data was"
+                )
     return None
 
 
@@ -90,8 +98,12 @@ def log(text: str) -> None:
             f.flush()
         except OSError as exc:  # a full disk: the log stops, the translation goes on (as train.py's)
             LOG_FILES.remove(f)
-            print(f"warning: cannot write the log file {f.name}: {exc.strerror or exc}; it is no longer written "
-                  "(the log goes on on standard error)", file=sys.stderr, flush=True)
+            print(
+                f"warning: cannot write the log file {f.name}: {exc.strerror or exc}; it is no longer written "
+                "(the log goes on on standard error)",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 @contextmanager

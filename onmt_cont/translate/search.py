@@ -71,8 +71,9 @@ def blocked_words(seq: Sequence[int], n: int, ignore: AbstractSet[int] = frozens
     return {seq[i + n - 1] for i in range(len(seq) - n + 1) if seq[i : i + n - 1] == suffix} - ignore
 
 
-def block_repeats(scores: Tensor, prefixes: Sequence[Sequence[int]], n: int,
-                  ignore: AbstractSet[int] = frozenset()) -> Tensor:
+def block_repeats(
+    scores: Tensor, prefixes: Sequence[Sequence[int]], n: int, ignore: AbstractSet[int] = frozenset()
+) -> Tensor:
     """Scores [rows, vocab] with -inf where a row's word would repeat an n-gram of its prefix."""
     for r, seq in enumerate(prefixes):
         words = blocked_words(seq, n, ignore)
@@ -81,9 +82,18 @@ def block_repeats(scores: Tensor, prefixes: Sequence[Sequence[int]], n: int,
     return scores
 
 
-def decode_step(model: SearchModel, last_ids: Tensor, memory_bank: Memory, src_mask: Tensor, state: DecoderState,
-                ban_eos: bool = False, banned: Sequence[int] = BANNED, greedy: bool = False, need_attn: bool = True,
-                clean: bool = True) -> tuple[Tensor, Tensor | None, DecoderState]:
+def decode_step(
+    model: SearchModel,
+    last_ids: Tensor,
+    memory_bank: Memory,
+    src_mask: Tensor,
+    state: DecoderState,
+    ban_eos: bool = False,
+    banned: Sequence[int] = BANNED,
+    greedy: bool = False,
+    need_attn: bool = True,
+    clean: bool = True,
+) -> tuple[Tensor, Tensor | None, DecoderState]:
     """One decoder step. last_ids: [batch] -> scores [batch, vocab], attn [batch, src_len] (None
     without ``need_attn``: a Transformer then skips its attention weights), state.
 
@@ -144,11 +154,21 @@ class Sampler:
 
 
 @torch.no_grad()
-def greedy_search(model: SearchModel, src: Tensor, src_lengths: Tensor, max_lengths: Tensor,
-                  banned: Sequence[int] = BANNED, check_every: int | None = None, block_ngram_repeat: int = 0,
-                  need_attn: bool = True, sampler: Sampler | None = None, prefix: Sequence[Sequence[int]] | None = None,
-                  min_length: int = 0, ignore_when_blocking: AbstractSet[int] = frozenset(),
-                  totals_out: list[float] | None = None) -> tuple[list[list[int]], list[Tensor | None]]:
+def greedy_search(
+    model: SearchModel,
+    src: Tensor,
+    src_lengths: Tensor,
+    max_lengths: Tensor,
+    banned: Sequence[int] = BANNED,
+    check_every: int | None = None,
+    block_ngram_repeat: int = 0,
+    need_attn: bool = True,
+    sampler: Sampler | None = None,
+    prefix: Sequence[Sequence[int]] | None = None,
+    min_length: int = 0,
+    ignore_when_blocking: AbstractSet[int] = frozenset(),
+    totals_out: list[float] | None = None,
+) -> tuple[list[list[int]], list[Tensor | None]]:
     """Batched greedy decoding; the chosen word's embedding feeds the next step.
 
     src: [batch, src_len]; max_lengths: [batch] longest output (without </s>); banned: ids never
@@ -193,9 +213,17 @@ def greedy_search(model: SearchModel, src: Tensor, src_lengths: Tensor, max_leng
         out = torch.full((batch, max(limit, 1)), PAD_ID, dtype=torch.long, device=device)
         out_attn = torch.zeros(batch, max(limit, 1), src.size(1), device=device) if need_attn else None
     for t in range(limit):  # a sentence still going at the limit ends there
-        scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=t < max(min_length, 1),
-                                          banned=banned,
-                                          greedy=sampler is None, need_attn=need_attn)
+        scores, attn, state = decode_step(
+            model,
+            last,
+            memory_bank,
+            src_mask,
+            state,
+            ban_eos=t < max(min_length, 1),
+            banned=banned,
+            greedy=sampler is None,
+            need_attn=need_attn,
+        )
         rows_now: list[int] = rows.tolist() if prefixes is not None else []
         if prefixes is not None:
             scores = block_repeats(scores, [prefixes[b] for b in rows_now], block_ngram_repeat, ignore_when_blocking)
@@ -243,11 +271,24 @@ def greedy_search(model: SearchModel, src: Tensor, src_lengths: Tensor, max_leng
     return out_ids, attns
 
 
-def sample_search(model: SearchModel, src: Tensor, src_lengths: Tensor, max_lengths: Tensor, sampler: Sampler,
-                  draws: int, penalty: str = "avg", alpha: float = 0.0, banned: Sequence[int] = BANNED,
-                  block_ngram_repeat: int = 0, need_attn: bool = True, nbest_out: list[list[Hypothesis]] | None = None,
-                  n_best: int = 1, prefix: Sequence[Sequence[int]] | None = None, min_length: int = 0,
-                  ignore_when_blocking: AbstractSet[int] = frozenset()) -> tuple[list[list[int]], list[Tensor | None]]:
+def sample_search(
+    model: SearchModel,
+    src: Tensor,
+    src_lengths: Tensor,
+    max_lengths: Tensor,
+    sampler: Sampler,
+    draws: int,
+    penalty: str = "avg",
+    alpha: float = 0.0,
+    banned: Sequence[int] = BANNED,
+    block_ngram_repeat: int = 0,
+    need_attn: bool = True,
+    nbest_out: list[list[Hypothesis]] | None = None,
+    n_best: int = 1,
+    prefix: Sequence[Sequence[int]] | None = None,
+    min_length: int = 0,
+    ignore_when_blocking: AbstractSet[int] = frozenset(),
+) -> tuple[list[list[int]], list[Tensor | None]]:
     """Random sampling (:class:`Sampler`): ``draws`` samples of each sentence (translate.py -beam_size under
     sampling, OpenNMT-py's meaning), ranked by log-probability / length penalty; the best is the output, and
     ``nbest_out`` (a list, or None) receives the ``n_best`` best as :func:`beam_search` gives them. One draw
@@ -258,16 +299,28 @@ def sample_search(model: SearchModel, src: Tensor, src_lengths: Tensor, max_leng
         src, src_lengths, max_lengths = src[rows], src_lengths[rows], torch.as_tensor(max_lengths)[rows]
         prefix = None if prefix is None else [p for p in prefix for _ in range(k)]
     totals: list[float] | None = [] if k > 1 or nbest_out is not None else None
-    ids, attns = greedy_search(model, src, src_lengths, max_lengths, banned, block_ngram_repeat=block_ngram_repeat,
-                               need_attn=need_attn, sampler=sampler, prefix=prefix, min_length=min_length,
-                               ignore_when_blocking=ignore_when_blocking, totals_out=totals)
+    ids, attns = greedy_search(
+        model,
+        src,
+        src_lengths,
+        max_lengths,
+        banned,
+        block_ngram_repeat=block_ngram_repeat,
+        need_attn=need_attn,
+        sampler=sampler,
+        prefix=prefix,
+        min_length=min_length,
+        ignore_when_blocking=ignore_when_blocking,
+        totals_out=totals,
+    )
     if totals is None:
         return ids, attns
     out_ids: list[list[int]] = []
     out_attns: list[Tensor | None] = []
     for b in range(0, len(ids), k):
-        ranked: list[Hypothesis] = [(totals[j] / length_penalty(max(len(ids[j]), 1), penalty, alpha), ids[j], attns[j])
-                  for j in range(b, b + k)]
+        ranked: list[Hypothesis] = [
+            (totals[j] / length_penalty(max(len(ids[j]), 1), penalty, alpha), ids[j], attns[j]) for j in range(b, b + k)
+        ]
         ranked.sort(key=lambda d: d[0], reverse=True)  # stable: ties keep the order of the draws
         out_ids.append(ranked[0][1])
         out_attns.append(ranked[0][2])

@@ -77,21 +77,59 @@ def pick(name: str, sampling: bool, beam_size: int) -> str:
 def greedy(t: Any, r: Request) -> tuple[list[list[int]], list[Tensor | None]]:
     if r.nbest_out is not None:  # scores and hypotheses come from beam search's bookkeeping, with the same words
         return beam(t, r)
-    return greedy_search(t.search_model, r.src, r.src_lengths, r.max_lengths, t.banned,
-                         block_ngram_repeat=t.block_ngram_repeat, need_attn=r.need_attn, prefix=r.prefix,
-                         min_length=t.min_length, ignore_when_blocking=t.ignore_when_blocking)
+    return greedy_search(
+        t.search_model,
+        r.src,
+        r.src_lengths,
+        r.max_lengths,
+        t.banned,
+        block_ngram_repeat=t.block_ngram_repeat,
+        need_attn=r.need_attn,
+        prefix=r.prefix,
+        min_length=t.min_length,
+        ignore_when_blocking=t.ignore_when_blocking,
+    )
 
 
 @register_strategy("beam", "beam search of -beam_size hypotheses", True)
 def beam(t: Any, r: Request) -> tuple[list[list[int]], list[Tensor | None]]:
-    return beam_search(t.search_model, r.src, r.src_lengths, r.max_lengths, t.beam_size, t.length_penalty, t.alpha,
-                       t.banned, t.block_ngram_repeat, need_attn=r.need_attn, nbest_out=r.nbest_out,
-                       n_best=t.n_best, prefix=r.prefix, min_length=t.min_length,
-                       ignore_when_blocking=t.ignore_when_blocking, coverage=t.coverage)
+    return beam_search(
+        t.search_model,
+        r.src,
+        r.src_lengths,
+        r.max_lengths,
+        t.beam_size,
+        t.length_penalty,
+        t.alpha,
+        t.banned,
+        t.block_ngram_repeat,
+        need_attn=r.need_attn,
+        nbest_out=r.nbest_out,
+        n_best=t.n_best,
+        prefix=r.prefix,
+        min_length=t.min_length,
+        ignore_when_blocking=t.ignore_when_blocking,
+        coverage=t.coverage,
+    )
 
 
 @register_strategy("sample", "random sampling (-random_sampling_topk/-topp/-temp), -beam_size draws", True)
 def sample(t: Any, r: Request) -> tuple[list[list[int]], list[Tensor | None]]:
-    return sample_search(t.search_model, r.src, r.src_lengths, r.max_lengths, t.sampler, t.beam_size,
-                         t.length_penalty, t.alpha, t.banned, t.block_ngram_repeat, r.need_attn, r.nbest_out,
-                         t.n_best, r.prefix, t.min_length, t.ignore_when_blocking)
+    return sample_search(
+        t.search_model,
+        r.src,
+        r.src_lengths,
+        r.max_lengths,
+        t.sampler,
+        t.beam_size,
+        t.length_penalty,
+        t.alpha,
+        t.banned,
+        t.block_ngram_repeat,
+        r.need_attn,
+        r.nbest_out,
+        t.n_best,
+        r.prefix,
+        t.min_length,
+        t.ignore_when_blocking,
+    )

@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from onmt_cont.evaluate import CorpusBleu
 
 
-def apply_text_record(opt: Namespace, translator: BaseTranslator
-                      ) -> tuple[str | CodesText | None, str | SpmModel | None, str | SpmModel | None, bool]:
+def apply_text_record(
+    opt: Namespace, translator: BaseTranslator
+) -> tuple[str | CodesText | None, str | SpmModel | None, str | SpmModel | None, bool]:
     """A checkpoint that records the raw text its data was made from (preprocess.py -src_lang ...):
     unless -tokenized, or raw-text flags of the user's own, translate.py reads and writes raw text as
     it says, and says so once. -> (the BPE codes for the source: a path, the record's text or None; the source's
@@ -35,27 +36,35 @@ def apply_text_record(opt: Namespace, translator: BaseTranslator
     record = translator.text_record
     if record is None or opt.tokenized or opt.src_lang or opt.src_bpe_codes or opt.src_spm or opt.detokenize:
         tgt_spm = opt.tgt_spm or (None if record is None or opt.tokenized else checked_spm(record, "tgt", opt.model))
-        return (opt.src_bpe_codes, opt.src_spm, tgt_spm,
-                True if record is None else bool(record.get("lower", True)))
+        return (opt.src_bpe_codes, opt.src_spm, tgt_spm, True if record is None else bool(record.get("lower", True)))
     opt.src_lang = record.get("src_lang")
     codes = checked_codes(record, opt.model)
     if record.get("tgt_lang"):
         opt.detokenize, opt.tgt_lang = True, record["tgt_lang"]
-    log(f"{opt.model} records the text it was trained on: {describe_record(record)} (-tokenized: read and write "
-        "its tokens instead)")
-    return ((CodesText(codes, f"{opt.model}'s codes") if codes else None), checked_spm(record, "src", opt.model),
-            opt.tgt_spm or checked_spm(record, "tgt", opt.model), bool(record.get("lower", True)))
+    log(
+        f"{opt.model} records the text it was trained on: {describe_record(record)} (-tokenized: read and write "
+        "its tokens instead)"
+    )
+    return (
+        (CodesText(codes, f"{opt.model}'s codes") if codes else None),
+        checked_spm(record, "src", opt.model),
+        opt.tgt_spm or checked_spm(record, "tgt", opt.model),
+        bool(record.get("lower", True)),
+    )
 
 
-def translate_stream(opt: Namespace, translator: BaseTranslator, src: str, tgt: str | None, n_src: int | None,
-                     done: dict[str, int]) -> None:
+def translate_stream(
+    opt: Namespace, translator: BaseTranslator, src: str, tgt: str | None, n_src: int | None, done: dict[str, int]
+) -> None:
     """Translate ``src`` (a path; -tgt's ``tgt`` or None) into -output with ``translator``, as translate.py's
     options say. ``n_src``: its lines (None for a stream); ``done["lines"]``: the lines translated so far (for
     an interrupt's message)."""
     if opt.tgt_emb_extend:
         added = len(translator.tgt_vocab) - translator.n_train_words
-        log(f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
-            f"+ {added:,} new words")
+        log(
+            f"-tgt_emb_extend {opt.tgt_emb_extend}: {translator.n_train_words:,} training target words "
+            f"+ {added:,} new words"
+        )
     bleu_ctx: AbstractContextManager[CorpusBleu | None] = nullcontext()
     raw_ctx: AbstractContextManager[CorpusBleu | None] = nullcontext()
     ref_ctx: AbstractContextManager[object] = nullcontext()
@@ -72,16 +81,22 @@ def translate_stream(opt: Namespace, translator: BaseTranslator, src: str, tgt: 
         ref_text = ref_ctx if raw_reference else None
 
         def scorer():
-            return evaluate.CorpusBleu(opt.tgt_lang, refs_tokenized=not raw_reference, lowercase=lowercase,
-                                       tokenize_ref=ref_text.encode if raw_reference else None)
+            return evaluate.CorpusBleu(
+                opt.tgt_lang,
+                refs_tokenized=not raw_reference,
+                lowercase=lowercase,
+                tokenize_ref=ref_text.encode if raw_reference else None,
+            )
 
         bleu_ctx = scorer()
         if opt.replace_unk:  # also score the model's own output: how much of the BLEU is the lexicon's
             raw_ctx = scorer()
         if raw_reference:
-            log(f"-tgt {opt.tgt}: raw text (-detokenize): sacreBLEU on the written text"
+            log(
+                f"-tgt {opt.tgt}: raw text (-detokenize): sacreBLEU on the written text"
                 f"{', case-insensitive (the model writes lowercase)' if lowercase else ''}; tokenized BLEU "
-                "against it Moses-tokenized as the model's data (-tgt_tokenized: the reference is tokenized)")
+                "against it Moses-tokenized as the model's data (-tgt_tokenized: the reference is tokenized)"
+            )
     checked = [False]  # the reference's look is checked once, on its first lines
     n_lines, elapsed = 0, 0.0
     bar = progress(desc=f"translating {opt.src}", total=n_src, unit="sent")
@@ -89,8 +104,14 @@ def translate_stream(opt: Namespace, translator: BaseTranslator, src: str, tgt: 
     def on_batch(n: int) -> None:
         bar.update(n)
 
-    text = TextPipeline(opt.src_lang, opt.tgt_lang if opt.detokenize else None, codes, lower=text_lower,
-                        src_spm=src_spm, tgt_spm=tgt_spm)
+    text = TextPipeline(
+        opt.src_lang,
+        opt.tgt_lang if opt.detokenize else None,
+        codes,
+        lower=text_lower,
+        src_spm=src_spm,
+        tgt_spm=tgt_spm,
+    )
     with bar, text, ref_ctx, bleu_ctx as bleu, raw_ctx as raw_bleu, output_file(opt.output) as out:
         text.check_fits(translator.src_vocab, translator.tgt_vocab)  # -src_spm/-tgt_spm the model was trained with
         # islice takes at most sys.maxsize: a larger -chunk_size reads everything at once anyway
@@ -105,10 +126,20 @@ def translate_stream(opt: Namespace, translator: BaseTranslator, src: str, tgt: 
             nbest_align: list[list[str]] | None = [] if opt.report_align and nbest is not None else None
             attn: list[Tensor | None] | None = [] if opt.attn_debug else None
             with torch.no_grad():
-                outputs = translator.translate_lines(lines, opt.batch_size, batch_type=opt.batch_type,
-                                                     lower=translator.lower, on_batch=on_batch, raw=raw, nbest=nbest,
-                                                     prefixes=refs if opt.tgt_prefix else None, align=align,
-                                                     attn=attn, first_line=lines_done + 1, nbest_align=nbest_align)
+                outputs = translator.translate_lines(
+                    lines,
+                    opt.batch_size,
+                    batch_type=opt.batch_type,
+                    lower=translator.lower,
+                    on_batch=on_batch,
+                    raw=raw,
+                    nbest=nbest,
+                    prefixes=refs if opt.tgt_prefix else None,
+                    align=align,
+                    attn=attn,
+                    first_line=lines_done + 1,
+                    nbest_align=nbest_align,
+                )
             lines_done += len(lines)
             elapsed += time.time() - start
             if text.target_pieces:  # a SentencePiece target: words before writing and scoring
@@ -120,8 +151,13 @@ def translate_stream(opt: Namespace, translator: BaseTranslator, src: str, tgt: 
                 raw = [remove_bpe(o) for o in raw] if raw is not None else None
                 nbest = None if nbest is None else [[(remove_bpe(h), sc) for h, sc in hyps] for hyps in nbest]
             if not checked[0] and opt.src_lang is None:  # tokens are expected: does the source look like them?
-                warning = reference_mismatch(raw_lines, lowercase, False, scored="read",
-                                             hint_raw="give -src_lang LANG (and -src_bpe_codes) to read raw text")
+                warning = reference_mismatch(
+                    raw_lines,
+                    lowercase,
+                    False,
+                    scored="read",
+                    hint_raw="give -src_lang LANG (and -src_bpe_codes) to read raw text",
+                )
                 if warning:
                     log(f"warning: -src {opt.src}: {warning}")
             if not checked[0] and codes is None and src_spm is None:  # no pieces are cut here: are they there?
@@ -137,11 +173,16 @@ def translate_stream(opt: Namespace, translator: BaseTranslator, src: str, tgt: 
                 raw_bleu.add(raw, refs)
             if nbest is not None:  # a line per hypothesis: OpenNMT-py's " ||| alignment", then the tab and score
                 aligned: Sequence[Sequence[str | None]] = (
-                    nbest_align if nbest_align is not None else [[None] * len(hyps) for hyps in nbest])
-                out.writelines(text.decode(h) + (f" ||| {a}" if a is not None else "")
-                               + (f"\t{sc:.6f}" if opt.with_score else "") + "\n"
-                               for hyps, hyp_aligns in zip(nbest, aligned, strict=True)
-                               for (h, sc), a in zip(hyps, hyp_aligns, strict=True))
+                    nbest_align if nbest_align is not None else [[None] * len(hyps) for hyps in nbest]
+                )
+                out.writelines(
+                    text.decode(h)
+                    + (f" ||| {a}" if a is not None else "")
+                    + (f"\t{sc:.6f}" if opt.with_score else "")
+                    + "\n"
+                    for hyps, hyp_aligns in zip(nbest, aligned, strict=True)
+                    for (h, sc), a in zip(hyps, hyp_aligns, strict=True)
+                )
             elif align is not None:
                 out.writelines(f"{text.decode(o)} ||| {a}\n" for o, a in zip(outputs, align, strict=True))
             else:
@@ -161,14 +202,20 @@ def translate_stream(opt: Namespace, translator: BaseTranslator, src: str, tgt: 
     where = "standard output" if opt.output == "-" else opt.output
     log(f"translated {n_lines} lines in {elapsed:.1f}s ({n_lines / max(elapsed, 1e-9):.1f} sent/s): wrote {where}")
     if opt.report_time:  # OpenNMT-py's three lines, its wording (words decoded, not subword pieces, per second)
-        log(f"Total translation time (s): {elapsed:.6f}\nAverage translation time (s): "
-            f"{elapsed / max(n_lines, 1):.6f}\nTokens per second: {translator.words_out / max(elapsed, 1e-9):.6f}")
+        log(
+            f"Total translation time (s): {elapsed:.6f}\nAverage translation time (s): "
+            f"{elapsed / max(n_lines, 1):.6f}\nTokens per second: {translator.words_out / max(elapsed, 1e-9):.6f}"
+        )
     share = translator.unk_out / max(translator.words_out, 1)
-    log(f"decoded {translator.words_out} words, {translator.unk_out} of them <unk> ({100 * share:.1f}%)"
-        + (", each replaced (-replace_unk)" if opt.replace_unk else ""))
+    log(
+        f"decoded {translator.words_out} words, {translator.unk_out} of them <unk> ({100 * share:.1f}%)"
+        + (", each replaced (-replace_unk)" if opt.replace_unk else "")
+    )
     if bleu is not None:
         log("\n".join(bleu.report()[0]))
     if raw_bleu is not None:
         detok, tok = raw_bleu.scores()
-        log(f"without -replace_unk (the model's own words, {100 * share:.1f}% <unk>): sacreBLEU {detok:.2f}, "
-            f"tokenized BLEU {tok:.2f}")
+        log(
+            f"without -replace_unk (the model's own words, {100 * share:.1f}% <unk>): sacreBLEU {detok:.2f}, "
+            f"tokenized BLEU {tok:.2f}"
+        )

@@ -42,25 +42,50 @@ class Translator(BaseTranslator):
     here over the final table; ``config.tgt_emb_extend``: open-vocabulary decoding over that table (see
     open_vocab.py). Other options: :class:`BaseTranslator`."""
 
-    def __init__(self, model: NMTModel, src_vocab: Vocab, tgt_vocab: Vocab, config: DecodingConfig, *,
-                 device: str | torch.device = "cpu", lower: bool = False, lexicon: dict[str, str] | None = None,
-                 offsets: Sequence[float] | None = None, text_record: dict[str, Any] | None = None,
-                 train_opt: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        model: NMTModel,
+        src_vocab: Vocab,
+        tgt_vocab: Vocab,
+        config: DecodingConfig,
+        *,
+        device: str | torch.device = "cpu",
+        lower: bool = False,
+        lexicon: dict[str, str] | None = None,
+        offsets: Sequence[float] | None = None,
+        text_record: dict[str, Any] | None = None,
+        train_opt: dict[str, Any] | None = None,
+    ) -> None:
         self.device, self._offsets, self._train_opt = device, offsets, train_opt
         super().__init__(model, src_vocab, tgt_vocab, config, lower=lower, lexicon=lexicon, text_record=text_record)
 
     @classmethod
-    def from_checkpoint(cls, path: str, config: DecodingConfig, device: str | torch.device = "cpu",
-                        lexicon: dict[str, str] | None = None, offsets: Sequence[float] | None = None) -> Translator:
+    def from_checkpoint(
+        cls,
+        path: str,
+        config: DecodingConfig,
+        device: str | torch.device = "cpu",
+        lexicon: dict[str, str] | None = None,
+        offsets: Sequence[float] | None = None,
+    ) -> Translator:
         """The translator of the train.py checkpoint ``path``; its options are checked before it is read."""
         config = config.resolved()
         data = load_checkpoint(path)
         model, _, src_vocab, tgt_vocab = model_from_checkpoint(data, device, path)
         # the raw text the data was made from (preprocess.py), checked: the file may have been edited since
         record = check_text_record(data["vocab"].get("text"), path)
-        return cls(model, src_vocab, tgt_vocab, config, device=device,
-                   lower=bool(data["vocab"].get("lower", False)),  # the training data was lowercased
-                   lexicon=lexicon, offsets=offsets, text_record=record, train_opt=data["opt"])
+        return cls(
+            model,
+            src_vocab,
+            tgt_vocab,
+            config,
+            device=device,
+            lower=bool(data["vocab"].get("lower", False)),  # the training data was lowercased
+            lexicon=lexicon,
+            offsets=offsets,
+            text_record=record,
+            train_opt=data["opt"],
+        )
 
     def _setup(self, config: DecodingConfig) -> None:
         model, offsets, ann = self.model, self._offsets, config.ann
@@ -70,12 +95,16 @@ class Translator(BaseTranslator):
         self.search_model: SearchModel = model
         n_words = len(self.tgt_vocab)
         if csls > max(n_words - 2, 0):  # the K nearest other words (padding left out): there are V - 2
-            raise UserError(f"-csls {csls}: this model's target vocabulary has {n_words} words, so a word has at "
-                            f"most {max(n_words - 2, 0)} neighbours; give a smaller K (the paper: 10)")
+            raise UserError(
+                f"-csls {csls}: this model's target vocabulary has {n_words} words, so a word has at "
+                f"most {max(n_words - 2, 0)} neighbours; give a smaller K (the paper: 10)"
+            )
         if config.alignment_layer is not None:
             if not hasattr(model.decoder, "set_alignment_layer"):
-                raise UserError("-alignment_layer picks a Transformer decoder layer's cross-attention; this model's "
-                                "decoder is an LSTM with a single attention")
+                raise UserError(
+                    "-alignment_layer picks a Transformer decoder layer's cross-attention; this model's "
+                    "decoder is an LSTM with a single attention"
+                )
             try:
                 model.decoder.set_alignment_layer(config.alignment_layer)
             except ValueError as exc:
@@ -119,7 +148,6 @@ class Translator(BaseTranslator):
             base = float(opt.get("temperature") or 0.1) if spec is not None and spec.temperature else 0.1
         gen.set_beam_scale(base * temperature)
 
-
     @property
     def offsets_model(self) -> dict[str, Any]:
         """What a -freq_offsets file must have been fitted on: this model's kind and training vocabulary,
@@ -132,24 +160,34 @@ class Translator(BaseTranslator):
         existed (``record`` None) is accepted with a warning on stderr."""
         mine = self.offsets_model
         if record is None:
-            print(f"warning: -freq_offsets {path} does not say which model it was fitted on (written by an older "
-                  "tools/calibrate_offsets.py): make sure it was fitted on this one", file=sys.stderr)
+            print(
+                f"warning: -freq_offsets {path} does not say which model it was fitted on (written by an older "
+                "tools/calibrate_offsets.py): make sure it was fitted on this one",
+                file=sys.stderr,
+            )
             return
         if record["kind"] != mine["kind"]:
-            raise UserError(f"-freq_offsets {path} was fitted on a {record['kind']} model, and this is a "
-                            f"{mine['kind']} model: fit offsets on this model with tools/calibrate_offsets.py")
+            raise UserError(
+                f"-freq_offsets {path} was fitted on a {record['kind']} model, and this is a "
+                f"{mine['kind']} model: fit offsets on this model with tools/calibrate_offsets.py"
+            )
         if record["tgt_vocab_sha256"] != mine["tgt_vocab_sha256"]:
-            raise UserError(f"-freq_offsets {path} was fitted on a model with another target vocabulary "
-                            f"({record['tgt_words']} words; this model's has {mine['tgt_words']}, or other counts): "
-                            "fit offsets on this model with tools/calibrate_offsets.py")
+            raise UserError(
+                f"-freq_offsets {path} was fitted on a model with another target vocabulary "
+                f"({record['tgt_words']} words; this model's has {mine['tgt_words']}, or other counts): "
+                "fit offsets on this model with tools/calibrate_offsets.py"
+            )
         fitted = record.get("beam_size", 1)
         if fitted != mine["beam_size"]:
+
             def search(k: int) -> str:
                 return "greedy search" if k == 1 else f"beam search (-beam_size {k})"
 
-            raise UserError(f"-freq_offsets {path} was fitted under {search(fitted)}, and this run decodes with "
-                            f"{search(mine['beam_size'])}: the offsets calibrate one search's output, not another's; "
-                            f"fit them under this one (tools/calibrate_offsets.py -beam_size {mine['beam_size']})")
+            raise UserError(
+                f"-freq_offsets {path} was fitted under {search(fitted)}, and this run decodes with "
+                f"{search(mine['beam_size'])}: the offsets calibrate one search's output, not another's; "
+                f"fit them under this one (tools/calibrate_offsets.py -beam_size {mine['beam_size']})"
+            )
 
     def set_freq_offsets(self, offsets: Sequence[float] | None) -> None:
         """Decode from now on with these frequency-bin offsets [bins] (None: none) and the
@@ -157,17 +195,27 @@ class Translator(BaseTranslator):
         decode_prior, decode_prior_cap = self._prior_options
         self._word_choice(decode_prior, 0, None, decode_prior_cap, offsets)
 
-    def _word_choice(self, decode_prior: float, csls: int, tgt_emb_extend: str | None, decode_prior_cap: int = 0,
-                     freq_offsets: Sequence[float] | None = None) -> None:
+    def _word_choice(
+        self,
+        decode_prior: float,
+        csls: int,
+        tgt_emb_extend: str | None,
+        decode_prior_cap: int = 0,
+        freq_offsets: Sequence[float] | None = None,
+    ) -> None:
         """-decode_prior and -csls: continuous models only, over the training vocabulary; -freq_offsets:
         any model (a softmax's log-probabilities plus the offsets)."""
         gen = self.model.generator
-        given = " ".join([f"-{k} {v}" for k, v in (("decode_prior", decode_prior), ("csls", csls)) if v]
-                         + (["-freq_offsets"] if freq_offsets is not None else []))
+        given = " ".join(
+            [f"-{k} {v}" for k, v in (("decode_prior", decode_prior), ("csls", csls)) if v]
+            + (["-freq_offsets"] if freq_offsets is not None else [])
+        )
         if not getattr(gen, "continuous", False):
             if decode_prior or csls or not hasattr(gen, "set_offsets"):
-                raise UserError(f"{given} re-scores a continuous model's nearest-neighbour search; this model has a "
-                                "softmax (its output bias already carries a frequency prior)")
+                raise UserError(
+                    f"{given} re-scores a continuous model's nearest-neighbour search; this model has a "
+                    "softmax (its output bias already carries a frequency prior)"
+                )
             try:  # a softmax model: its log-probabilities plus the offsets (as a baseline)
                 # None (set_freq_offsets(None)): no offsets, as for a continuous model
                 gen.set_offsets(None if freq_offsets is None else offset_vector(self.tgt_vocab, freq_offsets))
@@ -175,14 +223,18 @@ class Translator(BaseTranslator):
                 raise UserError(f"{given}: this checkpoint's {exc}; or retrain with this version") from None
             return
         if tgt_emb_extend:
-            raise UserError(f"{given} does not combine with -tgt_emb_extend: the added words have no training count "
-                            "or bias")
+            raise UserError(
+                f"{given} does not combine with -tgt_emb_extend: the added words have no training count or bias"
+            )
         if decode_prior or freq_offsets is not None:
             try:
                 log_prior = None
                 if decode_prior:
-                    log_prior = (capped_log_prior(self.tgt_vocab, decode_prior_cap) if decode_prior_cap
-                                 else unigram_log_prior(self.tgt_vocab))
+                    log_prior = (
+                        capped_log_prior(self.tgt_vocab, decode_prior_cap)
+                        if decode_prior_cap
+                        else unigram_log_prior(self.tgt_vocab)
+                    )
                 offsets = None if freq_offsets is None else offset_vector(self.tgt_vocab, freq_offsets)
                 gen.set_prior(log_prior, decode_prior, offsets)
             except ValueError as exc:
@@ -198,17 +250,23 @@ class Translator(BaseTranslator):
         (onmt_cont.translate.ensemble): every member must have this model's vocabularies. ``names``:
         the checkpoints, for messages."""
         for other, name in zip(others, names[1:], strict=True):
-            for side, mine, theirs in (("source", self.src_vocab, other.src_vocab),
-                                       ("target", self.tgt_vocab, other.tgt_vocab)):
+            for side, mine, theirs in (
+                ("source", self.src_vocab, other.src_vocab),
+                ("target", self.tgt_vocab, other.tgt_vocab),
+            ):
                 if list(mine.itos) != list(theirs.itos):
-                    raise UserError(f"-model {name}: its {side} vocabulary ({len(theirs)} words) is not that of "
-                                    f"{names[0]} ({len(mine)} words): an ensemble's members share one vocabulary")
+                    raise UserError(
+                        f"-model {name}: its {side} vocabulary ({len(theirs)} words) is not that of "
+                        f"{names[0]} ({len(mine)} words): an ensemble's members share one vocabulary"
+                    )
         self.search_model = Ensemble([self.model] + [o.model for o in others]) if others else self.model
 
-
-    def translate_batch(self, token_lists: Sequence[Sequence[str]], attention: bool | None = None,
-                        prefixes: Sequence[Sequence[str]] | None = None
-                        ) -> tuple[list[list[str]], list[Tensor | None]]:
+    def translate_batch(
+        self,
+        token_lists: Sequence[Sequence[str]],
+        attention: bool | None = None,
+        prefixes: Sequence[Sequence[str]] | None = None,
+    ) -> tuple[list[list[str]], list[Tensor | None]]:
         """token_lists: non-empty source sentences (lists of tokens) -> (outputs, attentions).
         ``attention``: whether to keep each output word's attention over the source (None: only
         where -replace_unk reads it); without it the attentions are None and a Transformer's step
@@ -224,29 +282,42 @@ class Translator(BaseTranslator):
         if prefixes is not None:
             prefix = [self.tgt_vocab.encode(words) for words in prefixes]
         strategy = STRATEGIES[pick(self.search, self.sampler is not None, self.beam_size)]
-        ids, attns = strategy.search(self, Request(batch["src"], batch["src_lengths"], max_lengths, attention, nbest,
-                                                   prefix))
+        ids, attns = strategy.search(
+            self, Request(batch["src"], batch["src_lengths"], max_lengths, attention, nbest, prefix)
+        )
         outputs: list[list[str]] = []
         self.last_raw = []
-        self.last_align = [alignment(attn, len(toks)) for toks, attn in zip(token_lists, attns, strict=True)] \
-            if self.report_align else None
+        self.last_align = (
+            [alignment(attn, len(toks)) for toks, attn in zip(token_lists, attns, strict=True)]
+            if self.report_align
+            else None
+        )
         for toks, seq, attn in zip(token_lists, ids, attns, strict=True):
             self.words_out += len(seq)
             self.unk_out += seq.count(UNK_ID)
             self.last_raw.append(self.tgt_vocab.decode(seq))  # the model's own words, before -replace_unk
             outputs.append(self._words(seq, attn, toks))
         # with n_best: each sentence's hypotheses as (words, score), best first (the first is ``outputs``')
-        self.last_nbest = None if nbest is None else [
-            [(self._words(h_ids, h_attn, toks), score) for score, h_ids, h_attn in hyps]
-            for toks, hyps in zip(token_lists, nbest, strict=True)]
+        self.last_nbest = (
+            None
+            if nbest is None
+            else [
+                [(self._words(h_ids, h_attn, toks), score) for score, h_ids, h_attn in hyps]
+                for toks, hyps in zip(token_lists, nbest, strict=True)
+            ]
+        )
         # -report_align with -n_best / -with_score: each hypothesis's own alignment
-        self.last_nbest_align = None if nbest is None or not self.report_align else [
-            [alignment(h_attn, len(toks)) for _, _, h_attn in hyps]
-            for toks, hyps in zip(token_lists, nbest, strict=True)]
+        self.last_nbest_align = (
+            None
+            if nbest is None or not self.report_align
+            else [
+                [alignment(h_attn, len(toks)) for _, _, h_attn in hyps]
+                for toks, hyps in zip(token_lists, nbest, strict=True)
+            ]
+        )
         return outputs, attns
 
     def _words(self, ids: list[int], attn: Tensor | None, src_tokens: Sequence[str]) -> list[str]:
         """A hypothesis's words, ``<unk>`` replaced through its attention where -replace_unk asks."""
         words = self.tgt_vocab.decode(ids)
         return replace_unk(words, attn, src_tokens, self.lexicon) if self.replace_unk else words
-

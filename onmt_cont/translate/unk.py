@@ -66,8 +66,9 @@ def best_source_position(weights: Sequence[float], src_tokens: Sequence[str]) ->
     return order[0] if order else None
 
 
-def replace_unk(out_tokens: Sequence[str], attn: Tensor | None, src_tokens: Sequence[str],
-                lexicon: Mapping[str, str] | None = None) -> list[str]:
+def replace_unk(
+    out_tokens: Sequence[str], attn: Tensor | None, src_tokens: Sequence[str], lexicon: Mapping[str, str] | None = None
+) -> list[str]:
     """out_tokens: output words; attn: [len(out_tokens), >= len(src_tokens)] weights; returns
     the words with every ``<unk>`` replaced (no ``<unk>`` is left while the source is non-empty). ``attn`` may be
     None where the output has no ``<unk>``."""

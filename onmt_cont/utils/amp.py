@@ -62,8 +62,17 @@ def cpu_isa_note():
 
 # oneDNN's ISA caps (ONEDNN_MAX_CPU_ISA) at which its bfloat16 products run on the CPU's bfloat16 dot products;
 # below them (AVX2, AVX512_CORE, ...) a bfloat16 product is converted and runs 2-6x slower than float32
-BF16_ISAS = {"AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX10_1_512", "AVX512_CORE_AMX", "AVX10_1_512_AMX",
-             "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16", "ALL", "DEFAULT"}
+BF16_ISAS = {
+    "AVX512_CORE_BF16",
+    "AVX512_CORE_FP16",
+    "AVX10_1_512",
+    "AVX512_CORE_AMX",
+    "AVX10_1_512_AMX",
+    "AVX512_CORE_AMX_FP16",
+    "AVX10_1_512_AMX_FP16",
+    "ALL",
+    "DEFAULT",
+}
 
 
 def fast_bf16_cpu():
@@ -126,8 +135,10 @@ def avoid_per_shape_attention(device, dtype):
     if device.type != "cuda" or dtype is None or not torch.backends.cuda.cudnn_sdp_enabled():
         return None
     torch.backends.cuda.enable_cudnn_sdp(False)
-    return ("-amp: cuDNN's attention is switched off (it builds a plan for every new batch shape, about 0.5 s "
-            "each on an H100); attention runs PyTorch's memory-efficient kernels")
+    return (
+        "-amp: cuDNN's attention is switched off (it builds a plan for every new batch shape, about 0.5 s "
+        "each on an H100); attention runs PyTorch's memory-efficient kernels"
+    )
 
 
 def require_autocast(forward, loss_fn, device, dtype, flag="-amp"):
@@ -145,6 +156,5 @@ def require_autocast(forward, loss_fn, device, dtype, flag="-amp"):
             "on a GPU with -gpu"
         )
     raise UserError(
-        f"{flag}: {device} cannot run {what} in {name} under autocast ({error}); drop {flag}, or try another "
-        "-amp_dtype"
+        f"{flag}: {device} cannot run {what} in {name} under autocast ({error}); drop {flag}, or try another -amp_dtype"
     )

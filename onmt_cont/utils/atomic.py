@@ -62,8 +62,9 @@ def atomic_path(path):
     directory = os.path.dirname(os.path.abspath(target))
     prefix = f".tmp-{os.getpid()}-"
     try:
-        fd, tmp = tempfile.mkstemp(prefix=prefix, suffix="-" + _temp_tail(os.path.basename(target), directory, prefix),
-                                   dir=directory)
+        fd, tmp = tempfile.mkstemp(
+            prefix=prefix, suffix="-" + _temp_tail(os.path.basename(target), directory, prefix), dir=directory
+        )
     except OSError as exc:
         raise _write_error(path, exc) from None
     os.close(fd)
@@ -101,8 +102,10 @@ def _temp_tail(name, directory, prefix):
 
 def _write_error(path, exc):
     reason = (exc.strerror or str(exc)).lower()
-    return UserError(f"cannot write {path}: {reason} (nothing was written; an earlier {os.path.basename(path)}, "
-                     "if any, is unchanged)")
+    return UserError(
+        f"cannot write {path}: {reason} (nothing was written; an earlier {os.path.basename(path)}, "
+        "if any, is unchanged)"
+    )
 
 
 def _fsync(path):

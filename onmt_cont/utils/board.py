@@ -50,8 +50,10 @@ class Board:
 
     def _stop(self, exc):
         """One warning; no further writes."""
-        self.warn(f"warning: -tensorboard_log_dir {self.log_dir}: cannot write ({(exc.strerror or str(exc)).lower()}); "
-                  "the TensorBoard scalars are no longer written (training goes on)")
+        self.warn(
+            f"warning: -tensorboard_log_dir {self.log_dir}: cannot write ({(exc.strerror or str(exc)).lower()}); "
+            "the TensorBoard scalars are no longer written (training goes on)"
+        )
         if self.file is not None:
             try:
                 self.file.close()
@@ -62,11 +64,13 @@ class Board:
     def add(self, group, values, step):
         if self.writer is None:
             return
-        value = [self.summary_pb2.Summary.Value(tag=f"{group}/{name}", simple_value=float(v))
-                 for name, v in values.items()]
+        value = [
+            self.summary_pb2.Summary.Value(tag=f"{group}/{name}", simple_value=float(v)) for name, v in values.items()
+        ]
         try:
-            self._write(self.event_pb2.Event(wall_time=time.time(), step=step,
-                                             summary=self.summary_pb2.Summary(value=value)))
+            self._write(
+                self.event_pb2.Event(wall_time=time.time(), step=step, summary=self.summary_pb2.Summary(value=value))
+            )
             self.file.flush()  # a report or a validation: seldom enough to go to disk at once
         except OSError as exc:
             self._stop(exc)

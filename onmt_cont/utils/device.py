@@ -12,8 +12,9 @@ def gpu_option(text):
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a CUDA device id (0, 1, ...; -1 for the CPU), "
-                                         f"got {text!r}") from None
+        raise argparse.ArgumentTypeError(
+            f"expected a CUDA device id (0, 1, ...; -1 for the CPU), got {text!r}"
+        ) from None
     return None if value < 0 else value
 
 
@@ -38,8 +39,10 @@ def check_device(device):
         raise UserError(f"device must be 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
     if parsed.type == "cuda":
         if not torch.cuda.is_available():
-            raise UserError(f"device {device!r}: CUDA is not available on this machine (this PyTorch: "
-                            f"{torch.__version__}); use device 'cpu'")
+            raise UserError(
+                f"device {device!r}: CUDA is not available on this machine (this PyTorch: "
+                f"{torch.__version__}); use device 'cpu'"
+            )
         if parsed.index is not None and parsed.index >= torch.cuda.device_count():
             raise UserError(f"device {device!r}: only {torch.cuda.device_count()} CUDA device(s)")
     elif parsed.type != "cpu":

@@ -11,8 +11,13 @@ from onmt_cont.utils.errors import UserError
 
 
 def _kind(mode):
-    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory")):
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a directory"),
+    ):
         if test(mode):
             return name
     return "not a regular file"
@@ -98,8 +103,9 @@ def decode_line(path, lineno, raw):
     except UnicodeDecodeError as exc:
         raise UserError(f"{path}, line {lineno}: invalid UTF-8 ({exc.reason} at byte {exc.start})") from None
     if "\x00" in line:  # UTF-16 without a byte-order mark, or a binary file
-        raise UserError(f"{path}, line {lineno}: a NUL byte (at byte {raw.index(0)}): not UTF-8 text "
-                        "(UTF-16? save it as UTF-8)")
+        raise UserError(
+            f"{path}, line {lineno}: a NUL byte (at byte {raw.index(0)}): not UTF-8 text (UTF-16? save it as UTF-8)"
+        )
     return drop_invisible(line.rstrip("\r\n"))  # a byte-order mark at the start (Notepad) goes with the others
 
 
@@ -108,8 +114,11 @@ def decode_line(path, lineno, raw):
 # word joiner are dropped; a zero-width space (U+200B), a word break, is read as a space. The zero-width (non-)joiner
 # (U+200C/D) stays: it is part of words in Persian, Indic scripts and emoji.
 _INVISIBLE = re.compile("[\u00ad\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff]")
-_INVISIBLE_MAP = {0x200B: " ", **{ord(c): None for c in "\u00ad\u200e\u200f\u2060\ufeff"},
-                  **{c: None for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))}}
+_INVISIBLE_MAP = {
+    0x200B: " ",
+    **{ord(c): None for c in "\u00ad\u200e\u200f\u2060\ufeff"},
+    **{c: None for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))},
+}
 
 
 def drop_invisible(line):

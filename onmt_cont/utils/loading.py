@@ -38,6 +38,8 @@ def _why_unloadable(path, exc):
             return "truncated or corrupt torch.save file: its zip directory is missing"
         return "not a torch.save file"
     if isinstance(exc, pickle.UnpicklingError):
-        return ("it holds Python objects other than tensors and plain data; refused without unpickling them, "
-                "since unpickling can run code")
+        return (
+            "it holds Python objects other than tensors and plain data; refused without unpickling them, "
+            "since unpickling can run code"
+        )
     return f"corrupt torch.save file: {type(exc).__name__}"

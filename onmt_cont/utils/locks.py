@@ -33,8 +33,10 @@ def _open_locked(path, prefix, what):
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(fd)
-            raise UserError(f"{what} {prefix}: another run (PID {holder}) is writing this prefix now ({path} is "
-                            f"locked): wait for it to end, or give another {what}; nothing was written") from None
+            raise UserError(
+                f"{what} {prefix}: another run (PID {holder}) is writing this prefix now ({path} is "
+                f"locked): wait for it to end, or give another {what}; nothing was written"
+            ) from None
         except OSError:  # no locks on this file system
             os.close(fd)
             return None

@@ -21,12 +21,12 @@ def finite_float(text):
     except (TypeError, ValueError):
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
     if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}"
-                                         + (" (beyond the float range)" if not _is_inf_text(text) else ""))
+        raise argparse.ArgumentTypeError(
+            f"expected a finite number, got {text!r}" + (" (beyond the float range)" if not _is_inf_text(text) else "")
+        )
     mantissa = re.split(r"[eE]", str(text).strip(), maxsplit=1)[0]
     if value == 0.0 and _NONZERO_DIGIT.search(mantissa):
-        raise argparse.ArgumentTypeError(f"{text!r} is too small for a float: it would be 0.0 "
-                                         "(write 0 if you mean 0)")
+        raise argparse.ArgumentTypeError(f"{text!r} is too small for a float: it would be 0.0 (write 0 if you mean 0)")
     return value
 
 

@@ -19,8 +19,9 @@ class Prefix:
         """Is ``path`` one of this prefix's files (by name, after resolving both)?"""
         directory, base = os.path.split(_resolved(self.path))
         other_dir, other = os.path.split(_resolved(path))
-        return (other_dir == directory and other.startswith(base)
-                and self.pattern.fullmatch(other[len(base):]) is not None)
+        return (
+            other_dir == directory and other.startswith(base) and self.pattern.fullmatch(other[len(base) :]) is not None
+        )
 
     def existing(self):
         """This prefix's files that exist now."""
@@ -29,8 +30,11 @@ class Prefix:
             names = os.listdir(directory or ".")
         except OSError:
             return []
-        return [os.path.join(directory, n) for n in sorted(names)
-                if n.startswith(base) and self.pattern.fullmatch(n[len(base):])]
+        return [
+            os.path.join(directory, n)
+            for n in sorted(names)
+            if n.startswith(base) and self.pattern.fullmatch(n[len(base) :])
+        ]
 
 
 def _resolved(path):
@@ -68,7 +72,7 @@ def refuse_output_over_inputs(outputs, inputs):
     outs = _entries(outputs)
     ins = [(flag, v, "reads") for flag, v in _entries(inputs)]
     for i, (oflag, out) in enumerate(outs):
-        for iflag, other, role in ins + [(f, v, "writes too") for f, v in outs[i + 1:]]:
+        for iflag, other, role in ins + [(f, v, "writes too") for f, v in outs[i + 1 :]]:
             if _clash(out, other):
                 if isinstance(out, Prefix):
                     what = f"{oflag} {out.path}: its files would replace {iflag} {_shown(other)}"

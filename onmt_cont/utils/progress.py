@@ -13,8 +13,17 @@ from tqdm import tqdm
 def progress(iterable=None, desc=None, total=None, unit="it"):
     """A tqdm bar over ``iterable`` (or a manual one, ``.update(n)``, when None) on stderr, off when
     stderr is not a terminal. ``total`` None shows a count and a rate but no ETA."""
-    return tqdm(iterable, desc=desc, total=total, unit=unit, unit_scale=True, file=sys.stderr, disable=None,
-                leave=False, dynamic_ncols=True)
+    return tqdm(
+        iterable,
+        desc=desc,
+        total=total,
+        unit=unit,
+        unit_scale=True,
+        file=sys.stderr,
+        disable=None,
+        leave=False,
+        dynamic_ncols=True,
+    )
 
 
 def write(message):

@@ -18,10 +18,12 @@ import torch
 
 from onmt_cont.utils.errors import UserError
 
-HELP = ("torch intra-op threads. Default: OMP_NUM_THREADS when it is set (torchrun sets 1 per process), else "
-        "the machine's cores divided among the processes torchrun starts on it (LOCAL_WORLD_SIZE). On a shared "
-        "machine give each job its share: PyTorch's threads stall when another process holds a core "
-        "(docs/benchmarks.md). 0: PyTorch's own default (one per core)")
+HELP = (
+    "torch intra-op threads. Default: OMP_NUM_THREADS when it is set (torchrun sets 1 per process), else "
+    "the machine's cores divided among the processes torchrun starts on it (LOCAL_WORLD_SIZE). On a shared "
+    "machine give each job its share: PyTorch's threads stall when another process holds a core "
+    "(docs/benchmarks.md). 0: PyTorch's own default (one per core)"
+)
 
 MAX_REQUEST = 1024  # -threads: more would only start threads the machine cannot run (and 10^5 fail to start)
 

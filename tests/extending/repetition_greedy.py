@@ -25,8 +25,9 @@ def penalised_greedy(t: Any, r: Request) -> tuple[list[list[int]], list[Tensor |
     attns: list[list[Tensor]] = [[] for _ in range(batch)]
     done = [False] * batch
     for step in range(int(r.max_lengths.max()) if batch else 0):
-        scores, attn, state = decode_step(model, last, memory_bank, src_mask, state, ban_eos=step == 0,
-                                          banned=t.banned, need_attn=r.need_attn)
+        scores, attn, state = decode_step(
+            model, last, memory_bank, src_mask, state, ban_eos=step == 0, banned=t.banned, need_attn=r.need_attn
+        )
         for b, words in enumerate(out):
             if words:
                 scores[b, words] -= PENALTY

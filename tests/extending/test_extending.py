@@ -64,23 +64,40 @@ def test_a_registered_loss_encoder_and_search_train_and_translate(added, data, t
     # with no penalty the strategy is greedy search; with a prohibitive one no sentence repeats a word
     example = added["repetition_greedy"]
     monkeypatch.setattr(example, "PENALTY", 0.0)
-    assert onmt_cont.load(checkpoint, search="penalised_greedy", block_ngram_repeat=0, tokenized=True).translate(
-        src) == plain
+    assert (
+        onmt_cont.load(checkpoint, search="penalised_greedy", block_ngram_repeat=0, tokenized=True).translate(src)
+        == plain
+    )
     monkeypatch.setattr(example, "PENALTY", 1e9)
     (tmp_path / "src.txt").write_text("\n".join(src) + "\n", encoding="utf-8")
-    translate.main(["-model", checkpoint, "-src", str(tmp_path / "src.txt"), "-output", str(tmp_path / "out.txt"),
-                    "-search", "penalised_greedy", "-block_ngram_repeat", "0"])
+    translate.main(
+        [
+            "-model",
+            checkpoint,
+            "-src",
+            str(tmp_path / "src.txt"),
+            "-output",
+            str(tmp_path / "out.txt"),
+            "-search",
+            "penalised_greedy",
+            "-block_ngram_repeat",
+            "0",
+        ]
+    )
     out = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
     assert len(out) == len(src) and all(out)
     assert all(len(set(line.split())) == len(line.split()) for line in out), out
 
 
-@pytest.mark.parametrize("flags,needle", [
-    (["-search", "nowhere"], "-search nowhere: not a decoding strategy; choose auto, greedy, beam, sample"),
-    (["-search", "sample"], "-search sample draws each word"),
-    (["-search", "greedy", "-beam_size", "5"], "-search greedy keeps one hypothesis"),
-    (["-search", "beam", "-random_sampling_topk", "5"], "-search beam does not draw words"),
-])
+@pytest.mark.parametrize(
+    "flags,needle",
+    [
+        (["-search", "nowhere"], "-search nowhere: not a decoding strategy; choose auto, greedy, beam, sample"),
+        (["-search", "sample"], "-search sample draws each word"),
+        (["-search", "greedy", "-beam_size", "5"], "-search greedy keeps one hypothesis"),
+        (["-search", "beam", "-random_sampling_topk", "5"], "-search beam does not draw words"),
+    ],
+)
 def test_search_names_what_it_cannot_do(tmp_path, capsys, flags, needle):
     from onmt_cont.translate.config import DecodingConfig
     from onmt_cont.translate.options import decoding_config, parse_options

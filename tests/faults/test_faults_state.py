@@ -43,8 +43,14 @@ def sample(tmp_path_factory):
     model_dir = d / "model"
     model_dir.mkdir()
     train.main(kr.train_args(data_args, str(model_dir / "m"), steps=6) + ["-save_checkpoint_steps", "3"])
-    return {"dir": d, "args": data_args, "data": data_args[1], "emb": data_args[3], "model": model_dir / "m_last.pt",
-            "src": d / "data" / "valid.fr"}
+    return {
+        "dir": d,
+        "args": data_args,
+        "data": data_args[1],
+        "emb": data_args[3],
+        "model": model_dir / "m_last.pt",
+        "src": d / "data" / "valid.fr",
+    }
 
 
 def exits_2(capsys, main, argv, *needles):
@@ -77,8 +83,9 @@ def test_sigkill_then_resume_matches_uninterrupted(sample, tmp_path):
     ref = tmp_path / "ref"
     ref.mkdir()
     train.main(kr.train_args(sample["args"], str(ref / "m"), steps=steps))  # in-process, one thread (conftest)
-    records = kr.run_killed(sample["args"], str(tmp_path / "killed"), kills=2, seed=3, steps=steps,
-                            log=lambda line: None, fork=True)
+    records = kr.run_killed(
+        sample["args"], str(tmp_path / "killed"), kills=2, seed=3, steps=steps, log=lambda line: None, fork=True
+    )
     assert len(records) == 2
     assert all(r["loadable"] >= 1 for r in records)
     in_write = [r for r in records if r["where"].startswith("inside checkpoint write")]
@@ -94,8 +101,13 @@ def test_validation_does_not_change_training(sample, tmp_path, loss):
     runs = {}
     for every in ("4", "1000"):
         (tmp_path / every).mkdir()
-        argv = kr.train_args(sample["args"], str(tmp_path / every / "m"), loss=loss, steps=12,
-                             extra=["-valid_steps", every, "-save_checkpoint_steps", "12"])
+        argv = kr.train_args(
+            sample["args"],
+            str(tmp_path / every / "m"),
+            loss=loss,
+            steps=12,
+            extra=["-valid_steps", every, "-save_checkpoint_steps", "12"],
+        )
         runs[every] = train.main(argv)
     a, b = (load_checkpoint(str(tmp_path / every / "m_step_12.pt")) for every in ("4", "1000"))
     for key in ("model", "optim", "rng"):
@@ -116,8 +128,17 @@ def test_kill_resume_forks_only_where_safe(tmp_path, monkeypatch):
 
 def test_checkpoint_holds_everything_resume_needs(sample):
     ckpt = torch.load(sample["model"], weights_only=True)
-    assert set(ckpt["progress"]) == {"step", "epoch", "shard", "batch", "best_score", "bad_validations",
-                                     "valid_metric", "recent_scores", "best_window"}
+    assert set(ckpt["progress"]) == {
+        "step",
+        "epoch",
+        "shard",
+        "batch",
+        "best_score",
+        "bad_validations",
+        "valid_metric",
+        "recent_scores",
+        "best_window",
+    }
     assert ckpt["progress"]["step"] == 6 and ckpt["progress"]["best_score"] is not None
     assert set(ckpt["rng"]) == {"torch", "cuda", "python"}
     random.setstate(ckpt["rng"]["python"])  # what train.py -train_from does with it
@@ -147,8 +168,11 @@ def test_stale_temporary_files_of_a_dead_writer_are_removed(sample, tmp_path):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     try:
-        names = [f".tmp-{dead.pid}-abcd1234-m_step_3.pt", f".tmp-{live.pid}-abcd1234-m_step_4.pt",
-                 f".tmp-{dead.pid}-abcd1234-other_step_3.pt"]
+        names = [
+            f".tmp-{dead.pid}-abcd1234-m_step_3.pt",
+            f".tmp-{live.pid}-abcd1234-m_step_4.pt",
+            f".tmp-{dead.pid}-abcd1234-other_step_3.pt",
+        ]
         for name in names:
             (tmp_path / name).write_bytes(b"PK\x03\x04half")
         train.main(kr.train_args(sample["args"], str(tmp_path / "m"), steps=1))
@@ -216,8 +240,13 @@ def test_disk_full_during_training(sample, tmp_path, capsys, monkeypatch):
     resuming from the newest then reaches the same end as an uninterrupted run."""
     args = kr.train_args(sample["args"], str(tmp_path / "m"), steps=6)
     enospc_on_save(monkeypatch, fail_at=3)
-    exits_2(capsys, train.main, args, f"cannot write {tmp_path / 'm_step_3.pt'}: no space left on device",
-            "m_step_3.pt, if any, is unchanged")
+    exits_2(
+        capsys,
+        train.main,
+        args,
+        f"cannot write {tmp_path / 'm_step_3.pt'}: no space left on device",
+        "m_step_3.pt, if any, is unchanged",
+    )
     assert sorted(f for f in os.listdir(tmp_path)) == ["m_step_1.pt", "m_step_2.pt"]
     monkeypatch.undo()
     assert newest_checkpoint(str(tmp_path / "m")) == str(tmp_path / "m_step_2.pt")
@@ -249,8 +278,12 @@ def test_disk_full_writing_translations(sample, tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(atomic_mod, "open", full_open, raising=False)
     monkeypatch.setattr(files_module, "open", full_open, raising=False)  # it streams into the temp file
-    exits_2(capsys, translate.main, ["-model", str(sample["model"]), "-src", str(sample["src"]), "-output", str(out)],
-            f"cannot write {out}: no space left on device")
+    exits_2(
+        capsys,
+        translate.main,
+        ["-model", str(sample["model"]), "-src", str(sample["src"]), "-output", str(out)],
+        f"cannot write {out}: no space left on device",
+    )
     assert out.read_text(encoding="utf-8") == "an earlier translation\n"
     assert temp_files(tmp_path) == []
 
@@ -259,9 +292,21 @@ def test_disk_full_writing_translations(sample, tmp_path, capsys, monkeypatch):
 def test_disk_full_in_preprocess(sample, tmp_path, capsys, monkeypatch, fail_at):
     """Shard 1 of 2 or the valid shard: nothing of the run is left (no shard, vocabulary or tmp dir)."""
     d = Path(sample["data"]).parent
-    argv = ["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"), "-valid_src", str(d / "valid.fr"),
-            "-valid_tgt", str(d / "valid.en"), "-save_data", str(tmp_path / "p"), "-shard_size", "150",
-            "-shuffle"]
+    argv = [
+        "-train_src",
+        str(d / "train.fr"),
+        "-train_tgt",
+        str(d / "train.en"),
+        "-valid_src",
+        str(d / "valid.fr"),
+        "-valid_tgt",
+        str(d / "valid.en"),
+        "-save_data",
+        str(tmp_path / "p"),
+        "-shard_size",
+        "150",
+        "-shuffle",
+    ]
     enospc_on_save(monkeypatch, fail_at)
     which = "p.train.0.pt" if fail_at == 1 else "p.train.1.pt"
     exits_2(capsys, preprocess.main, argv, f"cannot write {tmp_path / which}: no space left on device")
@@ -270,9 +315,19 @@ def test_disk_full_in_preprocess(sample, tmp_path, capsys, monkeypatch, fail_at)
 
 def test_disk_full_in_embeddings_to_torch(sample, tmp_path, capsys, monkeypatch):
     enospc_on_save(monkeypatch, fail_at=1)
-    exits_2(capsys, embeddings_to_torch.main, ["-emb_file_dec", str(ROOT / "data" / "en.vec.gz"), "-dict_file",
-                                               sample["data"] + ".vocab.pt", "-output_file", str(tmp_path / "e")],
-            f"cannot write {tmp_path / 'e.dec.pt'}: no space left on device")
+    exits_2(
+        capsys,
+        embeddings_to_torch.main,
+        [
+            "-emb_file_dec",
+            str(ROOT / "data" / "en.vec.gz"),
+            "-dict_file",
+            sample["data"] + ".vocab.pt",
+            "-output_file",
+            str(tmp_path / "e"),
+        ],
+        f"cannot write {tmp_path / 'e.dec.pt'}: no space left on device",
+    )
     assert os.listdir(tmp_path) == []
 
 
@@ -282,14 +337,27 @@ def test_disk_full_on_the_second_table_keeps_the_earlier_outputs(sample, tmp_pat
     message's "nothing was written" is true (before: e.dec.pt and its missing list were the new run's,
     e.enc.pt the old one's, next to "nothing was written")."""
     vec = str(ROOT / "data" / "en.vec.gz")
-    args = ["-emb_file_dec", vec, "-emb_file_enc", vec, "-dict_file", sample["data"] + ".vocab.pt",
-            "-output_file", str(tmp_path / "e")]
+    args = [
+        "-emb_file_dec",
+        vec,
+        "-emb_file_enc",
+        vec,
+        "-dict_file",
+        sample["data"] + ".vocab.pt",
+        "-output_file",
+        str(tmp_path / "e"),
+    ]
     names = ["e.dec.missing.txt", "e.dec.pt", "e.enc.missing.txt", "e.enc.pt"]
     for name in names:
         (tmp_path / name).write_text("earlier run\n", encoding="utf-8")
     enospc_on_save(monkeypatch, fail_at=2)
-    exits_2(capsys, embeddings_to_torch.main, args, f"cannot write {tmp_path / 'e.enc.pt'}: no space left on device",
-            "nothing was written")
+    exits_2(
+        capsys,
+        embeddings_to_torch.main,
+        args,
+        f"cannot write {tmp_path / 'e.enc.pt'}: no space left on device",
+        "nothing was written",
+    )
     assert sorted(os.listdir(tmp_path)) == names
     assert all((tmp_path / name).read_text(encoding="utf-8") == "earlier run\n" for name in names)
 
@@ -363,15 +431,30 @@ def test_disk_full_on_a_real_small_filesystem(sample, tmp_path):
     args = {
         "train": kr.train_args(sample["args"], "UNUSED", steps=3),
         "translate": ["-model", str(sample["model"]), "-src", str(short_src), "-max_length", "5"],
-        "preprocess": ["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"), "-valid_src",
-                       str(d / "valid.fr"), "-valid_tgt", str(d / "valid.en")],
+        "preprocess": [
+            "-train_src",
+            str(d / "train.fr"),
+            "-train_tgt",
+            str(d / "train.en"),
+            "-valid_src",
+            str(d / "valid.fr"),
+            "-valid_tgt",
+            str(d / "valid.en"),
+        ],
     }
     del args["train"][args["train"].index("-save_model") : args["train"].index("UNUSED") + 1]
     sizes = {"train": f"{(size * 3 // 2) // 4096 * 4096}", "translate": "4k", "preprocess": "4k"}
-    proc = subprocess.run([unshare, "-r", "-m", sys.executable, "-c", REAL_FS_CHILD,
-                           json.dumps([args, str(tmp_path), sizes])], capture_output=True, text=True, cwd=ROOT,
-                          env=dict(os.environ, OMP_NUM_THREADS="1",  # keep a PYTHONPATH that holds the packages
-                                   PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))))
+    proc = subprocess.run(
+        [unshare, "-r", "-m", sys.executable, "-c", REAL_FS_CHILD, json.dumps([args, str(tmp_path), sizes])],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=dict(
+            os.environ,
+            OMP_NUM_THREADS="1",  # keep a PYTHONPATH that holds the packages
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        ),
+    )
     assert proc.returncode == 0, proc.stderr
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     for name in ("train", "translate", "preprocess"):
@@ -434,8 +517,18 @@ def bad_file(kind, sample, tmp_path):
     raise AssertionError(kind)
 
 
-BAD_KINDS = ["truncated", "empty", "random_bytes", "text", "vocab", "shard", "table", "newer_format", "pickled_code",
-             "directory"]
+BAD_KINDS = [
+    "truncated",
+    "empty",
+    "random_bytes",
+    "text",
+    "vocab",
+    "shard",
+    "table",
+    "newer_format",
+    "pickled_code",
+    "directory",
+]
 
 
 @pytest.mark.parametrize("kind", BAD_KINDS)
@@ -445,10 +538,20 @@ def test_bad_checkpoint_refused(sample, tmp_path, capsys, kind):
     path, reason = bad_file(kind, sample, tmp_path)
     out = tmp_path / "out"
     out.mkdir()
-    exits_2(capsys, train.main, kr.train_args(sample["args"], str(out / "m"), steps=2) + ["-train_from", str(path)],
-            str(path), reason)
-    exits_2(capsys, translate.main, ["-model", str(path), "-src", str(sample["src"]), "-output", str(out / "o.txt")],
-            str(path), reason)
+    exits_2(
+        capsys,
+        train.main,
+        kr.train_args(sample["args"], str(out / "m"), steps=2) + ["-train_from", str(path)],
+        str(path),
+        reason,
+    )
+    exits_2(
+        capsys,
+        translate.main,
+        ["-model", str(path), "-src", str(sample["src"]), "-output", str(out / "o.txt")],
+        str(path),
+        reason,
+    )
     assert os.listdir(out) == []
     assert not (tmp_path / "MARKER").exists()
 
@@ -459,9 +562,13 @@ def test_checkpoint_given_as_table_or_vocabulary(sample, tmp_path, capsys):
     args = kr.train_args(sample["args"], str(tmp_path / "m"), steps=2)
     args[args.index("-tgt_emb") + 1] = ckpt
     exits_2(capsys, train.main, args, f"-tgt_emb {ckpt}", "embeddings_to_torch.py")
-    exits_2(capsys, embeddings_to_torch.main, ["-emb_file_dec", str(ROOT / "data" / "en.vec.gz"), "-dict_file", ckpt,
-                                               "-output_file", str(tmp_path / "e")],
-            ckpt, "not a vocabulary file written by preprocess.py")
+    exits_2(
+        capsys,
+        embeddings_to_torch.main,
+        ["-emb_file_dec", str(ROOT / "data" / "en.vec.gz"), "-dict_file", ckpt, "-output_file", str(tmp_path / "e")],
+        ckpt,
+        "not a vocabulary file written by preprocess.py",
+    )
     args = kr.train_args(sample["args"], str(tmp_path / "m"), steps=2)
     args[args.index("-data") + 1] = ckpt
     exits_2(capsys, train.main, args, f"-data {ckpt}", "prefix")
@@ -471,8 +578,20 @@ def test_checkpoint_given_as_table_or_vocabulary(sample, tmp_path, capsys):
 def test_pickled_code_refused_by_every_loader(sample, tmp_path, capsys):
     """The same file as vocabulary (-dict_file), as a shard and as -tgt_emb: never unpickled."""
     path, reason = bad_file("pickled_code", sample, tmp_path)
-    exits_2(capsys, embeddings_to_torch.main, ["-emb_file_dec", str(ROOT / "data" / "en.vec.gz"), "-dict_file",
-                                               str(path), "-output_file", str(tmp_path / "e")], str(path), reason)
+    exits_2(
+        capsys,
+        embeddings_to_torch.main,
+        [
+            "-emb_file_dec",
+            str(ROOT / "data" / "en.vec.gz"),
+            "-dict_file",
+            str(path),
+            "-output_file",
+            str(tmp_path / "e"),
+        ],
+        str(path),
+        reason,
+    )
     args = kr.train_args(sample["args"], str(tmp_path / "m"), steps=2)
     args[args.index("-tgt_emb") + 1] = str(path)
     exits_2(capsys, train.main, args, str(path), reason)
@@ -492,8 +611,10 @@ def test_every_torch_load_is_weights_only():
                 continue
             func = ast.unparse(node.func)
             kwargs = {k.arg: ast.unparse(k.value) for k in node.keywords}
-            if func.endswith(("torch.load", "pickle.load", "pickle.loads", "Unpickler")) or \
-                    kwargs.get("allow_pickle") == "True":
+            if (
+                func.endswith(("torch.load", "pickle.load", "pickle.loads", "Unpickler"))
+                or kwargs.get("allow_pickle") == "True"
+            ):
                 found.append((path.relative_to(ROOT).as_posix(), func, kwargs.get("weights_only")))
     assert found == [("onmt_cont/utils/loading.py", "torch.load", "True")], found
 
@@ -529,12 +650,14 @@ def test_torchrun_restarts_resume_from_the_newest_checkpoint(tmp_path, monkeypat
     script = tmp_path / "skewed_ranks.py"
     script.write_text(SKEWED_RANKS.format(root=str(ROOT)))
     train_py, real_cmd = os.path.join(kr.ROOT, "train.py"), kr.torchrun_cmd
-    monkeypatch.setattr(kr, "torchrun_cmd", lambda *a, **k: [str(script) if c == train_py else c
-                                                              for c in real_cmd(*a, **k)])
+    monkeypatch.setattr(
+        kr, "torchrun_cmd", lambda *a, **k: [str(script) if c == train_py else c for c in real_cmd(*a, **k)]
+    )
     data_args = kr.prepare_data(str(tmp_path / "data"), n_train=120, n_valid=20)
     kr.run_torchrun(data_args, str(tmp_path / "ref"), steps=14)
-    records, resumed = kr.run_torchrun(data_args, str(tmp_path / "killed"), steps=14, kills=3, seed=2,
-                                       log=lambda line: None)
+    records, resumed = kr.run_torchrun(
+        data_args, str(tmp_path / "killed"), steps=14, kills=3, seed=2, log=lambda line: None
+    )
     assert len(records) == 3 and "inside a checkpoint write" in records[2]["where"]
     # rank 0 may still finish a checkpoint after a kill of rank 1, before torchrun stops it
     assert len(resumed) == 3 and all(r >= rec["newest_step"] > 0 for r, rec in zip(resumed, records, strict=True))
@@ -571,13 +694,18 @@ def test_compare_reports_every_difference(sample, tmp_path):
 
     first = next(iter(load_checkpoint(str(ref / "m_step_3.pt"))["model"]))
     diffs = changed("model", lambda m: one_ulp(m[first]))
-    assert len(diffs) == 1 and diffs[0].startswith("m_step_3.pt: model differs (largest |difference| ") \
-        and diffs[0].endswith(f" in {first})"), diffs
+    assert (
+        len(diffs) == 1
+        and diffs[0].startswith("m_step_3.pt: model differs (largest |difference| ")
+        and diffs[0].endswith(f" in {first})")
+    ), diffs
     assert changed("optim", lambda o: one_ulp(o["state"][0]["exp_avg"])) == ["m_step_3.pt: optim differs"]
     assert changed("progress", lambda p: p.update(step=p["step"] + 1)) == ["m_step_3.pt: progress differs"]
     assert changed("rng", lambda r: r["torch"].__setitem__(-1, r["torch"][-1] ^ 1)) == ["m_step_3.pt: rng differs"]
     gone = copy("gone")
     os.remove(gone / "m_step_6.pt")
     (gone / ".tmp-m_step_6.pt").write_bytes(b"half a checkpoint")
-    assert kr.compare(str(ref), str(gone)) == [f"files differ: {names} vs {[n for n in names if n != 'm_step_6.pt']}",
-                                               "temporary files left: ['.tmp-m_step_6.pt']"]
+    assert kr.compare(str(ref), str(gone)) == [
+        f"files differ: {names} vs {[n for n in names if n != 'm_step_6.pt']}",
+        "temporary files left: ['.tmp-m_step_6.pt']",
+    ]

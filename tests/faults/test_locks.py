@@ -54,8 +54,18 @@ def test_a_second_training_on_a_prefix_in_use_is_refused(data, tmp_path, capsys)
 
 def test_a_second_preprocess_on_a_prefix_in_use_is_refused(data, tmp_path, capsys):
     d = data["dir"]
-    args = ["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"), "-valid_src", str(d / "valid.fr"),
-            "-valid_tgt", str(d / "valid.en"), "-save_data", str(tmp_path / "p")]
+    args = [
+        "-train_src",
+        str(d / "train.fr"),
+        "-train_tgt",
+        str(d / "train.en"),
+        "-valid_src",
+        str(d / "valid.fr"),
+        "-valid_tgt",
+        str(d / "valid.en"),
+        "-save_data",
+        str(tmp_path / "p"),
+    ]
     p = holder(tmp_path / "p")
     try:
         with pytest.raises(SystemExit) as exc:
@@ -71,8 +81,7 @@ def test_a_second_preprocess_on_a_prefix_in_use_is_refused(data, tmp_path, capsy
 
 
 def test_a_killed_runs_lock_file_does_not_stop_the_next(data, tmp_path):
-    p = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "m")], stdout=subprocess.PIPE, text=True,
-                         cwd=ROOT)
+    p = subprocess.Popen([sys.executable, "-c", HOLD, str(tmp_path / "m")], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     assert p.stdout.readline().strip() == "held"
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
@@ -84,8 +93,9 @@ def test_a_killed_runs_lock_file_does_not_stop_the_next(data, tmp_path):
 def test_two_trainings_started_together_one_runs(data, tmp_path):
     """Two train.py processes on one -save_model at the same moment: one trains, the other exits 2."""
     cmd = [sys.executable, str(ROOT / "train.py"), *argv(data, tmp_path, loss="cosine", epochs="3", threads="1")]
-    procs = [subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
-             for _ in range(2)]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT) for _ in range(2)
+    ]
     deadline = time.time() + 300
     results = [(p.wait(max(1, deadline - time.time())), p.stderr.read()) for p in procs]
     codes = sorted(code for code, _ in results)
@@ -97,8 +107,21 @@ def test_two_trainings_started_together_one_runs(data, tmp_path):
 
 
 def _prep(d, prefix, *extra):
-    preprocess.main(["-train_src", str(d / "train.fr"), "-train_tgt", str(d / "train.en"), "-valid_src",
-                     str(d / "valid.fr"), "-valid_tgt", str(d / "valid.en"), "-save_data", str(prefix), *extra])
+    preprocess.main(
+        [
+            "-train_src",
+            str(d / "train.fr"),
+            "-train_tgt",
+            str(d / "train.en"),
+            "-valid_src",
+            str(d / "valid.fr"),
+            "-valid_tgt",
+            str(d / "valid.en"),
+            "-save_data",
+            str(prefix),
+            *extra,
+        ]
+    )
 
 
 def test_train_refuses_the_shards_of_two_preprocess_runs(data, tmp_path, capsys):

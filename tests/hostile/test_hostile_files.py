@@ -29,14 +29,57 @@ LINES = ["Un chien court.", "Une femme lit."]
 def models(tmp_path_factory):
     """A tiny softmax Transformer on raw fr -> en text (its checkpoint records the text) and its export."""
     d = tmp_path_factory.mktemp("hostile_files")
-    preprocess.main(["-train_src", str(RAW / "train.fr"), "-train_tgt", str(RAW / "train.en"), "-valid_src",
-                     str(RAW / "valid.fr"), "-valid_tgt", str(RAW / "valid.en"), "-save_data", str(d / "raw"),
-                     "-src_lang", "fr", "-tgt_lang", "en"])
+    preprocess.main(
+        [
+            "-train_src",
+            str(RAW / "train.fr"),
+            "-train_tgt",
+            str(RAW / "train.en"),
+            "-valid_src",
+            str(RAW / "valid.fr"),
+            "-valid_tgt",
+            str(RAW / "valid.en"),
+            "-save_data",
+            str(d / "raw"),
+            "-src_lang",
+            "fr",
+            "-tgt_lang",
+            "en",
+        ]
+    )
     saved = torch.get_num_threads()
-    train.main(["-data", str(d / "raw"), "-save_model", str(d / "m"), "-encoder_type", "transformer",
-                "-decoder_type", "transformer", "-rnn_size", "32", "-word_vec_size", "32", "-heads", "2", "-layers",
-                "1", "-transformer_ff", "64", "-loss", "ce", "-train_steps", "10", "-valid_steps", "100", "-threads",
-                "1", "-batch_size", "32"])
+    train.main(
+        [
+            "-data",
+            str(d / "raw"),
+            "-save_model",
+            str(d / "m"),
+            "-encoder_type",
+            "transformer",
+            "-decoder_type",
+            "transformer",
+            "-rnn_size",
+            "32",
+            "-word_vec_size",
+            "32",
+            "-heads",
+            "2",
+            "-layers",
+            "1",
+            "-transformer_ff",
+            "64",
+            "-loss",
+            "ce",
+            "-train_steps",
+            "10",
+            "-valid_steps",
+            "100",
+            "-threads",
+            "1",
+            "-batch_size",
+            "32",
+        ]
+    )
     torch.set_num_threads(saved)
     convert_cli.main(["-model", str(d / "m_last.pt"), "-output", str(d / "m_ct2")])
     return d
@@ -48,39 +91,57 @@ def _edit_json(name, fn):
         record = json.loads(path.read_text(encoding="utf-8"))
         fn(record)
         path.write_text(json.dumps(record), encoding="utf-8")
+
     return edit
 
 
 EXPORT_EDITS = {
-    "model.bin truncated": (lambda d: (d / "model.bin").write_bytes((d / "model.bin").read_bytes()[:1000]),
-                            "model.bin was changed or damaged after onmt_cont_convert wrote it"),
+    "model.bin truncated": (
+        lambda d: (d / "model.bin").write_bytes((d / "model.bin").read_bytes()[:1000]),
+        "model.bin was changed or damaged after onmt_cont_convert wrote it",
+    ),
     "model.bin empty": (lambda d: (d / "model.bin").write_bytes(b""), "model.bin was changed or damaged"),
     "config.json not JSON": (lambda d: (d / "config.json").write_text("nope"), "config.json was changed or damaged"),
-    "target_vocabulary.json cut": (lambda d: (d / "target_vocabulary.json").write_text('["<blank>"]'),
-                                   "target_vocabulary.json was changed or damaged"),
-    "source_vocabulary.json removed": (lambda d: (d / "source_vocabulary.json").unlink(),
-                                       "source_vocabulary.json: cannot read it (no such file or directory)"),
+    "target_vocabulary.json cut": (
+        lambda d: (d / "target_vocabulary.json").write_text('["<blank>"]'),
+        "target_vocabulary.json was changed or damaged",
+    ),
+    "source_vocabulary.json removed": (
+        lambda d: (d / "source_vocabulary.json").unlink(),
+        "source_vocabulary.json: cannot read it (no such file or directory)",
+    ),
     "onmt_cont.json a list": (lambda d: (d / "onmt_cont.json").write_text("[1]"), "expected a mapping, got list"),
-    "positions a string": (_edit_json("onmt_cont.json", lambda r: r.update(positions="2048")),
-                           "positions is '2048'"),
+    "positions a string": (_edit_json("onmt_cont.json", lambda r: r.update(positions="2048")), "positions is '2048'"),
     "positions 0": (_edit_json("onmt_cont.json", lambda r: r.update(positions=0)), "positions must be at least 1"),
     "lower a string": (_edit_json("onmt_cont.json", lambda r: r.update(lower="no")), "lower is 'no'"),
-    "decoder_layers a string": (_edit_json("onmt_cont.json", lambda r: r.update(decoder_layers="2")),
-                                "decoder_layers is '2'"),
+    "decoder_layers a string": (
+        _edit_json("onmt_cont.json", lambda r: r.update(decoder_layers="2")),
+        "decoder_layers is '2'",
+    ),
     "format 2": (_edit_json("onmt_cont.json", lambda r: r.update(format=2)), "format 2: this onmt_cont reads format 1"),
-    "an unknown criterion": (_edit_json("onmt_cont.json", lambda r: r.update(continuous=True, criterion="nope")),
-                             "criterion 'nope': expected one of vmf, l2"),
+    "an unknown criterion": (
+        _edit_json("onmt_cont.json", lambda r: r.update(continuous=True, criterion="nope")),
+        "criterion 'nope': expected one of vmf, l2",
+    ),
     "source vocabulary cut in onmt_cont.json": (
-        _edit_json("onmt_cont.json", lambda r: r["src_vocab"].update(tokens=r["src_vocab"]["tokens"][:10],
-                                                                    counts=r["src_vocab"]["counts"][:10])),
-        "its source vocabulary is not source_vocabulary.json's"),
-    "text record's language a number": (_edit_json("onmt_cont.json", lambda r: r["text"].update(src_lang=5)),
-                                        "its raw-text record is damaged (src_lang is 5, not a language code)"),
-    "text record a string": (_edit_json("onmt_cont.json", lambda r: r.update(text="fr")),
-                             "its raw-text record is damaged (expected a mapping, got str)"),
+        _edit_json(
+            "onmt_cont.json",
+            lambda r: r["src_vocab"].update(tokens=r["src_vocab"]["tokens"][:10], counts=r["src_vocab"]["counts"][:10]),
+        ),
+        "its source vocabulary is not source_vocabulary.json's",
+    ),
+    "text record's language a number": (
+        _edit_json("onmt_cont.json", lambda r: r["text"].update(src_lang=5)),
+        "its raw-text record is damaged (src_lang is 5, not a language code)",
+    ),
+    "text record a string": (
+        _edit_json("onmt_cont.json", lambda r: r.update(text="fr")),
+        "its raw-text record is damaged (expected a mapping, got str)",
+    ),
     "text record's language an escape sequence": (
         _edit_json("onmt_cont.json", lambda r: r["text"].update(tgt_lang="\x1b[31mred")),
-        "tgt_lang is '\\x1b[31mred', not a language code"),
+        "tgt_lang is '\\x1b[31mred', not a language code",
+    ),
 }
 
 
@@ -95,8 +156,13 @@ def test_an_export_edited_after_conversion_is_refused_in_one_line(models, tmp_pa
     with pytest.raises(UserError) as err:
         onmt_cont.load(str(export))
     assert needle in str(err.value)
-    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-model", str(export), "-threads", "1"],
-                         input="\n".join(LINES) + "\n", capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "translate.py"), "-model", str(export), "-threads", "1"],
+        input="\n".join(LINES) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and "Traceback" not in res.stderr and not res.stdout
     assert "\x1b" not in res.stderr  # shown escaped
 
@@ -110,8 +176,10 @@ RECORD_EDITS = {
     "record without a language": (lambda t: t.clear() or t.update(x=1), "no language"),
     "lower a string": (lambda t: t.update(lower="yes"), "lower must be true or false"),
     "moses a list": (lambda t: t.update(moses=[1]), "moses a mapping"),
-    "SentencePiece entry a string": (lambda t: t.update(src_spm="x.model"),
-                                     "src_spm is not an embedded SentencePiece model"),
+    "SentencePiece entry a string": (
+        lambda t: t.update(src_spm="x.model"),
+        "src_spm is not an embedded SentencePiece model",
+    ),
     "language an escape sequence": (lambda t: t.update(tgt_lang="e\x1b[2Jn"), "tgt_lang is 'e\\x1b[2Jn'"),
 }
 
@@ -133,8 +201,13 @@ def test_names_from_a_checkpoint_reach_the_terminal_escaped(models, tmp_path):
     ckpt = torch.load(models / "m_last.pt", weights_only=True)
     ckpt["vocab"]["text"]["src_bpe"] = {"codes": "a b\n", "sha256": _sha("a b\n"), "file": "\x1b]0;pwned\x07codes"}
     torch.save(ckpt, tmp_path / "m.pt")
-    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-model", str(tmp_path / "m.pt"), "-threads",
-                          "1"], input="\n".join(LINES) + "\n", capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "translate.py"), "-model", str(tmp_path / "m.pt"), "-threads", "1"],
+        input="\n".join(LINES) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 0 and "\x1b" not in res.stderr and "\\x1b]0;pwned\\x07codes" in res.stderr
     assert printable("a\x1b[2Jb\u202ec\td\n") == "a\\x1b[2Jb\\u202ec\td\n"
 
@@ -154,9 +227,24 @@ def test_seeds_and_booleans_have_one_rule_in_both_engines(models, engine):
             onmt_cont.load(path, **{name: value})
     with onmt_cont.load(path) as m, pytest.raises(UserError, match="with_score takes True or False"):
         m.translate(LINES, with_score="yes")
-    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-model", path, "-threads", "1",
-                          "-random_sampling_topk", "5", "-seed", str(2**70)], input="a\n", capture_output=True,
-                         text=True, timeout=120)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "translate.py"),
+            "-model",
+            path,
+            "-threads",
+            "1",
+            "-random_sampling_topk",
+            "5",
+            "-seed",
+            str(2**70),
+        ],
+        input="a\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and "Traceback" not in res.stderr
 
 
@@ -164,40 +252,62 @@ def test_seeds_and_booleans_have_one_rule_in_both_engines(models, engine):
 def test_writers_on_a_full_device_say_so_in_one_line(models, tmp_path):
     """translate.py -output, build_lexicon.py -output, onmt_cont_release and calibrate_offsets.py onto /dev/full
     ended in OSError tracebacks; translate.py -log_file /dev/full too (train.py's log already went on without)."""
+
     def run(*args):
-        return subprocess.run([sys.executable, *map(str, args)], input="\n".join(LINES) + "\n", capture_output=True,
-                              text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, *map(str, args)],
+            input="\n".join(LINES) + "\n",
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
 
     src = tmp_path / "src.txt"
     src.write_text("un chien .\n", encoding="utf-8")
-    for args in ([ROOT / "translate.py", "-model", models / "m_last.pt", "-threads", "1", "-output", "/dev/full"],
-                 [ROOT / "translate.py", "-model", models / "m_ct2", "-threads", "1", "-output", "/dev/full"],
-                 [ROOT / "onmt_cont" / "bin" / "release.py", "-model", models / "m_last.pt", "-output", "/dev/full"],
-                 [ROOT / "build_lexicon.py", "-src", RAW.parent / "train.fr", "-tgt", RAW.parent / "train.en",
-                  "-output", "/dev/full"]):
+    for args in (
+        [ROOT / "translate.py", "-model", models / "m_last.pt", "-threads", "1", "-output", "/dev/full"],
+        [ROOT / "translate.py", "-model", models / "m_ct2", "-threads", "1", "-output", "/dev/full"],
+        [ROOT / "onmt_cont" / "bin" / "release.py", "-model", models / "m_last.pt", "-output", "/dev/full"],
+        [
+            ROOT / "build_lexicon.py",
+            "-src",
+            RAW.parent / "train.fr",
+            "-tgt",
+            RAW.parent / "train.en",
+            "-output",
+            "/dev/full",
+        ],
+    ):
         res = run(*args)
         assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-800:]
         assert res.stderr.strip().splitlines()[-1] == "error: cannot write /dev/full: no space left on device"
     res = run(ROOT / "translate.py", "-model", models / "m_last.pt", "-threads", "1", "-log_file", "/dev/full")
     assert res.returncode == 0 and len(res.stdout.splitlines()) == 2
-    assert "warning: cannot write the log file /dev/full: No space left on device; it is no longer written" \
-        in res.stderr
+    assert (
+        "warning: cannot write the log file /dev/full: No space left on device; it is no longer written" in res.stderr
+    )
 
 
-@pytest.mark.parametrize("entry, needle", [
-    ({"on_timeout": 5}, "\"on_timeout\" \"unload\" or \"to_cpu\""),
-    ({"name": [1]}, "\"name\" must be a string"),
-    ({"timeout": math.nan}, "\"timeout\" must be a number of seconds, or -1 (never), got nan"),
-    ({"timeout": -5}, "\"timeout\" must be a number of seconds, or -1 (never), got -5"),
-    ({"load": "no"}, "\"load\" must be true or false, got 'no'"),
-    ({"opt": {"beam_size": "5"}}, "beam_size and batch_size must be whole numbers, at least 1, got '5' and 32"),
-])
+@pytest.mark.parametrize(
+    "entry, needle",
+    [
+        ({"on_timeout": 5}, '"on_timeout" "unload" or "to_cpu"'),
+        ({"name": [1]}, '"name" must be a string'),
+        ({"timeout": math.nan}, '"timeout" must be a number of seconds, or -1 (never), got nan'),
+        ({"timeout": -5}, '"timeout" must be a number of seconds, or -1 (never), got -5'),
+        ({"load": "no"}, "\"load\" must be true or false, got 'no'"),
+        ({"opt": {"beam_size": "5"}}, "beam_size and batch_size must be whole numbers, at least 1, got '5' and 32"),
+    ],
+)
 def test_server_configuration_values_of_the_wrong_type(models, tmp_path, entry, needle):
     """A wrong "on_timeout", "name" or "timeout" (NaN, -5) was taken, "load": "no" loaded the model, and
     "beam_size": "5" was refused as "got 5"."""
     conf = tmp_path / "conf.json"
-    conf.write_text(json.dumps({"models": [{"id": 1, "model": str(models / "m_last.pt"), **entry}]}),
-                    encoding="utf-8")
-    res = subprocess.run([sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config", str(conf),
-                          "-port", "0"], capture_output=True, text=True, timeout=120)
+    conf.write_text(json.dumps({"models": [{"id": 1, "model": str(models / "m_last.pt"), **entry}]}), encoding="utf-8")
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config", str(conf), "-port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and needle in res.stderr and res.stderr.count("\n") == 1, res.stderr

@@ -22,8 +22,9 @@ def tiny(tmp_path_factory):
 
     d = tmp_path_factory.mktemp("tiny")
     src, tgt = corpus()
-    files = pp_files(d, "\n".join(src) + "\n", "\n".join(tgt) + "\n", "\n".join(src[:4]) + "\n",
-                     "\n".join(tgt[:4]) + "\n")
+    files = pp_files(
+        d, "\n".join(src) + "\n", "\n".join(tgt) + "\n", "\n".join(src[:4]) + "\n", "\n".join(tgt[:4]) + "\n"
+    )
     preprocess.main(pp_argv(files))
     prefix = files["-save_data"]
     _, tgt_vocab, _ = load_vocabs(prefix + ".vocab.pt")
@@ -34,12 +35,40 @@ def tiny(tmp_path_factory):
         table[0] = 0
         torch.save(table, d / f"{name}.pt")
         tables.append(str(d / f"{name}.pt"))
-    argv = ["-data", prefix, "-loss", "cosine", "-rnn_size", "16", "-word_vec_size", "16", "-batch_size", "5",
-            "-train_steps", "2", "-save_checkpoint_steps", "1", "-valid_steps", "100", "-tie_emb",
-            "-save_model", str(d / "m"), "-tgt_emb", tables[0]]
+    argv = [
+        "-data",
+        prefix,
+        "-loss",
+        "cosine",
+        "-rnn_size",
+        "16",
+        "-word_vec_size",
+        "16",
+        "-batch_size",
+        "5",
+        "-train_steps",
+        "2",
+        "-save_checkpoint_steps",
+        "1",
+        "-valid_steps",
+        "100",
+        "-tie_emb",
+        "-save_model",
+        str(d / "m"),
+        "-tgt_emb",
+        tables[0],
+    ]
     train.main(argv)
-    return {"dir": d, "prefix": prefix, "ckpt": str(d / "m_last.pt"), "emb": tables[0], "other": tables[1],
-            "src": files["-train_src"], "tgt": files["-train_tgt"], "train_argv": argv}
+    return {
+        "dir": d,
+        "prefix": prefix,
+        "ckpt": str(d / "m_last.pt"),
+        "emb": tables[0],
+        "other": tables[1],
+        "src": files["-train_src"],
+        "tgt": files["-train_tgt"],
+        "train_argv": argv,
+    }
 
 
 def tool_fails(capsys, tool, argv, *needles):
@@ -66,17 +95,26 @@ def test_average_models_refuses_other_frozen_tables(tiny, tmp_path, capsys, key)
     ckpt["model"][key] = torch.load(tiny["other"], weights_only=True)
     torch.save(ckpt, tmp_path / "other_table.pt")
     step1 = str(tiny["dir"] / "m_step_1.pt")
-    tool_fails(capsys, "average_models", ["-models", step1, tmp_path / "other_table.pt", "-output",
-                                          tmp_path / "avg.pt"],
-               "other_table.pt", "m_step_1.pt", key, "frozen")
+    tool_fails(
+        capsys,
+        "average_models",
+        ["-models", step1, tmp_path / "other_table.pt", "-output", tmp_path / "avg.pt"],
+        "other_table.pt",
+        "m_step_1.pt",
+        key,
+        "frozen",
+    )
     assert not (tmp_path / "avg.pt").exists()
 
 
-@pytest.mark.parametrize("case,needle", [
-    ("lower", "lowercased"),
-    ("tgt_word", "another tgt vocabulary"),
-    ("loss", "-loss l2 but"),
-])
+@pytest.mark.parametrize(
+    "case,needle",
+    [
+        ("lower", "lowercased"),
+        ("tgt_word", "another tgt vocabulary"),
+        ("loss", "-loss l2 but"),
+    ],
+)
 def test_average_models_refuses_other_vocabulary_or_options(tiny, tmp_path, capsys, case, needle):
     ckpt = torch.load(tiny["ckpt"], weights_only=True)
     if case == "lower":
@@ -86,8 +124,14 @@ def test_average_models_refuses_other_vocabulary_or_options(tiny, tmp_path, caps
     else:
         ckpt["opt"]["loss"] = "l2"
     torch.save(ckpt, tmp_path / "x.pt")
-    tool_fails(capsys, "average_models", ["-models", tiny["ckpt"], tmp_path / "x.pt", "-output", tmp_path / "a.pt"],
-               needle, "x.pt", "m_last.pt")
+    tool_fails(
+        capsys,
+        "average_models",
+        ["-models", tiny["ckpt"], tmp_path / "x.pt", "-output", tmp_path / "a.pt"],
+        needle,
+        "x.pt",
+        "m_last.pt",
+    )
     assert not (tmp_path / "a.pt").exists()
 
 
@@ -101,14 +145,17 @@ def test_average_models_of_one_run_still_averages(tiny, tmp_path):
 # --- YAML configs (onmt_cont/opts.py load_config) ------------------------------------------------------
 
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
-    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True))
+    f"{c}: &{c} [{', '.join([f'*{p}'] * 9)}]\n" for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+)
 
 
 YAML_CASES = {
     "list_key": ("[a, b]: 1\n", "line 1: an option name must be text, got a YAML list ['a', 'b']"),
     "mapping_key": ("seed: 1\n? {a: 1}\n: 2\n", "line 2: an option name must be text, got a YAML dict"),
-    "binary": ("save_data: !!binary aGVsbG8=\n",
-               "line 1: option 'save_data': expected text, got binary data (!!binary)"),
+    "binary": (
+        "save_data: !!binary aGVsbG8=\n",
+        "line 1: option 'save_data': expected text, got binary data (!!binary)",
+    ),
     "set": ("save_data: !!set {a, b}\n", "line 1: option 'save_data': expected a single value, got a YAML set"),
     "timestamp": ("save_data: 2001-12-14t21:59:43.10-05:00\n", "line 1: option 'save_data': got the YAML timestamp"),
     "alias": ("train_src: &p a.txt\ntrain_tgt: *p\n", "line 2: an alias (*p) is not accepted in a config"),
@@ -139,8 +186,11 @@ def test_moderate_alias_expansion_message_is_short(tmp_path, capsys):
     from onmt_cont.bin import preprocess
     from tests.helpers import fails, write
 
-    text = "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
-        f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcd", "bcde", strict=True)) + "train_src: *e\n"
+    text = (
+        "a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+        + "".join(f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcd", "bcde", strict=True))
+        + "train_src: *e\n"
+    )
     cfg = write(tmp_path / "c.yaml", text)
     err = fails(capsys, preprocess.main, ["-config", cfg], "is not accepted")
     assert len(err) < 1000, len(err)
@@ -169,26 +219,48 @@ def pp(tmp_path, train_src=SRC, train_tgt=TGT, *extra):
     from tests.helpers import write
 
     (tmp_path / "out").mkdir(exist_ok=True)
-    files = [write(tmp_path / "t.fr", train_src), write(tmp_path / "t.en", train_tgt),
-             write(tmp_path / "v.fr", SRC), write(tmp_path / "v.en", TGT)]
-    argv = ["-train_src", files[0], "-train_tgt", files[1], "-valid_src", files[2], "-valid_tgt", files[3],
-            "-save_data", str(tmp_path / "out" / "d"), *map(str, extra)]
+    files = [
+        write(tmp_path / "t.fr", train_src),
+        write(tmp_path / "t.en", train_tgt),
+        write(tmp_path / "v.fr", SRC),
+        write(tmp_path / "v.en", TGT),
+    ]
+    argv = [
+        "-train_src",
+        files[0],
+        "-train_tgt",
+        files[1],
+        "-valid_src",
+        files[2],
+        "-valid_tgt",
+        files[3],
+        "-save_data",
+        str(tmp_path / "out" / "d"),
+        *map(str, extra),
+    ]
     return preprocess.main, argv
 
 
-@pytest.mark.parametrize("case,needle", [
-    ("gzip_without_gz", "t.fr: is gzip-compressed: name it t.fr.gz"),  # was: "differ in length: 29 lines"
-    ("utf16_bom", "t.fr: is UTF-16 or UTF-32 text"),  # was: "differ in length" (the last NUL counts a line)
-    ("utf16_ascii", "t.fr, line 1: a NUL byte (at byte 1): not UTF-8 text"),  # was: tokens like 'l\x00e\x00'
-    ("nul", "t.fr, line 2: a NUL byte (at byte 3)"),  # was: the word '\x00chien' in the vocabulary
-])
+@pytest.mark.parametrize(
+    "case,needle",
+    [
+        ("gzip_without_gz", "t.fr: is gzip-compressed: name it t.fr.gz"),  # was: "differ in length: 29 lines"
+        ("utf16_bom", "t.fr: is UTF-16 or UTF-32 text"),  # was: "differ in length" (the last NUL counts a line)
+        ("utf16_ascii", "t.fr, line 1: a NUL byte (at byte 1): not UTF-8 text"),  # was: tokens like 'l\x00e\x00'
+        ("nul", "t.fr, line 2: a NUL byte (at byte 3)"),  # was: the word '\x00chien' in the vocabulary
+    ],
+)
 def test_text_that_is_not_utf8_text(tmp_path, capsys, case, needle):
     import gzip
 
     from tests.helpers import fails
 
-    src = {"gzip_without_gz": gzip.compress(SRC.encode()), "utf16_bom": SRC.encode("utf-16"),
-           "utf16_ascii": SRC.encode("utf-16-le"), "nul": b"le chat\nun \x00chien\n"}[case]
+    src = {
+        "gzip_without_gz": gzip.compress(SRC.encode()),
+        "utf16_bom": SRC.encode("utf-16"),
+        "utf16_ascii": SRC.encode("utf-16-le"),
+        "nul": b"le chat\nun \x00chien\n",
+    }[case]
     tgt = TGT.encode("utf-16-le") if case == "utf16_ascii" else TGT
     main, argv = pp(tmp_path, src, tgt)
     fails(capsys, main, argv, needle)
@@ -221,18 +293,23 @@ def test_save_data_that_is_a_folder(tmp_path, capsys, prefix):
     assert os.listdir(tmp_path / "out") == []
 
 
-@pytest.mark.parametrize("extra,needle", [
-    (["-src_vocab_size", "0"], "the source vocabulary has no word"),
-    (["-tgt_words_min_frequency", "99999999999999999999"], "the target vocabulary has no word"),
-    (["-tgt_emb", "VEC"], "-tgt_emb"),
-    (["-src_vocab", "EMPTY"], "lists no word"),
-])
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["-src_vocab_size", "0"], "the source vocabulary has no word"),
+        (["-tgt_words_min_frequency", "99999999999999999999"], "the target vocabulary has no word"),
+        (["-tgt_emb", "VEC"], "-tgt_emb"),
+        (["-src_vocab", "EMPTY"], "lists no word"),
+    ],
+)
 def test_vocabulary_with_no_word_is_an_error(tmp_path, capsys, extra, needle):
     """Before: accepted; every token of that side became <unk> and training went on from there."""
     from tests.helpers import fails, write
 
-    extra = [write(tmp_path / "x.vec", "zebra 1 2\n") if x == "VEC" else
-             write(tmp_path / "e.txt", "") if x == "EMPTY" else x for x in extra]
+    extra = [
+        write(tmp_path / "x.vec", "zebra 1 2\n") if x == "VEC" else write(tmp_path / "e.txt", "") if x == "EMPTY" else x
+        for x in extra
+    ]
     main, argv = pp(tmp_path, SRC, TGT, *extra)
     fails(capsys, main, argv, needle, "every token would be <unk>")
     assert os.listdir(tmp_path / "out") == []
@@ -263,21 +340,31 @@ def test_huge_dimension_is_refused_before_allocating(tmp_path, capsys, case):
 # --- further attack: build_lexicon.py --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("extra,needle", [
-    (["-iterations", "99999999999999999999"], "-iterations must be from 1 to 1000"),  # ran for ever
-    (["-tension", "inf"], "-tension must be from 0 to 100"),  # exit 0, an empty lexicon, a RuntimeWarning
-    (["-vb_alpha", "inf"], "-vb_alpha must be above 0 and at most 1e+06"),  # the same
-    (["-vb_alpha", "1e308"], "-vb_alpha must be above 0"),
-    (["-min_count", "99999999999999999999"], "the lexicon is empty"),  # exit 0, an empty lexicon
-])
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["-iterations", "99999999999999999999"], "-iterations must be from 1 to 1000"),  # ran for ever
+        (["-tension", "inf"], "-tension must be from 0 to 100"),  # exit 0, an empty lexicon, a RuntimeWarning
+        (["-vb_alpha", "inf"], "-vb_alpha must be above 0 and at most 1e+06"),  # the same
+        (["-vb_alpha", "1e308"], "-vb_alpha must be above 0"),
+        (["-min_count", "99999999999999999999"], "the lexicon is empty"),  # exit 0, an empty lexicon
+    ],
+)
 def test_build_lexicon_bounds_and_empty_lexicon(tmp_path, capsys, extra, needle):
     """An empty lexicon makes translate.py -replace_unk copy every source word (the reason an empty
     corpus is already an error)."""
     from onmt_cont.bin import build_lexicon
     from tests.helpers import fails, write
 
-    argv = ["-src", write(tmp_path / "s.fr", SRC), "-tgt", write(tmp_path / "s.en", TGT),
-            "-output", tmp_path / "lex.txt", *extra]
+    argv = [
+        "-src",
+        write(tmp_path / "s.fr", SRC),
+        "-tgt",
+        write(tmp_path / "s.en", TGT),
+        "-output",
+        tmp_path / "lex.txt",
+        *extra,
+    ]
     fails(capsys, build_lexicon.main, argv, needle)
     assert not (tmp_path / "lex.txt").exists()
 
@@ -289,18 +376,26 @@ def test_average_models_refuses_a_checkpoint_given_twice(tiny, tmp_path, capsys)
     """Before: -models a.pt ./a.pt b.pt averaged a twice (a weight of 2/3), silently."""
     step1 = str(tiny["dir"] / "m_step_1.pt")
     os.link(step1, tmp_path / "hard.pt")
-    tool_fails(capsys, "average_models", ["-models", step1, tmp_path / "hard.pt", tiny["ckpt"], "-output",
-                                          tmp_path / "a.pt"], "hard.pt is", "again: each checkpoint may be averaged")
+    tool_fails(
+        capsys,
+        "average_models",
+        ["-models", step1, tmp_path / "hard.pt", tiny["ckpt"], "-output", tmp_path / "a.pt"],
+        "hard.pt is",
+        "again: each checkpoint may be averaged",
+    )
     assert not (tmp_path / "a.pt").exists()
 
 
-@pytest.mark.parametrize("case,needle", [
-    ("batch_size", "-batch_size must be at least 1"),  # was: ValueError: range() arg 3 must not be zero
-    ("k", "-k and -batch_size must be at least 1"),  # was: acc@0 = 0.0, acc@-1 = 0.0
-    ("threads", "-threads must be from 0"),  # was: RuntimeError: set_num_threads expects a positive integer
-    ("lines", "has 20 lines but"),  # was: ValueError: zip() argument 2 is longer than argument 1
-    ("empty", "no non-empty source line"),  # was: torch.cat(): expected a non-empty list of Tensors
-])
+@pytest.mark.parametrize(
+    "case,needle",
+    [
+        ("batch_size", "-batch_size must be at least 1"),  # was: ValueError: range() arg 3 must not be zero
+        ("k", "-k and -batch_size must be at least 1"),  # was: acc@0 = 0.0, acc@-1 = 0.0
+        ("threads", "-threads must be from 0"),  # was: RuntimeError: set_num_threads expects a positive integer
+        ("lines", "has 20 lines but"),  # was: ValueError: zip() argument 2 is longer than argument 1
+        ("empty", "no non-empty source line"),  # was: torch.cat(): expected a non-empty list of Tensors
+    ],
+)
 def test_accuracy_at_k_bad_input(tiny, tmp_path, capsys, case, needle):
     from tests.helpers import write
 
@@ -331,15 +426,22 @@ def test_replacement_accuracy_batch_size_zero(tiny, tmp_path, capsys):
     from tests.helpers import write
 
     lex = write(tmp_path / "lex.txt", "chat cat\n")
-    tool_fails(capsys, "replacement_accuracy", ["-model", tiny["ckpt"], "-src", tiny["src"], "-lookup_dict", lex,
-                                                "-batch_size", "0"], "-batch_size must be at least 1")
+    tool_fails(
+        capsys,
+        "replacement_accuracy",
+        ["-model", tiny["ckpt"], "-src", tiny["src"], "-lookup_dict", lex, "-batch_size", "0"],
+        "-batch_size must be at least 1",
+    )
 
 
-@pytest.mark.parametrize("tool,extra,needle", [
-    ("paired_bootstrap", ["-n", "99999999999"], "-n must be from 1 to 1,000,000"),  # was: MemoryError (745 GiB)
-    ("bin_bootstrap", ["-n", "99999999999"], "-n must be from 1 to 1,000,000"),
-    ("bin_bootstrap", ["-tolerance", "nan"], "-tolerance must be at least 1, got nan"),  # was: "beyond nanx"
-])
+@pytest.mark.parametrize(
+    "tool,extra,needle",
+    [
+        ("paired_bootstrap", ["-n", "99999999999"], "-n must be from 1 to 1,000,000"),  # was: MemoryError (745 GiB)
+        ("bin_bootstrap", ["-n", "99999999999"], "-n must be from 1 to 1,000,000"),
+        ("bin_bootstrap", ["-tolerance", "nan"], "-tolerance must be at least 1, got nan"),  # was: "beyond nanx"
+    ],
+)
 def test_bootstrap_bounds(tmp_path, capsys, tool, extra, needle):
     from tests.helpers import write
 
@@ -355,8 +457,12 @@ def test_bootstrap_errors_exit_2(tmp_path, capsys):
     from tests.helpers import write
 
     ref = write(tmp_path / "ref.en", TGT)
-    tool_fails(capsys, "paired_bootstrap", ["-ref", ref, "-a", write(tmp_path / "one.en", "x\n"), "-b", ref],
-               "1 lines, but the reference has 2")
+    tool_fails(
+        capsys,
+        "paired_bootstrap",
+        ["-ref", ref, "-a", write(tmp_path / "one.en", "x\n"), "-b", ref],
+        "1 lines, but the reference has 2",
+    )
 
 
 def test_moses_tok_names_a_line_that_is_not_utf8():
@@ -372,17 +478,24 @@ def test_moses_tok_names_a_line_that_is_not_utf8():
         next(lines)
 
 
-@pytest.mark.parametrize("extra,needle", [
-    (["-min_count", "999999"], "-min_count 999999: no word of -input is seen that often"),  # was: gensim traceback
-    (["-dim", "99999999999"], "-dim must be at most 65,536"),
-    (["-epochs", "99999999999"], "-epochs must be at most 10,000"),
-])
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["-min_count", "999999"], "-min_count 999999: no word of -input is seen that often"),  # was: gensim traceback
+        (["-dim", "99999999999"], "-dim must be at most 65,536"),
+        (["-epochs", "99999999999"], "-epochs must be at most 10,000"),
+    ],
+)
 def test_train_vectors_bounds(tmp_path, capsys, extra, needle):
     pytest.importorskip("gensim")
     from tests.helpers import write
 
-    tool_fails(capsys, "train_vectors", ["-input", write(tmp_path / "t.en", TGT), "-output", tmp_path / "v.vec",
-                                         *extra], needle)
+    tool_fails(
+        capsys,
+        "train_vectors",
+        ["-input", write(tmp_path / "t.en", TGT), "-output", tmp_path / "v.vec", *extra],
+        needle,
+    )
     assert not (tmp_path / "v.vec").exists()
 
 
@@ -392,11 +505,19 @@ def test_open_vocab_eval_vocab_pt_and_bad_utf8(tiny, tmp_path, capsys):
     from tests.helpers import write
 
     base = ["-train_tgt", tiny["tgt"], "-ref", tiny["tgt"]]
-    tool_fails(capsys, "open_vocab_eval", [*base, "-vocab", tiny["prefix"] + ".vocab.pt", "-hyp", tiny["tgt"]],
-               "expected the text file PREFIX.vocab.tgt.txt")
+    tool_fails(
+        capsys,
+        "open_vocab_eval",
+        [*base, "-vocab", tiny["prefix"] + ".vocab.pt", "-hyp", tiny["tgt"]],
+        "expected the text file PREFIX.vocab.tgt.txt",
+    )
     bad = write(tmp_path / "bad.en", b"the cat\n\xff\n")
-    tool_fails(capsys, "open_vocab_eval", [*base, "-vocab", tiny["prefix"] + ".vocab.tgt.txt", "-hyp", bad],
-               "bad.en, line 2: invalid UTF-8")
+    tool_fails(
+        capsys,
+        "open_vocab_eval",
+        [*base, "-vocab", tiny["prefix"] + ".vocab.tgt.txt", "-hyp", bad],
+        "bad.en, line 2: invalid UTF-8",
+    )
 
 
 def test_report_tools_refuse_json_they_cannot_read(tmp_path, capsys):
@@ -411,8 +532,9 @@ def test_report_tools_refuse_json_they_cannot_read(tmp_path, capsys):
     (run / "test_2016_flickr.calibration.json").write_text('{"1": {"ref": 1}}')
     tool_fails(capsys, "quality_report", [run], "expected lab/tools/rare_word_f1.py -json's table")
     (run / "test_2016_flickr.acc.txt").write_text(deep)
-    tool_fails(capsys, "m30k_report", ["-results", tmp_path / "q"],
-               "acc.txt: not the JSON line of lab/tools/accuracy_at_k")
+    tool_fails(
+        capsys, "m30k_report", ["-results", tmp_path / "q"], "acc.txt: not the JSON line of lab/tools/accuracy_at_k"
+    )
 
 
 def test_time_to_quality_log_that_is_not_utf8(tmp_path, capsys):
@@ -448,16 +570,28 @@ def test_score_calibration_refit_learning_rate_nan(capsys):
 # --- round 3's further attack (issue 69, "Beyond the list"): the defects it found ------------------------
 
 
-@pytest.mark.parametrize("text,kind", [("rnn_size: 010", "an octal"), ("seed: 1:30", "a base 60"),
-                                       ("rnn_size: 0x20", "a hexadecimal"), ("learning_rate: 1:30.5", "a base 60")])
+@pytest.mark.parametrize(
+    "text,kind",
+    [
+        ("rnn_size: 010", "an octal"),
+        ("seed: 1:30", "a base 60"),
+        ("rnn_size: 0x20", "a hexadecimal"),
+        ("learning_rate: 1:30.5", "a base 60"),
+    ],
+)
 def test_config_numbers_mean_what_the_command_line_means(tmp_path, capsys, text, kind):
     """YAML 1.1 read 010 as 8 and 1:30 as 90 where the command line reads 10 or refuses: refused, with the line."""
     from onmt_cont.bin import train
     from tests.helpers import fails
 
     (tmp_path / "c.yaml").write_text(text + "\n", encoding="utf-8")
-    fails(capsys, train.main, ["-config", str(tmp_path / "c.yaml"), "-save_config", str(tmp_path / "o.yaml")],
-          "c.yaml, line 1", f"is {kind} number in YAML")
+    fails(
+        capsys,
+        train.main,
+        ["-config", str(tmp_path / "c.yaml"), "-save_config", str(tmp_path / "o.yaml")],
+        "c.yaml, line 1",
+        f"is {kind} number in YAML",
+    )
     assert not (tmp_path / "o.yaml").exists()
     (tmp_path / "c.yaml").write_text("rnn_size: '010'\nseed: 0\n", encoding="utf-8")  # quoted: as on the command line
     train.main(["-config", str(tmp_path / "c.yaml"), "-save_config", str(tmp_path / "o.yaml")])
@@ -471,9 +605,14 @@ def test_translate_into_a_reader_that_stops_early(tiny, tmp_path):
 
     src = tmp_path / "src.txt"
     src.write_text("".join(open(tiny["src"], encoding="utf-8").readlines()[:3]) * 300, encoding="utf-8")
-    res = subprocess.run(f"{sys.executable} {ROOT}/translate.py -model {tiny['ckpt']} -src {src} -batch_size 2 "
-                         "-chunk_size 2 | head -1", shell=True, capture_output=True, text=True, timeout=300,
-                         executable="/bin/bash")
+    res = subprocess.run(
+        f"{sys.executable} {ROOT}/translate.py -model {tiny['ckpt']} -src {src} -batch_size 2 -chunk_size 2 | head -1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        executable="/bin/bash",
+    )
     assert len(res.stdout.splitlines()) == 1
     assert "Traceback" not in res.stderr and "BrokenPipe" not in res.stderr, res.stderr
 
@@ -497,8 +636,9 @@ def test_an_all_zero_vector_is_malformed(tiny, tmp_path, capsys):
     words = [w for w in tgt_vocab.itos if not w.startswith("<")][:3]
     vec = tmp_path / "v.vec"
     vec.write_text(f"3 4\n{words[0]} 0 0 0 0\n{words[1]} 1 0 0 0\n{words[2]} 0 1 0 0\n", encoding="utf-8")
-    embeddings_to_torch.main(["-emb_file_dec", str(vec), "-dict_file", tiny["prefix"] + ".vocab.pt",
-                              "-output_file", str(tmp_path / "e")])
+    embeddings_to_torch.main(
+        ["-emb_file_dec", str(vec), "-dict_file", tiny["prefix"] + ".vocab.pt", "-output_file", str(tmp_path / "e")]
+    )
     out = capsys.readouterr().out
     assert "line 2: an all-zero vector" in out, out
     table = torch.load(tmp_path / "e.dec.pt", weights_only=True)
@@ -519,7 +659,12 @@ def test_closed_standard_input_is_named(tiny, tmp_path):
     import subprocess
     import sys
 
-    res = subprocess.run([sys.executable, f"{ROOT}/translate.py", "-model", tiny["ckpt"], "-src", "-"],
-                         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
-                         preexec_fn=lambda: os.close(0))
+    res = subprocess.run(
+        [sys.executable, f"{ROOT}/translate.py", "-model", tiny["ckpt"], "-src", "-"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=lambda: os.close(0),
+    )
     assert res.returncode == 2 and "standard input is closed" in res.stderr, res.stderr

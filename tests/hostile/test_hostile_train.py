@@ -31,8 +31,26 @@ from onmt_cont.train.step import Trainer
 from onmt_cont.utils import numbers
 from tests.helpers import ROOT, memorisation_data, tool_path
 
-TINY = ["-rnn_size", "8", "-word_vec_size", "8", "-dropout", "0", "-batch_size", "5", "-valid_batch_size", "8",
-        "-seed", "1", "-learning_rate", "0.01", "-report_every", "1", "-epochs", "10"]
+TINY = [
+    "-rnn_size",
+    "8",
+    "-word_vec_size",
+    "8",
+    "-dropout",
+    "0",
+    "-batch_size",
+    "5",
+    "-valid_batch_size",
+    "8",
+    "-seed",
+    "1",
+    "-learning_rate",
+    "0.01",
+    "-report_every",
+    "1",
+    "-epochs",
+    "10",
+]
 
 
 @pytest.fixture(scope="module")
@@ -45,8 +63,20 @@ def data(tmp_path_factory):
 def args(data, out, *extra, steps=2):
     """A tiny model trained for ``steps`` steps into ``out``/m, logging to ``out``/train.log."""
     out.mkdir(parents=True, exist_ok=True)
-    return ["-data", data["prefix"], "-tgt_emb", data["emb"], "-save_model", str(out / "m"), "-log_file",
-            str(out / "train.log"), *TINY, "-train_steps", str(steps), *extra]
+    return [
+        "-data",
+        data["prefix"],
+        "-tgt_emb",
+        data["emb"],
+        "-save_model",
+        str(out / "m"),
+        "-log_file",
+        str(out / "train.log"),
+        *TINY,
+        "-train_steps",
+        str(steps),
+        *extra,
+    ]
 
 
 def exits_2(capsys, argv, *needles, main=train.main):
@@ -267,12 +297,19 @@ def read_only_run(tmp_path, script):
         return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     unshare = shutil.which("unshare")
     mount = f"mount --bind {ro} {ro} && mount -o remount,bind,ro {ro}"
-    probe = subprocess.run([unshare, "-m", "sh", "-c", f"{mount} && ! touch {ro}/x 2>/dev/null"],
-                           capture_output=True) if unshare else None
+    probe = (
+        subprocess.run([unshare, "-m", "sh", "-c", f"{mount} && ! touch {ro}/x 2>/dev/null"], capture_output=True)
+        if unshare
+        else None
+    )
     if probe is None or probe.returncode != 0:
         pytest.skip("running as root, and no read-only bind mount is possible here (unshare -m)")
-    return subprocess.run([unshare, "-m", "sh", "-c", f'{mount} && exec "$0" -c "$1"', sys.executable, script],
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [unshare, "-m", "sh", "-c", f'{mount} && exec "$0" -c "$1"', sys.executable, script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_read_only_folders(data, tmp_path):
@@ -311,8 +348,18 @@ def load_tool(name):
 
 
 @pytest.mark.parametrize("seed", ["99999999999999999999999", "-1", "4294967296"])
-@pytest.mark.parametrize("script", ["train", "preprocess", "embeddings_to_torch", "bin_bootstrap",
-                                    "paired_bootstrap", "score_calibration", "train_vectors"])
+@pytest.mark.parametrize(
+    "script",
+    [
+        "train",
+        "preprocess",
+        "embeddings_to_torch",
+        "bin_bootstrap",
+        "paired_bootstrap",
+        "score_calibration",
+        "train_vectors",
+    ],
+)
 def test_seed_out_of_range(data, tmp_path, capsys, script, seed):
     """-seed beyond 64 bits was a ValueError traceback in train.py; a negative one a traceback in
     embeddings_to_torch.py and the tools (numpy). Every script takes 0 .. 2^32 - 1 and says so."""
@@ -360,21 +407,25 @@ def test_train_from_a_checkpoint_without_progress_or_vocab(data, trained, tmp_pa
     """Before: KeyError traceback. Now: what is missing, before anything is written."""
     bad = edited(trained / "m_step_4.pt", tmp_path / "bad.pt", **{part: None})
     out = tmp_path / "out"
-    exits_2(capsys, args(data, out, "-train_from", str(bad)), f"-train_from {bad}: cannot go on from it",
-            f"it holds no {part}")
+    exits_2(
+        capsys,
+        args(data, out, "-train_from", str(bad)),
+        f"-train_from {bad}: cannot go on from it",
+        f"it holds no {part}",
+    )
     assert not list(out.iterdir())
 
 
 def test_train_from_without_rng_optimiser_or_an_average_says_so(data, trained, tmp_path):
     """A checkpoint without random states (before: KeyError), without optimiser state, or written
     by tools/average_models.py: training goes on from it, and the log says what is not restored."""
-    ckpt = edited(trained / "m_step_4.pt", tmp_path / "avg.pt", rng=None, optim=None,
-                  averaged=["m_step_2.pt", "m_step_4.pt"])
+    ckpt = edited(
+        trained / "m_step_4.pt", tmp_path / "avg.pt", rng=None, optim=None, averaged=["m_step_2.pt", "m_step_4.pt"]
+    )
     run = train.main(args(data, tmp_path / "out", "-train_from", str(ckpt), steps=6))
     assert run.progress["step"] == 6
     text = log(tmp_path / "out")
-    for needle in ("it is an average of 2 checkpoints", "it holds no optimiser state",
-                   "it holds no random states"):
+    for needle in ("it is an average of 2 checkpoints", "it holds no optimiser state", "it holds no random states"):
         assert f"warning: -train_from {ckpt}: {needle}" in text
 
 
@@ -405,9 +456,12 @@ def test_resume_auto_on_another_runs_checkpoint_gives_the_right_advice(data, tra
         ckpt["vocab"]["tgt"] = list(reversed(ckpt["vocab"]["tgt"]))
         torch.save(ckpt, tmp_path / "m_step_4.pt")
     extra = ["-rnn_size", "16"] if kind == "option" else []
-    err = exits_2(capsys, args(data, tmp_path, "-resume", "auto", *extra),
-                  f"the checkpoint {tmp_path / 'm_step_4.pt'} found by -resume auto under -save_model",
-                  "it belongs to another run: give this one its own -save_model")
+    err = exits_2(
+        capsys,
+        args(data, tmp_path, "-resume", "auto", *extra),
+        f"the checkpoint {tmp_path / 'm_step_4.pt'} found by -resume auto under -save_model",
+        "it belongs to another run: give this one its own -save_model",
+    )
     assert "-train_from" not in err
     if kind == "option":
         assert "or, to continue that run, leave -rnn_size out to resume" in err
@@ -462,8 +516,12 @@ def test_training_shard_of_another_vocabulary(copy_of_data, tmp_path, capsys):
     torch.save({**shard, "vocab_fingerprint": vocab_fingerprint(src_vocab, tgt_vocab)}, path)
     relist(copy_of_data["prefix"])
     out = tmp_path / "out"
-    exits_2(capsys, args(copy_of_data, out), f"{path} was made with other vocabularies than",
-            "its word ids would mean other words")
+    exits_2(
+        capsys,
+        args(copy_of_data, out),
+        f"{path} was made with other vocabularies than",
+        "its word ids would mean other words",
+    )
     assert not list(out.iterdir())
     shard.pop("vocab_fingerprint")
     torch.save(shard, path)
@@ -515,8 +573,9 @@ def test_sigterm_to_one_process_leaves_a_line_in_the_log(data, tmp_path, monkeyp
 def test_signal_to_a_real_train_py(data, tmp_path, signum):
     """The same with a real train.py process, signalled once it has written a checkpoint."""
     argv = args(data, tmp_path, "-save_checkpoint_steps", "1", steps=100000)
-    proc = subprocess.Popen([sys.executable, str(ROOT / "train.py"), *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "train.py"), *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     deadline = time.time() + 120
     while not (tmp_path / "m_step_2.pt").exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.05)
@@ -556,10 +615,20 @@ def test_a_model_too_large_for_the_memory_is_refused_at_once(data, tmp_path, cap
 
 # Options a flag needs to be used at all (otherwise it is refused as unused, which tests nothing).
 CONTEXT = {
-    **dict.fromkeys(["-heads", "-transformer_ff", "-attention_dropout", "-alignment_layer"],
-                    ["-encoder_type", "transformer", "-decoder_type", "transformer", "-heads", "2"]),
-    "-max_positions": ["-encoder_type", "transformer", "-decoder_type", "transformer", "-heads", "2",
-                       "-position_encoding", "learned"],
+    **dict.fromkeys(
+        ["-heads", "-transformer_ff", "-attention_dropout", "-alignment_layer"],
+        ["-encoder_type", "transformer", "-decoder_type", "transformer", "-heads", "2"],
+    ),
+    "-max_positions": [
+        "-encoder_type",
+        "transformer",
+        "-decoder_type",
+        "transformer",
+        "-heads",
+        "2",
+        "-position_encoding",
+        "learned",
+    ],
     **dict.fromkeys(["-joint_dim", "-joint_sample", "-joint_dropout"], ["-generator", "joint"]),
     "-rewe_hidden": ["-rewe_lambda", "1"],
     "-margin": ["-loss", "maxmargin"],
@@ -582,8 +651,11 @@ VALUES = ["nan", "inf", "-inf", "0", "99999999999999999999999", "-1"]
 def numeric_flags():
     """Every option of train.py that takes a number (int, float, -gpu, -alignment_layer, -seed)."""
     kinds = (int, float, numbers.finite_float, numbers.seed)
-    return sorted(a.option_strings[0] for a in train.build_parser()._actions
-                  if a.type in kinds or getattr(a.type, "__name__", "") in ("gpu_option", "parse_alignment_layer"))
+    return sorted(
+        a.option_strings[0]
+        for a in train.build_parser()._actions
+        if a.type in kinds or getattr(a.type, "__name__", "") in ("gpu_option", "parse_alignment_layer")
+    )
 
 
 def test_numeric_flags_are_all_covered():

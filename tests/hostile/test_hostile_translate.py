@@ -129,13 +129,18 @@ def test_output_length_is_capped(wc_infonce, sources, tmp_path, capsys):
     assert limits.tolist() == [cap, cap]
     assert search.length_limits(torch.tensor([3]), None, 2.0).tolist() == [16]
     out = tmp_path / "o.txt"
-    code, _, err = run_cli(translate.main, ["-model", wc_infonce, "-src", sources[0], "-output", out,
-                                            "-max_length_ratio", "1e5", "-beam_size", "2"], capsys, seconds=60)
+    code, _, err = run_cli(
+        translate.main,
+        ["-model", wc_infonce, "-src", sources[0], "-output", out, "-max_length_ratio", "1e5", "-beam_size", "2"],
+        capsys,
+        seconds=60,
+    )
     assert code == 0, err
     lines = out.read_text().splitlines()
     assert len(lines) == 8 and all(0 < len(line.split()) <= cap for line in lines)
-    code, _, err = run_cli(translate.main, ["-model", wc_infonce, "-src", sources[0], "-output", out,
-                                            "-max_length", cap + 1], capsys)
+    code, _, err = run_cli(
+        translate.main, ["-model", wc_infonce, "-src", sources[0], "-output", out, "-max_length", cap + 1], capsys
+    )
     assert code == 2 and assert_one_error(err, "-max_length", str(cap))
 
 
@@ -144,15 +149,23 @@ def test_output_length_is_capped(wc_infonce, sources, tmp_path, capsys):
 FLOAT_VALUES = ["nan", "inf", "-inf", "0", "1e308", "-1"]
 INT_VALUES = ["nan", "inf", "-inf", "0", "99999999999999999999", "-1"]
 TRANSLATE_FLAGS = {  # flag -> (values, extra options it needs)
-    "-batch_size": (INT_VALUES, []), "-chunk_size": (INT_VALUES, []), "-max_length": (INT_VALUES, []),
-    "-max_length_ratio": (FLOAT_VALUES, []), "-beam_size": (INT_VALUES, []),
-    "-alpha": (FLOAT_VALUES, ["-length_penalty", "wu"]), "-block_ngram_repeat": (INT_VALUES, []),
-    "-decode_prior": (FLOAT_VALUES, []), "-decode_prior_cap": (INT_VALUES, ["-decode_prior", "0.5"]),
-    "-csls": (INT_VALUES, []), "-ann_nlist": (INT_VALUES, ["-ann", "faiss"]),
+    "-batch_size": (INT_VALUES, []),
+    "-chunk_size": (INT_VALUES, []),
+    "-max_length": (INT_VALUES, []),
+    "-max_length_ratio": (FLOAT_VALUES, []),
+    "-beam_size": (INT_VALUES, []),
+    "-alpha": (FLOAT_VALUES, ["-length_penalty", "wu"]),
+    "-block_ngram_repeat": (INT_VALUES, []),
+    "-decode_prior": (FLOAT_VALUES, []),
+    "-decode_prior_cap": (INT_VALUES, ["-decode_prior", "0.5"]),
+    "-csls": (INT_VALUES, []),
+    "-ann_nlist": (INT_VALUES, ["-ann", "faiss"]),
     "-ann_nprobe": (INT_VALUES, ["-ann", "faiss"]),
     "-ann_hnsw_m": (INT_VALUES, ["-ann", "faiss", "-ann_index", "hnsw"]),
     "-ann_ef_search": (INT_VALUES, ["-ann", "faiss", "-ann_index", "hnsw"]),
-    "-threads": (INT_VALUES, []), "-gpu": (INT_VALUES, []), "-alignment_layer": (INT_VALUES, []),
+    "-threads": (INT_VALUES, []),
+    "-gpu": (INT_VALUES, []),
+    "-alignment_layer": (INT_VALUES, []),
 }
 BEAM = ["-beam_size", "2"]  # the search that hung; -beam_size itself is tried alone
 
@@ -175,8 +188,17 @@ def test_every_numeric_translate_flag_ends_sanely(flag, value, wc_infonce, sourc
         pytest.importorskip("faiss")
     _, extra = TRANSLATE_FLAGS[flag]
     out = tmp_path / "o.txt"
-    argv = ["-model", wc_infonce, "-src", sources[0], "-output", out, *(BEAM if flag != "-beam_size" else []),
-            *extra, f"{flag}={value}"]
+    argv = [
+        "-model",
+        wc_infonce,
+        "-src",
+        sources[0],
+        "-output",
+        out,
+        *(BEAM if flag != "-beam_size" else []),
+        *extra,
+        f"{flag}={value}",
+    ]
     code, _, err = run_cli(translate.main, argv, capsys, seconds=60)
     assert code in (0, 2), err
     if code == 2:
@@ -188,9 +210,16 @@ def test_every_numeric_translate_flag_ends_sanely(flag, value, wc_infonce, sourc
     assert "Traceback" not in err
 
 
-CALIBRATE_FLAGS = {"-decode_prior": FLOAT_VALUES, "-rounds": INT_VALUES, "-step": FLOAT_VALUES,
-                   "-min_tokens": INT_VALUES, "-block_ngram_repeat": INT_VALUES, "-batch_size": INT_VALUES,
-                   "-target": FLOAT_VALUES, "-threads": INT_VALUES}
+CALIBRATE_FLAGS = {
+    "-decode_prior": FLOAT_VALUES,
+    "-rounds": INT_VALUES,
+    "-step": FLOAT_VALUES,
+    "-min_tokens": INT_VALUES,
+    "-block_ngram_repeat": INT_VALUES,
+    "-batch_size": INT_VALUES,
+    "-target": FLOAT_VALUES,
+    "-threads": INT_VALUES,
+}
 
 
 @pytest.mark.parametrize("flag,value", [(f, v) for f, values in CALIBRATE_FLAGS.items() for v in values])
@@ -213,11 +242,23 @@ def test_every_numeric_calibrate_flag_ends_sanely(flag, value, wc_infonce, sourc
 # -- 1, 20, 21: the Python API refuses the same values ------------------------------------------------------
 
 
-@pytest.mark.parametrize("option,value", [("decode_prior", math.nan), ("decode_prior", -math.inf),
-                                          ("decode_prior", 1e308), ("alpha", math.nan), ("alpha", math.inf),
-                                          ("max_length_ratio", math.nan), ("max_length_ratio", math.inf),
-                                          ("max_length", 10**9), ("beam_size", 10**9), ("csls", 10**6),
-                                          ("block_ngram_repeat", -1), ("beam_size", 2.0)])
+@pytest.mark.parametrize(
+    "option,value",
+    [
+        ("decode_prior", math.nan),
+        ("decode_prior", -math.inf),
+        ("decode_prior", 1e308),
+        ("alpha", math.nan),
+        ("alpha", math.inf),
+        ("max_length_ratio", math.nan),
+        ("max_length_ratio", math.inf),
+        ("max_length", 10**9),
+        ("beam_size", 10**9),
+        ("csls", 10**6),
+        ("block_ngram_repeat", -1),
+        ("beam_size", 2.0),
+    ],
+)
 def test_api_refuses_what_translate_py_refuses(option, value, wc_infonce):
     with deadline(30), pytest.raises(UserError, match=option):
         onmt_cont.load(str(wc_infonce), **{option: value})
@@ -227,12 +268,16 @@ def test_a_prior_that_rounds_to_zero_or_comes_from_yaml_is_refused(wc_infonce, s
     """-decode_prior 1e-400 was 0.0 (the prior silently off); a YAML .nan must not slip past the flag's checks;
     the API's batch_size must be a count."""
     out = tmp_path / "o.txt"
-    code, _, err = run_cli(translate.main, ["-model", wc_infonce, "-src", sources[0], "-output", out,
-                                            "-decode_prior", "1e-400"], capsys)
+    code, _, err = run_cli(
+        translate.main, ["-model", wc_infonce, "-src", sources[0], "-output", out, "-decode_prior", "1e-400"], capsys
+    )
     assert code == 2 and assert_one_error(err, "-decode_prior")
     (tmp_path / "c.yaml").write_text("decode_prior: .nan\nbeam_size: 2\n")
-    code, _, err = run_cli(translate.main, ["-config", tmp_path / "c.yaml", "-model", wc_infonce, "-src", sources[0],
-                                            "-output", out], capsys)
+    code, _, err = run_cli(
+        translate.main,
+        ["-config", tmp_path / "c.yaml", "-model", wc_infonce, "-src", sources[0], "-output", out],
+        capsys,
+    )
     assert code == 2 and assert_one_error(err, "decode_prior") and not out.exists()
     with pytest.raises(UserError, match="batch_size"):
         onmt_cont.load(str(wc_infonce), batch_size=math.nan)
@@ -267,8 +312,9 @@ def test_decode_prior_on_a_checkpoint_without_counts_is_an_error(wc_infonce, sou
     path = tmp_path / "nocounts.pt"
     torch.save(data, path)
     out = tmp_path / "o.txt"
-    code, _, err = run_cli(translate.main, ["-model", path, "-src", sources[0], "-output", out,
-                                            "-decode_prior", "0.5"], capsys)
+    code, _, err = run_cli(
+        translate.main, ["-model", path, "-src", sources[0], "-output", out, "-decode_prior", "0.5"], capsys
+    )
     assert code == 2 and assert_one_error(err, "no training counts") and not out.exists()
     code, _, err = run_cli(translate.main, ["-model", path, "-src", sources[0], "-output", out], capsys)
     assert code == 0  # without the prior the counts are not needed
@@ -280,11 +326,13 @@ def test_decode_prior_on_a_checkpoint_without_counts_is_an_error(wc_infonce, sou
 def test_csls_larger_than_the_vocabulary_is_refused(wc_infonce, sources, tmp_path, capsys):
     words = len(torch.load(wc_infonce, weights_only=True)["vocab"]["tgt"])
     out = tmp_path / "o.txt"
-    code, _, err = run_cli(translate.main, ["-model", wc_infonce, "-src", sources[0], "-output", out,
-                                            "-csls", words], capsys)
+    code, _, err = run_cli(
+        translate.main, ["-model", wc_infonce, "-src", sources[0], "-output", out, "-csls", words], capsys
+    )
     assert code == 2 and assert_one_error(err, f"-csls {words}", f"{words} words") and not out.exists()
-    code, _, err = run_cli(translate.main, ["-model", wc_infonce, "-src", sources[0], "-output", out,
-                                            "-csls", words - 2], capsys)
+    code, _, err = run_cli(
+        translate.main, ["-model", wc_infonce, "-src", sources[0], "-output", out, "-csls", words - 2], capsys
+    )
     assert code == 0, err
 
 
@@ -304,11 +352,16 @@ def test_a_pipe_as_source_and_reference_is_read_once(wc_infonce, sources, tmp_pa
     or a second open that blocks forever. -tgt likewise."""
     plain = tmp_path / "plain.txt"
     assert run_cli(translate.main, ["-model", wc_infonce, "-src", sources[0], "-output", plain], capsys)[0] == 0
-    writers = [feed_fifo(tmp_path / "src.fifo", sources[0].read_text()),
-               feed_fifo(tmp_path / "ref.fifo", sources[1].read_text())]
+    writers = [
+        feed_fifo(tmp_path / "src.fifo", sources[0].read_text()),
+        feed_fifo(tmp_path / "ref.fifo", sources[1].read_text()),
+    ]
     out = tmp_path / "piped.txt"
-    code, stdout, err = run_cli(translate.main, ["-model", wc_infonce, "-src", tmp_path / "src.fifo", "-output", out,
-                                                 "-tgt", tmp_path / "ref.fifo"], capsys)
+    code, stdout, err = run_cli(
+        translate.main,
+        ["-model", wc_infonce, "-src", tmp_path / "src.fifo", "-output", out, "-tgt", tmp_path / "ref.fifo"],
+        capsys,
+    )
     assert code == 0, err
     assert out.read_text() == plain.read_text() and "translated 8 lines" in err and "BLEU" in err
     for w in writers:
@@ -318,8 +371,11 @@ def test_a_pipe_as_source_and_reference_is_read_once(wc_infonce, sources, tmp_pa
 def test_a_piped_reference_of_another_length_writes_nothing(wc_infonce, sources, tmp_path, capsys):
     writer = feed_fifo(tmp_path / "ref.fifo", "".join(sources[1].read_text().splitlines(True)[:5]))
     out = tmp_path / "o.txt"
-    code, _, err = run_cli(translate.main, ["-model", wc_infonce, "-src", sources[0], "-output", out,
-                                            "-tgt", tmp_path / "ref.fifo"], capsys)
+    code, _, err = run_cli(
+        translate.main,
+        ["-model", wc_infonce, "-src", sources[0], "-output", out, "-tgt", tmp_path / "ref.fifo"],
+        capsys,
+    )
     writer.join(5)
     assert code == 2 and assert_one_error(err, "ends after line 5", "same number of lines") and not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp")]
@@ -368,8 +424,9 @@ def test_the_next_run_removes_what_a_killed_run_left(wc_infonce, sources, tmp_pa
     other = tmp_path / f".tmp-{dead_pid()}-abcd1234-o.txt.bak"
     for p in (stale, live, other):
         p.write_text("half a translation\n")
-    code, _, err = run_cli(translate.main, ["-model", wc_infonce, "-src", sources[0], "-output",
-                                            tmp_path / "o.txt"], capsys)
+    code, _, err = run_cli(
+        translate.main, ["-model", wc_infonce, "-src", sources[0], "-output", tmp_path / "o.txt"], capsys
+    )
     assert code == 0 and stale.name in err
     assert not stale.exists() and live.exists() and other.exists()
 
@@ -379,9 +436,14 @@ def test_sigterm_removes_the_partial_output(wc_infonce, tmp_path):
     A real process reading -src - (a pipe that stays open), so the signal comes mid-run."""
     out = tmp_path / "o.txt"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    proc = subprocess.Popen([sys.executable, str(ROOT / "translate.py"), "-model", str(wc_infonce), "-src", "-",
-                             "-output", str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "translate.py"), "-model", str(wc_infonce), "-src", "-", "-output", str(out)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         proc.stdin.write("le chat\n")
         proc.stdin.flush()
@@ -418,8 +480,9 @@ def test_calibrate_refuses_bad_input_before_decoding(case, wc_infonce, sources, 
         needle = "no words"
     else:
         extra, needle = ["-step", "inf" if case == "step_inf" else "1e6"], "-step"
-    code, stdout, err = run_cli(calibrate.main, ["-model", wc_infonce, "-src", src, "-tgt", ref, "-output", out,
-                                                 *extra], capsys)
+    code, stdout, err = run_cli(
+        calibrate.main, ["-model", wc_infonce, "-src", src, "-tgt", ref, "-output", out, *extra], capsys
+    )
     assert code == 2 and assert_one_error(err, needle)
     assert "round 0" not in stdout  # refused before the first decode
     assert out.is_dir() if case == "output_dir" else not out.exists()
@@ -437,9 +500,17 @@ def offsets_file(tmp_path, **changes):
     return path
 
 
-@pytest.mark.parametrize("case,needle", [("deep", "nested too deeply"), ("huge_int", "finite numbers"),
-                                         ("huge_float", "finite numbers"), ("huge_beta", "decode_prior"),
-                                         ("digits", "not a JSON file"), ("big_file", "bytes")])
+@pytest.mark.parametrize(
+    "case,needle",
+    [
+        ("deep", "nested too deeply"),
+        ("huge_int", "finite numbers"),
+        ("huge_float", "finite numbers"),
+        ("huge_beta", "decode_prior"),
+        ("digits", "not a JSON file"),
+        ("big_file", "bytes"),
+    ],
+)
 def test_offsets_files_beyond_reason_are_clear_errors(case, needle, tmp_path):
     """A 200,000-deep nesting gave RecursionError, an integer of 10^400 OverflowError, and offsets
     of ±1e308 passed the check and then made every score infinite."""
@@ -448,13 +519,13 @@ def test_offsets_files_beyond_reason_are_clear_errors(case, needle, tmp_path):
     if case == "deep":
         path.write_text(text[:-1] + ', "x": ' + "[" * 200_000 + "]" * 200_000 + "}")
     elif case == "huge_int":
-        path.write_text(text.replace('"offsets": [0.0, 0.0', '"offsets": [' + "1" + "0" * 400 + ', 0.0'))
+        path.write_text(text.replace('"offsets": [0.0, 0.0', '"offsets": [' + "1" + "0" * 400 + ", 0.0"))
     elif case == "huge_float":
         offsets_file(tmp_path, offsets=[1e308, -1e308, 0, 0, 0, 0])
     elif case == "huge_beta":
         offsets_file(tmp_path, decode_prior=1e300)
     elif case == "digits":  # over Python's 4300-digit limit for int()
-        path.write_text(text.replace('"offsets": [0.0, 0.0', '"offsets": [' + "1" * 5000 + ', 0.0'))
+        path.write_text(text.replace('"offsets": [0.0, 0.0', '"offsets": [' + "1" * 5000 + ", 0.0"))
     else:
         path.write_text(text[:-1] + ', "pad": "' + "x" * (2 << 20) + '"}')
     with deadline(30), pytest.raises(UserError, match=needle) as exc:
@@ -469,13 +540,24 @@ def test_offsets_files_beyond_reason_are_clear_errors(case, needle, tmp_path):
 def fitted(wc_infonce, sources, tmp_path_factory):
     """Offsets fitted on the continuous model (one round)."""
     path = tmp_path_factory.mktemp("fitted") / "off.json"
-    load_tool("calibrate_offsets").main(["-model", str(wc_infonce), "-src", str(sources[0]), "-tgt",
-                                         str(sources[1]), "-output", str(path), "-rounds", "1"])
+    load_tool("calibrate_offsets").main(
+        [
+            "-model",
+            str(wc_infonce),
+            "-src",
+            str(sources[0]),
+            "-tgt",
+            str(sources[1]),
+            "-output",
+            str(path),
+            "-rounds",
+            "1",
+        ]
+    )
     return path
 
 
-def test_offsets_record_their_model_and_are_refused_for_another(fitted, wc_infonce, wc_ce, sources, tmp_path,
-                                                                  capsys):
+def test_offsets_record_their_model_and_are_refused_for_another(fitted, wc_infonce, wc_ce, sources, tmp_path, capsys):
     capsys.readouterr()
     record = json.loads(fitted.read_text())["model"]
     assert record["kind"] == "continuous" and len(record["tgt_vocab_sha256"]) == 64
@@ -511,8 +593,17 @@ def test_offsets_record_their_model_and_are_refused_for_another(fitted, wc_infon
 def inputs(wc_data, wc_infonce, tmp_path_factory):
     """Copies of every kind of input the scripts read, in one folder."""
     d = tmp_path_factory.mktemp("inputs")
-    for name in ("train.fr", "train.en", "valid.fr", "valid.en", "d.vocab.pt", "d.train.0.pt", "d.valid.0.pt",
-                 "d.vocab.tgt.txt", "emb.pt"):
+    for name in (
+        "train.fr",
+        "train.en",
+        "valid.fr",
+        "valid.en",
+        "d.vocab.pt",
+        "d.train.0.pt",
+        "d.valid.0.pt",
+        "d.vocab.tgt.txt",
+        "emb.pt",
+    ):
         shutil.copy(wc_data["dir"] / name, d / name)
     shutil.copy(wc_infonce, d / "m_last.pt")
     shutil.copy(wc_infonce, d / "m_epoch_1.pt")
@@ -530,54 +621,170 @@ def inputs(wc_data, wc_infonce, tmp_path_factory):
 
 
 def script(name):
-    return {"preprocess": preprocess.main, "embeddings_to_torch": embeddings_to_torch.main,
-            "build_lexicon": build_lexicon.main, "translate": translate.main, "train": train.main}.get(name) or \
-        load_tool(name).main
+    return {
+        "preprocess": preprocess.main,
+        "embeddings_to_torch": embeddings_to_torch.main,
+        "build_lexicon": build_lexicon.main,
+        "translate": translate.main,
+        "train": train.main,
+    }.get(name) or load_tool(name).main
 
 
 # (script, the other arguments, the output flag, the input flag): the output is given the input's path
 PRE = ["-train_src", "train.fr", "-train_tgt", "train.en", "-valid_src", "valid.fr", "-valid_tgt", "valid.en"]
 OVERWRITES = [
-    *[("preprocess", PRE + ["-tgt_emb", "vec.vec", "-src_vocab", "d.vocab.tgt.txt", "-tgt_vocab",
-                            "d.vocab.tgt.txt", "-config", "cfg.yaml"], "-save_data", f)
-      for f in ("-train_src", "-train_tgt", "-valid_src", "-valid_tgt", "-tgt_emb", "-src_vocab", "-config")],
+    *[
+        (
+            "preprocess",
+            PRE
+            + [
+                "-tgt_emb",
+                "vec.vec",
+                "-src_vocab",
+                "d.vocab.tgt.txt",
+                "-tgt_vocab",
+                "d.vocab.tgt.txt",
+                "-config",
+                "cfg.yaml",
+            ],
+            "-save_data",
+            f,
+        )
+        for f in ("-train_src", "-train_tgt", "-valid_src", "-valid_tgt", "-tgt_emb", "-src_vocab", "-config")
+    ],
     ("preprocess", PRE + ["-tgt_vocab", "d.vocab.tgt.txt"], "-save_data", "-tgt_vocab"),
     ("preprocess", PRE + ["-save_data", "d"], None, "-train_src=d.train.0.pt"),  # a file the prefix writes
-    *[("embeddings_to_torch", ["-emb_file_dec", "vec.vec", "-emb_file_enc", "vec.vec", "-dict_file", "d.vocab.pt",
-                               "-from_model", "m_last.pt"], "-output_file", f)
-      for f in ("-emb_file_dec", "-dict_file", "-from_model")],
-    *[("build_lexicon", ["-src", "train.fr", "-tgt", "train.en", "-alignments", "align.txt", "-output", "lexo.txt"],
-       o, f) for o in ("-output", "-save_alignments") for f in ("-src", "-tgt", "-alignments")],
+    *[
+        (
+            "embeddings_to_torch",
+            [
+                "-emb_file_dec",
+                "vec.vec",
+                "-emb_file_enc",
+                "vec.vec",
+                "-dict_file",
+                "d.vocab.pt",
+                "-from_model",
+                "m_last.pt",
+            ],
+            "-output_file",
+            f,
+        )
+        for f in ("-emb_file_dec", "-dict_file", "-from_model")
+    ],
+    *[
+        (
+            "build_lexicon",
+            ["-src", "train.fr", "-tgt", "train.en", "-alignments", "align.txt", "-output", "lexo.txt"],
+            o,
+            f,
+        )
+        for o in ("-output", "-save_alignments")
+        for f in ("-src", "-tgt", "-alignments")
+    ],
     ("build_lexicon", ["-src", "train.fr", "-tgt", "train.en", "-output", "lex.txt"], "-save_alignments", "-output"),
-    *[("translate", ["-model", "m_last.pt", "-src", "valid.fr", "-tgt", "valid.en", "-replace_unk", "-lookup_dict",
-                     "lex.txt", "-freq_offsets", "off.json", "-tgt_emb_extend", "vec.vec", "-tgt_emb_extend_vocab",
-                     "d.vocab.tgt.txt", "-src_bpe_codes", "codes.bpe", "-config", "cfg.yaml"], "-output", f)
-      for f in ("-model", "-src", "-tgt", "-lookup_dict", "-freq_offsets", "-tgt_emb_extend",
-                "-tgt_emb_extend_vocab", "-src_bpe_codes", "-config")],
-    *[("train", ["-data", "d", "-save_model", "out_m", "-tgt_emb", "emb.pt", "-train_from", "m_last.pt",
-                 "-config", "cfg.yaml"], o, f)
-      for o, f in (("-save_model", "-data"), ("-save_model", "-tgt_emb"), ("-log_file", "-tgt_emb"),
-                   ("-log_file", "-train_from"), ("-log_file", "-config"), ("-save_config", "-config"),
-                   ("-save_config", "-train_from"))],
+    *[
+        (
+            "translate",
+            [
+                "-model",
+                "m_last.pt",
+                "-src",
+                "valid.fr",
+                "-tgt",
+                "valid.en",
+                "-replace_unk",
+                "-lookup_dict",
+                "lex.txt",
+                "-freq_offsets",
+                "off.json",
+                "-tgt_emb_extend",
+                "vec.vec",
+                "-tgt_emb_extend_vocab",
+                "d.vocab.tgt.txt",
+                "-src_bpe_codes",
+                "codes.bpe",
+                "-config",
+                "cfg.yaml",
+            ],
+            "-output",
+            f,
+        )
+        for f in (
+            "-model",
+            "-src",
+            "-tgt",
+            "-lookup_dict",
+            "-freq_offsets",
+            "-tgt_emb_extend",
+            "-tgt_emb_extend_vocab",
+            "-src_bpe_codes",
+            "-config",
+        )
+    ],
+    *[
+        (
+            "train",
+            [
+                "-data",
+                "d",
+                "-save_model",
+                "out_m",
+                "-tgt_emb",
+                "emb.pt",
+                "-train_from",
+                "m_last.pt",
+                "-config",
+                "cfg.yaml",
+            ],
+            o,
+            f,
+        )
+        for o, f in (
+            ("-save_model", "-data"),
+            ("-save_model", "-tgt_emb"),
+            ("-log_file", "-tgt_emb"),
+            ("-log_file", "-train_from"),
+            ("-log_file", "-config"),
+            ("-save_config", "-config"),
+            ("-save_config", "-train_from"),
+        )
+    ],
     ("train", ["-data", "d", "-save_model", "out_m", "-tgt_emb", "emb.pt"], None, "-log_file=d.vocab.pt"),
     ("train", ["-data", "d", "-save_model", "m", "-tgt_emb", "emb.pt"], None, "-log_file=m_last.pt"),
     ("average_models", ["-models", "m_last.pt", "m_epoch_1.pt"], "-output", "-models"),
     ("average_models", ["-last", "1", "-prefix", "m"], None, "-output=m_epoch_1.pt"),
-    *[("calibrate_offsets", ["-model", "m_last.pt", "-src", "valid.fr", "-tgt", "valid.en", "-match", "train.log"],
-       "-output", f) for f in ("-model", "-src", "-tgt", "-match")],
+    *[
+        (
+            "calibrate_offsets",
+            ["-model", "m_last.pt", "-src", "valid.fr", "-tgt", "valid.en", "-match", "train.log"],
+            "-output",
+            f,
+        )
+        for f in ("-model", "-src", "-tgt", "-match")
+    ],
     ("make_sample", ["-shared", "shared"], None, "-out=shared/multi30k"),
     ("m30k_report", ["-results", "shared"], "-png", "-results"),
-    *[("rare_word_f1", ["-train", "train.en", "-ref", "valid.en", "-hyp", "valid.fr"], "-json", f)
-      for f in ("-train", "-ref", "-hyp")],
-    *[("replacement_accuracy", ["-model", "m_last.pt", "-src", "valid.fr", "-lookup_dict", "lex.txt"], "-json", f)
-      for f in ("-model", "-src", "-lookup_dict")],
+    *[
+        ("rare_word_f1", ["-train", "train.en", "-ref", "valid.en", "-hyp", "valid.fr"], "-json", f)
+        for f in ("-train", "-ref", "-hyp")
+    ],
+    *[
+        ("replacement_accuracy", ["-model", "m_last.pt", "-src", "valid.fr", "-lookup_dict", "lex.txt"], "-json", f)
+        for f in ("-model", "-src", "-lookup_dict")
+    ],
     ("score_calibration", ["-model", "m_last.pt", "-data", "d", "-refit_epochs", "1"], "-output", "-model"),
     ("score_calibration", ["-model", "m_last.pt", "-data", "d", "-refit_epochs", "1"], None, "-output=d.valid.0.pt"),
-    *[("strip_final_punct", ["-src", "valid.fr", "-tgt", "valid.en", "-out_src", "a.txt", "-out_tgt", "b.txt"], o, f)
-      for o in ("-out_src", "-out_tgt") for f in ("-src", "-tgt")],
+    *[
+        ("strip_final_punct", ["-src", "valid.fr", "-tgt", "valid.en", "-out_src", "a.txt", "-out_tgt", "b.txt"], o, f)
+        for o in ("-out_src", "-out_tgt")
+        for f in ("-src", "-tgt")
+    ],
     ("strip_final_punct", ["-src", "valid.fr", "-tgt", "valid.en", "-out_src", "a.txt"], "-out_tgt", "-out_src"),
-    *[("time_to_quality", ["-ref", "train.log", "-runs", "valid.en", "-best_from", "valid.fr"], "-plot", f)
-      for f in ("-ref", "-runs", "-best_from")],
+    *[
+        ("time_to_quality", ["-ref", "train.log", "-runs", "valid.en", "-best_from", "valid.fr"], "-plot", f)
+        for f in ("-ref", "-runs", "-best_from")
+    ],
     ("train_vectors", ["-input", "vec.vec"], "-output", "-input"),
 ]
 

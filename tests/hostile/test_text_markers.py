@@ -9,15 +9,29 @@ from onmt_cont.inputters.vocab import Vocab, load_vocabs
 from onmt_cont.text.pipeline import TextPipeline
 from onmt_cont.utils.io import drop_invisible, read_lines
 
-PAIRS = [("un chien court .", "a dog runs ."), ("un homme lit .", "a man reads ."),
-         ("une femme chante .", "a woman sings ."), ("deux chiens jouent .", "two dogs play .")] * 5
+PAIRS = [
+    ("un chien court .", "a dog runs ."),
+    ("un homme lit .", "a man reads ."),
+    ("une femme chante .", "a woman sings ."),
+    ("deux chiens jouent .", "two dogs play ."),
+] * 5
 
 
 def _corpus(tmp_path, src_lines, tgt_lines):
     (tmp_path / "s.fr").write_text("\n".join(src_lines) + "\n", encoding="utf-8")
     (tmp_path / "s.en").write_text("\n".join(tgt_lines) + "\n", encoding="utf-8")
-    files = ["-train_src", str(tmp_path / "s.fr"), "-train_tgt", str(tmp_path / "s.en"), "-valid_src",
-             str(tmp_path / "s.fr"), "-valid_tgt", str(tmp_path / "s.en"), "-save_data", str(tmp_path / "d")]
+    files = [
+        "-train_src",
+        str(tmp_path / "s.fr"),
+        "-train_tgt",
+        str(tmp_path / "s.en"),
+        "-valid_src",
+        str(tmp_path / "s.fr"),
+        "-valid_tgt",
+        str(tmp_path / "s.en"),
+        "-save_data",
+        str(tmp_path / "d"),
+    ]
     return files
 
 

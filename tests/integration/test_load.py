@@ -35,10 +35,42 @@ def model(tmp_path_factory):
     """A ce model trained 5 steps on data/ (its outputs are varied enough to tell lines apart)."""
     d = tmp_path_factory.mktemp("load")
     prefix = str(d / "data")
-    preprocess.main(["-train_src", str(DATA / "train.fr"), "-train_tgt", str(DATA / "train.en"), "-valid_src",
-                     str(DATA / "valid.fr"), "-valid_tgt", str(DATA / "valid.en"), "-save_data", prefix])
-    train.main(["-data", prefix, "-save_model", str(d / "ce"), "-loss", "ce", "-train_steps", "5", "-rnn_size",
-                "32", "-word_vec_size", "16", "-batch_size", "32", "-seed", "1", "-report_every", "5"])
+    preprocess.main(
+        [
+            "-train_src",
+            str(DATA / "train.fr"),
+            "-train_tgt",
+            str(DATA / "train.en"),
+            "-valid_src",
+            str(DATA / "valid.fr"),
+            "-valid_tgt",
+            str(DATA / "valid.en"),
+            "-save_data",
+            prefix,
+        ]
+    )
+    train.main(
+        [
+            "-data",
+            prefix,
+            "-save_model",
+            str(d / "ce"),
+            "-loss",
+            "ce",
+            "-train_steps",
+            "5",
+            "-rnn_size",
+            "32",
+            "-word_vec_size",
+            "16",
+            "-batch_size",
+            "32",
+            "-seed",
+            "1",
+            "-report_every",
+            "5",
+        ]
+    )
     return str(d / "ce_last.pt")
 
 
@@ -75,8 +107,7 @@ def test_translate_reads_and_writes_chunk_by_chunk(model, capsys, tmp_path, monk
 
     monkeypatch.setattr(files, "read_lines", counting_read_lines)
     monkeypatch.setattr(Translator, "translate_lines", spying_translate_lines)
-    chunked, chunked_log = run(capsys, model, src, tmp_path / "chunked.txt", "-tgt", ref, "-verbose",
-                               "-chunk_size", 3)
+    chunked, chunked_log = run(capsys, model, src, tmp_path / "chunked.txt", "-tgt", ref, "-verbose", "-chunk_size", 3)
     # chunk k is translated when only its lines have been read, after the k-1 before it were written
     assert calls == [(3, 3, 0), (3, 6, 3), (2, 8, 6)]
     assert chunked == whole and len(whole.split("\n")) == len(SRC) + 1 and whole.split("\n")[3] == ""
@@ -170,8 +201,20 @@ def test_preprocess_peak_memory_does_not_grow_with_the_corpus(tmp_path):
     peaks = []
     for n in (1500, 6000):
         src, tgt = synthetic_corpus(tmp_path, n)
-        argv = ["-train_src", src, "-train_tgt", tgt, "-valid_src", valid[0], "-valid_tgt", valid[1],
-                "-save_data", str(tmp_path / f"p{n}"), "-shard_size", "500"]
+        argv = [
+            "-train_src",
+            src,
+            "-train_tgt",
+            tgt,
+            "-valid_src",
+            valid[0],
+            "-valid_tgt",
+            valid[1],
+            "-save_data",
+            str(tmp_path / f"p{n}"),
+            "-shard_size",
+            "500",
+        ]
         tracemalloc.start()
         try:
             preprocess.main(argv)

@@ -18,8 +18,26 @@ from onmt_cont.utils.amp import avoid_per_shape_attention, probe_autocast, requi
 from onmt_cont.utils.errors import UserError
 from tests.helpers import ROOT, TRANSFORMER_CE, sample_subset
 
-TINY = ["-loss", "nllvmf", "-tie_emb", "-rnn_size", "32", "-word_vec_size", "16", "-brnn", "-dropout", "0.1",
-        "-batch_size", "16", "-train_steps", "2", "-valid_steps", "100", "-save_checkpoint_steps", "100"]
+TINY = [
+    "-loss",
+    "nllvmf",
+    "-tie_emb",
+    "-rnn_size",
+    "32",
+    "-word_vec_size",
+    "16",
+    "-brnn",
+    "-dropout",
+    "0.1",
+    "-batch_size",
+    "16",
+    "-train_steps",
+    "2",
+    "-valid_steps",
+    "100",
+    "-save_checkpoint_steps",
+    "100",
+]
 
 
 @pytest.fixture(scope="module")
@@ -65,9 +83,11 @@ class _FailingUnderAutocast(torch.nn.Module):
 
     def forward(self, *args):
         if torch.is_autocast_enabled("cpu"):
-            raise RuntimeError("could not create a primitive descriptor for the LSTM forward propagation primitive. "
-                               "Run workload with environment variable ONEDNN_VERBOSE=all to get additional "
-                               "diagnostic information.")
+            raise RuntimeError(
+                "could not create a primitive descriptor for the LSTM forward propagation primitive. "
+                "Run workload with environment variable ONEDNN_VERBOSE=all to get additional "
+                "diagnostic information."
+            )
         return self.inner(*args)
 
 
@@ -76,21 +96,43 @@ def test_probe_failure_names_the_limitation_and_the_flags(sample):
     with pytest.raises(UserError) as exc:
         require_autocast(_FailingUnderAutocast(model), loss_fn, torch.device("cpu"), torch.bfloat16)
     msg = str(exc.value)
-    for part in ("-amp", "cannot run the LSTM in bfloat16", "could not create a primitive descriptor",
-                 "AVX-512", "Drop -amp", "-gpu"):
+    for part in (
+        "-amp",
+        "cannot run the LSTM in bfloat16",
+        "could not create a primitive descriptor",
+        "AVX-512",
+        "Drop -amp",
+        "-gpu",
+    ):
         assert part in msg, msg
     assert "ONEDNN_VERBOSE" not in msg
 
 
-@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available(),
-                    reason="ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN on x86 CPUs only")
+@pytest.mark.skipif(
+    platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available(),
+    reason="ONEDNN_MAX_CPU_ISA=AVX2 caps oneDNN on x86 CPUs only",
+)
 def test_amp_with_onednn_capped_at_avx2_refuses_cleanly(sample, tmp_path):
     """oneDNN reads ONEDNN_MAX_CPU_ISA once, at start-up: hence a subprocess. On x86 CPUs oneDNN's
     bf16 LSTM needs AVX-512, so capped at AVX2 train.py -amp refuses, before writing anything."""
     out = tmp_path / "out"
     out.mkdir()
-    cmd = [sys.executable, "train.py", "-data", str(sample / "data"), "-tgt_emb", str(sample / "emb.pt"),
-           "-save_model", str(out / "m"), "-log_file", str(out / "train.log"), *TINY, "-amp", "-threads", "1"]
+    cmd = [
+        sys.executable,
+        "train.py",
+        "-data",
+        str(sample / "data"),
+        "-tgt_emb",
+        str(sample / "emb.pt"),
+        "-save_model",
+        str(out / "m"),
+        "-log_file",
+        str(out / "train.log"),
+        *TINY,
+        "-amp",
+        "-threads",
+        "1",
+    ]
     env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2")
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert "Traceback" not in res.stderr, res.stderr
@@ -143,15 +185,48 @@ def test_threads_flag_values(keep_threads):
 
 
 def test_train_and_translate_take_threads(sample, tmp_path, keep_threads, capsys):
-    run = train.main(["-data", str(sample / "data"), "-tgt_emb", str(sample / "emb.pt"), "-save_model",
-                      str(tmp_path / "m"), *TINY, "-threads", "2"])
+    run = train.main(
+        [
+            "-data",
+            str(sample / "data"),
+            "-tgt_emb",
+            str(sample / "emb.pt"),
+            "-save_model",
+            str(tmp_path / "m"),
+            *TINY,
+            "-threads",
+            "2",
+        ]
+    )
     assert run.progress["step"] == 2 and "device cpu (2 threads)" in capsys.readouterr().out
-    translate.main(["-model", str(tmp_path / "m_last.pt"), "-src", str(sample / "train.fr"), "-output",
-                    str(tmp_path / "pred.en"), "-threads", "1", "-max_length", "3"])
+    translate.main(
+        [
+            "-model",
+            str(tmp_path / "m_last.pt"),
+            "-src",
+            str(sample / "train.fr"),
+            "-output",
+            str(tmp_path / "pred.en"),
+            "-threads",
+            "1",
+            "-max_length",
+            "3",
+        ]
+    )
     assert torch.get_num_threads() == 1
     with pytest.raises(SystemExit) as exc:
-        translate.main(["-model", str(tmp_path / "m_last.pt"), "-src", str(sample / "train.fr"), "-output",
-                        str(tmp_path / "pred2.en"), "-threads", "-2"])
+        translate.main(
+            [
+                "-model",
+                str(tmp_path / "m_last.pt"),
+                "-src",
+                str(sample / "train.fr"),
+                "-output",
+                str(tmp_path / "pred2.en"),
+                "-threads",
+                "-2",
+            ]
+        )
     assert exc.value.code == 2 and not (tmp_path / "pred2.en").exists()
 
 
@@ -231,8 +306,21 @@ def test_transformer_ce_trains_on_both_paths(sample, tmp_path, amp):
     under ONEDNN_MAX_CPU_ISA=AVX2 too); the log names -amp auto's choice."""
     out = tmp_path / amp
     out.mkdir()
-    train.main(["-data", str(sample / "data"), "-save_model", str(out / "m"), "-log_file", str(out / "train.log"),
-                *TRANSFORMER_CE, "-amp", amp, "-threads", "1"])
+    train.main(
+        [
+            "-data",
+            str(sample / "data"),
+            "-save_model",
+            str(out / "m"),
+            "-log_file",
+            str(out / "train.log"),
+            *TRANSFORMER_CE,
+            "-amp",
+            amp,
+            "-threads",
+            "1",
+        ]
+    )
     log = (out / "train.log").read_text(encoding="utf-8")
     assert "finished at step 2" in log
     assert ("-amp auto: " in log) == (amp == "auto" and any(f in amp_flags() for f in ("avx512_bf16", "amx_bf16")))

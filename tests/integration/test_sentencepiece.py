@@ -30,25 +30,66 @@ def corpus(tmp_path_factory):
             with TextPipeline(lang) as text:
                 (d / f"tok.{split}.{lang}").write_text("".join(text.encode(x) + "\n" for x in lines), encoding="utf-8")
     for lang in ("fr", "en"):
-        sentencepiece.SentencePieceTrainer.train(input=str(d / f"tok.train.{lang}"),
-                                                 model_prefix=str(d / f"spm.{lang}"),
-                                                 vocab_size=300, character_coverage=1.0, minloglevel=2)
+        sentencepiece.SentencePieceTrainer.train(
+            input=str(d / f"tok.train.{lang}"),
+            model_prefix=str(d / f"spm.{lang}"),
+            vocab_size=300,
+            character_coverage=1.0,
+            minloglevel=2,
+        )
         sp = sentencepiece.SentencePieceProcessor(model_file=str(d / f"spm.{lang}.model"))
         for split in ("train", "valid", "test"):
             lines = (d / f"tok.{split}.{lang}").read_text(encoding="utf-8").splitlines()
-            (d / f"sp.{split}.{lang}").write_text("".join(" ".join(sp.encode(x, out_type=str)) + "\n" for x in lines),
-                                                  encoding="utf-8")
+            (d / f"sp.{split}.{lang}").write_text(
+                "".join(" ".join(sp.encode(x, out_type=str)) + "\n" for x in lines), encoding="utf-8"
+            )
     return d
 
 
 def train_model(d, name, tgt, *flags, pp_flags=()):
-    preprocess.main(["-train_src", str(d / "sp.train.fr"), "-train_tgt", str(d / f"{tgt}.train.en"),
-                     "-valid_src", str(d / "sp.valid.fr"), "-valid_tgt", str(d / f"{tgt}.valid.en"),
-                     "-save_data", str(d / name), "-src_lang", "fr", "-tgt_lang", "en", "-src_spm",
-                     str(d / "spm.fr.model"), *pp_flags])
+    preprocess.main(
+        [
+            "-train_src",
+            str(d / "sp.train.fr"),
+            "-train_tgt",
+            str(d / f"{tgt}.train.en"),
+            "-valid_src",
+            str(d / "sp.valid.fr"),
+            "-valid_tgt",
+            str(d / f"{tgt}.valid.en"),
+            "-save_data",
+            str(d / name),
+            "-src_lang",
+            "fr",
+            "-tgt_lang",
+            "en",
+            "-src_spm",
+            str(d / "spm.fr.model"),
+            *pp_flags,
+        ]
+    )
     saved = torch.get_num_threads()
-    train.main(["-data", str(d / name), "-save_model", str(d / f"m_{name}"), "-rnn_size", "32", "-word_vec_size", "32",
-                "-batch_size", "32", "-train_steps", "30", "-valid_steps", "1000", "-threads", "1", *flags])
+    train.main(
+        [
+            "-data",
+            str(d / name),
+            "-save_model",
+            str(d / f"m_{name}"),
+            "-rnn_size",
+            "32",
+            "-word_vec_size",
+            "32",
+            "-batch_size",
+            "32",
+            "-train_steps",
+            "30",
+            "-valid_steps",
+            "1000",
+            "-threads",
+            "1",
+            *flags,
+        ]
+    )
     torch.set_num_threads(saved)
     return str(d / f"m_{name}_last.pt")
 
@@ -62,8 +103,21 @@ def test_softmax_model_with_source_and_target_pieces(corpus):
     out, err = translate("-model", model, "-src", d / "raw.test.fr")
     assert "SentencePiece pieces (spm.fr.model" in err and len(out) == 8
     assert not any("\u2581" in line for line in out) and out[0][:1].isupper()
-    explicit, _ = translate("-model", model, "-src", d / "raw.test.fr", "-src_lang", "fr", "-src_spm",
-                            d / "spm.fr.model", "-tgt_spm", d / "spm.en.model", "-detokenize", "-tgt_lang", "en")
+    explicit, _ = translate(
+        "-model",
+        model,
+        "-src",
+        d / "raw.test.fr",
+        "-src_lang",
+        "fr",
+        "-src_spm",
+        d / "spm.fr.model",
+        "-tgt_spm",
+        d / "spm.en.model",
+        "-detokenize",
+        "-tgt_lang",
+        "en",
+    )
     assert explicit == out
     pieces, _ = translate("-model", model, "-src", d / "sp.test.fr", "-tokenized")
     assert any("\u2581" in line for line in pieces)  # -tokenized: the model's own pieces
@@ -76,13 +130,44 @@ def test_softmax_model_with_source_and_target_pieces(corpus):
 
 def test_continuous_model_with_source_pieces(corpus):
     d = corpus
-    preprocess.main(["-train_src", str(d / "sp.train.fr"), "-train_tgt", str(d / "tok.train.en"), "-valid_src",
-                     str(d / "sp.valid.fr"), "-valid_tgt", str(d / "tok.valid.en"), "-save_data", str(d / "v0"),
-                     "-tgt_emb", str(DATA / "en.vec.gz")])
-    embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", str(d / "v0.vocab.pt"),
-                              "-output_file", str(d / "emb"), "-normalize"])
-    model = train_model(d, "v0", "tok", "-loss", "nllvmf", "-tie_emb", "-tgt_emb", str(d / "emb.dec.pt"),
-                        pp_flags=["-tgt_emb", str(DATA / "en.vec.gz")])
+    preprocess.main(
+        [
+            "-train_src",
+            str(d / "sp.train.fr"),
+            "-train_tgt",
+            str(d / "tok.train.en"),
+            "-valid_src",
+            str(d / "sp.valid.fr"),
+            "-valid_tgt",
+            str(d / "tok.valid.en"),
+            "-save_data",
+            str(d / "v0"),
+            "-tgt_emb",
+            str(DATA / "en.vec.gz"),
+        ]
+    )
+    embeddings_to_torch.main(
+        [
+            "-emb_file_dec",
+            str(DATA / "en.vec.gz"),
+            "-dict_file",
+            str(d / "v0.vocab.pt"),
+            "-output_file",
+            str(d / "emb"),
+            "-normalize",
+        ]
+    )
+    model = train_model(
+        d,
+        "v0",
+        "tok",
+        "-loss",
+        "nllvmf",
+        "-tie_emb",
+        "-tgt_emb",
+        str(d / "emb.dec.pt"),
+        pp_flags=["-tgt_emb", str(DATA / "en.vec.gz")],
+    )
     out, err = translate("-model", model, "-src", d / "raw.test.fr")
     assert "SentencePiece pieces" in err and len(out) == 8 and not any("\u2581" in line for line in out)
 
@@ -90,17 +175,36 @@ def test_continuous_model_with_source_pieces(corpus):
 def test_a_file_that_is_no_sentencepiece_model_is_refused(corpus, tmp_path, capsys):
     d = corpus
     with pytest.raises(SystemExit):
-        preprocess.main(["-train_src", str(d / "sp.train.fr"), "-train_tgt", str(d / "tok.train.en"), "-valid_src",
-                         str(d / "sp.valid.fr"), "-valid_tgt", str(d / "tok.valid.en"), "-save_data",
-                         str(tmp_path / "x"), "-src_lang", "fr", "-src_spm", str(d / "tok.train.fr")])
+        preprocess.main(
+            [
+                "-train_src",
+                str(d / "sp.train.fr"),
+                "-train_tgt",
+                str(d / "tok.train.en"),
+                "-valid_src",
+                str(d / "sp.valid.fr"),
+                "-valid_tgt",
+                str(d / "tok.valid.en"),
+                "-save_data",
+                str(tmp_path / "x"),
+                "-src_lang",
+                "fr",
+                "-src_spm",
+                str(d / "tok.train.fr"),
+            ]
+        )
     assert "-src_spm" in capsys.readouterr().err and not list(tmp_path.glob("x.*"))
     with pytest.raises(UserError, match="not a SentencePiece model"):
         TextPipeline(src_spm=str(d / "tok.train.fr"))
 
 
 def _refused(*args):
-    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-threads", "1", *map(str, args)],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "translate.py"), "-threads", "1", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 2 and not res.stdout, res.stderr
     return res.stderr
 
@@ -110,23 +214,67 @@ def test_sentencepiece_models_that_do_not_fit_are_refused(corpus, capsys):
     model was not trained with fed it unseen pieces, and preprocess.py recorded a -src_spm other than the one the
     data was cut with; all without a word."""
     d = corpus
-    sentencepiece.SentencePieceTrainer.train(input=str(d / "tok.train.fr"), model_prefix=str(d / "other.fr"),
-                                             vocab_size=120, character_coverage=1.0, minloglevel=2,
-                                             model_type="char")
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(d / "tok.train.fr"),
+        model_prefix=str(d / "other.fr"),
+        vocab_size=120,
+        character_coverage=1.0,
+        minloglevel=2,
+        model_type="char",
+    )
     with pytest.raises(SystemExit):
-        preprocess.main(["-train_src", str(d / "sp.train.fr"), "-train_tgt", str(d / "tok.train.en"), "-valid_src",
-                         str(d / "sp.valid.fr"), "-valid_tgt", str(d / "tok.valid.en"), "-save_data",
-                         str(d / "wrong"), "-src_lang", "fr", "-tgt_lang", "en", "-src_spm", str(d / "other.fr.model")])
-    assert re.search(r"-src_spm: .*sp.train.fr was not cut with it: \d+ of its first 200 lines cut again give other "
-                     r"pieces \(first: line 1\)", capsys.readouterr().err)
+        preprocess.main(
+            [
+                "-train_src",
+                str(d / "sp.train.fr"),
+                "-train_tgt",
+                str(d / "tok.train.en"),
+                "-valid_src",
+                str(d / "sp.valid.fr"),
+                "-valid_tgt",
+                str(d / "tok.valid.en"),
+                "-save_data",
+                str(d / "wrong"),
+                "-src_lang",
+                "fr",
+                "-tgt_lang",
+                "en",
+                "-src_spm",
+                str(d / "other.fr.model"),
+            ]
+        )
+    assert re.search(
+        r"-src_spm: .*sp.train.fr was not cut with it: \d+ of its first 200 lines cut again give other "
+        r"pieces \(first: line 1\)",
+        capsys.readouterr().err,
+    )
     assert not list(d.glob("wrong.*"))
     words = train_model(d, "words", "tok", "-loss", "ce")  # target of words, source of spm.fr pieces
-    err = _refused("-model", words, "-src", d / "raw.test.fr", "-tgt_spm", d / "spm.en.model", "-src_lang", "fr",
-                   "-src_spm", d / "spm.fr.model", "-detokenize", "-tgt_lang", "en")
-    assert "-tgt_spm" in err and "% of the model's target vocabulary are pieces of it: the model was trained on " \
-                                 "words, not SentencePiece pieces" in err, err
+    err = _refused(
+        "-model",
+        words,
+        "-src",
+        d / "raw.test.fr",
+        "-tgt_spm",
+        d / "spm.en.model",
+        "-src_lang",
+        "fr",
+        "-src_spm",
+        d / "spm.fr.model",
+        "-detokenize",
+        "-tgt_lang",
+        "en",
+    )
+    assert (
+        "-tgt_spm" in err
+        and "% of the model's target vocabulary are pieces of it: the model was trained on "
+        "words, not SentencePiece pieces"
+        in err
+    ), err
     err = _refused("-model", words, "-src", d / "raw.test.fr", "-src_lang", "fr", "-src_spm", d / "other.fr.model")
-    assert "of the model's source vocabulary are pieces of it: the model was trained on the pieces of another " \
-           "SentencePiece model" in err, err
+    assert (
+        "of the model's source vocabulary are pieces of it: the model was trained on the pieces of another "
+        "SentencePiece model" in err
+    ), err
     with pytest.raises(UserError, match="-tgt_spm .* of the model's target vocabulary are pieces of it"):
         onmt_cont.load(words, tgt_spm=str(d / "spm.en.model"))

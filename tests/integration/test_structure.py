@@ -99,20 +99,31 @@ def test_the_package_is_in_rooms_and_the_lab_stays_outside():
     onmt_cont/train/); nothing in it imports the lab; the lab and the tools import the installed
     packages instead of editing sys.path."""
     root = PKG.parent
-    long = {str(p.relative_to(root)): n for p in PKG.rglob("*.py")
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500}
+    long = {
+        str(p.relative_to(root)): n
+        for p in PKG.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 500
+    }
     assert long == {}
     into_lab = []
     for path in PKG.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             into_lab += [f"{path.relative_to(root)}: {n}" for n in names if n.split(".")[0] == "lab"]
     assert into_lab == []
     # lab/results holds the records of past runs as they ran, not maintained scripts
-    hacks = [str(p.relative_to(root)) for folder in ("lab/bench", "lab/tools", "tools")
-             for p in (root / folder).rglob("*.py")
-             if "sys.path.insert" in p.read_text(encoding="utf-8")]
+    hacks = [
+        str(p.relative_to(root))
+        for folder in ("lab/bench", "lab/tools", "tools")
+        for p in (root / folder).rglob("*.py")
+        if "sys.path.insert" in p.read_text(encoding="utf-8")
+    ]
     assert hacks == []
 
 

@@ -28,20 +28,59 @@ def model(tmp_path_factory):
             (d / f"raw.{split}.{lang}").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
             with TextPipeline(lang) as text:  # tools/moses_tok.py's tokenization
                 (d / f"tok.{split}.{lang}").write_text("".join(text.encode(x) + "\n" for x in lines), encoding="utf-8")
-    subprocess.run([sys.executable, "-m", "subword_nmt.learn_bpe", "-s", "200"], stdin=open(d / "tok.train.fr"),
-                   stdout=open(d / "codes.fr", "w"), check=True)
+    subprocess.run(
+        [sys.executable, "-m", "subword_nmt.learn_bpe", "-s", "200"],
+        stdin=open(d / "tok.train.fr"),
+        stdout=open(d / "codes.fr", "w"),
+        check=True,
+    )
     with TextPipeline(bpe_codes=str(d / "codes.fr")) as pieces:
         for split in ("train", "valid", "test"):
             lines = (d / f"tok.{split}.fr").read_text(encoding="utf-8").splitlines()
             (d / f"bpe.{split}.fr").write_text("".join(pieces.encode(x) + "\n" for x in lines), encoding="utf-8")
-    preprocess.main(["-train_src", str(d / "bpe.train.fr"), "-train_tgt", str(d / "tok.train.en"),
-                     "-valid_src", str(d / "bpe.valid.fr"), "-valid_tgt", str(d / "tok.valid.en"),
-                     "-save_data", str(d / "data"), "-src_lang", "fr", "-tgt_lang", "en",
-                     "-src_bpe_codes", str(d / "codes.fr")])
+    preprocess.main(
+        [
+            "-train_src",
+            str(d / "bpe.train.fr"),
+            "-train_tgt",
+            str(d / "tok.train.en"),
+            "-valid_src",
+            str(d / "bpe.valid.fr"),
+            "-valid_tgt",
+            str(d / "tok.valid.en"),
+            "-save_data",
+            str(d / "data"),
+            "-src_lang",
+            "fr",
+            "-tgt_lang",
+            "en",
+            "-src_bpe_codes",
+            str(d / "codes.fr"),
+        ]
+    )
     saved = torch.get_num_threads()
-    train.main(["-data", str(d / "data"), "-save_model", str(d / "m"), "-loss", "ce", "-rnn_size", "32",
-                "-word_vec_size", "32", "-batch_size", "32", "-train_steps", "30", "-valid_steps", "1000",
-                "-threads", "1"])
+    train.main(
+        [
+            "-data",
+            str(d / "data"),
+            "-save_model",
+            str(d / "m"),
+            "-loss",
+            "ce",
+            "-rnn_size",
+            "32",
+            "-word_vec_size",
+            "32",
+            "-batch_size",
+            "32",
+            "-train_steps",
+            "30",
+            "-valid_steps",
+            "1000",
+            "-threads",
+            "1",
+        ]
+    )
     torch.set_num_threads(saved)
     return d
 
@@ -54,8 +93,19 @@ def test_the_checkpoint_records_the_text_and_translate_applies_it(model):
     bare, err = translate("-model", model / "m_last.pt", "-src", model / "raw.test.fr")
     assert "records the text it was trained on: raw fr text, Moses-tokenized and lowercased" in err
     assert "codes.fr" in err and "output detokenized as en" in err
-    explicit, _ = translate("-model", model / "m_last.pt", "-src", model / "raw.test.fr", "-src_lang", "fr",
-                            "-src_bpe_codes", model / "codes.fr", "-detokenize", "-tgt_lang", "en")
+    explicit, _ = translate(
+        "-model",
+        model / "m_last.pt",
+        "-src",
+        model / "raw.test.fr",
+        "-src_lang",
+        "fr",
+        "-src_bpe_codes",
+        model / "codes.fr",
+        "-detokenize",
+        "-tgt_lang",
+        "en",
+    )
     assert bare == explicit and len(bare) == 8 and bare[0][:1].isupper()
     tokens, err = translate("-model", model / "m_last.pt", "-src", model / "bpe.test.fr", "-tokenized")
     assert "records the text" not in err and tokens != bare and not any(t[:1].isupper() for t in tokens)
@@ -72,19 +122,59 @@ def test_damaged_codes_and_a_record_without_languages_are_refused(model, tmp_pat
     with pytest.raises(UserError, match="do not match their checksum"):
         onmt_cont.load(str(tmp_path / "bad.pt"))
     with pytest.raises(SystemExit):
-        preprocess.main(["-train_src", str(model / "bpe.train.fr"), "-train_tgt", str(model / "tok.train.en"),
-                         "-valid_src", str(model / "bpe.valid.fr"), "-valid_tgt", str(model / "tok.valid.en"),
-                         "-save_data", str(tmp_path / "d"), "-src_bpe_codes", str(model / "codes.fr")])
+        preprocess.main(
+            [
+                "-train_src",
+                str(model / "bpe.train.fr"),
+                "-train_tgt",
+                str(model / "tok.train.en"),
+                "-valid_src",
+                str(model / "bpe.valid.fr"),
+                "-valid_tgt",
+                str(model / "tok.valid.en"),
+                "-save_data",
+                str(tmp_path / "d"),
+                "-src_bpe_codes",
+                str(model / "codes.fr"),
+            ]
+        )
     assert "give -src_lang" in capsys.readouterr().err and not list(tmp_path.glob("d.*"))
 
 
 def test_raw_input_to_a_model_of_tokens_gets_a_warning(model, tmp_path):
     """A model without a record (preprocess.py without -src_lang) given raw text: one warning, naming -src_lang."""
-    preprocess.main(["-train_src", str(model / "tok.train.fr"), "-train_tgt", str(model / "tok.train.en"),
-                     "-valid_src", str(model / "tok.valid.fr"), "-valid_tgt", str(model / "tok.valid.en"),
-                     "-save_data", str(tmp_path / "d")])
-    train.main(["-data", str(tmp_path / "d"), "-save_model", str(tmp_path / "m"), "-loss", "ce", "-rnn_size", "16",
-                "-word_vec_size", "16", "-train_steps", "2", "-threads", "1"])
+    preprocess.main(
+        [
+            "-train_src",
+            str(model / "tok.train.fr"),
+            "-train_tgt",
+            str(model / "tok.train.en"),
+            "-valid_src",
+            str(model / "tok.valid.fr"),
+            "-valid_tgt",
+            str(model / "tok.valid.en"),
+            "-save_data",
+            str(tmp_path / "d"),
+        ]
+    )
+    train.main(
+        [
+            "-data",
+            str(tmp_path / "d"),
+            "-save_model",
+            str(tmp_path / "m"),
+            "-loss",
+            "ce",
+            "-rnn_size",
+            "16",
+            "-word_vec_size",
+            "16",
+            "-train_steps",
+            "2",
+            "-threads",
+            "1",
+        ]
+    )
     _, err = translate("-model", tmp_path / "m_last.pt", "-src", model / "raw.test.fr")
     assert "warning: -src" in err and "looks like raw text" in err and "-src_lang" in err
     _, err = translate("-model", tmp_path / "m_last.pt", "-src", model / "tok.test.fr")

@@ -37,7 +37,8 @@ def public_functions(path: Path) -> list[tuple[str, bool]]:
         elif isinstance(node, ast.ClassDef) and is_public(node.name):
             for fn in node.body:
                 if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and (
-                        is_public(fn.name) or fn.name == "__init__"):
+                    is_public(fn.name) or fn.name == "__init__"
+                ):
                     found.append((f"{node.name}.{fn.name}", is_typed(fn, method=True)))
     return found
 
@@ -58,12 +59,20 @@ def package_share(package: str) -> tuple[float, list[str]]:
 
 def test_counting_rules(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("def f(a: int, *rest: int) -> int: ...\ndef g(a, b: int) -> None: ...\ndef h(a: int): ...\n"
-                      "def _p(a): ...\nclass C:\n    def __init__(self, a: int): ...\n    def m(self) -> None: ...\n"
-                      "    def n(self, x) -> None: ...\n    def _q(self): ...\nclass _D:\n    def m(self): ...\n",
-                      encoding="utf-8")
-    assert public_functions(module) == [("f", True), ("g", False), ("h", False), ("C.__init__", True),
-                                        ("C.m", True), ("C.n", False)]
+    module.write_text(
+        "def f(a: int, *rest: int) -> int: ...\ndef g(a, b: int) -> None: ...\ndef h(a: int): ...\n"
+        "def _p(a): ...\nclass C:\n    def __init__(self, a: int): ...\n    def m(self) -> None: ...\n"
+        "    def n(self, x) -> None: ...\n    def _q(self): ...\nclass _D:\n    def m(self): ...\n",
+        encoding="utf-8",
+    )
+    assert public_functions(module) == [
+        ("f", True),
+        ("g", False),
+        ("h", False),
+        ("C.__init__", True),
+        ("C.m", True),
+        ("C.n", False),
+    ]
 
 
 def test_public_api_typed() -> None:
@@ -71,5 +80,7 @@ def test_public_api_typed() -> None:
     summary = ", ".join(f"{package} {share:.0%}" for package, (share, _) in shares.items())
     for package, minimum in THRESHOLDS.items():
         share, untyped = shares[package]
-        assert share >= minimum, (f"{package}/: {share:.0%} of public functions typed, expected at least "
-                                  f"{minimum:.0%} (all packages: {summary}); untyped: {', '.join(untyped)}")
+        assert share >= minimum, (
+            f"{package}/: {share:.0%} of public functions typed, expected at least "
+            f"{minimum:.0%} (all packages: {summary}); untyped: {', '.join(untyped)}"
+        )

@@ -46,8 +46,9 @@ def test_word_log_frequency_by_hand():
 
 def test_capped_log_prior_by_hand():
     """-decode_prior_cap 3: flat (0) for words seen 3 times or more; log((c + 1) / 4) below."""
-    vocab = Vocab(["<blank>", "<unk>", "<s>", "</s>", "a", "b", "c", "d"], [0, 0, 0, 0, 5, 3, 2, 1],
-                  total_tokens=12, sentences=4)  # <unk>: 12 - 11 = 1 token
+    vocab = Vocab(
+        ["<blank>", "<unk>", "<s>", "</s>", "a", "b", "c", "d"], [0, 0, 0, 0, 5, 3, 2, 1], total_tokens=12, sentences=4
+    )  # <unk>: 12 - 11 = 1 token
     got = capped_log_prior(vocab, 3)
     want = torch.log(torch.tensor([1, 2, 1, 5, 6, 4, 3, 2], dtype=torch.float32) / 4).clamp_max(0)
     torch.testing.assert_close(got, want)
@@ -68,8 +69,7 @@ def test_preprocess_records_sentences(tmp_path):
 
 # --- expected counts and the corrected losses -----------------------------------------------------
 
-TABLE = F.normalize(torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1], [0.6, 0.8, 0], [0, 0.6, 0.8]]),
-                    dim=-1)
+TABLE = F.normalize(torch.tensor([[0.0, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1], [0.6, 0.8, 0], [0, 0.6, 0.8]]), dim=-1)
 TABLE[0] = 0
 PRIOR = torch.log(torch.tensor([1e-9, 0.1, 1e-9, 0.2, 0.3, 0.4]))  # p_train (padding and <s> ~ 0)
 
@@ -77,8 +77,9 @@ PRIOR = torch.log(torch.tensor([1e-9, 0.1, 1e-9, 0.2, 0.3, 0.4]))  # p_train (pa
 def test_log_expected_counts_by_hand():
     """Two tokens with targets 4 and 5; shared candidates: in-batch [4, 5] and 'random' (2 draws
     over V-1 = 5 words, 0.4 each); per token: the gold word's 2 nearest rows (gold_nn, itself first)."""
-    neg = Negatives(("inbatch", "random", "gold_nn"), TABLE, num_sampled=2, ann_candidates=1,
-                    log_prior=PRIOR, counts="unigram")
+    neg = Negatives(
+        ("inbatch", "random", "gold_nn"), TABLE, num_sampled=2, ann_candidates=1, log_prior=PRIOR, counts="unigram"
+    )
     target = torch.tensor([4, 5])
     shared, per_token = neg(None, target)
     assert shared[:2].tolist() == [4, 5] and shared.numel() == 4
@@ -92,8 +93,10 @@ def test_log_expected_counts_by_hand():
 
 
 @pytest.mark.parametrize("counts", ["batch", "unigram"])
-@pytest.mark.parametrize("sources", [("inbatch", "random", "gold_nn"), ("inbatch", "gold_nn", "ann"),
-                                     ("random", "ann"), ("inbatch", "random")])
+@pytest.mark.parametrize(
+    "sources",
+    [("inbatch", "random", "gold_nn"), ("inbatch", "gold_nn", "ann"), ("random", "ann"), ("inbatch", "random")],
+)
 def test_log_expected_counts_brute_force(sources, counts):
     """Against comparing every candidate with every per-token list entry, on a batch whose targets
     repeat (in-batch duplicates) and with two per-token sources (a word in both lists counts 2)."""
@@ -120,7 +123,7 @@ def test_log_expected_counts_brute_force(sources, counts):
     valid = torch.cat(valid + ([per_token > 0] if per_token is not None else []), 1)
     torch.testing.assert_close(got[valid], want[valid])
     if "gold_nn" in sources and "ann" in sources:
-        assert (got[:, shared.numel():] > torch.log(base[per_token.clamp_min(0)] + 1.5).float()).any()
+        assert (got[:, shared.numel() :] > torch.log(base[per_token.clamp_min(0)] + 1.5).float()).any()
 
 
 def test_own_sentence_words_by_hand():
@@ -132,8 +135,7 @@ def test_own_sentence_words_by_hand():
     assert length.tolist() == [3, 3, 3, 2, 2, 1] and ends.tolist() == [1, 1, 1, 1, 1, 0]
 
 
-@pytest.mark.parametrize("sources", [("inbatch", "random", "gold_nn"), ("inbatch", "gold_nn", "prefix"),
-                                     ("inbatch",)])
+@pytest.mark.parametrize("sources", [("inbatch", "random", "gold_nn"), ("inbatch", "gold_nn", "prefix"), ("inbatch",)])
 def test_sentence_counts_brute_force(sources):
     """counts="sentence", entry by entry: K_i q(j) + (</s>: the other sentences' B - 1) + j's count in
     token i's own sentence outside position i + the random term + j's count in i's own lists."""
@@ -179,17 +181,28 @@ def test_sentence_counts_unbiased_over_batches():
     own = torch.tensor([19, 19, 4, 17, EOS_ID])  # a sentence of rare words, one repeated
     pred = 2.0 * torch.randn(own.numel(), 8, generator=gen)
     full = (pred @ table[1:].t()).exp().sum(1).double()
-    prior = {"sentence": q.clamp_min(1e-30).log().float(), "batch": None,
-             "unigram": (q * 0.8 + 0.2 * (torch.arange(vocab) == EOS_ID)).clamp_min(1e-30).log().float()}
+    prior = {
+        "sentence": q.clamp_min(1e-30).log().float(),
+        "batch": None,
+        "unigram": (q * 0.8 + 0.2 * (torch.arange(vocab) == EOS_ID)).clamp_min(1e-30).log().float(),
+    }
     ratios = {}
     for counts in ("sentence", "batch", "unigram"):
-        neg = Negatives(("inbatch", "random", "gold_nn"), table, num_sampled=3, ann_candidates=2,
-                        log_prior=prior[counts], counts=counts)
+        neg = Negatives(
+            ("inbatch", "random", "gold_nn"),
+            table,
+            num_sampled=3,
+            ann_candidates=2,
+            log_prior=prior[counts],
+            counts=counts,
+        )
         torch.manual_seed(1)
         draws, total = 3000, torch.zeros(own.numel(), dtype=torch.float64)
         for _ in range(draws):
-            others = [torch.cat([words[torch.multinomial(p_word, int(n), replacement=True)], torch.tensor([EOS_ID])])
-                      for n in torch.randint(1, 6, (3,))]
+            others = [
+                torch.cat([words[torch.multinomial(p_word, int(n), replacement=True)], torch.tensor([EOS_ID])])
+                for n in torch.randint(1, 6, (3,))
+            ]
             target = torch.cat([own] + others)
             vec = torch.cat([pred, torch.zeros(target.numel() - own.numel(), 8)])
             shared, per_token = neg(None, target)
@@ -233,8 +246,14 @@ def test_corrected_normaliser_is_unbiased_on_the_batch_as_it_is(counts):
     table = F.normalize(torch.randn(vocab, 8, generator=gen), dim=-1)
     table[0] = 0
     pred = 2.0 * torch.randn(target.numel(), 8, generator=gen)
-    neg = Negatives(("inbatch", "random", "gold_nn"), table, num_sampled=4, ann_candidates=3,
-                    log_prior=prior.clamp_min(1e-12).log().float(), counts=counts)
+    neg = Negatives(
+        ("inbatch", "random", "gold_nn"),
+        table,
+        num_sampled=4,
+        ann_candidates=3,
+        log_prior=prior.clamp_min(1e-12).log().float(),
+        counts=counts,
+    )
     logits = pred @ table.t()  # [N, V]
     full = logits[:, 1:].exp().sum(1)  # every word but padding, the gold word included
     torch.manual_seed(0)
@@ -263,8 +282,14 @@ def bin_push(num_sampled, vocab=300, batches=400):
     table[0] = 0
     near = torch.randn(vocab, 8, generator=gen)  # where a token of each gold word points
     _, prior = zipf_batch(vocab, 1, gen)
-    neg = Negatives(("inbatch", "random", "gold_nn"), table, num_sampled=num_sampled, ann_candidates=3,
-                    log_prior=prior.clamp_min(1e-12).log().float(), counts="unigram")
+    neg = Negatives(
+        ("inbatch", "random", "gold_nn"),
+        table,
+        num_sampled=num_sampled,
+        ann_candidates=3,
+        log_prior=prior.clamp_min(1e-12).log().float(),
+        counts="unigram",
+    )
     full, push = torch.zeros(vocab, dtype=torch.float64), torch.zeros(vocab, dtype=torch.float64)
     torch.manual_seed(0)
     for _ in range(batches):
@@ -278,9 +303,10 @@ def bin_push(num_sampled, vocab=300, batches=400):
         shared, per_token = neg(None, target)
         shared, repeats = unique_shared(shared, per_token.size(1))
         dots = candidate_dots(pred, table, shared, per_token).double().requires_grad_()
-        loss = _corrected_cross_entropy((pred * table[target]).sum(1).double(), dots, target, neg, shared, per_token,
-                                        repeats, True)
-        weight, = torch.autograd.grad(loss.sum(), dots)
+        loss = _corrected_cross_entropy(
+            (pred * table[target]).sum(1).double(), dots, target, neg, shared, per_token, repeats, True
+        )
+        (weight,) = torch.autograd.grad(loss.sum(), dots)
         ids = candidate_ids(torch.arange(dots.size(1)).expand_as(dots), shared, per_token).clamp_min(0)
         push.index_add_(0, ids.flatten(), weight.flatten())
     order = prior[4:].argsort(descending=True) + 4
@@ -299,9 +325,20 @@ def test_enough_random_negatives_push_every_bin_as_the_full_softmax():
 
 
 def opt_of(loss, **kw):
-    base = {"loss": loss, "margin": 0.5, "num_negatives": None, "negatives": "inbatch,random", "num_sampled": 3,
-            "ann_candidates": 2, "temperature": 0.5, "contrastive_weight": 1.0, "lambda1": 0.02, "lambda2": 0.1,
-            "vmf_approx": False, "sampling_correction": False}
+    base = {
+        "loss": loss,
+        "margin": 0.5,
+        "num_negatives": None,
+        "negatives": "inbatch,random",
+        "num_sampled": 3,
+        "ann_candidates": 2,
+        "temperature": 0.5,
+        "contrastive_weight": 1.0,
+        "lambda1": 0.02,
+        "lambda2": 0.1,
+        "vmf_approx": False,
+        "sampling_correction": False,
+    }
     return Namespace(**{**base, **kw})
 
 
@@ -450,15 +487,25 @@ def data(wc_data):
     return wc_data
 
 
-@pytest.mark.parametrize("loss,extra,decrease", [("infonce", {}, 0.3),
-                                                  ("nllvmf_nce", {"lambda1": "0", "lambda2": "1"}, 1.0),
-                                                  ("nllvmf_nce", {"lambda1": "0", "lambda2": "1",
-                                                                  "expected_counts": "sentence"}, 1.0)])
+@pytest.mark.parametrize(
+    "loss,extra,decrease",
+    [
+        ("infonce", {}, 0.3),
+        ("nllvmf_nce", {"lambda1": "0", "lambda2": "1"}, 1.0),
+        ("nllvmf_nce", {"lambda1": "0", "lambda2": "1", "expected_counts": "sentence"}, 1.0),
+    ],
+)
 def test_train_learns_with_both(data, tmp_path, loss, extra, decrease):
     """As test_train's matrix: 8 epochs of 4 batches, each report the mean over one epoch; NLLvMF
     unregularised so that its fall is visible (see test_matrix_learns)."""
-    run = run_train(data, tmp_path, loss=loss, word_bias=True, sampling_correction=True,
-                    **{**WC, "epochs": "8", "report_every": "4", **extra})
+    run = run_train(
+        data,
+        tmp_path,
+        loss=loss,
+        word_bias=True,
+        sampling_correction=True,
+        **{**WC, "epochs": "8", "report_every": "4", **extra},
+    )
     losses = reported_losses(tmp_path / "train.log")
     assert len(losses) == 8 and (losses[-1] + losses[-2]) / 2 < losses[0] - decrease, losses
     bias = run.model.generator.bias
@@ -474,8 +521,9 @@ def test_flags_survive_train_from(data, tmp_path, monkeypatch, capsys):
 
     seen = record_steps(monkeypatch)
     common = {**WC, "loss": "nllvmf_nce", "train_steps": "8", "epochs": "5"}
-    full = run_train(data, tmp_path / "full", word_bias=True, sampling_correction=True, expected_counts="batch",
-                     **common)
+    full = run_train(
+        data, tmp_path / "full", word_bias=True, sampling_correction=True, expected_counts="batch", **common
+    )
     reference = dict(seen)
     seen.clear()
     resumed = run_train(data, tmp_path / "res", train_from=str(tmp_path / "full" / "m_step_4.pt"), **common)
@@ -489,14 +537,21 @@ def test_flags_survive_train_from(data, tmp_path, monkeypatch, capsys):
     from tests.helpers import argv
 
     (tmp_path / "old").mkdir()
-    fails(capsys, argv(data, tmp_path / "old", train_from=str(tmp_path / "old_step_4.pt"), expected_counts="batch",
-                       **common), "-expected_counts batch conflicts", "trained with -expected_counts unigram")
+    fails(
+        capsys,
+        argv(data, tmp_path / "old", train_from=str(tmp_path / "old_step_4.pt"), expected_counts="batch", **common),
+        "-expected_counts batch conflicts",
+        "trained with -expected_counts unigram",
+    )
 
 
-@pytest.mark.parametrize("extra,needles", [
-    ({"loss": "nllvmf", "word_bias": True}, ["-word_bias changes the logits", "not -loss nllvmf"]),
-    ({"loss": "maxmargin", "sampling_correction": True}, ["-sampling_correction", "not -loss maxmargin"]),
-])
+@pytest.mark.parametrize(
+    "extra,needles",
+    [
+        ({"loss": "nllvmf", "word_bias": True}, ["-word_bias changes the logits", "not -loss nllvmf"]),
+        ({"loss": "maxmargin", "sampling_correction": True}, ["-sampling_correction", "not -loss maxmargin"]),
+    ],
+)
 def test_bad_combinations(data, tmp_path, capsys, extra, needles):
     from tests.helpers import argv
 
@@ -519,12 +574,19 @@ def test_correction_needs_sentence_counts(data, tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     ds = {**data, "prefix": str(d / "d")}
-    fails(capsys, argv(ds, out, **{**WC, "loss": "infonce", "sampling_correction": True}),
-          "-sampling_correction -expected_counts unigram", "rerun preprocess.py")
+    fails(
+        capsys,
+        argv(ds, out, **{**WC, "loss": "infonce", "sampling_correction": True}),
+        "-sampling_correction -expected_counts unigram",
+        "rerun preprocess.py",
+    )
     assert not list(out.iterdir())
     # the batch counts need no training counts
-    run_train(ds, out, **{**WC, "loss": "infonce", "sampling_correction": True, "expected_counts": "batch",
-                          "train_steps": "2"})
+    run_train(
+        ds,
+        out,
+        **{**WC, "loss": "infonce", "sampling_correction": True, "expected_counts": "batch", "train_steps": "2"},
+    )
     assert (out / "m_last.pt").exists()
 
 
@@ -567,16 +629,19 @@ def test_translate_capped_prior(data, wc_infonce, tmp_path, capsys):
     counts = dict(zip(vocab["tgt"], vocab["tgt_counts"], strict=True))
     cap = sorted(counts[w] for w in vocab["tgt"][4:])[len(counts) // 2]  # about half the words are rarer
     translate.main(translate_args(model, data, tmp_path / "plain.txt"))
-    translate.main(translate_args(model, data, tmp_path / "capped.txt", "-decode_prior", "1000",
-                                  "-decode_prior_cap", str(cap)))
+    translate.main(
+        translate_args(model, data, tmp_path / "capped.txt", "-decode_prior", "1000", "-decode_prior_cap", str(cap))
+    )
     words = (tmp_path / "capped.txt").read_text().split()
     assert words and all(counts[w] >= cap for w in words), [w for w in words if counts[w] < cap]
     plain = (tmp_path / "plain.txt").read_text().split()
     assert any(counts[w] < cap for w in plain)  # else the test shows nothing
     assert len(set(words)) > 1  # not the plain prior's single most frequent word
     capsys.readouterr()
-    for extra, message in [(["-decode_prior_cap", "5"], "give -decode_prior too"),
-                           (["-decode_prior", "1", "-decode_prior_cap", "1"], "at least 2")]:
+    for extra, message in [
+        (["-decode_prior_cap", "5"], "give -decode_prior too"),
+        (["-decode_prior", "1", "-decode_prior_cap", "1"], "at least 2"),
+    ]:
         with pytest.raises(SystemExit) as exc:
             translate.main(translate_args(model, data, tmp_path / "bad.txt", *extra))
         assert exc.value.code == 2 and message in capsys.readouterr().err
@@ -624,9 +689,10 @@ def test_average_models(data, tmp_path, capsys):
     assert len((tmp_path / "avg.txt").read_text().splitlines()) == 8
     run_train(data, tmp_path / "other", loss="infonce", **{**WC, "epochs": "1", "rnn_size": "16"})
     capsys.readouterr()
-    for args, needle in ((["-models", str(tmp_path / "m_epoch_2.pt"), str(tmp_path / "other" / "m_last.pt")],
-                          "-rnn_size 16 but"),
-                         (["-last", "4", "-prefix", str(tmp_path / "m")], "found 3 checkpoint(s)")):
+    for args, needle in (
+        (["-models", str(tmp_path / "m_epoch_2.pt"), str(tmp_path / "other" / "m_last.pt")], "-rnn_size 16 but"),
+        (["-last", "4", "-prefix", str(tmp_path / "m")], "found 3 checkpoint(s)"),
+    ):
         with pytest.raises(SystemExit) as exc:
             avg.main([*args, "-output", str(tmp_path / "bad.pt")])
         assert exc.value.code == 2 and needle in capsys.readouterr().err
@@ -652,10 +718,11 @@ def test_table_from_softmax_model(data, tmp_path, capsys):
     assert table[0].abs().sum() == 0
     run_train(data, tmp_path / "cont", loss="infonce", **{**WC, "epochs": "1", "tgt_emb": str(tmp_path / "sm.dec.pt")})
     capsys.readouterr()
-    for args, needle in (([*base, "-from_model", str(tmp_path / "cont" / "m_last.pt")], "expected a checkpoint of a "
-                          "softmax model"),
-                         (base, "-init softmax takes its rows from -from_model"),
-                         ([*base, "-from_model", str(ckpt), "-unk_vector", "average"], "-unk_vector average")):
+    for args, needle in (
+        ([*base, "-from_model", str(tmp_path / "cont" / "m_last.pt")], "expected a checkpoint of a softmax model"),
+        (base, "-init softmax takes its rows from -from_model"),
+        ([*base, "-from_model", str(ckpt), "-unk_vector", "average"], "-unk_vector average"),
+    ):
         with pytest.raises(SystemExit) as exc:
             embeddings_to_torch.main([*args[:3], str(tmp_path / "bad"), *args[4:]])
         assert exc.value.code == 2 and needle in capsys.readouterr().err
@@ -716,8 +783,15 @@ def test_train_table_trains_resumes_and_translates(data, tmp_path, capsys, monke
     from tests.helpers import load_tool, record_steps
 
     seen = record_steps(monkeypatch)
-    common = {**WC, "loss": "nllvmf_nce", "train_steps": "8", "epochs": "5", "average_decay": "0.1",
-              "word_bias": True, "sampling_correction": True}
+    common = {
+        **WC,
+        "loss": "nllvmf_nce",
+        "train_steps": "8",
+        "epochs": "5",
+        "average_decay": "0.1",
+        "word_bias": True,
+        "sampling_correction": True,
+    }
     full = run_train(data, tmp_path / "full", train_table=True, **common)
     assert "-train_table" in (tmp_path / "full" / "train.log").read_text()
     pretrained = F.normalize(torch.load(data["emb"], weights_only=True), dim=-1, eps=1e-12)  # as build_model
@@ -735,8 +809,15 @@ def test_train_table_trains_resumes_and_translates(data, tmp_path, capsys, monke
     torch.testing.assert_close(resumed.model.generator.table, full.model.generator.table, rtol=0, atol=0)
 
     avg = load_tool("average_models")
-    avg.main(["-models", str(tmp_path / "full" / "m_step_4.pt"), str(tmp_path / "full" / "m_step_8.pt"),
-              "-output", str(tmp_path / "avg.pt")])
+    avg.main(
+        [
+            "-models",
+            str(tmp_path / "full" / "m_step_4.pt"),
+            str(tmp_path / "full" / "m_step_8.pt"),
+            "-output",
+            str(tmp_path / "avg.pt"),
+        ]
+    )
     mean = torch.load(tmp_path / "avg.pt", weights_only=True)["model"]["generator.table"]
     assert (mean[1:].norm(dim=-1) < 1 - 1e-5).any()  # the mean of two unit rows is shorter
     model, *_ = model_from_checkpoint(torch.load(tmp_path / "avg.pt", weights_only=True))
@@ -756,8 +837,12 @@ def test_train_table_trains_resumes_and_translates(data, tmp_path, capsys, monke
 def test_train_table_needs_a_contrastive_loss(data, tmp_path, capsys):
     from tests.helpers import argv
 
-    fails(capsys, argv(data, tmp_path, **{**WC, "loss": "nllvmf", "train_table": True}),
-          "-train_table trains the target table", "not -loss nllvmf")
+    fails(
+        capsys,
+        argv(data, tmp_path, **{**WC, "loss": "nllvmf", "train_table": True}),
+        "-train_table trains the target table",
+        "not -loss nllvmf",
+    )
     assert not list(tmp_path.iterdir())
 
 
@@ -779,8 +864,16 @@ def test_table_lr_scale_moves_the_table_slower_and_survives_train_from(data, tmp
     assert "-table_lr_scale 0.1" in (tmp_path / "one0.1" / "train.log").read_text()
 
     seen = record_steps(monkeypatch)
-    common = {**WC, "loss": "nllvmf_nce", "train_table": True, "train_steps": "8", "epochs": "5",
-              "decay_method": "noam", "warmup_steps": "4", "learning_rate": "2"}
+    common = {
+        **WC,
+        "loss": "nllvmf_nce",
+        "train_table": True,
+        "train_steps": "8",
+        "epochs": "5",
+        "decay_method": "noam",
+        "warmup_steps": "4",
+        "learning_rate": "2",
+    }
     full = run_train(data, tmp_path / "full", table_lr_scale="0.1", **common)
     reference = dict(seen)
     seen.clear()
@@ -798,8 +891,12 @@ def test_table_lr_scale_bad_values(data, tmp_path, capsys):
     base = {**WC, "loss": "nllvmf_nce"}
     fails(capsys, argv(data, tmp_path, **base, table_lr_scale="0.1"), "-table_lr_scale 0.1", "needs -train_table")
     for value in ("0", "-1"):
-        fails(capsys, argv(data, tmp_path, **base, train_table=True, table_lr_scale=value),
-              "-table_lr_scale must be positive", value)
+        fails(
+            capsys,
+            argv(data, tmp_path, **base, train_table=True, table_lr_scale=value),
+            "-table_lr_scale must be positive",
+            value,
+        )
     assert not list(tmp_path.iterdir())
 
 
@@ -817,8 +914,14 @@ def test_prefix_negatives_train_and_resume(data, tmp_path, monkeypatch, capsys):
     assert reported_losses(tmp_path / "full" / "train.log") != reported_losses(tmp_path / "plain" / "train.log")
     assert full.opt.negatives == "inbatch,prefix" and plain.opt.negatives == "inbatch"
     seen.clear()
-    resumed = run_train(data, tmp_path / "res", train_from=str(tmp_path / "full" / "m_step_4.pt"),
-                        negatives="inbatch,prefix", prefix_window="3", **common)
+    resumed = run_train(
+        data,
+        tmp_path / "res",
+        train_from=str(tmp_path / "full" / "m_step_4.pt"),
+        negatives="inbatch,prefix",
+        prefix_window="3",
+        **common,
+    )
     assert_resumed_exactly(seen, reference, resumed, full, 4)
     capsys.readouterr()
     bad = tmp_path / "bad"
@@ -846,10 +949,20 @@ def test_faiss_is_needed_only_where_an_index_is_built(data, tmp_path, monkeypatc
     monkeypatch.setattr(negatives, "EXACT_UP_TO", 4)
     bad = tmp_path / "bad"
     bad.mkdir()
-    fails(capsys, argv(data, bad, **common, negatives="gold_nn"), "-negatives gold_nn over 16 target words on the CPU",
-          "pip install faiss-cpu", "train on a GPU")
-    fails(capsys, argv(data, bad, **common, negatives="inbatch,ann"), "-negatives ann over 16 target words",
-          "pip install faiss-cpu", "leave ann out of -negatives")
+    fails(
+        capsys,
+        argv(data, bad, **common, negatives="gold_nn"),
+        "-negatives gold_nn over 16 target words on the CPU",
+        "pip install faiss-cpu",
+        "train on a GPU",
+    )
+    fails(
+        capsys,
+        argv(data, bad, **common, negatives="inbatch,ann"),
+        "-negatives ann over 16 target words",
+        "pip install faiss-cpu",
+        "leave ann out of -negatives",
+    )
     assert not list(bad.iterdir())
 
 
@@ -872,8 +985,17 @@ def test_stopping_rule_replays_train_py(tmp_path, capsys):
     lines = [f"[10:{i:02d}:00] {v.format(i, b)}" for i, b in enumerate(scores, 1)]
     write_log(tmp_path / "a" / "train.log", lines[:4])
     write_log(tmp_path / "b" / "train.log", lines[4:])
-    tool.main(["-patience", "2", "-windows", "1", "2", "-runs",
-               f"{tmp_path / 'a' / 'train.log'},{tmp_path / 'b' / 'train.log'}"])
+    tool.main(
+        [
+            "-patience",
+            "2",
+            "-windows",
+            "1",
+            "2",
+            "-runs",
+            f"{tmp_path / 'a' / 'train.log'},{tmp_path / 'b' / 'train.log'}",
+        ]
+    )
     row = capsys.readouterr().out.splitlines()[-1]
     # window 1: 19.0 and 19.5 do not beat 20.0: stop after 4; window 2: the mean of 20.0 and 19.0
     # (19.5) is a new best mean, so only 19.5 counts, and 21.0 comes in time
@@ -911,23 +1033,53 @@ def test_time_to_quality(tmp_path, capsys):
 
     ttq = load_tool("time_to_quality")
     v = "validation at step {}: loss 1.0; greedy BLEU {} (<unk> 0.0% of the output)"
-    write_log(tmp_path / "ce" / "train.log", ["[23:59:00] start", f"[23:59:50] {v.format(1, 10.0)}",
-                                              f"[00:01:40] {v.format(2, 30.0)}", f"[00:02:00] {v.format(3, 28.0)}"])
-    write_log(tmp_path / "cont" / "train.log", ["[10:00:00] start", f"[10:00:30] {v.format(1, 20.0)}",
-                                                f"[10:01:00] {v.format(2, 29.5)}"])
-    write_log(tmp_path / "slow" / "train.log", ["[10:00:00] start", f"[10:00:30] {v.format(1, 5.0)}",
-                                                "[11:00:00] resumed from step 1 (epoch 2)",  # the pause: left out
-                                                f"[11:00:10] {v.format(2, 6.0)}"])
+    write_log(
+        tmp_path / "ce" / "train.log",
+        [
+            "[23:59:00] start",
+            f"[23:59:50] {v.format(1, 10.0)}",
+            f"[00:01:40] {v.format(2, 30.0)}",
+            f"[00:02:00] {v.format(3, 28.0)}",
+        ],
+    )
+    write_log(
+        tmp_path / "cont" / "train.log",
+        ["[10:00:00] start", f"[10:00:30] {v.format(1, 20.0)}", f"[10:01:00] {v.format(2, 29.5)}"],
+    )
+    write_log(
+        tmp_path / "slow" / "train.log",
+        [
+            "[10:00:00] start",
+            f"[10:00:30] {v.format(1, 5.0)}",
+            "[11:00:00] resumed from step 1 (epoch 2)",  # the pause: left out
+            f"[11:00:10] {v.format(2, 6.0)}",
+        ],
+    )
     # -resume auto, in the order train.py writes it: its notes first, then "resumed from step" and the model
-    write_log(tmp_path / "auto" / "train.log", [
-        "[10:00:00] model: -encoder_type rnn -decoder_type rnn -loss ce", f"[10:00:30] {v.format(1, 5.0)}",
-        "[11:00:00] -resume auto: found 1 checkpoint(s) of m: m_step_1.pt",  # the pause: left out
-        "[11:00:01] -resume auto: continuing from m_step_1.pt, step 1, the furthest of them",
-        "[11:00:02] resumed from step 1 (epoch 2)", "[11:00:03] model: -encoder_type rnn -decoder_type rnn",
-        f"[11:00:10] {v.format(2, 6.0)}"])
+    write_log(
+        tmp_path / "auto" / "train.log",
+        [
+            "[10:00:00] model: -encoder_type rnn -decoder_type rnn -loss ce",
+            f"[10:00:30] {v.format(1, 5.0)}",
+            "[11:00:00] -resume auto: found 1 checkpoint(s) of m: m_step_1.pt",  # the pause: left out
+            "[11:00:01] -resume auto: continuing from m_step_1.pt, step 1, the furthest of them",
+            "[11:00:02] resumed from step 1 (epoch 2)",
+            "[11:00:03] model: -encoder_type rnn -decoder_type rnn",
+            f"[11:00:10] {v.format(2, 6.0)}",
+        ],
+    )
     assert ttq.curve(str(tmp_path / "auto" / "train.log")) == [(30, 5.0), (37, 6.0)]  # start-up lines: no training
-    ttq.main(["-ref", str(tmp_path / "ce" / "train.log"), "-runs", str(tmp_path / "cont" / "train.log"),
-              str(tmp_path / "slow" / "train.log"), "-plot", str(tmp_path / "p.png")])
+    ttq.main(
+        [
+            "-ref",
+            str(tmp_path / "ce" / "train.log"),
+            "-runs",
+            str(tmp_path / "cont" / "train.log"),
+            str(tmp_path / "slow" / "train.log"),
+            "-plot",
+            str(tmp_path / "p.png"),
+        ]
+    )
     out = capsys.readouterr().out
     assert "= 29.00" in out  # best 30 - 1
     assert "| ce | 30.00 | 160 | 1.00 |" in out  # across midnight: 23:59:00 -> 00:01:40
@@ -948,12 +1100,14 @@ def test_time_to_quality_best_from(tmp_path, capsys):
     v = "validation at step {}: loss 1.0; greedy BLEU {} (<unk> 0.0% of the output)"
 
     def log(name, scores, minutes=2):
-        write_log(tmp_path / name / "train.log", ["[10:00:00] start"] + [
-            f"[10:{i * minutes:02d}:00] {v.format(i, b)}" for i, b in enumerate(scores, 1)])
+        write_log(
+            tmp_path / name / "train.log",
+            ["[10:00:00] start"] + [f"[10:{i * minutes:02d}:00] {v.format(i, b)}" for i, b in enumerate(scores, 1)],
+        )
         return str(tmp_path / name / "train.log")
 
     full = log("ce_full", [10.0, 25.0, 29.0, 31.0, 30.5])  # best 31: target 30
-    timed = log("ce_timed", [10.0, 25.0, 29.0, 31.0])        # stopped after passing it
+    timed = log("ce_timed", [10.0, 25.0, 29.0, 31.0])  # stopped after passing it
     cont = log("cont", [20.0, 30.2], minutes=3)
     cut = log("ce_cut", [10.0, 25.0, 29.0])
     ttq.main(["-ref", cut, "-runs", cont])
@@ -965,11 +1119,12 @@ def test_time_to_quality_best_from(tmp_path, capsys):
     ttq.main(["-ref", timed, "-runs", cont, "-best_from", full])
     out = capsys.readouterr().out
     assert "| ce_timed | 31.00 | 480 | 1.00 |" in out and "| cont | 30.20 | 360 | 0.75 |" in out, out
-    for argv, msg in ((["-ref", log("other", [10.0, 24.0]), "-runs", cont, "-best_from", full],
-                       "validation 2 gives BLEU 24.00"),
-                      (["-ref", full, "-runs", cont, "-best_from", timed], "must be the longer, full run"),
-                      (["-ref", timed, full, "-runs", cont, "-best_from", full], "give one -ref"),
-                      (["-ref", timed, "-runs", cont, "-best_from", full, "-epoch_cost", "0.5"], "give one -ref")):
+    for argv, msg in (
+        (["-ref", log("other", [10.0, 24.0]), "-runs", cont, "-best_from", full], "validation 2 gives BLEU 24.00"),
+        (["-ref", full, "-runs", cont, "-best_from", timed], "must be the longer, full run"),
+        (["-ref", timed, full, "-runs", cont, "-best_from", full], "give one -ref"),
+        (["-ref", timed, "-runs", cont, "-best_from", full, "-epoch_cost", "0.5"], "give one -ref"),
+    ):
         with pytest.raises(SystemExit) as exc:
             ttq.main(argv)
         assert exc.value.code == 2 and msg in capsys.readouterr().err, argv
@@ -984,8 +1139,10 @@ def test_time_to_quality_pairs(tmp_path, capsys):
     v = "validation at step {}: loss 1.0; greedy BLEU {} (<unk> 0.0% of the output)"
     curves = {"ce1": [10, 30, 31], "ce2": [20, 25, 26, 40], "c1": [25, 30, 35, 40], "c2": [29.9, 30.1, 32, 33]}
     for name, scores in curves.items():
-        write_log(tmp_path / name / "train.log", ["[10:00:00] start"] + [f"[10:0{i}:00] {v.format(i, b)}"
-                                                                           for i, b in enumerate(scores, 1)])
+        write_log(
+            tmp_path / name / "train.log",
+            ["[10:00:00] start"] + [f"[10:0{i}:00] {v.format(i, b)}" for i, b in enumerate(scores, 1)],
+        )
     log = {name: str(tmp_path / name / "train.log") for name in curves}
     ttq.main(["-ref", log["ce1"], log["ce2"], "-runs", log["c1"], log["c2"], "-epoch_cost", "0.5"])
     out = capsys.readouterr().out
@@ -994,19 +1151,23 @@ def test_time_to_quality_pairs(tmp_path, capsys):
     # ce2: target 39 at its 4th; c1 at its 4th, c2 never
     assert "| ce2 | 39.00 | 4 | c1 | 4 | 1.00 | 0.50 |" in out
     assert "| ce2 | 39.00 | 4 | c2 | not reached | – | – |" in out
-    assert out.splitlines()[-1] == "x reference, time (validations x 0.5), over 3 pairs: median 0.50, range " \
-        "0.50-0.50; 1 pairs not reached", out
+    assert (
+        out.splitlines()[-1] == "x reference, time (validations x 0.5), over 3 pairs: median 0.50, range "
+        "0.50-0.50; 1 pairs not reached"
+    ), out
     ttq.main(["-ref", log["ce1"], log["ce2"], "-runs", log["c1"], "-margin", "5"])
     out = capsys.readouterr().out  # ce1: 26 at its 2nd, c1 at its 2nd; ce2: 35 at its 4th, c1 at its 3rd
     assert out.splitlines()[-1] == "x reference, validations, over 2 pairs: median 0.88, range 0.75-1.00", out
     ttq.main(["-ref", log["ce2"], "-runs", log["c1"], "-epoch_cost", "0.5"])  # one reference, in validations
-    assert capsys.readouterr().out.splitlines()[-1] == "x reference, time (validations x 0.5), over 1 pairs: " \
+    assert (
+        capsys.readouterr().out.splitlines()[-1] == "x reference, time (validations x 0.5), over 1 pairs: "
         "median 0.50, range 0.50-0.50"
-    for argv, msg in ((["-ref", log["ce1"], log["ce2"], "-runs", log["c1"], "-epoch_cost", "0"], "positive number"),
-                      (["-ref", log["ce1"], "-runs", log["c1"], "-epoch_cost", "0.5", "-plot", "p.png"],
-                       "no -epoch_cost"),
-                      (["-ref", log["ce1"], log["ce2"], "-runs", log["c1"], "-plot", str(tmp_path / "p.png")],
-                       "give one -ref")):
+    )
+    for argv, msg in (
+        (["-ref", log["ce1"], log["ce2"], "-runs", log["c1"], "-epoch_cost", "0"], "positive number"),
+        (["-ref", log["ce1"], "-runs", log["c1"], "-epoch_cost", "0.5", "-plot", "p.png"], "no -epoch_cost"),
+        (["-ref", log["ce1"], log["ce2"], "-runs", log["c1"], "-plot", str(tmp_path / "p.png")], "give one -ref"),
+    ):
         with pytest.raises(SystemExit) as exc:
             ttq.main(argv)
         assert exc.value.code == 2 and msg in capsys.readouterr().err
@@ -1025,8 +1186,9 @@ def test_quality_report_calibration(tmp_path, capsys):
         (run / f"{t}.calibration.json").write_text(json.dumps({b: {"ratio": r} for b in ("1", "2-4", "5-9", "10-99")}))
     report.main([str(run)])
     out = capsys.readouterr().out
-    assert "| t_x.s1 | model_avg.pt, β 0.25 (val. 40.1) | 1.50 / 1.50 / 1.50 / 1.50 | 0.50 / 0.50 / 0.50 / 0.50 |" \
-        in out
+    assert (
+        "| t_x.s1 | model_avg.pt, β 0.25 (val. 40.1) | 1.50 / 1.50 / 1.50 / 1.50 | 0.50 / 0.50 / 0.50 / 0.50 |" in out
+    )
 
 
 def test_quality_report_seed_means(tmp_path, capsys):
@@ -1045,13 +1207,17 @@ def test_quality_report_seed_means(tmp_path, capsys):
         for t, b in (("test_2016_flickr", b16), ("test_2017_flickr", b17)):
             (run / f"{t}.bleu.txt").write_text(
                 f"sacreBLEU (detokenized): {b:.2f}  {sig}\n"
-                f"without -replace_unk (the model's own words, {unk:.1f}% <unk>): sacreBLEU {b - 1:.2f}  {sig}\n")
-            (run / f"{t}.calibration.json").write_text(json.dumps(
-                {b: {"ratio": ratio * (i + 1)} for i, b in enumerate(("1", "2-4", "5-9", "10-99"))}))
+                f"without -replace_unk (the model's own words, {unk:.1f}% <unk>): sacreBLEU {b - 1:.2f}  {sig}\n"
+            )
+            (run / f"{t}.calibration.json").write_text(
+                json.dumps({b: {"ratio": ratio * (i + 1)} for i, b in enumerate(("1", "2-4", "5-9", "10-99"))})
+            )
     report.main([str(tmp_path / n) for n in runs])
     out = capsys.readouterr().out
-    assert ("| t_x (2 seeds) | 41.00 ± 1.41 | 30.50 ± 0.71 | 40.00 ± 1.41 / 29.50 ± 0.71 | 3.00 ± 1.41% "
-            "| 0.75 / 1.50 / 2.25 / 3.00 | 0.75 / 1.50 / 2.25 / 3.00 |") in out
+    assert (
+        "| t_x (2 seeds) | 41.00 ± 1.41 | 30.50 ± 0.71 | 40.00 ± 1.41 / 29.50 ± 0.71 | 3.00 ± 1.41% "
+        "| 0.75 / 1.50 / 2.25 / 3.00 | 0.75 / 1.50 / 2.25 / 3.00 |"
+    ) in out
     assert "| t_y (" not in out
     (tmp_path / "t_x.s2" / "test_2017_flickr.calibration.json").unlink()  # a seed without its ratios: "–"
     report.main([str(tmp_path / n) for n in runs])
@@ -1068,14 +1234,19 @@ def test_quality_report_calibration_against_a_reference_row(tmp_path, capsys):
     report = load_tool("quality_report")
     bins = ("1", "2-4", "5-9", "10-99", "100-999", "1000+")
     refs = {"1": 40, "2-4": 80, "5-9": 80, "10-99": 900, "100-999": 3000, "1000+": 7000}
-    ratios = {"t_ce.s1": [0.1, 0.6, 0.8, 1.0, 1.0, 1.0], "t_ce.s2": [0.1, 0.6, 0.8, 1.0, 0.0, 1.0],
-              "t_c.s1": [0.5, 0.3, 0.8, 1.2, 1.0, 1.3], "t_c.s2": [0.7, 0.5, 0.8, 1.4, 1.0, 1.3]}
+    ratios = {
+        "t_ce.s1": [0.1, 0.6, 0.8, 1.0, 1.0, 1.0],
+        "t_ce.s2": [0.1, 0.6, 0.8, 1.0, 0.0, 1.0],
+        "t_c.s1": [0.5, 0.3, 0.8, 1.2, 1.0, 1.3],
+        "t_c.s2": [0.7, 0.5, 0.8, 1.4, 1.0, 1.3],
+    }
     for name, rs in ratios.items():
         run = tmp_path / name
         write_log(run / "train.log", ["[10:00:00] start", "[10:00:30] validation at step 1: greedy BLEU 12.5"])
         for t in ("test_2016_flickr", "test_2017_flickr"):
-            (run / f"{t}.calibration.json").write_text(json.dumps(
-                {b: {"ref": refs[b], "ratio": r} for b, r in zip(bins, rs, strict=True)}))
+            (run / f"{t}.calibration.json").write_text(
+                json.dumps({b: {"ref": refs[b], "ratio": r} for b, r in zip(bins, rs, strict=True)})
+            )
     report.main(["-calibration_ref", "t_ce", *(str(tmp_path / n) for n in ratios)])
     out = capsys.readouterr().out
     # bin 1: 40 reference tokens (< 50): left out; 100-999: ce's mean ratio 0.5, ours 1.0 -> 2.00
@@ -1086,10 +1257,14 @@ def test_quality_report_calibration_against_a_reference_row(tmp_path, capsys):
     # -suffix / -ref_suffix: the other rows' .calib decodes against the reference row's step-4 decodes
     for name in ("t_c.s1", "t_c.s2"):
         for t in ("test_2016_flickr", "test_2017_flickr"):
-            (tmp_path / name / f"{t}.calib.calibration.json").write_text(json.dumps(
-                {b: {"ref": refs[b], "ratio": r} for b, r in zip(bins, [0.1, 0.6, 0.8, 1.0, 0.5, 1.0], strict=True)}))
-    report.main(["-calibration_ref", "t_ce", "-suffix", ".calib", "-ref_suffix", "",
-                 *(str(tmp_path / n) for n in ratios)])
+            (tmp_path / name / f"{t}.calib.calibration.json").write_text(
+                json.dumps(
+                    {b: {"ref": refs[b], "ratio": r} for b, r in zip(bins, [0.1, 0.6, 0.8, 1.0, 0.5, 1.0], strict=True)}
+                )
+            )
+    report.main(
+        ["-calibration_ref", "t_ce", "-suffix", ".calib", "-ref_suffix", "", *(str(tmp_path / n) for n in ratios)]
+    )
     cells = "– / 1.00 / 1.00 / 1.00 / 1.00 / 1.00"
     assert f"| t_c (2 seeds) | {cells} | {cells} | 1.00 |" in capsys.readouterr().out
 
@@ -1109,16 +1284,20 @@ def test_quality_report_outputs_and_correct_tokens_per_bin(tmp_path, capsys):
         write_log(run / "train.log", ["[10:00:00] start", "[10:00:30] validation at step 1: greedy BLEU 12.5"])
         cs = cs + [(100, 50)] * 4
         for t in ("test_2016_flickr", "test_2017_flickr"):
-            (run / f"{t}.calibration.json").write_text(json.dumps(
-                {b: {"ref": 90, "hyp": h, "match": m, "ratio": h / 90} for b, (h, m) in zip(bins, cs, strict=True)}))
+            (run / f"{t}.calibration.json").write_text(
+                json.dumps(
+                    {b: {"ref": 90, "hyp": h, "match": m, "ratio": h / 90} for b, (h, m) in zip(bins, cs, strict=True)}
+                )
+            )
     report.main(["-calibration_ref", "t_ce", *(str(tmp_path / n) for n in counts)])
     out = capsys.readouterr().out
     cells = "28 (12) / 115 (50) / 100 (50) / 100 (50)"  # means over the two seeds, rounded
     assert f"| t_c (2 seeds) | {cells} | {cells} |" in out, out
     assert "| t_ce (1 seeds) | 70 (6) / 150 (46) / 100 (50) / 100 (50) |" in out, out
     for t in ("test_2016_flickr", "test_2017_flickr"):  # an older file without the counts
-        (tmp_path / "t_c.s2" / f"{t}.calibration.json").write_text(json.dumps(
-            {b: {"ref": 90, "ratio": 1.0} for b in bins}))
+        (tmp_path / "t_c.s2" / f"{t}.calibration.json").write_text(
+            json.dumps({b: {"ref": 90, "ratio": 1.0} for b in bins})
+        )
     report.main(["-calibration_ref", "t_ce", *(str(tmp_path / n) for n in counts)])
     out = capsys.readouterr().out
     assert "| t_c (1 seeds) | 28 (12) / 110 (49)" in out and "| t_c (2 seeds) | 28" not in out, out
@@ -1138,9 +1317,11 @@ def test_quality_report_suffix_reads_the_other_decodes(tmp_path, capsys):
         for t in ("test_2016_flickr", "test_2017_flickr"):
             (run / f"{t}{suffix}.bleu.txt").write_text(
                 f"sacreBLEU (detokenized): {b:.2f}  {sig}\n"
-                f"without -replace_unk (the model's own words, 0.0% <unk>): sacreBLEU {b:.2f}  {sig}\n")
-            (run / f"{t}{suffix}.calibration.json").write_text(json.dumps(
-                {k: {"ratio": ratio} for k in ("1", "2-4", "5-9", "10-99")}))
+                f"without -replace_unk (the model's own words, 0.0% <unk>): sacreBLEU {b:.2f}  {sig}\n"
+            )
+            (run / f"{t}{suffix}.calibration.json").write_text(
+                json.dumps({k: {"ratio": ratio} for k in ("1", "2-4", "5-9", "10-99")})
+            )
     report.main([str(run)])
     assert "| t_x.s1 | 40.00 | 40.00 |" in capsys.readouterr().out
     report.main(["-suffix", ".calib", str(run)])
@@ -1199,9 +1380,17 @@ def test_train_lazy_bias(data, tmp_path, capsys):
     """-word_bias_update lazy trains, is kept by -train_from, and needs -word_bias."""
     from tests.helpers import argv
 
-    run = run_train(data, tmp_path, loss="nllvmf_nce", word_bias=True, sampling_correction=True,
-                    word_bias_update="lazy", **{**WC, "epochs": "2"})
+    run = run_train(
+        data,
+        tmp_path,
+        loss="nllvmf_nce",
+        word_bias=True,
+        sampling_correction=True,
+        word_bias_update="lazy",
+        **{**WC, "epochs": "2"},
+    )
     assert run.opt.word_bias_update == "lazy" and run.model.generator.bias.abs().sum() > 0
     assert load_checkpoint(str(tmp_path / "m_last.pt"))["opt"]["word_bias_update"] == "lazy"
-    fails(capsys, argv(data, tmp_path / "no_bias", loss="nllvmf_nce", word_bias_update="lazy", **WC),
-          "needs -word_bias")
+    fails(
+        capsys, argv(data, tmp_path / "no_bias", loss="nllvmf_nce", word_bias_update="lazy", **WC), "needs -word_bias"
+    )

@@ -1,6 +1,5 @@
 """The benchmarks' FLOP model against hand counts, and their synthetic batches."""
 
-
 import pytest
 import torch
 
@@ -89,8 +88,11 @@ def transformer_hand_count(batch, generator_fwd, tied=False):
     attention = 2 * H * H * 4  # q, k, v and out projections per token (2·H·H each)
     encoder = LAYERS * (src * (attention + 2 * 2 * H * FF) + 2 * 2 * B * S * S * H)
     decoder = LAYERS * (
-        tgt * (attention + 2 * 2 * H * FF) + 2 * 2 * B * T * T * H  # causal self-attention (full T x T)
-        + tgt * 2 * 2 * H * H + src * 2 * 2 * H * H + 2 * 2 * B * T * S * H  # cross: q, out; k, v; scores
+        tgt * (attention + 2 * 2 * H * FF)
+        + 2 * 2 * B * T * T * H  # causal self-attention (full T x T)
+        + tgt * 2 * 2 * H * H
+        + src * 2 * 2 * H * H
+        + 2 * 2 * B * T * S * H  # cross: q, out; k, v; scores
     )
     projection = 2 * tgt * M * H if tied else 0
     return 3 * (encoder + decoder + n * generator_fwd) + 2 * projection
@@ -98,14 +100,34 @@ def transformer_hand_count(batch, generator_fwd, tied=False):
 
 @pytest.mark.parametrize(
     ("row", "generator_fwd", "tied"),
-    [(["-loss", "ce"], 2 * H * V, False), (["-loss", "nllvmf"], 2 * H * M, False),
-     (["-loss", "nllvmf", "-tie_emb"], 2 * H * M, True)],
+    [
+        (["-loss", "ce"], 2 * H * V, False),
+        (["-loss", "nllvmf"], 2 * H * M, False),
+        (["-loss", "nllvmf", "-tie_emb"], 2 * H * M, True),
+    ],
 )
 def test_transformer_step_flops_match_a_hand_count(row, generator_fwd, tied):
     parser = benchlib.train_cli.build_parser()
     opt = parser.parse_args(
-        ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", str(H), "-word_vec_size",
-         str(H), "-heads", "2", "-transformer_ff", str(FF), "-layers", str(LAYERS), "-tgt_emb", "x", *row]
+        [
+            "-encoder_type",
+            "transformer",
+            "-decoder_type",
+            "transformer",
+            "-rnn_size",
+            str(H),
+            "-word_vec_size",
+            str(H),
+            "-heads",
+            "2",
+            "-transformer_ff",
+            str(FF),
+            "-layers",
+            str(LAYERS),
+            "-tgt_emb",
+            "x",
+            *row,
+        ]
     )
     benchlib.expand_layers(opt, parser.get_default)
     benchlib.check_options(opt)
@@ -119,14 +141,37 @@ def test_a_tiny_transformer_row_trains_in_the_worker(monkeypatch):
     options through train.py's checks, build_model, two timed updates, the parameter counts."""
     from lab.bench import train_worker
 
-    tiny = ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", str(H), "-word_vec_size",
-            str(H), "-heads", "2", "-transformer_ff", str(FF), "-layers", str(LAYERS), "-decay_method", "noam"]
+    tiny = [
+        "-encoder_type",
+        "transformer",
+        "-decoder_type",
+        "transformer",
+        "-rnn_size",
+        str(H),
+        "-word_vec_size",
+        str(H),
+        "-heads",
+        "2",
+        "-transformer_ff",
+        str(FF),
+        "-layers",
+        str(LAYERS),
+        "-decay_method",
+        "noam",
+    ]
     monkeypatch.setitem(benchlib.SIZES, "tiny_transformer", tiny)
     assert "d_model 8, 2 heads, feed-forward 12, 2+2 layers" in benchlib.describe("tiny_transformer")
     counts = {}
     for label, row in (("ce", ["-loss", "ce"]), ("nllvmf tied", ["-loss", "nllvmf", "-tie_emb"])):
-        cfg = {"size": "tiny_transformer", "row_args": row, "vocab": V, "gpu": None, "threads": 1, "seed": 1,
-               "tgt_len_sd": 0.6}
+        cfg = {
+            "size": "tiny_transformer",
+            "row_args": row,
+            "vocab": V,
+            "gpu": None,
+            "threads": 1,
+            "seed": 1,
+            "tgt_len_sd": 0.6,
+        }
         model = train_worker.Model(cfg)
         assert model.opt.enc_layers == model.opt.dec_layers == LAYERS
         before = [p.detach().clone() for p in model.model.parameters() if p.requires_grad]
@@ -163,8 +208,24 @@ def test_amp_shapes_times_new_and_seen_shapes(tmp_path, capsys):
     from lab.bench import amp_shapes
 
     out = tmp_path / "r.json"
-    amp_shapes.main(["-rows", "ce", "-modes", "fp32", "-steps", "2", "-batch_size", "4", "-vocab", "50",
-                     "-threads", "1", "-json", str(out)])
+    amp_shapes.main(
+        [
+            "-rows",
+            "ce",
+            "-modes",
+            "fp32",
+            "-steps",
+            "2",
+            "-batch_size",
+            "4",
+            "-vocab",
+            "50",
+            "-threads",
+            "1",
+            "-json",
+            str(out),
+        ]
+    )
     (result,) = json.loads(out.read_text())
     assert result["row"] == "ce" and result["mode"] == "fp32" and "error" not in result
     assert result["new"] > 0 and result["seen"] > 0 and result["kernels"] == {}
@@ -244,8 +305,7 @@ def test_peer_early_steps_counts_loops_and_writes_the_variant_into_the_peer_conf
     from lab.bench import peer_early_steps
 
     assert peer_early_steps.loops(["a man in a man in a", "a man in a red shirt .", "two dogs"]) == 1 / 3
-    args = types.SimpleNamespace(data="d", src="fr", tgt="en", out="o", steps=300, learning_rate=2.0,
-                                 warmup_steps=100)
+    args = types.SimpleNamespace(data="d", src="fr", tgt="en", out="o", steps=300, learning_rate=2.0, warmup_steps=100)
     config = peer_early_steps.peer_config(args, 7, "normalization: tokens; max_grad_norm: 0", "o/p")
     lines = config.splitlines()
     assert "seed: 7" in lines and "normalization: tokens" in lines and "max_grad_norm: 0" in lines
@@ -265,9 +325,21 @@ def test_tiny_step_times_both_paths_on_real_batches(tmp_path, capsys):
 
     root = ROOT
     data = os.path.join(root, "data")
-    preprocess.main(["-train_src", f"{data}/train.fr", "-train_tgt", f"{data}/train.en", "-valid_src",
-                     f"{data}/valid.fr", "-valid_tgt", f"{data}/valid.en", "-save_data", str(tmp_path / "d"),
-                     "-share_vocab"])
+    preprocess.main(
+        [
+            "-train_src",
+            f"{data}/train.fr",
+            "-train_tgt",
+            f"{data}/train.en",
+            "-valid_src",
+            f"{data}/valid.fr",
+            "-valid_tgt",
+            f"{data}/valid.en",
+            "-save_data",
+            str(tmp_path / "d"),
+            "-share_vocab",
+        ]
+    )
     tiny_step.main(["-data", str(tmp_path / "d"), "-batches", "3", "-warmup", "1", "-profile", "-profile_steps", "1"])
     out = capsys.readouterr().out
     assert "| softmax fp32 | " in out and "| softmax -amp auto | " in out
@@ -280,10 +352,13 @@ def test_valid_curves_compares_groups_against_their_seeds(tmp_path, capsys):
     logs = {}
     for name, losses in {"a1": [5.0, 4.0], "a2": [5.1, 4.1], "b1": [5.05, 3.5], "b2": [5.06, 3.6]}.items():
         logs[name] = tmp_path / f"{name}.log"
-        logs[name].write_text("".join(f"[00:00:00] validation at step {10 * (i + 1)}: loss {x}; ppl 1\n"
-                                      for i, x in enumerate(losses)), encoding="utf-8")
-    valid_curves.main(["-group", "a", str(logs["a1"]), str(logs["a2"]), "-group", "b", str(logs["b1"]),
-                       str(logs["b2"])])
+        logs[name].write_text(
+            "".join(f"[00:00:00] validation at step {10 * (i + 1)}: loss {x}; ppl 1\n" for i, x in enumerate(losses)),
+            encoding="utf-8",
+        )
+    valid_curves.main(
+        ["-group", "a", str(logs["a1"]), str(logs["a2"]), "-group", "b", str(logs["b1"]), str(logs["b2"])]
+    )
     out = capsys.readouterr().out
     assert "| 10 | 5.0000 | 5.1000 | 5.0500 | 5.0600 |" in out
     assert out.strip().endswith("the means differ by more than the seeds' spread at 1 of them")

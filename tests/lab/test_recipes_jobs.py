@@ -57,9 +57,17 @@ def run_recipe(tmp_path, seeds, recipe=RECIPES / "word_choice.sh"):
     for name in ("data.vocab.pt", "emb.dec.pt", "lexicon.txt"):
         (out / name).write_text("x\n")
     script = repo / "lab" / "recipes" / "word_choice.sh"
-    env = {**os.environ, "PYTHON": str(bin_dir / "python"), "OUT": str(out), "SRC": "en",
-           "TGT": "de", "CONFIGS": "t_ce_d01_avg t_nce_both_avg_d00_lr1", "SEEDS": seeds, "JOBS": "2",
-           "STUB_EDIT": str(script)}
+    env = {
+        **os.environ,
+        "PYTHON": str(bin_dir / "python"),
+        "OUT": str(out),
+        "SRC": "en",
+        "TGT": "de",
+        "CONFIGS": "t_ce_d01_avg t_nce_both_avg_d00_lr1",
+        "SEEDS": seeds,
+        "JOBS": "2",
+        "STUB_EDIT": str(script),
+    }
     res = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=120)
     assert (tmp_path / "repo" / "lab" / "recipes" / "word_choice.sh.done").is_dir()  # the edit happened
     return res
@@ -70,17 +78,20 @@ def test_jobs_train_each_run_once_when_the_recipe_is_edited(tmp_path, seeds):
     res = run_recipe(tmp_path, seeds)
     assert res.returncode == 0, res.stdout + res.stderr
     trains = re.findall(r"\] (train \S+ seed \d+)$", res.stdout, re.M)
-    assert sorted(trains) == sorted(f"train {row} seed {s}" for row in ("t_ce_d01_avg", "t_nce_both_avg_d00_lr1")
-                                    for s in seeds.split()), res.stdout
+    assert sorted(trains) == sorted(
+        f"train {row} seed {s}" for row in ("t_ce_d01_avg", "t_nce_both_avg_d00_lr1") for s in seeds.split()
+    ), res.stdout
     assert res.stdout.rstrip().endswith("done"), res.stdout
 
 
 SOURCED = {"prepare_m30k.sh"}  # read with "." by other recipes: an exit there would end its caller
 
 
-@pytest.mark.parametrize("script", sorted(f"lab/recipes/{p.name}" for p in RECIPES.glob("*.sh")
-                                          if p.name not in SOURCED)
-                         + ["docs/recipes/own_data.sh", "docs/quickstart.sh", "docs/gpu_check.sh"])
+@pytest.mark.parametrize(
+    "script",
+    sorted(f"lab/recipes/{p.name}" for p in RECIPES.glob("*.sh") if p.name not in SOURCED)
+    + ["docs/recipes/own_data.sh", "docs/quickstart.sh", "docs/gpu_check.sh"],
+)
 def test_every_script_is_parsed_whole_before_it_runs(script):
     """Bash reads a script as it runs it, so a script that waits on long jobs (training, decoding) and is edited
     meanwhile goes on at its old byte offset in the new text. Each script is one { ... } block ending in exit."""
@@ -91,9 +102,15 @@ def test_every_script_is_parsed_whole_before_it_runs(script):
 
 
 # the recipes and the scripts the docs give (not the records of past runs under lab/results/)
-SCRIPTS = sorted(str(p.relative_to(ROOT)) for p in [*RECIPES.glob("*.sh"), *(ROOT / "docs").glob("*.sh"),
-                                                     *(ROOT / "docs" / "recipes").glob("*.sh"),
-                                                     *(ROOT / "lab" / "bench").glob("*.sh")])
+SCRIPTS = sorted(
+    str(p.relative_to(ROOT))
+    for p in [
+        *RECIPES.glob("*.sh"),
+        *(ROOT / "docs").glob("*.sh"),
+        *(ROOT / "docs" / "recipes").glob("*.sh"),
+        *(ROOT / "lab" / "bench").glob("*.sh"),
+    ]
+)
 
 
 @pytest.mark.parametrize("script", SCRIPTS)

@@ -19,14 +19,27 @@ acc = load_tool("accuracy_at_k")
 
 
 def test_bins():
-    assert [rwf.bin_of(n) for n in (0, 1, 2, 3, 4, 5, 9, 10, 99, 100, 999, 1000, 10**6)] == \
-        ["0", "1", "2", "3", "4", "5-9", "5-9", "10-99", "10-99", "100-999", "100-999", "1000+", "1000+"]
+    assert [rwf.bin_of(n) for n in (0, 1, 2, 3, 4, 5, 9, 10, 99, 100, 999, 1000, 10**6)] == [
+        "0",
+        "1",
+        "2",
+        "3",
+        "4",
+        "5-9",
+        "5-9",
+        "10-99",
+        "10-99",
+        "100-999",
+        "100-999",
+        "1000+",
+        "1000+",
+    ]
 
 
 def test_rare_word_f1_by_hand():
     train = ["the cat"] * 10 + ["a zebra"]  # the, cat: 10; a, zebra: 1
-    ref = ["the cat sat", "the zebra"]       # sat: unseen (bin 0)
-    hyp = ["the the dog", "a zebra"]         # dog: bin 0
+    ref = ["the cat sat", "the zebra"]  # sat: unseen (bin 0)
+    hyp = ["the the dog", "a zebra"]  # dog: bin 0
     t = rwf.rare_word_f1(train, ref, hyp)
     # bin 10-99: ref the,cat,the (3); hyp the,the (2); matches clipped per sentence: the min(2,1)=1, cat 0,
     # then the min(0,1)=0 -> 1; P 1/2, R 1/3, F1 0.4
@@ -39,8 +52,14 @@ def test_rare_word_f1_by_hand():
     # bin 0: ref sat, hyp dog: no match
     assert (t["0"]["ref"], t["0"]["hyp"], t["0"]["match"], t["0"]["f1"]) == (1, 1, 0, 0.0)
     assert t["1000+"]["hyp"] == 0 and math.isnan(t["1000+"]["ratio"])
-    assert {k: v for k, v in t["1000+"].items() if k != "ratio"} == \
-        {"ref": 0, "hyp": 0, "match": 0, "precision": 0.0, "recall": 0.0, "f1": 0.0}
+    assert {k: v for k, v in t["1000+"].items() if k != "ratio"} == {
+        "ref": 0,
+        "hyp": 0,
+        "match": 0,
+        "precision": 0.0,
+        "recall": 0.0,
+        "f1": 0.0,
+    }
     # calibration: hypothesis / reference occurrences per bin
     assert (t["10-99"]["ratio"], t["1"]["ratio"], t["0"]["ratio"]) == (pytest.approx(2 / 3), 2.0, 1.0)
 
@@ -53,8 +72,18 @@ def test_calibration_bins(tmp_path, capsys):
     assert (t["2-4"]["ref"], t["2-4"]["hyp"], t["2-4"]["ratio"]) == (4, 2, 0.5)
     for name, lines in (("train", train), ("ref", ["a b c d", "d"]), ("hyp", ["a a b c", "a"])):
         (tmp_path / name).write_text("\n".join(lines) + "\n")
-    rwf.main(["-train", str(tmp_path / "train"), "-ref", str(tmp_path / "ref"), "-hyp", str(tmp_path / "hyp"),
-              "-bins", "calibration"])
+    rwf.main(
+        [
+            "-train",
+            str(tmp_path / "train"),
+            "-ref",
+            str(tmp_path / "ref"),
+            "-hyp",
+            str(tmp_path / "hyp"),
+            "-bins",
+            "calibration",
+        ]
+    )
     out = capsys.readouterr().out.splitlines()
     assert out[0].endswith("\thyp/ref") and out[2].startswith("1\t1\t3\t") and out[2].endswith("\t3.00")
 
@@ -112,8 +141,9 @@ def words():
 
 def test_accuracy_at_k_continuous():
     # table rows: pad 0, unk, <s>, </s>, a, b, c in 3-d; cosine criterion; projection = identity.
-    table = torch.tensor([[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 0, 0],
-                          [0.6, 0.8, 0], [0.8, 0.6, 0], [0, 0.6, 0.8]], dtype=torch.float)
+    table = torch.tensor(
+        [[0, 0, 0], [0, 0, 1], [0, 1, 0], [1, 0, 0], [0.6, 0.8, 0], [0.8, 0.6, 0], [0, 0.6, 0.8]], dtype=torch.float
+    )
     table = torch.nn.functional.normalize(table, dim=-1)
     table[0] = 0
     gen = ContinuousGenerator(3, table, criterion="cosine")
@@ -141,7 +171,7 @@ def test_accuracy_at_k_softmax_and_unk():
         gen.proj.bias.zero_()
     logits = torch.zeros(7, 7)
     logits[BOS_ID] = torch.tensor([0, 0.5, 0, 0, 3, 2, 1])  # after <s>: a > b > c > unk
-    logits[UNK_ID] = torch.tensor([0, 0, 0, 9, 0, 0, 0])    # after <unk>: </s>
+    logits[UNK_ID] = torch.tensor([0, 0, 0, 9, 0, 0, 0])  # after <unk>: </s>
     model = FakeModel(logits, gen)
     v = words()
     # "zzz" is <unk>: rank 4 after <s> (a, b, c beat it); </s> after <unk>: rank 1
@@ -191,8 +221,13 @@ def test_open_vocab_eval_buckets_and_new_words():
 def test_gpu_check_refuses_without_cuda(tmp_path):
     """docs/gpu_check.sh says why and exits 2 on a machine without a GPU, and writes nothing."""
     root = ROOT
-    out = subprocess.run(["bash", str(root / "docs" / "gpu_check.sh")], capture_output=True, text=True,
-                         env=dict(os.environ, OUT=str(tmp_path / "gc")), timeout=120)
+    out = subprocess.run(
+        ["bash", str(root / "docs" / "gpu_check.sh")],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, OUT=str(tmp_path / "gc")),
+        timeout=120,
+    )
     assert out.returncode == 2
     assert "PyTorch sees no CUDA device" in out.stderr and out.stdout == ""
     assert not (tmp_path / "gc").exists()
@@ -215,12 +250,25 @@ def test_length_by_final_punct_by_hand(tmp_path, capsys):
     assert lbp.main(["-src", str(tmp_path / "src"), "-ref", str(tmp_path / "ref"), "-hyp", str(tmp_path / "hyp")]) == 0
     out = capsys.readouterr().out.splitlines()
     assert "\twith final ./!/?\t2\t5\t4\t0.80\t0\t" in out[1] and "\t2\t3\t7\t2.33\t1\t" in out[2]
-    assert t["with"]["bleu"] == pytest.approx(sacrebleu.corpus_bleu(["a dog .", "who"], [["a dog .", "who ?"]],
-                                                                     tokenize="none").score)
+    assert t["with"]["bleu"] == pytest.approx(
+        sacrebleu.corpus_bleu(["a dog .", "who"], [["a dog .", "who ?"]], tokenize="none").score
+    )
     same = "a dog runs on the grass".split()
     assert lbp.length_table([["ein", "hund"]], [same], [same])["without"]["bleu"] == pytest.approx(100.0)
-    assert lbp.main(["-src", str(tmp_path / "src"), "-ref", str(tmp_path / "ref"), "-hyp", str(tmp_path / "hyp"),
-                     str(tmp_path / "short")]) == 2
+    assert (
+        lbp.main(
+            [
+                "-src",
+                str(tmp_path / "src"),
+                "-ref",
+                str(tmp_path / "ref"),
+                "-hyp",
+                str(tmp_path / "hyp"),
+                str(tmp_path / "short"),
+            ]
+        )
+        == 2
+    )
     captured = capsys.readouterr()
     assert captured.out == "" and "short: 4 source, 4 reference and 3 hypothesis lines" in captured.err
 
@@ -323,24 +371,29 @@ def test_paired_bootstrap(tmp_path, capsys):
     pb.main(["-ref", str(tmp_path / "ref"), "-a", str(tmp_path / "a"), "-b", str(tmp_path / "a"), "-n", "20"])
     assert "A - B: +0.00" in capsys.readouterr().out
     (tmp_path / "empty").write_text("")
-    for args, needle in (([str(tmp_path / "empty")] * 3, "the reference is empty"),
-                         ([str(tmp_path / x) for x in ("ref", "a", "b")], "b: 59 lines, but the reference has 60")):
+    for args, needle in (
+        ([str(tmp_path / "empty")] * 3, "the reference is empty"),
+        ([str(tmp_path / x) for x in ("ref", "a", "b")], "b: 59 lines, but the reference has 60"),
+    ):
         with pytest.raises(SystemExit) as exc:  # an error line and exit 2, as every script
             pb.main(["-ref", args[0], "-a", args[1], "-b", args[2]])
         assert exc.value.code == 2 and needle in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("tool, args", [
-    ("accuracy_at_k", ["-model", "MISSING", "-src", "MISSING", "-tgt", "MISSING"]),
-    ("bin_bootstrap", ["-train", "MISSING", "-ref", "MISSING", "-a", "MISSING", "-b", "MISSING"]),
-    ("m30k_report", ["-results", "MISSING"]),
-    ("open_vocab_eval", ["-train_tgt", "MISSING", "-vocab", "MISSING", "-ref", "MISSING", "-hyp", "MISSING"]),
-    ("output_norms", ["-model", "MISSING", "-src", "MISSING"]),
-    ("paired_bootstrap", ["-ref", "MISSING", "-a", "MISSING", "-b", "MISSING"]),
-    ("rare_word_f1", ["-train", "MISSING", "-ref", "MISSING", "-hyp", "MISSING"]),
-    ("replacement_accuracy", ["-model", "MISSING", "-src", "MISSING", "-lookup_dict", "MISSING"]),
-    ("make_sample", ["-shared", "MISSING", "-out", "OUT"]),
-])
+@pytest.mark.parametrize(
+    "tool, args",
+    [
+        ("accuracy_at_k", ["-model", "MISSING", "-src", "MISSING", "-tgt", "MISSING"]),
+        ("bin_bootstrap", ["-train", "MISSING", "-ref", "MISSING", "-a", "MISSING", "-b", "MISSING"]),
+        ("m30k_report", ["-results", "MISSING"]),
+        ("open_vocab_eval", ["-train_tgt", "MISSING", "-vocab", "MISSING", "-ref", "MISSING", "-hyp", "MISSING"]),
+        ("output_norms", ["-model", "MISSING", "-src", "MISSING"]),
+        ("paired_bootstrap", ["-ref", "MISSING", "-a", "MISSING", "-b", "MISSING"]),
+        ("rare_word_f1", ["-train", "MISSING", "-ref", "MISSING", "-hyp", "MISSING"]),
+        ("replacement_accuracy", ["-model", "MISSING", "-src", "MISSING", "-lookup_dict", "MISSING"]),
+        ("make_sample", ["-shared", "MISSING", "-out", "OUT"]),
+    ],
+)
 def test_tools_name_a_missing_input(tool, args, tmp_path, monkeypatch, capsys):
     """A missing input is an 'error:' line naming it and exit 2, not a traceback, and nothing is
     written: the missing file is in an existing folder, the tool runs in it, and it stays empty
@@ -360,8 +413,9 @@ def test_rare_word_f1_refuses_files_of_different_lengths(tmp_path, capsys):
     (tmp_path / "ref.en").write_text("a\nb\n")
     (tmp_path / "hyp.en").write_text("a\n")
     with pytest.raises(SystemExit) as exc:
-        rwf.main(["-train", str(tmp_path / "train.en"), "-ref", str(tmp_path / "ref.en"), "-hyp",
-                  str(tmp_path / "hyp.en")])
+        rwf.main(
+            ["-train", str(tmp_path / "train.en"), "-ref", str(tmp_path / "ref.en"), "-hyp", str(tmp_path / "hyp.en")]
+        )
     assert exc.value.code == 2 and "hyp.en: 1 lines, but -ref" in capsys.readouterr().err
 
 
@@ -371,10 +425,15 @@ def test_report_tools_read_a_gzipped_train_log_as_the_plain_one(tmp_path, capsys
     whether given the .gz or the plain name it replaced."""
     import gzip
 
-    log = ["[10:00:00] start", "[10:00:01] parameters: encoder 1,000; decoder 2,000",
-           "[10:00:30] validation at step 1: greedy BLEU 12.5", "[10:00:31] new best validation BLEU",
-           "[10:01:30] validation at step 2: greedy BLEU 14.0", "[10:01:31] new best validation BLEU",
-           "[10:02:30] validation at step 3: greedy BLEU 13.0"]
+    log = [
+        "[10:00:00] start",
+        "[10:00:01] parameters: encoder 1,000; decoder 2,000",
+        "[10:00:30] validation at step 1: greedy BLEU 12.5",
+        "[10:00:31] new best validation BLEU",
+        "[10:01:30] validation at step 2: greedy BLEU 14.0",
+        "[10:01:31] new best validation BLEU",
+        "[10:02:30] validation at step 3: greedy BLEU 13.0",
+    ]
     run = tmp_path / "m" / "t_x.s1"
     run.mkdir(parents=True)
     (run / "train.log").write_text("\n".join(log) + "\n", encoding="utf-8")
@@ -382,9 +441,12 @@ def test_report_tools_read_a_gzipped_train_log_as_the_plain_one(tmp_path, capsys
 
     def outputs(name):
         got = []
-        for tool, argv in (("quality_report", [str(run)]), ("m30k_report", ["-results", str(tmp_path / "m")]),
-                           ("time_to_quality", ["-ref", str(run / name), "-runs", str(run / name)]),
-                           ("stopping_rule", ["-patience", "1", "-windows", "1", "-runs", str(run / name)])):
+        for tool, argv in (
+            ("quality_report", [str(run)]),
+            ("m30k_report", ["-results", str(tmp_path / "m")]),
+            ("time_to_quality", ["-ref", str(run / name), "-runs", str(run / name)]),
+            ("stopping_rule", ["-patience", "1", "-windows", "1", "-runs", str(run / name)]),
+        ):
             load_tool(tool).main(argv)
             got.append(capsys.readouterr())
         return got

@@ -159,11 +159,33 @@ def test_ivf_finds_the_exact_neighbours_of_a_biased_table(tmp_path):
     from onmt_cont.bin import embeddings_to_torch, preprocess
 
     data = ROOT / "data"
-    preprocess.main(["-train_src", str(data / "train.fr"), "-train_tgt", str(data / "train.en"),
-                     "-valid_src", str(data / "valid.fr"), "-valid_tgt", str(data / "valid.en"),
-                     "-save_data", str(tmp_path / "d"), "-tgt_emb", str(data / "en.vec.gz")])
-    embeddings_to_torch.main(["-emb_file_dec", str(data / "en.vec.gz"), "-dict_file", str(tmp_path / "d.vocab.pt"),
-                              "-output_file", str(tmp_path / "e"), "-normalize"])
+    preprocess.main(
+        [
+            "-train_src",
+            str(data / "train.fr"),
+            "-train_tgt",
+            str(data / "train.en"),
+            "-valid_src",
+            str(data / "valid.fr"),
+            "-valid_tgt",
+            str(data / "valid.en"),
+            "-save_data",
+            str(tmp_path / "d"),
+            "-tgt_emb",
+            str(data / "en.vec.gz"),
+        ]
+    )
+    embeddings_to_torch.main(
+        [
+            "-emb_file_dec",
+            str(data / "en.vec.gz"),
+            "-dict_file",
+            str(tmp_path / "d.vocab.pt"),
+            "-output_file",
+            str(tmp_path / "e"),
+            "-normalize",
+        ]
+    )
     t = torch.load(tmp_path / "e.dec.pt", weights_only=True)
     g = torch.Generator().manual_seed(0)
     table = torch.cat([t, torch.randn(len(t), 1, generator=g) * 2.0], 1)  # biases spread like trained ones

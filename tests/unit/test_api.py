@@ -26,20 +26,65 @@ def model(tmp_path_factory):
         for lang in ("fr", "en"):
             lines = (DATA / f"{split}.{lang}").read_text(encoding="utf-8").splitlines(keepends=True)[:n]
             (out / f"{split}.{lang}").write_text("".join(lines), encoding="utf-8")
-    subprocess.run([sys.executable, "-m", "subword_nmt.learn_bpe", "-s", "300"], stdin=open(out / "train.fr"),
-                   stdout=open(out / "codes.fr", "w"), check=True)
+    subprocess.run(
+        [sys.executable, "-m", "subword_nmt.learn_bpe", "-s", "300"],
+        stdin=open(out / "train.fr"),
+        stdout=open(out / "codes.fr", "w"),
+        check=True,
+    )
     with TextPipeline(bpe_codes=str(out / "codes.fr")) as pieces:
         for split in ("train", "valid"):
             lines = (out / f"{split}.fr").read_text(encoding="utf-8").splitlines()
             (out / f"{split}.bpe.fr").write_text("".join(pieces.encode(x) + "\n" for x in lines), encoding="utf-8")
-    preprocess.main(["-train_src", str(out / "train.bpe.fr"), "-train_tgt", str(out / "train.en"),
-                     "-valid_src", str(out / "valid.bpe.fr"), "-valid_tgt", str(out / "valid.en"),
-                     "-save_data", str(out / "data"), "-tgt_emb", str(DATA / "en.vec.gz")])
-    embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", str(out / "data.vocab.pt"),
-                              "-output_file", str(out / "emb"), "-normalize"])
-    train.main(["-config", "transformer_continuous", "-data", str(out / "data"), "-tgt_emb", str(out / "emb.dec.pt"),
-                "-save_model", str(out / "m"), "-train_steps", "40", "-batch_size", "32", "-warmup_steps", "20",
-                "-threads", "1", "-average_decay", "0"])
+    preprocess.main(
+        [
+            "-train_src",
+            str(out / "train.bpe.fr"),
+            "-train_tgt",
+            str(out / "train.en"),
+            "-valid_src",
+            str(out / "valid.bpe.fr"),
+            "-valid_tgt",
+            str(out / "valid.en"),
+            "-save_data",
+            str(out / "data"),
+            "-tgt_emb",
+            str(DATA / "en.vec.gz"),
+        ]
+    )
+    embeddings_to_torch.main(
+        [
+            "-emb_file_dec",
+            str(DATA / "en.vec.gz"),
+            "-dict_file",
+            str(out / "data.vocab.pt"),
+            "-output_file",
+            str(out / "emb"),
+            "-normalize",
+        ]
+    )
+    train.main(
+        [
+            "-config",
+            "transformer_continuous",
+            "-data",
+            str(out / "data"),
+            "-tgt_emb",
+            str(out / "emb.dec.pt"),
+            "-save_model",
+            str(out / "m"),
+            "-train_steps",
+            "40",
+            "-batch_size",
+            "32",
+            "-warmup_steps",
+            "20",
+            "-threads",
+            "1",
+            "-average_decay",
+            "0",
+        ]
+    )
     return out
 
 
@@ -47,8 +92,7 @@ def run_translate(model, tmp_path, lines, *flags):
     src = tmp_path / "src.txt"
     src.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
     out = tmp_path / "out.txt"
-    translate.main(["-model", str(model / "m_last.pt"), "-src", str(src), "-output", str(out), "-threads", "1",
-                    *flags])
+    translate.main(["-model", str(model / "m_last.pt"), "-src", str(src), "-output", str(out), "-threads", "1", *flags])
     return out.read_text(encoding="utf-8").splitlines()
 
 
@@ -79,8 +123,18 @@ def test_api_on_tokenized_text_equals_translate_py(model, tmp_path):
 
 
 def test_api_on_raw_text_equals_translate_py_raw(model, tmp_path):
-    expected = run_translate(model, tmp_path, RAW_FR, "-src_lang", "fr", "-src_bpe_codes", str(model / "codes.fr"),
-                             "-detokenize", "-tgt_lang", "en")
+    expected = run_translate(
+        model,
+        tmp_path,
+        RAW_FR,
+        "-src_lang",
+        "fr",
+        "-src_bpe_codes",
+        str(model / "codes.fr"),
+        "-detokenize",
+        "-tgt_lang",
+        "en",
+    )
     with onmt_cont.load(str(model / "m_last.pt"), src_lang="fr", tgt_lang="en", bpe_codes=str(model / "codes.fr")) as m:
         got = m.translate(RAW_FR)
     assert got == expected
@@ -110,14 +164,15 @@ def test_one_model_shared_by_many_threads(model):
     import threading
 
     sentences = RAW_FR * 3
-    with onmt_cont.load(str(model / "m_last.pt"), src_lang="fr", tgt_lang="en", bpe_codes=str(model / "codes.fr"),
-                        max_length=8) as m:
+    with onmt_cont.load(
+        str(model / "m_last.pt"), src_lang="fr", tgt_lang="en", bpe_codes=str(model / "codes.fr"), max_length=8
+    ) as m:
         expected = m.translate(sentences)
         results, errors = {}, []
 
         def work(i):
             try:
-                results[i] = m.translate(sentences[i % 3:] + sentences[: i % 3])
+                results[i] = m.translate(sentences[i % 3 :] + sentences[: i % 3])
             except Exception as exc:  # noqa: BLE001  (reported below)
                 errors.append(exc)
 
@@ -129,15 +184,16 @@ def test_one_model_shared_by_many_threads(model):
         assert not any(t.is_alive() for t in threads), "a thread is still waiting after 120 s"
     assert errors == []
     for i, got in results.items():
-        assert got == expected[i % 3:] + expected[: i % 3]
+        assert got == expected[i % 3 :] + expected[: i % 3]
 
 
 @pytest.mark.parametrize("bad, needle", [("un homme\nlit .", "line break"), (42, "must be a string")])
 def test_a_sentence_that_is_no_single_line_is_refused(model, bad, needle):
     """A line break would split the sentence on the Moses pipe (was: a bare AssertionError, and under
     python -O every later translation was the sentence before's)."""
-    with onmt_cont.load(str(model / "m_last.pt"), src_lang="fr", tgt_lang="en", bpe_codes=str(model / "codes.fr"),
-                        max_length=5) as m:
+    with onmt_cont.load(
+        str(model / "m_last.pt"), src_lang="fr", tgt_lang="en", bpe_codes=str(model / "codes.fr"), max_length=5
+    ) as m:
         with pytest.raises(UserError, match=needle):
             m.translate(["un chat .", bad])
         assert m.translate(["un chat .", "un chat ."])[0] == m.translate(["un chat ."])[0]  # still in step
@@ -158,14 +214,16 @@ def test_api_takes_translate_py_flag_names(model, tmp_path):
     the same translations as the API's own names; one option given both ways is refused."""
     with onmt_cont.load(str(model / "m_last.pt"), src_lang="fr", bpe_codes=str(model / "codes.fr"), ban_unk=True) as a:
         expected = a.translate(RAW_FR)
-    with onmt_cont.load(str(model / "m_last.pt"), src_lang="fr", src_bpe_codes=str(model / "codes.fr"),
-                        ban_unk_token=True, gpu=None) as b:
+    with onmt_cont.load(
+        str(model / "m_last.pt"), src_lang="fr", src_bpe_codes=str(model / "codes.fr"), ban_unk_token=True, gpu=None
+    ) as b:
         assert b.translate(RAW_FR) == expected
     with pytest.raises(UserError, match="src_bpe_codes and bpe_codes are one option"):
         onmt_cont.load(str(model / "m_last.pt"), src_bpe_codes="x", bpe_codes="x")
     # issue 79: OpenNMT-py's "gpu": -1 (its servers' usual CPU setting) is the CPU here too
-    with onmt_cont.load(str(model / "m_last.pt"), src_lang="fr", bpe_codes=str(model / "codes.fr"), ban_unk=True,
-                        gpu=-1) as c:
+    with onmt_cont.load(
+        str(model / "m_last.pt"), src_lang="fr", bpe_codes=str(model / "codes.fr"), ban_unk=True, gpu=-1
+    ) as c:
         assert c.translate(RAW_FR) == expected
     for bad in ("0", 1.5, True):
         with pytest.raises(UserError, match="gpu takes a CUDA device id"):
@@ -209,11 +267,13 @@ def test_api_device_and_path_arguments_are_user_errors(model):
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match=r"device 'cuda:0': CUDA is not available on this machine"):
             onmt_cont.load(ckpt, device="cuda:0")
-    for bad, needle in ((dict(device="xyz"), "device must be 'cpu', 'cuda' or 'cuda:N', got 'xyz'"),
-                        (dict(device="mps"), "device must be 'cpu', 'cuda' or 'cuda:N', got 'mps'"),
-                        (dict(src_lang=5), "src_lang takes a language code such as 'fr', got 5"),
-                        (dict(tgt_lang=["en"]), "tgt_lang takes a language code"),
-                        (dict(lexicon=3), "lexicon takes a file's path, got 3")):
+    for bad, needle in (
+        (dict(device="xyz"), "device must be 'cpu', 'cuda' or 'cuda:N', got 'xyz'"),
+        (dict(device="mps"), "device must be 'cpu', 'cuda' or 'cuda:N', got 'mps'"),
+        (dict(src_lang=5), "src_lang takes a language code such as 'fr', got 5"),
+        (dict(tgt_lang=["en"]), "tgt_lang takes a language code"),
+        (dict(lexicon=3), "lexicon takes a file's path, got 3"),
+    ):
         with pytest.raises(UserError, match=re.escape(needle)):
             onmt_cont.load(ckpt, **bad)
     with pytest.raises(UserError, match="checkpoint takes a file's path, got None"):
@@ -243,9 +303,11 @@ def test_per_call_beam_size_and_tgt_prefix(model):
     """Issue 79: the API could not take beam_size per call, and had no tgt_prefix."""
     ckpt = str(model / "m_last.pt")
     src = ["un chien court .", "deux hommes ."]
-    with onmt_cont.load(ckpt, tokenized=True, beam_size=1, block_ngram_repeat=0) as greedy, \
-            onmt_cont.load(ckpt, tokenized=True, beam_size=3, block_ngram_repeat=0) as beam3, \
-            onmt_cont.load(ckpt, tokenized=True, beam_size=1, block_ngram_repeat=0) as m:
+    with (
+        onmt_cont.load(ckpt, tokenized=True, beam_size=1, block_ngram_repeat=0) as greedy,
+        onmt_cont.load(ckpt, tokenized=True, beam_size=3, block_ngram_repeat=0) as beam3,
+        onmt_cont.load(ckpt, tokenized=True, beam_size=1, block_ngram_repeat=0) as m,
+    ):
         assert m.translate(src, beam_size=3) == beam3.translate(src)
         assert m.translate(src) == greedy.translate(src)  # the model's own beam again
         assert len(m.translate(src, beam_size=3, n_best=3)[0]) == 3
@@ -268,8 +330,11 @@ def test_raw_text_to_a_model_of_tokens_is_warned_once(model):
     import warnings as w
 
     with onmt_cont.load(str(model / "m_last.pt"), tokenized=True) as m:
-        with pytest.warns(UserWarning, match="punctuation stuck to words: it looks like raw text, but it is read as "
-                                             "tokenized text; load the model with src_lang"):
+        with pytest.warns(
+            UserWarning,
+            match="punctuation stuck to words: it looks like raw text, but it is read as "
+            "tokenized text; load the model with src_lang",
+        ):
             m.translate(["Un chien court dans l'herbe.", "Deux hommes, trois femmes."])
         with w.catch_warnings():
             w.simplefilter("error")

@@ -13,9 +13,30 @@ from tests import helpers
 from tests.helpers import SKEWED_RANKS
 
 ROOT = str(helpers.ROOT)  # a str: the scripts below embed it with !r
-COMMON = ["-loss", "nllvmf", "-tie_emb", "-rnn_size", "32", "-word_vec_size", "16", "-brnn", "-dropout", "0",
-          "-batch_size", "16", "-train_steps", "6", "-report_every", "1", "-valid_steps", "100",
-          "-save_checkpoint_steps", "100", "-seed", "7"]
+COMMON = [
+    "-loss",
+    "nllvmf",
+    "-tie_emb",
+    "-rnn_size",
+    "32",
+    "-word_vec_size",
+    "16",
+    "-brnn",
+    "-dropout",
+    "0",
+    "-batch_size",
+    "16",
+    "-train_steps",
+    "6",
+    "-report_every",
+    "1",
+    "-valid_steps",
+    "100",
+    "-save_checkpoint_steps",
+    "100",
+    "-seed",
+    "7",
+]
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +46,20 @@ def data(tmp_path_factory):
     tgt = [" ".join(f"t{(i * 7 + j) % 23}" for j in range(3 + i % 4)) for i in range(96)]
     for name, lines in (("src", src), ("tgt", tgt)):
         (d / f"train.{name}").write_text("\n".join(lines) + "\n")
-    preprocess.main(["-train_src", str(d / "train.src"), "-train_tgt", str(d / "train.tgt"),
-                     "-valid_src", str(d / "train.src"), "-valid_tgt", str(d / "train.tgt"),
-                     "-save_data", str(d / "data")])
+    preprocess.main(
+        [
+            "-train_src",
+            str(d / "train.src"),
+            "-train_tgt",
+            str(d / "train.tgt"),
+            "-valid_src",
+            str(d / "train.src"),
+            "-valid_tgt",
+            str(d / "train.tgt"),
+            "-save_data",
+            str(d / "data"),
+        ]
+    )
     vocab = torch.load(d / "data.vocab.pt", weights_only=True)
     gen = torch.Generator().manual_seed(0)
     table = torch.nn.functional.normalize(torch.randn(len(vocab["tgt"]["tokens"]), 8, generator=gen), dim=-1)
@@ -37,8 +69,17 @@ def data(tmp_path_factory):
 
 
 def _train(data, prefix, nproc, *extra, script="train.py"):
-    args = [script, "-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"),
-            "-save_model", str(data / prefix), *COMMON, *extra]
+    args = [
+        script,
+        "-data",
+        str(data / "data"),
+        "-tgt_emb",
+        str(data / "emb.pt"),
+        "-save_model",
+        str(data / prefix),
+        *COMMON,
+        *extra,
+    ]
     if nproc > 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", *args]
     else:
@@ -95,10 +136,27 @@ def test_resume_two_ranks_onto_one(data, two_ranks):
     # dropout 0 and nllvmf draw nothing at random: one process continues a 2-rank run as the
     # uninterrupted single process does, up to the summation order of the split batch
     _, reference = _train(data, "r1ref", 1, "-train_steps", "8")
-    args = ["-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model", str(data / "r1"),
-            "-train_from", str(data / "multi_last.pt"), *COMMON, "-train_steps", "8"]
-    out = subprocess.run([sys.executable, "train.py", *args], cwd=ROOT, capture_output=True, text=True,
-                         timeout=240, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    args = [
+        "-data",
+        str(data / "data"),
+        "-tgt_emb",
+        str(data / "emb.pt"),
+        "-save_model",
+        str(data / "r1"),
+        "-train_from",
+        str(data / "multi_last.pt"),
+        *COMMON,
+        "-train_steps",
+        "8",
+    ]
+    out = subprocess.run(
+        [sys.executable, "train.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "resumed from step 6" in out.stdout and "finished at step 8" in out.stdout
     # 2 ranks wrote it, 1 reads it: said, since with dropout the draws would differ
@@ -125,8 +183,9 @@ def test_two_ranks_resume_with_their_own_random_states(data):
     ranks = ckpt["rng"]["ranks"]
     assert len(ranks) == 2 and not torch.equal(ranks[0]["torch"], ranks[1]["torch"])
     assert torch.equal(ckpt["rng"]["torch"], ranks[0]["torch"])
-    log, resumed = _train(data, "drop_cut", 2, *drop, "-train_from", str(data / "drop_cut_step_3.pt"),
-                          script=str(script))
+    log, resumed = _train(
+        data, "drop_cut", 2, *drop, "-train_from", str(data / "drop_cut_step_3.pt"), script=str(script)
+    )
     assert "resumed from step 3" in log and "resume is not exact" not in log
     assert resumed == full[3:], (full, resumed)
     _models_equal(data / "drop_cut_last.pt", data / "drop_full_last.pt")
@@ -202,10 +261,12 @@ def _bf16_probe_error(data):
     opt = train.build_parser().parse_args([*COMMON, "-tgt_emb", str(data / "emb.pt")])
     training.check_options(opt)
     vocab = torch.load(data / "data.vocab.pt", weights_only=True)
-    model = build_model(opt, len(vocab["src"]["tokens"]), len(vocab["tgt"]["tokens"]),
-                        torch.load(data / "emb.pt", weights_only=True))
-    return probe_autocast(TrainingForward(model), build_loss(opt, model.generator.table), torch.device("cpu"),
-                          torch.bfloat16)
+    model = build_model(
+        opt, len(vocab["src"]["tokens"]), len(vocab["tgt"]["tokens"]), torch.load(data / "emb.pt", weights_only=True)
+    )
+    return probe_autocast(
+        TrainingForward(model), build_loss(opt, model.generator.table), torch.device("cpu"), torch.bfloat16
+    )
 
 
 def test_amp_bf16_keeps_the_vmf_loss_finite(data, capsys):
@@ -213,10 +274,22 @@ def test_amp_bf16_keeps_the_vmf_loss_finite(data, capsys):
 
     error = _bf16_probe_error(data)
     if error is not None:
-        pytest.skip(f"this CPU cannot run the LSTM in bfloat16 under autocast (oneDNN's bf16 LSTM needs AVX-512; "
-                    f"ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', 'unset')}): {error[:100]}")
-    args = ["-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model", str(data / "amp"),
-            *COMMON, "-amp", "-amp_dtype", "bf16"]
+        pytest.skip(
+            f"this CPU cannot run the LSTM in bfloat16 under autocast (oneDNN's bf16 LSTM needs AVX-512; "
+            f"ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', 'unset')}): {error[:100]}"
+        )
+    args = [
+        "-data",
+        str(data / "data"),
+        "-tgt_emb",
+        str(data / "emb.pt"),
+        "-save_model",
+        str(data / "amp"),
+        *COMMON,
+        "-amp",
+        "-amp_dtype",
+        "bf16",
+    ]
     run = train.main(args)
     losses = [float(x) for x in re.findall(r"step \d+: loss (-?[\d.]+)", capsys.readouterr().out)]
     assert run.progress["step"] == 6 and len(losses) == 6
@@ -227,8 +300,20 @@ def test_amp_fp16_needs_a_gpu(data, capsys):
     from onmt_cont.bin import train
 
     with pytest.raises(SystemExit) as exc:
-        train.main(["-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model",
-                    str(data / "fp16"), *COMMON, "-amp", "-amp_dtype", "fp16"])
+        train.main(
+            [
+                "-data",
+                str(data / "data"),
+                "-tgt_emb",
+                str(data / "emb.pt"),
+                "-save_model",
+                str(data / "fp16"),
+                *COMMON,
+                "-amp",
+                "-amp_dtype",
+                "fp16",
+            ]
+        )
     assert exc.value.code == 2
     assert "needs a GPU" in capsys.readouterr().err
 
@@ -257,12 +342,17 @@ def test_ddp_does_not_broadcast_the_frozen_table_each_step(tmp_path, monkeypatch
         gen = ContinuousGenerator(16, table)
         assert [name for name, _ in gen.named_buffers()] == ["table"]
         counts = {}
-        for name, ddp in (("wrap", distributed.wrap(gen, torch.device("cpu"))),
-                          ("default", DistributedDataParallel(gen))):
+        for name, ddp in (
+            ("wrap", distributed.wrap(gen, torch.device("cpu"))),
+            ("default", DistributedDataParallel(gen)),
+        ):
             calls = []
             original = ddp._distributed_broadcast_coalesced
-            monkeypatch.setattr(ddp, "_distributed_broadcast_coalesced",
-                                lambda *a, _o=original, _c=calls, **k: _c.append(1) or _o(*a, **k))
+            monkeypatch.setattr(
+                ddp,
+                "_distributed_broadcast_coalesced",
+                lambda *a, _o=original, _c=calls, **k: _c.append(1) or _o(*a, **k),
+            )
             for _ in range(3):
                 ddp(torch.randn(4, 16)).sum().backward()
             counts[name] = len(calls)
@@ -281,8 +371,14 @@ def test_no_forward_sync_keyword_follows_the_torch_version():
             pass
 
     class Torch213DDP(Torch211DDP):
-        def __init__(self, module, device_ids=None, broadcast_buffers=None, find_unused_parameters=False,
-                     forward_sync_buffers=True):
+        def __init__(
+            self,
+            module,
+            device_ids=None,
+            broadcast_buffers=None,
+            find_unused_parameters=False,
+            forward_sync_buffers=True,
+        ):
             pass
 
     assert no_forward_sync(Torch211DDP) == {"broadcast_buffers": False}
@@ -332,11 +428,21 @@ def validate(self, batches):
 trainer.Trainer.validate = validate
 train.main(sys.argv[1:])
 """)
-    args = ["-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model", str(tmp_path / "skew"),
-            *COMMON, "-valid_steps", "2"]
+    args = [
+        "-data",
+        str(data / "data"),
+        "-tgt_emb",
+        str(data / "emb.pt"),
+        "-save_model",
+        str(tmp_path / "skew"),
+        *COMMON,
+        "-valid_steps",
+        "2",
+    ]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script), *args]
-    out = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True,
-                         text=True, timeout=180)
+    out = subprocess.run(
+        cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=180
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "finished at step 6" in out.stdout
     assert out.stdout.count("new best validation loss") == 3  # rank 0's losses fall: 3 of 3 are new bests
@@ -377,13 +483,33 @@ def _run_failing_write(data, tmp_path, source):
     idle machine; a wall-clock limit near that would fail on a busy one."""
     script = tmp_path / "failing_write.py"
     script.write_text(source)
-    args = ["-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model", str(tmp_path / "m"),
-            *COMMON, "-save_checkpoint_steps", "1", "-dist_timeout", "600"]
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "--monitor-interval=0.2", str(script), *args]
+    args = [
+        "-data",
+        str(data / "data"),
+        "-tgt_emb",
+        str(data / "emb.pt"),
+        "-save_model",
+        str(tmp_path / "m"),
+        *COMMON,
+        "-save_checkpoint_steps",
+        "1",
+        "-dist_timeout",
+        "600",
+    ]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "--monitor-interval=0.2",
+        str(script),
+        *args,
+    ]
     try:
-        out = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True,
-                             text=True, timeout=180)
+        out = subprocess.run(
+            cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=180
+        )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"the group hung after rank 0's failed write: {exc.stdout}{exc.stderr}")
     assert out.returncode != 0
@@ -414,10 +540,17 @@ def test_a_rank_ended_by_torchrun_says_why(data, tmp_path):
     """The other side of that race, made certain: rank 1 is slow to look at its broken barrier, so
     torchrun's SIGTERM reaches it first. It stops with one error line naming the signal (before,
     Python's default ended it without a word), no traceback, within seconds."""
-    slow = ("from onmt_cont import distributed\nimport time\n"
-            "if os.environ['RANK'] == '1':\n    distributed.peer_failed = lambda exc: time.sleep(60)\n")
-    text = _run_failing_write(data, tmp_path, FAILING_WRITE.format(root=ROOT).replace(
-        "atomic._ErrorKeepingWriter = Failing\n", "atomic._ErrorKeepingWriter = Failing\n" + slow))
+    slow = (
+        "from onmt_cont import distributed\nimport time\n"
+        "if os.environ['RANK'] == '1':\n    distributed.peer_failed = lambda exc: time.sleep(60)\n"
+    )
+    text = _run_failing_write(
+        data,
+        tmp_path,
+        FAILING_WRITE.format(root=ROOT).replace(
+            "atomic._ErrorKeepingWriter = Failing\n", "atomic._ErrorKeepingWriter = Failing\n" + slow
+        ),
+    )
     assert text.count("error: cannot write") == 1
     assert text.count("error: rank 1: stopped by SIGTERM") == 1, text
     assert "another rank ended" not in text
@@ -469,13 +602,38 @@ def test_two_nodes_on_one_machine_match_two_processes(data, two_ranks, tmp_path)
     equal model (the README's multi-node section runs these commands)."""
     _, two_procs = two_ranks
     port = _free_port()
-    args = ["train.py", "-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"),
-            "-save_model", str(tmp_path / "m"), *COMMON]
+    args = [
+        "train.py",
+        "-data",
+        str(data / "data"),
+        "-tgt_emb",
+        str(data / "emb.pt"),
+        "-save_model",
+        str(tmp_path / "m"),
+        *COMMON,
+    ]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    agents = [subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc_per_node=1",
-                                "--rdzv_backend=c10d", f"--rdzv_endpoint=127.0.0.1:{port}", "--rdzv_id=onmt_test",
-                                *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True) for _ in range(2)]
+    agents = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes=2",
+                "--nproc_per_node=1",
+                "--rdzv_backend=c10d",
+                f"--rdzv_endpoint=127.0.0.1:{port}",
+                "--rdzv_id=onmt_test",
+                *args,
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outs = [a.communicate(timeout=240)[0] for a in agents]
     assert [a.returncode for a in agents] == [0, 0], outs
     log = next(o for o in outs if "finished at step 6" in o)
@@ -549,10 +707,24 @@ def test_ranks_that_read_other_inputs_stop_together_and_say_which(data, tmp_path
         (other / "train.tgt").write_text("\n".join(tgt[:60]) + "\n")
         for suffix in ("vocab.pt", "vocab.src.txt", "vocab.tgt.txt", "valid.0.pt"):
             (other / f"data.{suffix}").write_bytes((data / f"data.{suffix}").read_bytes())
-        preprocess.main(["-train_src", str(other / "train.src"), "-train_tgt", str(other / "train.tgt"),
-                         "-valid_src", str(data / "train.src"), "-valid_tgt", str(data / "train.tgt"),
-                         "-save_data", str(other / "fresh"), "-src_vocab", str(data / "data.vocab.src.txt"),
-                         "-tgt_vocab", str(data / "data.vocab.tgt.txt")])
+        preprocess.main(
+            [
+                "-train_src",
+                str(other / "train.src"),
+                "-train_tgt",
+                str(other / "train.tgt"),
+                "-valid_src",
+                str(data / "train.src"),
+                "-valid_tgt",
+                str(data / "train.tgt"),
+                "-save_data",
+                str(other / "fresh"),
+                "-src_vocab",
+                str(data / "data.vocab.src.txt"),
+                "-tgt_vocab",
+                str(data / "data.vocab.tgt.txt"),
+            ]
+        )
         (other / "data.train.0.pt").write_bytes((other / "fresh.train.0.pt").read_bytes())
         swap = ("-data", str(other / "data"))
         needle = "rank 1: training shards"
@@ -565,11 +737,26 @@ if os.environ.get("RANK") == "1":
 from onmt_cont.bin import train
 train.main()
 """)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", str(script),
-           "-data", str(data / "data"), "-tgt_emb", str(data / "emb.pt"), "-save_model", str(tmp_path / "m"),
-           *COMMON, "-dist_timeout", "60"]
-    out = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
-                         timeout=200)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        str(script),
+        "-data",
+        str(data / "data"),
+        "-tgt_emb",
+        str(data / "emb.pt"),
+        "-save_model",
+        str(tmp_path / "m"),
+        *COMMON,
+        "-dist_timeout",
+        "60",
+    ]
+    out = subprocess.run(
+        cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=200
+    )
     text = out.stdout + out.stderr
     assert out.returncode != 0, text
     assert "torchrun: ranks read other inputs than rank 0" in text and needle in text, text

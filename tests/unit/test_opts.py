@@ -208,10 +208,16 @@ def test_double_dash_spellings_are_the_flags(tmp_path):
     """Issue 78: OpenNMT-py's users write --beam_size 5 and --train_steps=100; the parsers take both spellings."""
     from onmt_cont.translate.options import build_parser
 
-    args = opts.parse(build_parser(), ["--model", "m.pt", "--beam_size", "3", "--n_best=2", "-with_score",
-                                       "--ban_unk_token"])
-    assert (args.model, args.beam_size, args.n_best, args.with_score, args.ban_unk_token) == (["m.pt"], 3, 2, True,
-                                                                                              True)
+    args = opts.parse(
+        build_parser(), ["--model", "m.pt", "--beam_size", "3", "--n_best=2", "-with_score", "--ban_unk_token"]
+    )
+    assert (args.model, args.beam_size, args.n_best, args.with_score, args.ban_unk_token) == (
+        ["m.pt"],
+        3,
+        2,
+        True,
+        True,
+    )
     with pytest.raises(UserError, match="unrecognized arguments: --no_such_flag"):
         opts.parse(build_parser(), ["--model", "m.pt", "--no_such_flag"])
     config(tmp_path, "beam_size: 4\n")
@@ -225,8 +231,14 @@ def test_upgrade_gives_old_checkpoints_the_options_they_were_trained_with():
 
     old = {"loss": "ce", "brnn": True}
     new = opts.upgrade(old)
-    assert (new.loss, new.brnn, new.word_bias, new.encoder_type, new.layer_norm, new.vmf_lambda) == \
-        ("ce", True, False, None, "pre", 0.2)
+    assert (new.loss, new.brnn, new.word_bias, new.encoder_type, new.layer_norm, new.vmf_lambda) == (
+        "ce",
+        True,
+        False,
+        None,
+        "pre",
+        0.2,
+    )
     assert old == {"loss": "ce", "brnn": True} and vars(opts.upgrade(new)) == vars(new)
     assert opts.upgrade({"word_bias": True}).word_bias is True  # a stored value wins
     train_options = {a.dest for a in build_parser()._actions}

@@ -21,16 +21,35 @@ def model(tmp_path_factory):
     d = tmp_path_factory.mktemp("scoring")
     for name in ("test.fr", "test.en"):
         (d / name).write_text("".join(open(DATA / name, encoding="utf-8").readlines()[:N]), encoding="utf-8")
-        (d / f"raw.{name}").write_text("".join(open(DATA / "raw" / name, encoding="utf-8").readlines()[:N]),
-                                       encoding="utf-8")
-    ckpt = trained(sample_data(d), str(d / "ce"), "-loss", "ce", "-train_steps", "150", "-rnn_size", "64",
-                   "-word_vec_size", "64", "-dropout", "0", "-learning_rate", "0.003")
+        (d / f"raw.{name}").write_text(
+            "".join(open(DATA / "raw" / name, encoding="utf-8").readlines()[:N]), encoding="utf-8"
+        )
+    ckpt = trained(
+        sample_data(d),
+        str(d / "ce"),
+        "-loss",
+        "ce",
+        "-train_steps",
+        "150",
+        "-rnn_size",
+        "64",
+        "-word_vec_size",
+        "64",
+        "-dropout",
+        "0",
+        "-learning_rate",
+        "0.003",
+    )
     return d, ckpt
 
 
 def translate(*args):
-    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-threads", "1", *map(str, args)],
-                         capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "translate.py"), "-threads", "1", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     return res.stderr
 
@@ -44,8 +63,19 @@ def scores(err):
 
 def test_a_raw_and_a_tokenized_reference_give_sacrebleus_score(model, tmp_path):
     d, ckpt = model
-    raw_err = translate("-model", ckpt, "-src", d / "raw.test.fr", "-src_lang", "fr", "-detokenize", "-tgt",
-                        d / "raw.test.en", "-output", tmp_path / "raw.out")
+    raw_err = translate(
+        "-model",
+        ckpt,
+        "-src",
+        d / "raw.test.fr",
+        "-src_lang",
+        "fr",
+        "-detokenize",
+        "-tgt",
+        d / "raw.test.en",
+        "-output",
+        tmp_path / "raw.out",
+    )
     tok_err = translate("-model", ckpt, "-src", d / "test.fr", "-tgt", d / "test.en", "-output", tmp_path / "tok.out")
     raw_detok, raw_tok, signature = scores(raw_err)
     tok_detok, tok_tok, tok_signature = scores(tok_err)
@@ -64,11 +94,22 @@ def test_a_reference_scored_as_what_it_is_not_gets_a_warning(model, tmp_path):
     d, ckpt = model
     err = translate("-model", ckpt, "-src", d / "test.fr", "-tgt", d / "raw.test.en", "-output", tmp_path / "o")
     assert "warning: -tgt" in err and "looks like raw text" in err and "-detokenize" in err
-    err = translate("-model", ckpt, "-src", d / "test.fr", "-detokenize", "-tgt", d / "test.en", "-output",
-                    tmp_path / "o2")
+    err = translate(
+        "-model", ckpt, "-src", d / "test.fr", "-detokenize", "-tgt", d / "test.en", "-output", tmp_path / "o2"
+    )
     assert "looks tokenized" in err and "-tgt_tokenized" in err
-    err = translate("-model", ckpt, "-src", d / "test.fr", "-detokenize", "-tgt_tokenized", "-tgt", d / "test.en",
-                    "-output", tmp_path / "o3")
+    err = translate(
+        "-model",
+        ckpt,
+        "-src",
+        d / "test.fr",
+        "-detokenize",
+        "-tgt_tokenized",
+        "-tgt",
+        d / "test.en",
+        "-output",
+        tmp_path / "o3",
+    )
     assert "warning" not in err
     # -tgt_tokenized: the old reading (the reference detokenized for sacreBLEU), the same score as without -detokenize
     plain = translate("-model", ckpt, "-src", d / "test.fr", "-tgt", d / "test.en", "-output", tmp_path / "o4")
@@ -85,8 +126,10 @@ def test_corpus_bleu_of_a_raw_reference_equals_sacrebleu_on_the_written_text():
     tok = (DATA / "test.en").read_text(encoding="utf-8").splitlines()[:N]
     raw = (DATA / "raw" / "test.en").read_text(encoding="utf-8").splitlines()[:N]
     hyps = [" ".join(w for i, w in enumerate(line.split()) if i % 5 != 4) for line in tok]
-    with TextPipeline("en") as text, CorpusBleu("en", refs_tokenized=False, lowercase=True,
-                                                tokenize_ref=text.encode) as from_raw:
+    with (
+        TextPipeline("en") as text,
+        CorpusBleu("en", refs_tokenized=False, lowercase=True, tokenize_ref=text.encode) as from_raw,
+    ):
         from_raw.add(hyps, raw)
         raw_detok, raw_tok = from_raw.scores()
     with CorpusBleu("en", lowercase=True) as from_tok:

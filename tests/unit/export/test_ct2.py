@@ -29,10 +29,41 @@ from tests.helpers import sample_table, translator  # noqa: E402
 DATA = ROOT / "data"
 TEST = [line.strip() for line in open(DATA / "test.fr", encoding="utf-8")]
 REFS = [line.strip() for line in open(DATA / "test.en", encoding="utf-8")]
-TRANSFORMER = ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "64", "-word_vec_size",
-               "64", "-heads", "4", "-layers", "2", "-transformer_ff", "128", "-dropout", "0.1", "-decay_method",
-               "noam", "-learning_rate", "2", "-warmup_steps", "100", "-param_init", "0", "-param_init_glorot",
-               "-batch_size", "32", "-train_steps", "300", "-valid_steps", "1000", "-threads", "1"]
+TRANSFORMER = [
+    "-encoder_type",
+    "transformer",
+    "-decoder_type",
+    "transformer",
+    "-rnn_size",
+    "64",
+    "-word_vec_size",
+    "64",
+    "-heads",
+    "4",
+    "-layers",
+    "2",
+    "-transformer_ff",
+    "128",
+    "-dropout",
+    "0.1",
+    "-decay_method",
+    "noam",
+    "-learning_rate",
+    "2",
+    "-warmup_steps",
+    "100",
+    "-param_init",
+    "0",
+    "-param_init_glorot",
+    "-batch_size",
+    "32",
+    "-train_steps",
+    "300",
+    "-valid_steps",
+    "1000",
+    "-threads",
+    "1",
+]
 
 
 def _train(prefix, save, *flags):
@@ -47,13 +78,31 @@ def models(tmp_path_factory):
     """{"softmax": ce on data that records its raw text (fr -> en), "continuous": nllvmf_nce, tied, word bias}."""
     d = tmp_path_factory.mktemp("ct2")
     split = {s: (str(DATA / f"{s}.fr"), str(DATA / f"{s}.en")) for s in ("train", "valid")}
-    args = ["-train_src", split["train"][0], "-train_tgt", split["train"][1], "-valid_src", split["valid"][0],
-            "-valid_tgt", split["valid"][1]]
+    args = [
+        "-train_src",
+        split["train"][0],
+        "-train_tgt",
+        split["train"][1],
+        "-valid_src",
+        split["valid"][0],
+        "-valid_tgt",
+        split["valid"][1],
+    ]
     preprocess.main([*args, "-save_data", str(d / "raw"), "-src_lang", "fr", "-tgt_lang", "en"])
     preprocess.main([*args, "-save_data", str(d / "vec"), "-tgt_emb", str(DATA / "en.vec.gz")])
-    return {"softmax": _train(str(d / "raw"), str(d / "ce"), "-loss", "ce", "-label_smoothing", "0.1"),
-            "continuous": _train(str(d / "vec"), str(d / "cont"), "-loss", "nllvmf_nce", "-tie_emb", "-tgt_emb",
-                                 sample_table(d, str(d / "vec")), "-word_bias")}
+    return {
+        "softmax": _train(str(d / "raw"), str(d / "ce"), "-loss", "ce", "-label_smoothing", "0.1"),
+        "continuous": _train(
+            str(d / "vec"),
+            str(d / "cont"),
+            "-loss",
+            "nllvmf_nce",
+            "-tie_emb",
+            "-tgt_emb",
+            sample_table(d, str(d / "vec")),
+            "-word_bias",
+        ),
+    }
 
 
 @pytest.fixture(scope="module")
@@ -114,13 +163,19 @@ def test_int8_weights(models, exported, tmp_path):
     float_bleu = _bleu(translator(models["continuous"]).translate_lines(TEST, 32))
     int8 = translator(tmp_path / "int8").translate_lines(TEST, 32)
     assert os.path.getsize(tmp_path / "int8" / "model.bin") < 0.4 * os.path.getsize(
-        Path(exported["continuous"]) / "model.bin")
+        Path(exported["continuous"]) / "model.bin"
+    )
     assert _bleu(int8) >= float_bleu - 1.5
 
 
 def translate(*args, stdin=None):
-    return subprocess.run([sys.executable, str(ROOT / "translate.py"), "-threads", "1", *map(str, args)],
-                          input=stdin, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "translate.py"), "-threads", "1", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_translate_py_reads_the_engine_from_the_model_and_the_raw_text_record(models, exported):
@@ -137,12 +192,15 @@ def test_translate_py_reads_the_engine_from_the_model_and_the_raw_text_record(mo
     assert same.stdout == ours.stdout
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["-engine", "torch"], "-engine ctranslate2"),
-    (["-decode_prior", "0.5"], "onmt_cont_convert -decode_prior 0.5"),
-    (["-csls", "5"], "-engine torch"),
-    (["-length_penalty", "wu", "-beam_size", "2"], "Wu"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["-engine", "torch"], "-engine ctranslate2"),
+        (["-decode_prior", "0.5"], "onmt_cont_convert -decode_prior 0.5"),
+        (["-csls", "5"], "-engine torch"),
+        (["-length_penalty", "wu", "-beam_size", "2"], "Wu"),
+    ],
+)
 def test_what_ctranslate2_cannot_do_is_refused(exported, args, needle):
     r = translate("-model", exported["continuous"], "-src", DATA / "test.fr", *args)
     assert r.returncode == 2 and needle in r.stderr and not r.stdout
@@ -170,8 +228,15 @@ def test_the_server_serves_an_export(models, exported, tmp_path):
     from tests.helpers import Server
 
     conf = tmp_path / "conf.json"
-    conf.write_text(json.dumps({"models_root": os.path.dirname(exported["continuous"]), "models": [
-        {"id": 7, "model": os.path.basename(exported["continuous"])}]}), encoding="utf-8")
+    conf.write_text(
+        json.dumps(
+            {
+                "models_root": os.path.dirname(exported["continuous"]),
+                "models": [{"id": 7, "model": os.path.basename(exported["continuous"])}],
+            }
+        ),
+        encoding="utf-8",
+    )
     server = Server(conf)
     try:
         status, out = server.call("/translator/translate", [{"src": s, "id": 7} for s in TEST[:10]])
@@ -186,13 +251,22 @@ def test_what_has_no_exact_ctranslate2_form_is_refused_and_nothing_is_left(tmp_p
     from tests.helpers import sample_data, trained
 
     prefix = sample_data(tmp_path)
-    lstm = trained(prefix, str(tmp_path / "lstm"), "-loss", "ce", "-train_steps", "2", "-rnn_size", "16",
-                   "-word_vec_size", "16")
+    lstm = trained(
+        prefix, str(tmp_path / "lstm"), "-loss", "ce", "-train_steps", "2", "-rnn_size", "16", "-word_vec_size", "16"
+    )
     with pytest.raises(UserError, match="Transformer models"):
         convert(lstm, str(tmp_path / "out"))
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".tmp", "out"))) == []
-    cos = _train(prefix, str(tmp_path / "cos"), "-loss", "cosine", "-tgt_emb", sample_table(tmp_path, prefix),
-                 "-train_steps", "2")
+    cos = _train(
+        prefix,
+        str(tmp_path / "cos"),
+        "-loss",
+        "cosine",
+        "-tgt_emb",
+        sample_table(tmp_path, prefix),
+        "-train_steps",
+        "2",
+    )
     with pytest.raises(UserError, match="cosine"):
         convert(cos, str(tmp_path / "out"))
     assert not (tmp_path / "out").exists()
@@ -289,11 +363,13 @@ def test_both_engines_refuse_the_same_bad_options(models, exported):
     from pathlib import Path
 
     for path in (models["continuous"], exported["continuous"]):
-        for bad, needle in ((dict(max_length="x"), "-max_length must be an integer"),
-                            (dict(block_ngram_repeat=-1), "-block_ngram_repeat must be 0"),
-                            (dict(length_penalty="foo"), "-length_penalty must be one of none, avg, wu"),
-                            (dict(alpha=math.nan), "-alpha must be a finite number"),
-                            (dict(max_length_ratio=math.inf), "-max_length_ratio must be a finite number")):
+        for bad, needle in (
+            (dict(max_length="x"), "-max_length must be an integer"),
+            (dict(block_ngram_repeat=-1), "-block_ngram_repeat must be 0"),
+            (dict(length_penalty="foo"), "-length_penalty must be one of none, avg, wu"),
+            (dict(alpha=math.nan), "-alpha must be a finite number"),
+            (dict(max_length_ratio=math.inf), "-max_length_ratio must be a finite number"),
+        ):
             with pytest.raises(UserError, match=needle):
                 onmt_cont.load(path, **bad)
         with onmt_cont.load(Path(path), max_length=0) as m:  # a pathlib.Path; no output at all, as asked
@@ -309,10 +385,12 @@ def test_a_prefix_past_the_output_limit_is_refused_by_both_engines(models, expor
     tgt = tmp_path / "tgt.txt"
     tgt.write_text("a\na dog\na dog runs in the park\n", encoding="utf-8")
     for model in (models["continuous"], exported["continuous"]):
-        r = translate("-model", model, "-src", src, "-tgt", tgt, "-tgt_prefix", "-max_length", "4", "-chunk_size",
-                      "1")
-        assert r.returncode == 2 and "-tgt_prefix, line 3: a prefix of 6 words is longer than this line's output " \
-                                     "may be (4: -max_length" in r.stderr, r.stderr
+        r = translate("-model", model, "-src", src, "-tgt", tgt, "-tgt_prefix", "-max_length", "4", "-chunk_size", "1")
+        assert (
+            r.returncode == 2
+            and "-tgt_prefix, line 3: a prefix of 6 words is longer than this line's output may be (4: -max_length"
+            in r.stderr
+        ), r.stderr
         ok = translate("-model", model, "-src", src, "-tgt", tgt, "-tgt_prefix", "-max_length", "6")
         assert ok.returncode == 0 and ok.stdout.splitlines()[2].startswith("a dog runs in the park"), ok.stderr
 
@@ -340,8 +418,11 @@ def test_misleading_messages_of_the_export_and_sentencepiece(models, exported, t
     check_engine_options({"alignment_layer": 1}, record)  # the last of 2: the exported one
     check_engine_options({"alignment_layer": -1}, record)
     check_engine_options({"alignment_layer": 0}, {**record, "decoder_layers": 1})  # the only layer
-    with pytest.raises(UserError, match=r"-alignment_layer 0: this export's attention is the last decoder layer "
-                                        r"\(of 2\), fixed when it was converted; convert again"):
+    with pytest.raises(
+        UserError,
+        match=r"-alignment_layer 0: this export's attention is the last decoder layer "
+        r"\(of 2\), fixed when it was converted; convert again",
+    ):
         check_engine_options({"alignment_layer": 0}, record)
 
 
@@ -353,11 +434,20 @@ def test_the_export_decodes_with_ctranslate2_alone_by_its_readme(models, exporte
     from mosestokenizer import MosesDetokenizer, MosesTokenizer
 
     readme = (Path(exported["softmax"]) / "README.md").read_text(encoding="utf-8")
-    assert "MosesTokenizer(\"fr\", no_escape=True)(line)" in readme and "lowercase the tokens" in readme
-    assert "max_decoding_length=max(limits)" in readme and "MosesDetokenizer(\"en\")(words)" in readme
+    assert 'MosesTokenizer("fr", no_escape=True)(line)' in readme and "lowercase the tokens" in readme
+    assert "max_decoding_length=max(limits)" in readme and 'MosesDetokenizer("en")(words)' in readme
     raw = (DATA / "raw" / "test.fr").read_text(encoding="utf-8").splitlines()[:20]
-    ours = translate("-model", exported["softmax"], "-src", "-", "-beam_size", "1", "-block_ngram_repeat", "0",
-                     stdin="".join(line + "\n" for line in raw)).stdout.splitlines()
+    ours = translate(
+        "-model",
+        exported["softmax"],
+        "-src",
+        "-",
+        "-beam_size",
+        "1",
+        "-block_ngram_repeat",
+        "0",
+        stdin="".join(line + "\n" for line in raw),
+    ).stdout.splitlines()
     translator = ctranslate2.Translator(exported["softmax"], device="cpu")
     with MosesTokenizer("fr", no_escape=True) as tok, MosesDetokenizer("en") as detok:
         batch = [[t.lower() for t in tok(line)] for line in raw]
@@ -381,8 +471,9 @@ def test_min_length_and_report_time_in_both_engines(models, exported):
     outs = {}
     for name, model in (("torch", models["continuous"]), ("ct2", exported["continuous"])):
         for beam in ("1", "3"):
-            res = translate("-model", model, "-src", "-", "-min_length", "14", "-beam_size", beam, "-report_time",
-                            stdin=src)
+            res = translate(
+                "-model", model, "-src", "-", "-min_length", "14", "-beam_size", beam, "-report_time", stdin=src
+            )
             assert res.returncode == 0, res.stderr
             outs[name, beam] = res.stdout.splitlines()
             assert all(len(line.split()) >= 14 for line in outs[name, beam]), outs[name, beam]
@@ -405,14 +496,16 @@ def test_ignore_when_blocking(models, exported):
     flags = ["-beam_size", "1", "-block_ngram_repeat", "1"]
     strict = translate("-model", models["continuous"], "-src", "-", *flags, stdin=src).stdout.splitlines()
     assert all(len(set(line.split())) == len(line.split()) for line in strict)  # no word twice
-    loose = translate("-model", models["continuous"], "-src", "-", *flags, "-ignore_when_blocking", "a", ".",
-                      stdin=src)
+    loose = translate("-model", models["continuous"], "-src", "-", *flags, "-ignore_when_blocking", "a", ".", stdin=src)
     assert loose.returncode == 0, loose.stderr
     assert any(line.split().count("a") > 1 for line in loose.stdout.splitlines())  # "a man ... on a building"
-    for model, needle in ((exported["continuous"], "CTranslate2's n-gram blocking has no exceptions"),
-                          (models["continuous"], "-ignore_when_blocking: zzzq: not in the model's target vocabulary")):
-        res = translate("-model", model, "-src", "-", "-ignore_when_blocking", "zzzq" if "not in" in needle else ".",
-                        stdin=src)
+    for model, needle in (
+        (exported["continuous"], "CTranslate2's n-gram blocking has no exceptions"),
+        (models["continuous"], "-ignore_when_blocking: zzzq: not in the model's target vocabulary"),
+    ):
+        res = translate(
+            "-model", model, "-src", "-", "-ignore_when_blocking", "zzzq" if "not in" in needle else ".", stdin=src
+        )
         assert res.returncode == 2 and needle in res.stderr, res.stderr
 
 
@@ -421,8 +514,9 @@ def test_report_align_with_n_best_and_scores_in_both_engines(models, exported):
     line now holds its own alignment, before the tab and score; the 1-best's is -report_align's alone."""
     src = "".join(line + "\n" for line in TEST[:4])
     for model in (models["continuous"], exported["continuous"]):
-        res = translate("-model", model, "-src", "-", "-beam_size", "3", "-n_best", "2", "-report_align",
-                        "-with_score", stdin=src)
+        res = translate(
+            "-model", model, "-src", "-", "-beam_size", "3", "-n_best", "2", "-report_align", "-with_score", stdin=src
+        )
         assert res.returncode == 0, res.stderr
         lines = res.stdout.splitlines()
         assert len(lines) == 8
@@ -456,8 +550,10 @@ def test_coverage_penalty_re_ranks_beam_search_in_both_engines(models, exported)
 
     torch.set_num_threads(1)
     forced = translator(models["continuous"], beam_size=1, alignment_layer=-1)
-    engines = {"torch": lambda **options: translator(models["continuous"], alignment_layer=-1, **options),
-               "ct2": lambda **options: translator(exported["continuous"], **options)}
+    engines = {
+        "torch": lambda **options: translator(models["continuous"], alignment_layer=-1, **options),
+        "ct2": lambda **options: translator(exported["continuous"], **options),
+    }
     for name, make in engines.items():
         runs = {}
         for kind in ("none", "summary", "wu"):

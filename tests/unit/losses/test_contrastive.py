@@ -27,9 +27,19 @@ C3 = 1.0 / math.sqrt(1.01)  # cos(ê1, e3)
 
 
 def loss_of(name, pred=PRED, target=TARGET, table=TABLE3, **kw):
-    base = {"loss": name, "margin": 0.5, "num_negatives": None, "negatives": None, "num_sampled": 64,
-            "ann_candidates": 32, "temperature": 0.1, "contrastive_weight": 1.0, "lambda1": 0.02, "lambda2": 0.1,
-            "vmf_approx": False}
+    base = {
+        "loss": name,
+        "margin": 0.5,
+        "num_negatives": None,
+        "negatives": None,
+        "num_sampled": 64,
+        "ann_candidates": 32,
+        "temperature": 0.1,
+        "contrastive_weight": 1.0,
+        "lambda1": 0.02,
+        "lambda2": 0.1,
+        "vmf_approx": False,
+    }
     return build_loss(Namespace(**{**base, **kw}), table)(pred, target)
 
 
@@ -47,8 +57,9 @@ def test_maxmargin_exact_k1_is_the_reference():
     table, gen = random_table()
     pred = torch.randn(30, 8, generator=gen)
     target = torch.randint(1, 40, (30,), generator=gen)
-    torch.testing.assert_close(loss_of("maxmargin", pred, target, table, negatives="exact"),
-                               max_margin(pred, target, table, 0.5))
+    torch.testing.assert_close(
+        loss_of("maxmargin", pred, target, table, negatives="exact"), max_margin(pred, target, table, 0.5)
+    )
 
 
 @pytest.mark.parametrize("k,want0", [(1, 0.7), (2, (0.7 + 0.9) / 2), (3, (0.7 + 0.9 + 0.0) / 3), (9, 1.6 / 3)])
@@ -119,8 +130,9 @@ def test_infonce_exact_is_a_cosine_softmax_over_the_table():
     target = torch.randint(1, 40, (30,), generator=gen)
     logits = F.normalize(pred, dim=-1) @ table.t() / 0.1
     logits[:, 0] = float("-inf")
-    torch.testing.assert_close(loss_of("infonce", pred, target, table, negatives="exact"),
-                               F.cross_entropy(logits, target, reduction="none"))
+    torch.testing.assert_close(
+        loss_of("infonce", pred, target, table, negatives="exact"), F.cross_entropy(logits, target, reduction="none")
+    )
 
 
 def test_infonce_inbatch_repeats_count():
@@ -163,12 +175,14 @@ def test_infonce_prefix_negatives_by_hand():
     token 0 has none: the loss of a lone gold word, 0."""
     pred = torch.tensor([[1.0, 0.0, 0.0], [0.6, 0.8, 0.0], [1.0, 0.0, 0.0]])
     got = loss_of("infonce", pred, torch.tensor([1, 4, 1]), negatives="prefix", temperature=1.0)
-    want = torch.tensor([0.0, math.log(math.exp(1.0) + math.exp(0.6)) - 1.0,
-                         math.log(math.exp(1.0) + math.exp(0.6)) - 1.0])
+    want = torch.tensor(
+        [0.0, math.log(math.exp(1.0) + math.exp(0.6)) - 1.0, math.log(math.exp(1.0) + math.exp(0.6)) - 1.0]
+    )
     torch.testing.assert_close(got, want)
     # a window of 1: token 2 sees only e4 (the word right before it), the same loss
-    torch.testing.assert_close(loss_of("infonce", pred, torch.tensor([1, 4, 1]), negatives="prefix",
-                                       temperature=1.0, prefix_window=1), want)
+    torch.testing.assert_close(
+        loss_of("infonce", pred, torch.tensor([1, 4, 1]), negatives="prefix", temperature=1.0, prefix_window=1), want
+    )
 
 
 def test_prefix_negatives_push_the_prediction_off_earlier_words():
@@ -283,8 +297,9 @@ def test_candidate_dots_per_token_matches_gathering_in_float32():
     want = torch.einsum("nm,ncm->nc", vec, table[ids])
     got = _TokenDots.apply(vec, table, ids)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
-    torch.testing.assert_close(*(torch.autograd.grad((out * weight).sum(), vec)[0] for out in (got, want)),
-                               rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        *(torch.autograd.grad((out * weight).sum(), vec)[0] for out in (got, want)), rtol=1e-5, atol=1e-5
+    )
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -329,8 +344,10 @@ def test_candidate_dots_per_token_of_a_batch_without_tokens():
     from onmt_cont.losses.token_dots import _TokenDots
 
     table = torch.randn(200, 40, requires_grad=True)
-    for vec, ids in ((torch.zeros(0, 40, requires_grad=True), torch.zeros(0, 7, dtype=torch.long)),
-                     (torch.ones(3, 40, requires_grad=True), torch.zeros(3, 0, dtype=torch.long))):
+    for vec, ids in (
+        (torch.zeros(0, 40, requires_grad=True), torch.zeros(0, 7, dtype=torch.long)),
+        (torch.ones(3, 40, requires_grad=True), torch.zeros(3, 0, dtype=torch.long)),
+    ):
         out = _TokenDots.apply(vec, table, ids)
         grad_vec, grad_table = torch.autograd.grad(out.sum(), (vec, table))
         assert out.shape == ids.shape and grad_vec.shape == vec.shape and not grad_vec.any()
@@ -352,8 +369,18 @@ def test_repeated_candidates_are_scored_once(monkeypatch, name, correct, biased)
     pred = torch.randn(10, 6, generator=gen, requires_grad=True)
     bias = (torch.randn(30, generator=gen) * 0.3).requires_grad_(biased)
     prior = torch.log_softmax(torch.randn(30, generator=gen), 0)
-    opt = Namespace(loss=name, negatives="inbatch,random,gold_nn", num_sampled=40, ann_candidates=4, temperature=0.2,
-                    contrastive_weight=1.0, lambda1=0.02, lambda2=0.1, vmf_approx=False, sampling_correction=correct)
+    opt = Namespace(
+        loss=name,
+        negatives="inbatch,random,gold_nn",
+        num_sampled=40,
+        ann_candidates=4,
+        temperature=0.2,
+        contrastive_weight=1.0,
+        lambda1=0.02,
+        lambda2=0.1,
+        vmf_approx=False,
+        sampling_correction=correct,
+    )
 
     def run():
         torch.manual_seed(7)  # the same random draws (40 of 29 words: repeats) for both

@@ -99,10 +99,30 @@ def _steps(defer, amp=None, steps=3):
     train.py builds and steps it, with the output layer's logits deferred to the loss or not."""
     from lab.bench import benchlib
 
-    opt = benchlib.row_options(["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "32",
-                                "-word_vec_size", "32", "-heads", "4", "-transformer_ff", "64", "-layers", "2",
-                                "-layer_norm", "post", "-dropout", "0.1", "-share_decoder_embeddings"],
-                               ["-loss", "ce", "-label_smoothing", "0.1"])
+    opt = benchlib.row_options(
+        [
+            "-encoder_type",
+            "transformer",
+            "-decoder_type",
+            "transformer",
+            "-rnn_size",
+            "32",
+            "-word_vec_size",
+            "32",
+            "-heads",
+            "4",
+            "-transformer_ff",
+            "64",
+            "-layers",
+            "2",
+            "-layer_norm",
+            "post",
+            "-dropout",
+            "0.1",
+            "-share_decoder_embeddings",
+        ],
+        ["-loss", "ce", "-label_smoothing", "0.1"],
+    )
     trainer = benchlib.build_trainer(opt, 40, 53, torch.device("cpu"), amp=amp)
     gen = trainer.model.generator
     assert gen.defer_logits
@@ -142,8 +162,14 @@ def test_chunked_shared_candidates_match_the_unfused_loss(monkeypatch, sources, 
     gen = torch.Generator().manual_seed(0)
     table = F.normalize(torch.randn(300, 16, generator=gen), dim=-1)
     table[0] = 0
-    negatives = Negatives(sources, table, num_sampled=40, ann_candidates=5,
-                          log_prior=torch.log_softmax(torch.randn(300, generator=gen), 0), counts=counts or "unigram")
+    negatives = Negatives(
+        sources,
+        table,
+        num_sampled=40,
+        ann_candidates=5,
+        log_prior=torch.log_softmax(torch.randn(300, generator=gen), 0),
+        counts=counts or "unigram",
+    )
     pred = (torch.randn(90, 16, generator=gen) * 5).requires_grad_()
     word_bias = (torch.randn(300, generator=gen) * 0.3).requires_grad_() if bias else None
     target = torch.randint(1, 300, (90,), generator=gen)
@@ -154,8 +180,9 @@ def test_chunked_shared_candidates_match_the_unfused_loss(monkeypatch, sources, 
         if not fused:
             monkeypatch.setattr(contrastive, "_chunked_parts", lambda *args: None)
         torch.manual_seed(5)  # the same random negatives
-        loss = contrastive.nll_vmf_nce(pred, target, table, negatives, 1.0, 0.02, 0.1, False, word_bias,
-                                       counts is not None)
+        loss = contrastive.nll_vmf_nce(
+            pred, target, table, negatives, 1.0, 0.02, 0.1, False, word_bias, counts is not None
+        )
         got[fused] = loss.detach(), torch.autograd.grad(loss.sum() * 0.37, inputs)
     torch.testing.assert_close(got[True][0], got[False][0], rtol=1e-6, atol=2e-5)
     for a, b in zip(got[True][1], got[False][1], strict=True):

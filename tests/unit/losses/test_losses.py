@@ -24,8 +24,17 @@ TABLE4 = F.pad(TABLE3, (0, 1))
 
 
 def options(**kw):
-    base = {"label_smoothing": 0.0, "margin": 0.5, "lambda1": 0.02, "lambda2": 0.1, "vmf_approx": False,
-            "negatives": None, "num_negatives": None, "num_sampled": 64, "ann_candidates": 32}
+    base = {
+        "label_smoothing": 0.0,
+        "margin": 0.5,
+        "lambda1": 0.02,
+        "lambda2": 0.1,
+        "vmf_approx": False,
+        "negatives": None,
+        "num_negatives": None,
+        "num_sampled": 64,
+        "ann_candidates": 32,
+    }
     base.update(kw)
     return Namespace(**base)
 
@@ -138,11 +147,11 @@ def test_ce_on_a_gpu_matches_the_cpu_and_pytorch(eps):
         for device, fn in (("cpu", cross_entropy), ("cuda", cross_entropy), ("cuda", None), ("cuda", cross_entropy)):
             x = logits.to(dtype).to(device).requires_grad_()
             t, w = target.to(device), weights.to(device)
-            out = (fn(x, t, eps) if fn else F.cross_entropy(x.float(), t, reduction="none", label_smoothing=eps))
+            out = fn(x, t, eps) if fn else F.cross_entropy(x.float(), t, reduction="none", label_smoothing=eps)
             (out * w).sum().backward()
             grads.append((out.cpu(), x.grad.float().cpu()))
         # float32 sums differ in order between the devices; a bf16 gradient can then round one ulp apart (2^-8)
-        rtol = 1e-5 if dtype == torch.float32 else 2 ** -7
+        rtol = 1e-5 if dtype == torch.float32 else 2**-7
         for loss, grad in grads[1:]:
             torch.testing.assert_close(loss, grads[0][0], rtol=1e-5, atol=1e-5)
             torch.testing.assert_close(grad, grads[0][1], rtol=rtol, atol=1e-6)
@@ -361,14 +370,15 @@ def code_form_ref(x, e, m, lam):
         e = [mpmath.mpf(v) for v in e]
         k = mpmath.sqrt(sum(v * v for v in x))
         nu = mpmath.mpf(m) / 2 - 1
-        neg_log_c = -nu * mpmath.log(k) + mpmath.mpf(m) / 2 * mpmath.log(2 * mpmath.pi) + mpmath.log(
-            mpmath.besseli(nu, k))
+        neg_log_c = (
+            -nu * mpmath.log(k) + mpmath.mpf(m) / 2 * mpmath.log(2 * mpmath.pi) + mpmath.log(mpmath.besseli(nu, k))
+        )
         dot = sum(a * b for a, b in zip(x, e, strict=True))
         cos = dot / k
         value = neg_log_c + mpmath.log(1 + k) * (lam - cos)
         # d(-log C_m)/dk = I_{m/2}/I_{m/2-1}(k); dk/dx = x/k; dcos/dx = e/k - dot x/k^3
         a = mpmath.besseli(nu + 1, k) / mpmath.besseli(nu, k) + (lam - cos) / (1 + k)
-        grad = [a * xi / k - mpmath.log(1 + k) * (ei / k - dot * xi / k ** 3) for xi, ei in zip(x, e, strict=True)]
+        grad = [a * xi / k - mpmath.log(1 + k) * (ei / k - dot * xi / k**3) for xi, ei in zip(x, e, strict=True)]
         dkappa = mpmath.besseli(nu + 1, k) / mpmath.besseli(nu, k) + (lam - cos) / (1 + k)
         return float(value), [float(g) for g in grad], float(dkappa)
 
@@ -402,8 +412,10 @@ def test_nllvmf_code_form_hand_value_and_float32():
     """m = 3: -log C_3(k) = log(4 pi sinh(k) / k); e_hat = (3, 4, 0) against e4 = (0.6, 0.8, 0): cos 1, k 5."""
     pred = torch.tensor([[3.0, 4.0, 0.0], [0.0, 0.0, -2.0]])
     got = loss_of("nllvmf", pred, torch.tensor([4, 3]), TABLE3, vmf_form="code", vmf_lambda=0.2)
-    want = [math.log(4 * math.pi * math.sinh(5) / 5) + math.log(6) * (0.2 - 1.0),
-            math.log(4 * math.pi * math.sinh(2) / 2) + math.log(3) * (0.2 + 1.0)]
+    want = [
+        math.log(4 * math.pi * math.sinh(5) / 5) + math.log(6) * (0.2 - 1.0),
+        math.log(4 * math.pi * math.sinh(2) / 2) + math.log(3) * (0.2 + 1.0),
+    ]
     torch.testing.assert_close(got, torch.tensor(want))
     # float32 stays finite and close to float64 at the extremes of kappa
     big = torch.tensor([[1e-4, 0.0, 0.0], [5e4, 0.0, 0.0]])
@@ -445,9 +457,13 @@ def test_a_loss_describes_itself_to_the_checks(monkeypatch):
     check_options(opt)
     assert opt.negatives == "inbatch" and opt.num_negatives == 7
     monkeypatch.setitem(LOSSES, "mine", dataclasses.replace(new, candidate_logits=False, vocab_logits=None))
-    with pytest.raises(UserError,
-                       match=r"-word_bias changes the logits of -loss infonce and nllvmf_nce, not -loss mine"):
+    with pytest.raises(
+        UserError, match=r"-word_bias changes the logits of -loss infonce and nllvmf_nce, not -loss mine"
+    ):
         check_options(parser.parse_args(["-loss", "mine", "-tgt_emb", "t.pt", "-word_bias"]))
-    with pytest.raises(UserError, match=r"-seq_unlikelihood needs a softmax over the vocabulary: -loss ce, nllvmf, "
-                                        r"infonce and nllvmf_nce, not -loss mine"):
+    with pytest.raises(
+        UserError,
+        match=r"-seq_unlikelihood needs a softmax over the vocabulary: -loss ce, nllvmf, "
+        r"infonce and nllvmf_nce, not -loss mine",
+    ):
         check_options(parser.parse_args(["-loss", "mine", "-tgt_emb", "t.pt", "-seq_unlikelihood", "1"]))

@@ -183,8 +183,9 @@ REWE_VEC = TABLE3[REWE_TARGET]
 def test_rewe_loss_values(lam):
     nll = torch.tensor([1.0, 2.0]) * math.log(2)
     torch.testing.assert_close(nll_plus_rewe(REWE_OUT, REWE_TARGET, REWE_VEC, lam, "cosine"), nll + lam * 1.0)
-    torch.testing.assert_close(nll_plus_rewe(REWE_OUT, REWE_TARGET, REWE_VEC, lam, "mse"),
-                               nll + lam * torch.tensor([26.0, 5.0]))
+    torch.testing.assert_close(
+        nll_plus_rewe(REWE_OUT, REWE_TARGET, REWE_VEC, lam, "mse"), nll + lam * torch.tensor([26.0, 5.0])
+    )
     # as built from the options, with the generator's table
     opt = Namespace(loss="ce", label_smoothing=0.0, rewe_lambda=lam, rewe_loss="cosine")
     torch.testing.assert_close(build_loss(opt, TABLE3)(REWE_OUT, REWE_TARGET), nll + lam * 1.0)
@@ -223,8 +224,13 @@ def test_rewe_model_initialises_like_the_plain_model():
     plain = build_model(model_opts(), 11, 9, table).state_dict()
     torch.manual_seed(0)
     rewe = build_model(model_opts(rewe_lambda=0.0), 11, 9, table).state_dict()
-    assert set(rewe) - set(plain) == {"generator.head.w1.weight", "generator.head.w1.bias",
-                                      "generator.head.w2.weight", "generator.head.w2.bias", "generator.table"}
+    assert set(rewe) - set(plain) == {
+        "generator.head.w1.weight",
+        "generator.head.w1.bias",
+        "generator.head.w2.weight",
+        "generator.head.w2.bias",
+        "generator.table",
+    }
     for name, tensor in plain.items():
         assert torch.equal(tensor, rewe[name]), name
     assert rewe["generator.head.w1.weight"].shape == (8, 8)  # -rewe_hidden defaults to -rnn_size
@@ -271,8 +277,13 @@ def test_joint_reads_the_decoder_embeddings():
     gen, emb = model.generator, model.decoder.embeddings
     assert gen.embeddings is emb and emb.proj is not None
     assert not any(k.startswith("generator.embeddings") for k in model.state_dict())
-    assert {n for n, _ in gen.named_parameters()} == {"word_proj.weight", "word_proj.bias", "context_proj.weight",
-                                                       "context_proj.bias", "bias"}
+    assert {n for n, _ in gen.named_parameters()} == {
+        "word_proj.weight",
+        "word_proj.bias",
+        "context_proj.weight",
+        "context_proj.bias",
+        "bias",
+    }
     gen(torch.randn(3, 8)).sum().backward()
     assert emb.proj.weight.grad is not None and emb.table.weight.grad is None
     torch.testing.assert_close(emb.matrix(), emb.proj(F.normalize(emb.table.weight)))
@@ -381,8 +392,24 @@ def test_joint_eval_cache_follows_a_fused_optimiser_step():
 
 # --- acceptance on data/ --------------------------------------------------------------------------
 
-TINY = ["-rnn_size", "16", "-word_vec_size", "8", "-batch_size", "16", "-train_steps", "15", "-report_every", "5",
-        "-valid_steps", "1000", "-save_checkpoint_steps", "1000", "-seed", "7"]
+TINY = [
+    "-rnn_size",
+    "16",
+    "-word_vec_size",
+    "8",
+    "-batch_size",
+    "16",
+    "-train_steps",
+    "15",
+    "-report_every",
+    "5",
+    "-valid_steps",
+    "1000",
+    "-save_checkpoint_steps",
+    "1000",
+    "-seed",
+    "7",
+]
 
 ACCEPTANCE = {
     "synmargin_proj": ["-loss", "synmargin_proj", "-tie_emb"],
@@ -398,19 +425,53 @@ def sample(tmp_path_factory):
     """data/ preprocessed with its embeddings (normalised), and the first 20 test sentences."""
     d = tmp_path_factory.mktemp("seed_methods")
     prefix = str(d / "data")
-    preprocess.main(["-train_src", str(DATA / "train.fr"), "-train_tgt", str(DATA / "train.en"),
-                     "-valid_src", str(DATA / "valid.fr"), "-valid_tgt", str(DATA / "valid.en"),
-                     "-save_data", prefix, "-tgt_emb", str(DATA / "en.vec.gz")])
-    embeddings_to_torch.main(["-emb_file_dec", str(DATA / "en.vec.gz"), "-dict_file", prefix + ".vocab.pt",
-                              "-output_file", str(d / "emb"), "-normalize"])
+    preprocess.main(
+        [
+            "-train_src",
+            str(DATA / "train.fr"),
+            "-train_tgt",
+            str(DATA / "train.en"),
+            "-valid_src",
+            str(DATA / "valid.fr"),
+            "-valid_tgt",
+            str(DATA / "valid.en"),
+            "-save_data",
+            prefix,
+            "-tgt_emb",
+            str(DATA / "en.vec.gz"),
+        ]
+    )
+    embeddings_to_torch.main(
+        [
+            "-emb_file_dec",
+            str(DATA / "en.vec.gz"),
+            "-dict_file",
+            prefix + ".vocab.pt",
+            "-output_file",
+            str(d / "emb"),
+            "-normalize",
+        ]
+    )
     lines = (DATA / "test.fr").read_text(encoding="utf-8").splitlines()[:20]
     (d / "src.fr").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return {"dir": d, "prefix": prefix, "emb": str(d / "emb.dec.pt"), "src": str(d / "src.fr")}
 
 
 def train_on_sample(sample, name, *extra):
-    return train.main(["-data", sample["prefix"], "-save_model", str(sample["dir"] / name), "-tgt_emb", sample["emb"],
-                       "-log_file", str(sample["dir"] / f"{name}.log"), *TINY, *extra])
+    return train.main(
+        [
+            "-data",
+            sample["prefix"],
+            "-save_model",
+            str(sample["dir"] / name),
+            "-tgt_emb",
+            sample["emb"],
+            "-log_file",
+            str(sample["dir"] / f"{name}.log"),
+            *TINY,
+            *extra,
+        ]
+    )
 
 
 @pytest.mark.parametrize("name", ACCEPTANCE)
@@ -422,8 +483,9 @@ def test_acceptance_train_and_translate(sample, capsys, name):
     assert {"rewe": "ReWE head: ", "joint": "output layer (joint generator): "}.get(name, "output layer") in log
     out = sample["dir"] / f"{name}.out"
     beam = ["-beam_size", "3"] if name == "joint" else []
-    translate.main(["-model", str(sample["dir"] / f"{name}_last.pt"), "-src", sample["src"], "-output", str(out),
-                    *beam])
+    translate.main(
+        ["-model", str(sample["dir"] / f"{name}_last.pt"), "-src", sample["src"], "-output", str(out), *beam]
+    )
     assert "translated 20 lines" in capsys.readouterr().err
     text = out.read_text(encoding="utf-8")
     assert text.endswith("\n") and len(text.split("\n")) == 21
@@ -439,8 +501,12 @@ def test_acceptance_rewe_lambda_zero_trains_like_ce(sample):
     ce = torch.load(sample["dir"] / "ce_last.pt", weights_only=True)["model"]
     rewe = torch.load(sample["dir"] / "rewe0_last.pt", weights_only=True)["model"]
     assert set(ce) < set(rewe) and {k for k in rewe if k not in ce} == {
-        "generator.head.w1.weight", "generator.head.w1.bias", "generator.head.w2.weight", "generator.head.w2.bias",
-        "generator.table"}
+        "generator.head.w1.weight",
+        "generator.head.w1.bias",
+        "generator.head.w2.weight",
+        "generator.head.w2.bias",
+        "generator.table",
+    }
     for name in ce:
         assert torch.equal(ce[name], rewe[name]), name
     log = (sample["dir"] / "ce.log").read_text(encoding="utf-8")

@@ -42,7 +42,7 @@ def test_unlikelihood_against_mpmath(gap):
     got = unlikelihood(logits, torch.tensor([4])).double().item()
     mpmath.mp.dps = 60
     vals = [mpmath.mpf(v) for v in (0.5, -1.0, 2.0, 2.0 + gap)]
-    p = mpmath.e ** vals[3] / sum(mpmath.e ** v for v in vals)
+    p = mpmath.e ** vals[3] / sum(mpmath.e**v for v in vals)
     want = float(-mpmath.log(1 - p))
     assert got == pytest.approx(want, rel=1e-5, abs=1e-30)
     assert torch.isfinite(torch.tensor(got))
@@ -78,8 +78,7 @@ def test_word_logits_follow_the_loss():
 
 def _tiny_run(data, tmp_path, loss="nllvmf_nce"):
     """A tiny model trained for 6 epochs (dropout 0) and its first training batch."""
-    run = run_train(data, tmp_path, loss=loss, word_bias=loss != "ce", **{**WC, "epochs": "6",
-                    "tie_emb": loss != "ce"})
+    run = run_train(data, tmp_path, loss=loss, word_bias=loss != "ce", **{**WC, "epochs": "6", "tie_emb": loss != "ce"})
     examples = load_shard(shard_paths(data["prefix"], "train")[0])
     batch = collate(examples, next(iter(make_batches(examples, 8, "sents"))))
     return run, batch
@@ -156,32 +155,68 @@ def test_train_resume_and_bad_values(data, tmp_path, monkeypatch, capsys):
     common = {**WC, "loss": "nllvmf_nce", "word_bias": True, "train_steps": "8", "epochs": "5"}
     plain = run_train(data, tmp_path / "plain", **common)
     seen = record_steps(monkeypatch)
-    full = run_train(data, tmp_path / "full", seq_unlikelihood="2", seq_unlikelihood_ngram="2",
-                     seq_unlikelihood_every="2", **common)
+    full = run_train(
+        data, tmp_path / "full", seq_unlikelihood="2", seq_unlikelihood_ngram="2", seq_unlikelihood_every="2", **common
+    )
     reference = dict(seen)
     log = (tmp_path / "full" / "train.log").read_text()
     assert "of tokens in a repeated n-gram, -log(1-p)" in log
     assert full.opt.seq_unlikelihood_ngram == 2 and full.opt.seq_unlikelihood_every == 2
     assert any((a != b).any() for a, b in zip(full.model.parameters(), plain.model.parameters(), strict=True))
     seen.clear()
-    resumed = run_train(data, tmp_path / "res", train_from=str(tmp_path / "full" / "m_step_4.pt"),
-                        seq_unlikelihood="2", seq_unlikelihood_ngram="2", seq_unlikelihood_every="2", **common)
+    resumed = run_train(
+        data,
+        tmp_path / "res",
+        train_from=str(tmp_path / "full" / "m_step_4.pt"),
+        seq_unlikelihood="2",
+        seq_unlikelihood_ngram="2",
+        seq_unlikelihood_every="2",
+        **common,
+    )
     assert_resumed_exactly(seen, reference, resumed, full, 4)
     capsys.readouterr()
     bad = tmp_path / "bad"
     bad.mkdir()
     fails(capsys, argv(data, bad, **common, seq_unlikelihood="-1"), "-seq_unlikelihood is a weight", "-1")
     for value in ("nan", "inf"):  # refused by the parser, as every float option's
-        fails(capsys, argv(data, bad, **common, seq_unlikelihood=value), "-seq_unlikelihood: expected a finite number",
-              value)
-    fails(capsys, argv(data, bad, **common, seq_unlikelihood_ngram="3"), "-seq_unlikelihood_ngram",
-          "give -seq_unlikelihood WEIGHT")
-    fails(capsys, argv(data, bad, **common, seq_unlikelihood="1", seq_unlikelihood_every="0"),
-          "-seq_unlikelihood_every must be at least 1")
-    fails(capsys, argv(data, bad, **common, seq_unlikelihood="1", seq_unlikelihood_ngram="0"),
-          "-seq_unlikelihood_ngram must be at least 1")
-    fails(capsys, argv(data, bad, **{**common, "loss": "cosine", "word_bias": None}, seq_unlikelihood="1"),
-          "-seq_unlikelihood needs a softmax", "not -loss cosine")
-    fails(capsys, argv(data, bad, **{**common, "loss": "ce", "word_bias": None, "tie_emb": None},
-                       generator="joint", joint_sample="0.5", seq_unlikelihood="1"), "-joint_sample")
+        fails(
+            capsys,
+            argv(data, bad, **common, seq_unlikelihood=value),
+            "-seq_unlikelihood: expected a finite number",
+            value,
+        )
+    fails(
+        capsys,
+        argv(data, bad, **common, seq_unlikelihood_ngram="3"),
+        "-seq_unlikelihood_ngram",
+        "give -seq_unlikelihood WEIGHT",
+    )
+    fails(
+        capsys,
+        argv(data, bad, **common, seq_unlikelihood="1", seq_unlikelihood_every="0"),
+        "-seq_unlikelihood_every must be at least 1",
+    )
+    fails(
+        capsys,
+        argv(data, bad, **common, seq_unlikelihood="1", seq_unlikelihood_ngram="0"),
+        "-seq_unlikelihood_ngram must be at least 1",
+    )
+    fails(
+        capsys,
+        argv(data, bad, **{**common, "loss": "cosine", "word_bias": None}, seq_unlikelihood="1"),
+        "-seq_unlikelihood needs a softmax",
+        "not -loss cosine",
+    )
+    fails(
+        capsys,
+        argv(
+            data,
+            bad,
+            **{**common, "loss": "ce", "word_bias": None, "tie_emb": None},
+            generator="joint",
+            joint_sample="0.5",
+            seq_unlikelihood="1",
+        ),
+        "-joint_sample",
+    )
     assert not list(bad.iterdir())

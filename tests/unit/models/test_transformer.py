@@ -47,6 +47,8 @@ from tests.helpers import train_fails as fails
 
 TABLE_DIM = 16
 D = 16
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
     """The memorisation corpus's shards and a random unit table of TABLE_DIM (= d_model: tied
@@ -65,8 +67,7 @@ def initial_model(run):
 def assert_trained(run, before):
     """Every trainable tensor of the encoder's and decoder's layers and of the generator moved."""
     after = dict(run.model.named_parameters())
-    moved = [name for name, p in before.named_parameters()
-             if p.requires_grad and not torch.equal(p, after[name])]
+    moved = [name for name, p in before.named_parameters() if p.requires_grad and not torch.equal(p, after[name])]
     for prefix in ("encoder.layers.", "decoder.layers.", "generator."):
         trainable = [n for n, p in before.named_parameters() if p.requires_grad and n.startswith(prefix)]
         # cells / layers of an RNN side have no "layers." prefix: nothing to check there
@@ -96,8 +97,13 @@ def decodes(run, lines, beam_size):
 _PAIRS = [("linear", True), ("nonlinear", False), ("linear", False), ("nonlinear", True)]
 CONTINUOUS = sorted(CONTINUOUS_LOSSES)
 CASES = [(loss, *_PAIRS[i % 4]) for i, loss in enumerate(CONTINUOUS)] + [
-    ("nllvmf_approx", "nonlinear", True), ("ce", "linear", False), ("ce_smooth", "linear", True),
-    ("ce_rewe", "linear", False), ("ce_joint", "joint", False), ("ce_joint_sampled", "joint", True)]
+    ("nllvmf_approx", "nonlinear", True),
+    ("ce", "linear", False),
+    ("ce_smooth", "linear", True),
+    ("ce_rewe", "linear", False),
+    ("ce_joint", "joint", False),
+    ("ce_joint_sampled", "joint", True),
+]
 VARIANTS = {
     # NLLvMF unregularised, as in test_train.py's matrix: with the default lambdas its loss can only
     # fall by a few hundredths here, too little to tell learning from noise
@@ -114,10 +120,23 @@ VARIANTS = {
 # (cosine 0.39, infonce 3.2, l2 0.19, margin_random 0.16, maxmargin 0.29, nllvmf 0.66, nllvmf_nce
 # 0.38, synmargin_diff 0.39, synmargin_proj 0.47, nllvmf_approx 0.58, ce 0.45, ce_smooth 0.26,
 # ReWE 5.7, joint 0.49, sampled joint 0.56).
-MIN_DECREASE = {"cosine": 0.12, "infonce": 1.0, "l2": 0.06, "margin_random": 0.05, "maxmargin": 0.09,
-                "nllvmf": 0.2, "nllvmf_nce": 0.12, "synmargin_diff": 0.12, "synmargin_proj": 0.15,
-                "nllvmf_approx": 0.2, "ce": 0.15, "ce_smooth": 0.08, "ce_rewe": 1.8, "ce_joint": 0.15,
-                "ce_joint_sampled": 0.18}
+MIN_DECREASE = {
+    "cosine": 0.12,
+    "infonce": 1.0,
+    "l2": 0.06,
+    "margin_random": 0.05,
+    "maxmargin": 0.09,
+    "nllvmf": 0.2,
+    "nllvmf_nce": 0.12,
+    "synmargin_diff": 0.12,
+    "synmargin_proj": 0.15,
+    "nllvmf_approx": 0.2,
+    "ce": 0.15,
+    "ce_smooth": 0.08,
+    "ce_rewe": 1.8,
+    "ce_joint": 0.15,
+    "ce_joint_sampled": 0.18,
+}
 
 
 def test_cases_cover_every_loss():
@@ -131,9 +150,16 @@ def test_matrix_trains_and_decodes(data, tmp_path, case, generator, tie_emb):
     name, extra = VARIANTS.get(case, (case, {}))
     needs_table = name in CONTINUOUS_LOSSES or tie_emb or "rewe_lambda" in extra
     # 8 epochs; -report_every 4 makes each report the mean over one epoch, the same examples
-    run = run_train(data, tmp_path, loss=name, generator=generator, tie_emb=tie_emb,
-                    tgt_emb=data["emb"] if needs_table else None,
-                    **{**TRANSFORMER, "train_steps": None, "report_every": "4", "epochs": "8"}, **extra)
+    run = run_train(
+        data,
+        tmp_path,
+        loss=name,
+        generator=generator,
+        tie_emb=tie_emb,
+        tgt_emb=data["emb"] if needs_table else None,
+        **{**TRANSFORMER, "train_steps": None, "report_every": "4", "epochs": "8"},
+        **extra,
+    )
     losses = reported_losses(tmp_path / "train.log")
     assert len(losses) == 8 and all(math.isfinite(x) for x in losses), losses
     assert (losses[-1] + losses[-2]) / 2 < losses[0] - MIN_DECREASE[case], losses
@@ -154,8 +180,21 @@ def test_translate_cli_on_a_transformer(data, tmp_path, capsys):
     ref = tmp_path / "ref.en"
     ref.write_text("\n".join(data["tgt"][:4] + ["", "zorglub the cat"]) + "\n", encoding="utf-8")
     out = tmp_path / "out.en"
-    translate.main(["-model", str(tmp_path / "m_last.pt"), "-src", str(src), "-output", str(out),
-                    "-tgt", str(ref), "-beam_size", "2", "-replace_unk"])
+    translate.main(
+        [
+            "-model",
+            str(tmp_path / "m_last.pt"),
+            "-src",
+            str(src),
+            "-output",
+            str(out),
+            "-tgt",
+            str(ref),
+            "-beam_size",
+            "2",
+            "-replace_unk",
+        ]
+    )
     lines = out.read_text(encoding="utf-8").split("\n")[:-1]
     assert len(lines) == 6 and lines[4] == "" and all(lines[i] for i in (0, 1, 2, 3, 5))
     assert "BLEU" in capsys.readouterr().err
@@ -214,10 +253,25 @@ def test_ann_decoding_matches_exact_search(data, tmp_path):
 def tiny_model(data, encoder_type="transformer", loss="cosine", position_encoding="sinusoidal", seed=0):
     """A randomly initialised (untrained) model in eval mode: the cache's exactness does not
     depend on training."""
-    opt = train.build_parser().parse_args(argv(data, data["dir"], **{
-        **TRANSFORMER, "encoder_type": encoder_type, "loss": loss, "position_encoding": position_encoding,
-        "max_positions": "6", "dropout": "0.1", "attention_dropout": "0.1", "layers": None, "enc_layers": "2",
-        "dec_layers": "3", "tgt_emb": data["emb"] if loss != "ce" else None}))
+    opt = train.build_parser().parse_args(
+        argv(
+            data,
+            data["dir"],
+            **{
+                **TRANSFORMER,
+                "encoder_type": encoder_type,
+                "loss": loss,
+                "position_encoding": position_encoding,
+                "max_positions": "6",
+                "dropout": "0.1",
+                "attention_dropout": "0.1",
+                "layers": None,
+                "enc_layers": "2",
+                "dec_layers": "3",
+                "tgt_emb": data["emb"] if loss != "ce" else None,
+            },
+        )
+    )
     from onmt_cont.train.checks import check_options
 
     check_options(opt)
@@ -343,8 +397,9 @@ def test_a_beam_step_within_the_sentences_keeps_the_source_keys(data):
 
 
 def _lstm_model(data, loss, seed):
-    opt = train.build_parser().parse_args(argv(data, data["dir"], loss=loss, brnn=True,
-                                               tgt_emb=data["emb"] if loss != "ce" else None))
+    opt = train.build_parser().parse_args(
+        argv(data, data["dir"], loss=loss, brnn=True, tgt_emb=data["emb"] if loss != "ce" else None)
+    )
     from onmt_cont.train.checks import check_options
 
     check_options(opt)
@@ -380,8 +435,9 @@ def test_finished_sentences_leave_the_batch_without_changing_the_output(data, de
         assert a.device.type == "cpu"
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
     for i in range(5):
-        alone, alone_attn = greedy_search(model, src[i : i + 1, : lengths[i]], lengths[i : i + 1],
-                                          max_lengths[i : i + 1])
+        alone, alone_attn = greedy_search(
+            model, src[i : i + 1, : lengths[i]], lengths[i : i + 1], max_lengths[i : i + 1]
+        )
         assert alone[0] == ids[i]
         torch.testing.assert_close(alone_attn[0], attn[i][:, : lengths[i]], atol=1e-5, rtol=0)
     assert [len(x) for x in ids][1] <= 1 and max(map(len, ids)) > 2
@@ -432,8 +488,9 @@ def test_batched_beam_equals_the_sentence_at_a_time_beam(data, decoder, loss, pe
         for k in (2, 4):
             ids, attn = beam_search(model, src, lengths, max_lengths, k, penalty, alpha)
             finished = []
-            ref_ids, ref_attn = sequential_beam_search(model, src, lengths, max_lengths, k, penalty, alpha,
-                                                       finished_log=finished)
+            ref_ids, ref_attn = sequential_beam_search(
+                model, src, lengths, max_lengths, k, penalty, alpha, finished_log=finished
+            )
             assert ids == ref_ids, (competing, k, ids, ref_ids)
             for a, b in zip(attn, ref_attn, strict=True):
                 torch.testing.assert_close(a, b.cpu(), atol=1e-5, rtol=0)
@@ -453,8 +510,7 @@ def test_batched_beam_equals_the_sentence_at_a_time_beam(data, decoder, loss, pe
 
 # --- 3. save / resume -----------------------------------------------------------------------------
 
-NOAM = {"decay_method": "noam", "warmup_steps": "4", "learning_rate": "2", "param_init": "0",
-        "param_init_glorot": True}
+NOAM = {"decay_method": "noam", "warmup_steps": "4", "learning_rate": "2", "param_init": "0", "param_init_glorot": True}
 ARCH = ("encoder_type", "decoder_type", "heads", "transformer_ff", "layers", "position_encoding")
 
 
@@ -476,8 +532,17 @@ def test_resume_is_exact_and_keeps_the_architecture(data, tmp_path, monkeypatch)
         return real_step(self, batch, step)
 
     monkeypatch.setattr(Trainer, "train_step", recording)
-    common = {"loss": "nllvmf", "dropout": "0.3", "attention_dropout": "0.2", "epochs": "5", "train_steps": "10",
-              "save_checkpoint_steps": "2", "valid_steps": "3", "report_every": "1", **NOAM}
+    common = {
+        "loss": "nllvmf",
+        "dropout": "0.3",
+        "attention_dropout": "0.2",
+        "epochs": "5",
+        "train_steps": "10",
+        "save_checkpoint_steps": "2",
+        "valid_steps": "3",
+        "report_every": "1",
+        **NOAM,
+    }
     full = run_train(data, tmp_path / "full", **{**TRANSFORMER, **common})
     reference, ref_lrs = dict(seen), dict(lrs)
     assert sorted(reference) == list(range(1, 11))
@@ -511,8 +576,13 @@ def test_resume_with_a_conflicting_architecture_option(data, tmp_path, capsys):
     rest = {k: v for k, v in TRANSFORMER.items() if k not in ARCH}
     b = tmp_path / "b"
     b.mkdir()
-    fails(capsys, argv(data, b, train_from=ckpt, **rest, encoder_type="rnn"), "-encoder_type rnn",
-          "-encoder_type transformer", ckpt)
+    fails(
+        capsys,
+        argv(data, b, train_from=ckpt, **rest, encoder_type="rnn"),
+        "-encoder_type rnn",
+        "-encoder_type transformer",
+        ckpt,
+    )
     fails(capsys, argv(data, b, train_from=ckpt, **rest, heads="4"), "-heads 4", "-heads 2")
     fails(capsys, argv(data, b, train_from=ckpt, **rest, layers="3"), "-enc_layers 3", "-enc_layers 2")
     fails(capsys, argv(data, b, train_from=ckpt, **rest, position_encoding="learned"), "-position_encoding learned")
@@ -531,12 +601,18 @@ def test_alignment_layer_is_carried_to_translation_and_through_resume(data, tmp_
     assert translator(str(tmp_path / "b" / "m_last.pt")).model.decoder.alignment_layer == 1
     c = tmp_path / "c"
     c.mkdir()
-    fails(capsys, argv(data, c, train_from=ckpt, alignment_layer="0", **rest), "-alignment_layer 0",
-          "-alignment_layer -1")
+    fails(
+        capsys, argv(data, c, train_from=ckpt, alignment_layer="0", **rest), "-alignment_layer 0", "-alignment_layer -1"
+    )
     # "mean" spelled out is the default: the same model option as leaving it out
     run_train(data, tmp_path / "d", loss="cosine", alignment_layer="mean", **TRANSFORMER)
-    run = run_train(data, tmp_path / "e", train_from=str(tmp_path / "d" / "m_last.pt"), alignment_layer="mean",
-                    **{**rest, "epochs": "2", "train_steps": "5"})
+    run = run_train(
+        data,
+        tmp_path / "e",
+        train_from=str(tmp_path / "d" / "m_last.pt"),
+        alignment_layer="mean",
+        **{**rest, "epochs": "2", "train_steps": "5"},
+    )
     assert run.opt.alignment_layer is None and run.model.decoder.alignment_layer is None
 
 
@@ -561,8 +637,10 @@ def test_translate_alignment_layer_overrides_the_checkpoint(data, tmp_path, caps
     src = tmp_path / "in.fr"
     src.write_text(data["src"][0] + "\n", encoding="utf-8")
     out = tmp_path / "out.en"
-    for model, layer, needle in ((ckpt, "2", "-alignment_layer 2: the decoder has 2 layers"),
-                                 (str(tmp_path / "lstm" / "m_last.pt"), "0", "decoder is an LSTM")):
+    for model, layer, needle in (
+        (ckpt, "2", "-alignment_layer 2: the decoder has 2 layers"),
+        (str(tmp_path / "lstm" / "m_last.pt"), "0", "decoder is an LSTM"),
+    ):
         with pytest.raises(SystemExit) as exc:
             translate.main(["-model", model, "-src", str(src), "-output", str(out), "-alignment_layer", layer])
         assert exc.value.code == 2 and needle in capsys.readouterr().err
@@ -571,9 +649,20 @@ def test_translate_alignment_layer_overrides_the_checkpoint(data, tmp_path, caps
 
 # --- 4. an LSTM checkpoint written before the Transformer -----------------------------------------
 
-NEW_OPTS = ("encoder_type", "decoder_type", "layers", "heads", "transformer_ff", "position_encoding",
-            "max_positions", "attention_dropout", "alignment_layer", "param_init_glorot", "decay_method",
-            "warmup_steps")
+NEW_OPTS = (
+    "encoder_type",
+    "decoder_type",
+    "layers",
+    "heads",
+    "transformer_ff",
+    "position_encoding",
+    "max_positions",
+    "attention_dropout",
+    "alignment_layer",
+    "param_init_glorot",
+    "decay_method",
+    "warmup_steps",
+)
 
 
 def test_old_lstm_checkpoint_loads_translates_and_resumes(data, tmp_path):
@@ -591,35 +680,49 @@ def test_old_lstm_checkpoint_loads_translates_and_resumes(data, tmp_path):
     src.write_text("\n".join(data["src"][:5]) + "\n", encoding="utf-8")
     outs = []
     for name in ("m_last.pt", "old.pt"):
-        translate.main(["-model", str(tmp_path / name), "-src", str(src), "-output", str(tmp_path / f"{name}.out"),
-                        "-beam_size", "2"])
+        translate.main(
+            [
+                "-model",
+                str(tmp_path / name),
+                "-src",
+                str(src),
+                "-output",
+                str(tmp_path / f"{name}.out"),
+                "-beam_size",
+                "2",
+            ]
+        )
         outs.append((tmp_path / f"{name}.out").read_text(encoding="utf-8"))
     assert outs[0] == outs[1] and outs[0].count("\n") == 5
-    run = run_train(data, tmp_path / "resumed", train_from=str(old), train_steps="6", epochs="2", rnn_size=None,
-                    word_vec_size=None)
+    run = run_train(
+        data, tmp_path / "resumed", train_from=str(old), train_steps="6", epochs="2", rnn_size=None, word_vec_size=None
+    )
     assert run.progress["step"] == 6 and run.opt.brnn and run.opt.rnn_size == 16
 
 
 # --- 5. clear errors ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("extra,needles", [
-    ({"heads": "3"}, ["-heads 3", "-rnn_size 16"]),
-    ({"heads": "0"}, ["-heads", "at least 1"]),
-    ({"word_vec_size": "8"}, ["-encoder_type transformer", "-rnn_size 16", "not 8", "-src_word_vec_size 16"]),
-    ({"tgt_word_vec_size": "8"}, ["-decoder_type transformer", "not 8", "-tgt_word_vec_size 16"]),
-    ({"brnn": True}, ["-brnn", "-encoder_type transformer"]),
-    ({"alignment_layer": "2"}, ["-alignment_layer 2", "2 layers"]),
-    ({"alignment_layer": "-3"}, ["-alignment_layer -3", "2 layers"]),
-    ({"alignment_layer": "0", "decoder_type": "rnn"}, ["-alignment_layer", "-decoder_type rnn"]),
-    ({"alignment_layer": "last"}, ["-alignment_layer", "expected 'mean' or a layer number, got 'last'"]),
-    ({"enc_layers": "3"}, ["-layers", "-enc_layers"]),
-    ({"layers": "0"}, ["-layers", "at least 1"]),
-    ({"label_smoothing": "0.1"}, ["-label_smoothing", "-loss cosine"]),
-    ({"decay_method": "noam", "warmup_steps": "0"}, ["-warmup_steps", "0"]),
-    ({"attention_dropout": "1"}, ["-attention_dropout", "[0, 1)"]),
-    ({"transformer_ff": "0"}, ["-transformer_ff", "at least 1"]),
-])
+@pytest.mark.parametrize(
+    "extra,needles",
+    [
+        ({"heads": "3"}, ["-heads 3", "-rnn_size 16"]),
+        ({"heads": "0"}, ["-heads", "at least 1"]),
+        ({"word_vec_size": "8"}, ["-encoder_type transformer", "-rnn_size 16", "not 8", "-src_word_vec_size 16"]),
+        ({"tgt_word_vec_size": "8"}, ["-decoder_type transformer", "not 8", "-tgt_word_vec_size 16"]),
+        ({"brnn": True}, ["-brnn", "-encoder_type transformer"]),
+        ({"alignment_layer": "2"}, ["-alignment_layer 2", "2 layers"]),
+        ({"alignment_layer": "-3"}, ["-alignment_layer -3", "2 layers"]),
+        ({"alignment_layer": "0", "decoder_type": "rnn"}, ["-alignment_layer", "-decoder_type rnn"]),
+        ({"alignment_layer": "last"}, ["-alignment_layer", "expected 'mean' or a layer number, got 'last'"]),
+        ({"enc_layers": "3"}, ["-layers", "-enc_layers"]),
+        ({"layers": "0"}, ["-layers", "at least 1"]),
+        ({"label_smoothing": "0.1"}, ["-label_smoothing", "-loss cosine"]),
+        ({"decay_method": "noam", "warmup_steps": "0"}, ["-warmup_steps", "0"]),
+        ({"attention_dropout": "1"}, ["-attention_dropout", "[0, 1)"]),
+        ({"transformer_ff": "0"}, ["-transformer_ff", "at least 1"]),
+    ],
+)
 def test_bad_transformer_options(data, tmp_path, capsys, extra, needles):
     err = fails(capsys, argv(data, tmp_path, loss="cosine", **{**TRANSFORMER, **extra}), *needles)
     assert err.startswith("error: ") or "\nerror: " in err, err
@@ -631,8 +734,9 @@ def test_bad_transformer_options(data, tmp_path, capsys, extra, needles):
 
 @pytest.mark.parametrize("enc,dec", [("transformer", "rnn"), ("rnn", "transformer"), ("brnn", "transformer")])
 def test_mixed_pairs_train_and_decode(data, tmp_path, enc, dec):
-    run = run_train(data, tmp_path, loss="nllvmf", tie_emb=True,
-                    **{**TRANSFORMER, "encoder_type": enc, "decoder_type": dec})
+    run = run_train(
+        data, tmp_path, loss="nllvmf", tie_emb=True, **{**TRANSFORMER, "encoder_type": enc, "decoder_type": dec}
+    )
     losses = reported_losses(tmp_path / "train.log")
     assert len(losses) == 4 and all(math.isfinite(x) for x in losses)
     names = {"transformer": "TransformerEncoder", "rnn": "RNNEncoder", "brnn": "BiRNNEncoder"}
@@ -656,10 +760,18 @@ def test_two_gloo_ranks_match_one_process(data, tmp_path):
     single = run_train(data, tmp_path / "one", **opts)
     multi = tmp_path / "two"
     multi.mkdir()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "train.py",
-           *argv(data, multi, **opts)]
-    out = subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True,
-                         timeout=240)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "train.py",
+        *argv(data, multi, **opts),
+    ]
+    out = subprocess.run(
+        cmd, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=240
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "parameters identical on all 2 ranks: yes" in out.stdout
     multi_losses = [float(x) for x in re.findall(r"step \d+: loss (-?[\d.]+)", out.stdout)]
@@ -679,8 +791,9 @@ def test_amp_bf16_transformer_loss_is_finite(data, tmp_path):
     from onmt_cont.train.checks import check_options
 
     check_options(opt)
-    error = probe_autocast(TrainingForward(model.train()), build_loss(opt, model.generator.table),
-                           torch.device("cpu"), torch.bfloat16)
+    error = probe_autocast(
+        TrainingForward(model.train()), build_loss(opt, model.generator.table), torch.device("cpu"), torch.bfloat16
+    )
     if error is not None:
         pytest.skip(f"this CPU cannot run the Transformer in bfloat16 under autocast: {error[:100]}")
     run = run_train(data, tmp_path, loss="nllvmf", amp=True, amp_dtype="bf16", **TRANSFORMER)
@@ -697,8 +810,12 @@ def test_noam_formula():
     from argparse import Namespace
 
     opt = Namespace(decay_method="noam", learning_rate=2.0, rnn_size=512, warmup_steps=4000)
-    for step, expected in ((1, 2.0 / (512 ** 0.5 * 4000 ** 1.5)), (400, 2.0 * 400 / (512 ** 0.5 * 4000 ** 1.5)),
-                           (4000, 2.0 / (512 ** 0.5 * 4000 ** 0.5)), (16000, 2.0 / (512 ** 0.5 * 16000 ** 0.5))):
+    for step, expected in (
+        (1, 2.0 / (512**0.5 * 4000**1.5)),
+        (400, 2.0 * 400 / (512**0.5 * 4000**1.5)),
+        (4000, 2.0 / (512**0.5 * 4000**0.5)),
+        (16000, 2.0 / (512**0.5 * 16000**0.5)),
+    ):
         assert learning_rate(opt, step) == pytest.approx(expected, rel=1e-12), step
     base = Namespace(decay_method="noam", learning_rate=1.0, rnn_size=512, warmup_steps=4000)
     assert learning_rate(base, 4000) == pytest.approx(6.9877e-4, rel=1e-4)  # the peak of Vaswani et al.'s base model

@@ -29,8 +29,9 @@ def corpus(d):
 
 def preprocessed(d, *extra):
     ts, tt, vs, vt = corpus(d)
-    preprocess.main(["-train_src", ts, "-train_tgt", tt, "-valid_src", vs, "-valid_tgt", vt,
-                     "-save_data", str(d / "d"), *extra])
+    preprocess.main(
+        ["-train_src", ts, "-train_tgt", tt, "-valid_src", vs, "-valid_tgt", vt, "-save_data", str(d / "d"), *extra]
+    )
     return {"prefix": str(d / "d"), "emb": None, "valid_src": vs, "valid_tgt": vt}
 
 
@@ -44,10 +45,22 @@ def separate(tmp_path_factory):
     return preprocessed(tmp_path_factory.mktemp("separate"))
 
 
-TINY = {**TRANSFORMER, "tgt_emb": None, "layer_norm": "post", "share_embeddings": True,
-        "share_decoder_embeddings": True, "emb_init": "normal", "ff_dropout": "0", "dropout": "0.1",
-        "decay_method": "inverse_sqrt", "learning_rate": "0.005", "warmup_steps": "3", "train_steps": "8",
-        "batch_type": "tokens", "batch_size": "120"}
+TINY = {
+    **TRANSFORMER,
+    "tgt_emb": None,
+    "layer_norm": "post",
+    "share_embeddings": True,
+    "share_decoder_embeddings": True,
+    "emb_init": "normal",
+    "ff_dropout": "0",
+    "dropout": "0.1",
+    "decay_method": "inverse_sqrt",
+    "learning_rate": "0.005",
+    "warmup_steps": "3",
+    "train_steps": "8",
+    "batch_type": "tokens",
+    "batch_size": "120",
+}
 
 
 def test_share_vocab_is_one_vocabulary_with_each_sides_counts(joint, separate):
@@ -64,8 +77,23 @@ def test_share_vocab_refuses_reused_vocabularies(tmp_path, capsys):
     ts, tt, vs, vt = corpus(tmp_path)
     (tmp_path / "v.txt").write_text("the\ncat\n", encoding="utf-8")
     with pytest.raises(SystemExit) as exc:
-        preprocess.main(["-train_src", ts, "-train_tgt", tt, "-valid_src", vs, "-valid_tgt", vt,
-                         "-save_data", str(tmp_path / "d"), "-share_vocab", "-tgt_vocab", str(tmp_path / "v.txt")])
+        preprocess.main(
+            [
+                "-train_src",
+                ts,
+                "-train_tgt",
+                tt,
+                "-valid_src",
+                vs,
+                "-valid_tgt",
+                vt,
+                "-save_data",
+                str(tmp_path / "d"),
+                "-share_vocab",
+                "-tgt_vocab",
+                str(tmp_path / "v.txt"),
+            ]
+        )
     assert exc.value.code == 2
     assert "-share_vocab" in capsys.readouterr().err
     assert not list(tmp_path.glob("d.*"))
@@ -84,29 +112,38 @@ def test_all_embeddings_shared_train_save_and_reload(joint, tmp_path):
     assert torch.equal(state["encoder.embeddings.weight"], state["generator.proj.weight"])
     assert torch.equal(state["decoder.embeddings.table.weight"], state["generator.proj.weight"])
     n_params = sum(p.numel() for p in model.parameters())
-    assert n_params == sum(t.numel() for k, t in state.items() if k not in (
-        "encoder.embeddings.weight", "generator.proj.weight"))
+    assert n_params == sum(
+        t.numel() for k, t in state.items() if k not in ("encoder.embeddings.weight", "generator.proj.weight")
+    )
     out = tmp_path / "out.en"
-    translate.main(["-model", str(tmp_path / "m_last.pt"), "-src", joint["valid_src"], "-output", str(out),
-                    "-beam_size", "3"])
+    translate.main(
+        ["-model", str(tmp_path / "m_last.pt"), "-src", joint["valid_src"], "-output", str(out), "-beam_size", "3"]
+    )
     assert len(out.read_text(encoding="utf-8").splitlines()) == 6
 
 
 def test_share_embeddings_needs_one_vocabulary(separate, tmp_path, capsys):
     from tests.helpers import argv
+
     fails(capsys, argv(separate, tmp_path, **TINY), "-share_embeddings", "-share_vocab")
     assert not list(tmp_path.glob("m*"))
 
 
-@pytest.mark.parametrize("extra, needle", [
-    ({"share_decoder_embeddings": True, "share_embeddings": None, "loss": "cosine", "tgt_emb": "EMB"},
-     "-share_decoder_embeddings"),
-    ({"share_embeddings": True, "tie_emb": True, "tgt_emb": "EMB"}, "-tie_emb"),
-    ({"decay_method": "inverse_sqrt", "learning_rate": None}, "inverse_sqrt needs -learning_rate"),
-    ({"ff_dropout": "1.5"}, "-ff_dropout"),
-])
+@pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (
+            {"share_decoder_embeddings": True, "share_embeddings": None, "loss": "cosine", "tgt_emb": "EMB"},
+            "-share_decoder_embeddings",
+        ),
+        ({"share_embeddings": True, "tie_emb": True, "tgt_emb": "EMB"}, "-tie_emb"),
+        ({"decay_method": "inverse_sqrt", "learning_rate": None}, "inverse_sqrt needs -learning_rate"),
+        ({"ff_dropout": "1.5"}, "-ff_dropout"),
+    ],
+)
 def test_bad_combinations(joint, tmp_path, capsys, extra, needle):
     from tests.helpers import argv
+
     emb = tmp_path / "emb.pt"
     src, tgt, _ = load_vocabs(joint["prefix"] + ".vocab.pt")
     table = torch.nn.functional.normalize(torch.randn(len(tgt), 16), dim=-1)
@@ -121,9 +158,8 @@ def test_inverse_sqrt_is_noam_at_the_matching_factor():
     peak is reached at the warm-up's last step."""
     d, warmup, peak = 128, 2000, 0.005
     inv = Namespace(decay_method="inverse_sqrt", learning_rate=peak, rnn_size=d, warmup_steps=warmup)
-    noam = Namespace(decay_method="noam", learning_rate=peak * math.sqrt(d * warmup), rnn_size=d,
-                     warmup_steps=warmup)
-    for step in (1, 2, 999, 1999, 2000, 2001, 4000, 8000, 10 ** 6):
+    noam = Namespace(decay_method="noam", learning_rate=peak * math.sqrt(d * warmup), rnn_size=d, warmup_steps=warmup)
+    for step in (1, 2, 999, 1999, 2000, 2001, 4000, 8000, 10**6):
         assert learning_rate(inv, step) == pytest.approx(learning_rate(noam, step), rel=1e-12)
     assert learning_rate(inv, warmup) == pytest.approx(peak, rel=1e-15)
     assert learning_rate(inv, 8000) == pytest.approx(peak * math.sqrt(warmup / 8000), rel=1e-15)
@@ -172,7 +208,7 @@ def test_post_norm_decodes_with_the_cache_as_without(joint, tmp_path):
     full, _, _ = model.decoder(prefix, memory, src_mask, {})
     steps = []
     for i in range(prefix.size(1)):
-        out, _, state = model.decoder(prefix[:, i:i + 1], memory, src_mask, state)
+        out, _, state = model.decoder(prefix[:, i : i + 1], memory, src_mask, state)
         steps.append(out)
     assert torch.allclose(torch.cat(steps, 1), full, atol=1e-5)
 
@@ -187,7 +223,7 @@ def test_emb_init_normal_has_fairseqs_spread(joint, tmp_path):
     run_train(joint, tmp_path, **{**TINY, "train_steps": "1", "learning_rate": "1e-9", "warmup_steps": "1"})
     model = model_from_checkpoint(load_checkpoint(str(tmp_path / "m_last.pt")))[0]
     table = model.encoder.embeddings.weight[4:]
-    assert table.std().item() == pytest.approx(16 ** -0.5, rel=0.1)
+    assert table.std().item() == pytest.approx(16**-0.5, rel=0.1)
 
 
 def test_valid_bleu_beside_a_loss_metric(joint, tmp_path):

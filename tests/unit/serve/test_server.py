@@ -22,14 +22,22 @@ SENTENCES = [line.strip() for line in open(DATA / "test.fr", encoding="utf-8").r
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     d = tmp_path_factory.mktemp("server")
-    return trained(sample_data(d), str(d / "ce"), "-loss", "ce", "-train_steps", "20", "-rnn_size", "16",
-                   "-word_vec_size", "16")
+    return trained(
+        sample_data(d), str(d / "ce"), "-loss", "ce", "-train_steps", "20", "-rnn_size", "16", "-word_vec_size", "16"
+    )
 
 
 def config(tmp_path, model, **entry):
     path = tmp_path / "conf.json"
-    path.write_text(json.dumps({"models_root": os.path.dirname(model), "models": [
-        {"id": 100, "model": os.path.basename(model), "opt": {"beam_size": 2}, **entry}]}), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "models_root": os.path.dirname(model),
+                "models": [{"id": 100, "model": os.path.basename(model), "opt": {"beam_size": 2}, **entry}],
+            }
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
@@ -63,8 +71,23 @@ def test_the_api_answers_as_onmt_cont_load(model, tmp_path):
             t.start()
         for t in threads:
             t.join()
-        assert all(results[i] == (200, [[{"src": SENTENCES[i], "tgt": expected[i][0][0], "n_best": 1,
-                                          "pred_score": results[i][1][0][0]["pred_score"]}]]) for i in range(16))
+        assert all(
+            results[i]
+            == (
+                200,
+                [
+                    [
+                        {
+                            "src": SENTENCES[i],
+                            "tgt": expected[i][0][0],
+                            "n_best": 1,
+                            "pred_score": results[i][1][0][0]["pred_score"],
+                        }
+                    ]
+                ],
+            )
+            for i in range(16)
+        )
         _, health = server.call("/health")
         counts = health["models"]["100"]
         assert counts["sentences"] == len(SENTENCES) + 2 + 16 and counts["batches"] < counts["sentences"]
@@ -72,21 +95,24 @@ def test_the_api_answers_as_onmt_cont_load(model, tmp_path):
         assert server.stop() == 0
 
 
-@pytest.mark.parametrize("body,status,needle", [
-    (b"not json", 400, "not JSON"),
-    (b"{}", 400, "non-empty list"),
-    (b"[]", 400, "non-empty list"),
-    (json.dumps([{"src": "x", "id": 7}]).encode(), 404, "no model with id 7"),
-    (json.dumps([{"src": "x", "id": "../../etc/passwd"}]).encode(), 404, "no model with id"),
-    (json.dumps([{"src": 3, "id": 100}]).encode(), 400, "expected {\"src\""),
-    (json.dumps([{"src": "a\nb", "id": 100}]).encode(), 400, "line break"),
-    (json.dumps([{"src": "x", "id": 100, "n_best": 0}]).encode(), 400, "n_best"),
-    (json.dumps([{"src": "x", "id": 100, "n_best": 5}]).encode(), 400, "-n_best 5"),
-    (json.dumps([{"src": "x" * 100_001, "id": 100}]).encode(), 413, "at most 100,000"),
-    (json.dumps([{"src": "x", "id": 100}] * 1001).encode(), 413, "at most 1000"),
-    # issue 77.11: was a RecursionError and a 500 (an id of its own: PYTEST_CURRENT_TEST would hold the body)
-    pytest.param(b"[" * 100_000 + b"]" * 100_000, 400, "not JSON", id="nested-brackets"),
-])
+@pytest.mark.parametrize(
+    "body,status,needle",
+    [
+        (b"not json", 400, "not JSON"),
+        (b"{}", 400, "non-empty list"),
+        (b"[]", 400, "non-empty list"),
+        (json.dumps([{"src": "x", "id": 7}]).encode(), 404, "no model with id 7"),
+        (json.dumps([{"src": "x", "id": "../../etc/passwd"}]).encode(), 404, "no model with id"),
+        (json.dumps([{"src": 3, "id": 100}]).encode(), 400, 'expected {"src"'),
+        (json.dumps([{"src": "a\nb", "id": 100}]).encode(), 400, "line break"),
+        (json.dumps([{"src": "x", "id": 100, "n_best": 0}]).encode(), 400, "n_best"),
+        (json.dumps([{"src": "x", "id": 100, "n_best": 5}]).encode(), 400, "-n_best 5"),
+        (json.dumps([{"src": "x" * 100_001, "id": 100}]).encode(), 413, "at most 100,000"),
+        (json.dumps([{"src": "x", "id": 100}] * 1001).encode(), 413, "at most 1000"),
+        # issue 77.11: was a RecursionError and a 500 (an id of its own: PYTEST_CURRENT_TEST would hold the body)
+        pytest.param(b"[" * 100_000 + b"]" * 100_000, 400, "not JSON", id="nested-brackets"),
+    ],
+)
 def test_bad_requests_get_a_json_error_and_the_server_stays_up(model, tmp_path, body, status, needle):
     server = Server(config(tmp_path, model))
     try:
@@ -123,12 +149,20 @@ def test_lazy_loading_idle_unloading_and_a_stop_with_a_request_in_flight(model, 
 def test_a_bad_configuration_is_refused_at_start(tmp_path, model):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"models": [{"id": 1, "model": "missing.pt"}]}), encoding="utf-8")
-    res = subprocess.run([sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config", str(bad)],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and "missing.pt: no such file" in res.stderr
     bad.write_text("{", encoding="utf-8")
-    res = subprocess.run([sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config", str(bad)],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config", str(bad)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and "not JSON" in res.stderr
 
 
@@ -148,11 +182,14 @@ def test_a_client_that_disconnects_leaves_the_server_up(model, tmp_path):
     try:
         host, port = server.url.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=10) as s:  # half a request, then gone
-            s.sendall(b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n[{\"src\"")
+            s.sendall(b'POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n[{"src"')
         body = json.dumps([{"src": s, "id": 100} for s in SENTENCES * 20]).encode()
         with socket.create_connection((host, int(port)), timeout=10) as s:  # a whole request, gone before the answer
-            s.sendall(b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            s.sendall(
+                b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                + f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
         time.sleep(0.5)
         assert server.call("/translator/translate", [{"src": "un chien .", "id": 100}])[0] == 200
         assert server.call("/health")[1]["status"] == "ok"
@@ -168,8 +205,10 @@ def test_a_host_of_several_addresses_is_refused_in_one_line(monkeypatch):
     from onmt_cont.bin import server
     from onmt_cont.utils.errors import UserError
 
-    both = [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", 5000, 0, 0)),
-            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 5000))]
+    both = [
+        (socket.AF_INET6, socket.SOCK_STREAM, 6, "", ("::1", 5000, 0, 0)),
+        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("127.0.0.1", 5000)),
+    ]
     monkeypatch.setattr(socket, "getaddrinfo", lambda *args, **kwargs: both)
     with pytest.raises(UserError, match=r"-host localhost names 2 addresses \(127.0.0.1, ::1\): give one of them"):
         server._one_address("localhost", 5000)
@@ -224,8 +263,12 @@ def test_one_clients_bad_input_fails_only_its_own_request():
     log = []
     entry = _entry(log)
     with entry._wake:  # all four queued before the worker looks: one batch
-        jobs = [entry.translate(["a", "b"]), entry.translate(["BAD"]), entry.translate(["c"]),
-                entry.translate(["CRASH"])]
+        jobs = [
+            entry.translate(["a", "b"]),
+            entry.translate(["BAD"]),
+            entry.translate(["c"]),
+            entry.translate(["CRASH"]),
+        ]
     assert jobs[0].future.result(timeout=10) == [[("A", -1.0)], [("B", -1.0)]]
     assert jobs[2].future.result(timeout=10) == [[("C", -1.0)]]
     with pytest.raises(UserError, match="3000 tokens"):
@@ -275,14 +318,21 @@ def test_the_server_holds_against_one_hostile_client(model, tmp_path):
     server = Server(config(tmp_path, model), "-workers", "1", "-connection_limit", "5", "-connection_timeout", "1")
     try:
         status, body = server.call("/translator/translate", raw=b'[{"src": "un \\ud800 chien", "id": 100}]')
-        assert status == 400 and body == {"status": "error",
-                                          "error": "input 0: not Unicode text: a lone surrogate U+D800 at character 3"}
+        assert status == 400 and body == {
+            "status": "error",
+            "error": "input 0: not Unicode text: a lone surrogate U+D800 at character 3",
+        }
         start = time.monotonic()
-        head = _raw(server, b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                            b"Content-Length: 300000000\r\n\r\n[{")
+        head = _raw(
+            server,
+            b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 300000000\r\n\r\n[{",
+        )
         assert head.startswith("HTTP/1.1 413") and time.monotonic() - start < 5
-        idle = [_raw(server, b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Length: 99\r\n\r\n[",
-                     read=False) for _ in range(8)]  # more half-sent requests than -connection_limit
+        idle = [
+            _raw(server, b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Length: 99\r\n\r\n[", read=False)
+            for _ in range(8)
+        ]  # more half-sent requests than -connection_limit
         start = time.monotonic()
         assert server.call("/health")[0] == 200 and time.monotonic() - start < 10
         for s in idle:
@@ -298,8 +348,13 @@ def test_the_server_holds_against_one_hostile_client(model, tmp_path):
         t.join(timeout=300)
         assert answer["r"][0] == 200 and len(answer["r"][1][0]) == len(many)
         body = json.dumps(many).encode()
-        s = _raw(server, b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body, read=False)
+        s = _raw(
+            server,
+            b"POST /translator/translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body,
+            read=False,
+        )
         time.sleep(0.3)
         s.close()  # gone before its answer
         deadline = time.monotonic() + 60
@@ -320,6 +375,7 @@ def test_a_second_signal_stops_a_draining_server_at_once(model, tmp_path):
     """Issue 77.8: a second Ctrl-C waited up to -request_timeout for the requests in flight."""
     server = Server(config(tmp_path, model))
     many = [{"src": s, "id": 100} for s in SENTENCES * 50]
+
     def call():
         try:
             server.call("/translator/translate", many)
@@ -347,13 +403,25 @@ def test_models_are_checked_at_start_and_a_later_load_failure_names_no_file(mode
     bad.write_bytes(b"API_KEY=secret\n")
     conf = tmp_path / "conf.json"
     conf.write_text(json.dumps({"models": [{"id": 1, "model": str(bad), "load": False}]}), encoding="utf-8")
-    res = subprocess.run([sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config", str(conf)],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config", str(conf)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and res.stderr.startswith("error: model 1: ") and res.stderr.count("\n") == 1
     copy = tmp_path / "copy.pt"
     shutil.copy(model, copy)
-    conf.write_text(json.dumps({"models": [{"id": 1, "model": str(copy), "load": False,
-                                            "opt": {"lexicon": str(tmp_path / "lexicon.txt")}}]}), encoding="utf-8")
+    conf.write_text(
+        json.dumps(
+            {
+                "models": [
+                    {"id": 1, "model": str(copy), "load": False, "opt": {"lexicon": str(tmp_path / "lexicon.txt")}}
+                ]
+            }
+        ),
+        encoding="utf-8",
+    )
     (tmp_path / "lexicon.txt").write_text("un a\n", encoding="utf-8")
     server = Server(conf)
     try:
@@ -366,20 +434,31 @@ def test_models_are_checked_at_start_and_a_later_load_failure_names_no_file(mode
     assert "model 1 cannot be loaded" in server.proc.stderr.read()
 
 
-@pytest.mark.parametrize("conf, needle", [
-    (b'{"models": [{"id": 1, "model": "m.pt"}]}\xff', "not UTF-8 text"),
-    (b'{"models": [{"id": 1, "model": "MODEL", "opt": {"src_lang": 5}}]}', "model 1: onmt_cont.load(): src_lang"),
-    (b'{"models": [{"id": 1, "model": "MODEL", "opt": {"device": "vulkan"}}]}', "model 1: device must be"),
-    (b'{"models": [{"id": 1, "model": "MODEL", "opt": {"gpu": 0}}]}' if not __import__("torch").cuda.is_available()
-     else b"[", "CUDA is not available" if not __import__("torch").cuda.is_available() else "expected"),
-])
+@pytest.mark.parametrize(
+    "conf, needle",
+    [
+        (b'{"models": [{"id": 1, "model": "m.pt"}]}\xff', "not UTF-8 text"),
+        (b'{"models": [{"id": 1, "model": "MODEL", "opt": {"src_lang": 5}}]}', "model 1: onmt_cont.load(): src_lang"),
+        (b'{"models": [{"id": 1, "model": "MODEL", "opt": {"device": "vulkan"}}]}', "model 1: device must be"),
+        (
+            b'{"models": [{"id": 1, "model": "MODEL", "opt": {"gpu": 0}}]}'
+            if not __import__("torch").cuda.is_available()
+            else b"[",
+            "CUDA is not available" if not __import__("torch").cuda.is_available() else "expected",
+        ),
+    ],
+)
 def test_configuration_values_of_the_wrong_type_are_one_line(model, tmp_path, conf, needle):
     """Issue 77.11: a non-UTF-8 configuration, "src_lang": 5 and a CUDA device on a CPU-only torch ended in
     tracebacks at start-up."""
     path = tmp_path / "conf.json"
     path.write_bytes(conf.replace(b"MODEL", str(model).encode()))
-    res = subprocess.run([sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config", str(path)],
-                         capture_output=True, text=True, timeout=120)
+    res = subprocess.run(
+        [sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "-config", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert res.returncode == 2 and needle in res.stderr and res.stderr.count("\n") == 1, res.stderr
 
 
@@ -444,30 +523,59 @@ def test_onmt_py_configuration_keys(model, tmp_path):
     "to_cpu" taken and ignored, and there was no --ip. Now: the ensemble decodes, n_best is each request's default,
     "tokenizer" is honoured for SentencePiece and refused by name for pyonmttok, to_cpu keeps a CPU model loaded."""
     conf = tmp_path / "conf.json"
-    conf.write_text(json.dumps({"models_root": os.path.dirname(model), "models": [
-        {"id": 1, "models": [os.path.basename(model), os.path.basename(model)], "opt": {"beam_size": 2, "n_best": 2}},
-        {"id": 2, "model": os.path.basename(model), "timeout": 1, "on_timeout": "to_cpu"}]}), encoding="utf-8")
+    conf.write_text(
+        json.dumps(
+            {
+                "models_root": os.path.dirname(model),
+                "models": [
+                    {
+                        "id": 1,
+                        "models": [os.path.basename(model), os.path.basename(model)],
+                        "opt": {"beam_size": 2, "n_best": 2},
+                    },
+                    {"id": 2, "model": os.path.basename(model), "timeout": 1, "on_timeout": "to_cpu"},
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
     server = Server(conf)
     try:
         status, out = server.call("/translator/translate", [{"src": "un chien .", "id": 1}])
         assert status == 200 and len(out) == 2 and out[0][0]["n_best"] == 2  # the conf's n_best: two ranks
         with onmt_cont.load(model, beam_size=2, ensemble=[model], tokenized=True) as m:
             assert [r[0]["tgt"] for r in out] == [t for t, _ in m.translate(["un chien ."], n_best=2)[0]]
-        assert server.call("/translator/translate", [{"src": "un chien .", "id": 1, "n_best": 1}])[1][0][0][
-            "n_best"] == 1
+        assert (
+            server.call("/translator/translate", [{"src": "un chien .", "id": 1, "n_best": 1}])[1][0][0]["n_best"] == 1
+        )
         assert server.call("/translator/translate", [{"src": "un chien .", "id": 2}])[0] == 200
         time.sleep(2.5)
         assert {m["model_id"]: m["loaded"] for m in server.call("/translator/models")[1]}[2] is True  # on the CPU
     finally:
         assert server.stop() == 0
-    for tokenizer, needle in (({"type": "pyonmttok", "params": {}}, "pyonmttok is not supported"),
-                              ({"type": "sentencepiece", "model": "missing.model"}, "-src_spm"),
-                              ({"type": "bpe"}, "\"tokenizer\" must be"),
-                              ({"src": {"type": "pyonmttok"}}, "pyonmttok is not supported"),
-                              ({"src": {"type": "sentencepiece", "model": "missing.model"}}, "-src_spm")):
+    for tokenizer, needle in (
+        ({"type": "pyonmttok", "params": {}}, "pyonmttok is not supported"),
+        ({"type": "sentencepiece", "model": "missing.model"}, "-src_spm"),
+        ({"type": "bpe"}, '"tokenizer" must be'),
+        ({"src": {"type": "pyonmttok"}}, "pyonmttok is not supported"),
+        ({"src": {"type": "sentencepiece", "model": "missing.model"}}, "-src_spm"),
+    ):
         conf.write_text(json.dumps({"models": [{"id": 1, "model": model, "tokenizer": tokenizer}]}), encoding="utf-8")
-        res = subprocess.run([sys.executable, str(ROOT / "onmt_cont" / "bin" / "server.py"), "--config", str(conf),
-                              "--ip", "127.0.0.1", "--port", "0"], capture_output=True, text=True, timeout=120)
+        res = subprocess.run(
+            [
+                sys.executable,
+                str(ROOT / "onmt_cont" / "bin" / "server.py"),
+                "--config",
+                str(conf),
+                "--ip",
+                "127.0.0.1",
+                "--port",
+                "0",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert res.returncode == 2 and needle in res.stderr, res.stderr
 
 
@@ -476,8 +584,16 @@ def test_raw_text_to_a_model_of_tokens_is_logged_once(model, tmp_path):
     server = Server(config(tmp_path, model))
     try:
         for _ in range(2):
-            assert server.call("/translator/translate", [{"src": "Un chien court dans l'herbe.", "id": 100},
-                                                         {"src": "Deux hommes, trois femmes.", "id": 100}])[0] == 200
+            assert (
+                server.call(
+                    "/translator/translate",
+                    [
+                        {"src": "Un chien court dans l'herbe.", "id": 100},
+                        {"src": "Deux hommes, trois femmes.", "id": 100},
+                    ],
+                )[0]
+                == 200
+            )
     finally:
         assert server.stop() == 0
     log = server.proc.stderr.read()
@@ -497,5 +613,5 @@ def test_report_align_gives_the_align_field(model, tmp_path):
     with onmt_cont.load(model, beam_size=2) as m:
         hyps = m.translate(["un chien court ."], n_best=2, report_align=True)[0]
         assert [(t, a) for t, _, a in hyps] == [(r[0]["tgt"], r[0]["align"]) for r in out]
-        (text, align), = m.translate(["un chien court ."], report_align=True)
+        ((text, align),) = m.translate(["un chien court ."], report_align=True)
         assert (text, align) == (hyps[0][0], hyps[0][2])

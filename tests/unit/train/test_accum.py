@@ -21,8 +21,26 @@ def sample(tmp_path_factory):
     return sample_subset(tmp_path_factory.mktemp("portability"))
 
 
-SIZE = ["-encoder_type", "transformer", "-decoder_type", "transformer", "-rnn_size", "32", "-word_vec_size", "32",
-        "-heads", "4", "-transformer_ff", "64", "-layers", "2", "-dropout", "0", "-attention_dropout", "0"]
+SIZE = [
+    "-encoder_type",
+    "transformer",
+    "-decoder_type",
+    "transformer",
+    "-rnn_size",
+    "32",
+    "-word_vec_size",
+    "32",
+    "-heads",
+    "4",
+    "-transformer_ff",
+    "64",
+    "-layers",
+    "2",
+    "-dropout",
+    "0",
+    "-attention_dropout",
+    "0",
+]
 
 
 def _joined(a, b):
@@ -56,8 +74,23 @@ def test_train_py_takes_one_update_per_n_batches(sample, tmp_path):
     (3 + 3 + the 1 left); -train_steps counts updates."""
     out = tmp_path / "m"
     out.mkdir()
-    argv = ["-data", str(sample / "data"), "-save_model", str(out / "m"), "-log_file", str(out / "train.log"),
-            *TRANSFORMER_CE, "-train_steps", "6", "-accum_count", "3", "-threads", "1", "-amp", "false"]
+    argv = [
+        "-data",
+        str(sample / "data"),
+        "-save_model",
+        str(out / "m"),
+        "-log_file",
+        str(out / "train.log"),
+        *TRANSFORMER_CE,
+        "-train_steps",
+        "6",
+        "-accum_count",
+        "3",
+        "-threads",
+        "1",
+        "-amp",
+        "false",
+    ]
     train.main(argv)
     log = (out / "train.log").read_text(encoding="utf-8")
     assert re.findall(r"epoch (\d+) done at step (\d+)", log) == [("1", "3")]
@@ -81,9 +114,29 @@ def test_keep_checkpoint_keeps_the_last_n(sample, tmp_path):
     out.mkdir()
     (out / "other_step_1.pt").write_text("not ours", encoding="utf-8")
     (out / "m_step_x.pt").write_text("not a step", encoding="utf-8")
-    train.main(["-data", str(sample / "data"), "-save_model", str(out / "m"), *TRANSFORMER_CE, "-train_steps", "15",
-                "-save_checkpoint_steps", "2", "-save_checkpoint_epochs", "1", "-valid_steps", "7",
-                "-keep_checkpoint", "2", "-threads", "1", "-amp", "false"])
+    train.main(
+        [
+            "-data",
+            str(sample / "data"),
+            "-save_model",
+            str(out / "m"),
+            *TRANSFORMER_CE,
+            "-train_steps",
+            "15",
+            "-save_checkpoint_steps",
+            "2",
+            "-save_checkpoint_epochs",
+            "1",
+            "-valid_steps",
+            "7",
+            "-keep_checkpoint",
+            "2",
+            "-threads",
+            "1",
+            "-amp",
+            "false",
+        ]
+    )
     names = sorted(os.listdir(out))
     assert [n for n in names if n.startswith("m_step_")] == ["m_step_14.pt", "m_step_15.pt", "m_step_x.pt"]
     assert [n for n in names if n.startswith("m_epoch_")] == ["m_epoch_1.pt", "m_epoch_2.pt"]
@@ -104,28 +157,74 @@ def test_fine_tuning_a_release_and_reset_optim(sample, tmp_path):
     train.main([*base, "-save_model", str(tmp_path / "a"), "-train_steps", "12"])
     release.main(["-model", str(tmp_path / "a_last.pt"), "-output", str(tmp_path / "a.release.pt")])
     with pytest.raises(SystemExit):  # cli_main: exit 2
-        train.main([*base, "-save_model", str(tmp_path / "b"), "-train_steps", "3", "-train_from",
-                    str(tmp_path / "a.release.pt")])
-    train.main([*base, "-save_model", str(tmp_path / "b"), "-train_steps", "3", "-train_from",
-                str(tmp_path / "a.release.pt"), "-reset_optim", "all", "-log_file", str(tmp_path / "b.log")])
+        train.main(
+            [
+                *base,
+                "-save_model",
+                str(tmp_path / "b"),
+                "-train_steps",
+                "3",
+                "-train_from",
+                str(tmp_path / "a.release.pt"),
+            ]
+        )
+    train.main(
+        [
+            *base,
+            "-save_model",
+            str(tmp_path / "b"),
+            "-train_steps",
+            "3",
+            "-train_from",
+            str(tmp_path / "a.release.pt"),
+            "-reset_optim",
+            "all",
+            "-log_file",
+            str(tmp_path / "b.log"),
+        ]
+    )
     tuned = torch.load(tmp_path / "b_last.pt", weights_only=True)
     assert tuned["progress"]["step"] == 3  # from step 0, not 12
     assert all(s["step"] == 3 for s in tuned["optim"]["state"].values())  # Adam counted only the new updates
     assert "-reset_optim all: fine-tuning the weights of" in (tmp_path / "b.log").read_text(encoding="utf-8")
-    scratch = [*base, "-save_model", str(tmp_path / "c"), "-train_steps", "1", "-seed", "7",
-               "-report_every", "1"]
+    scratch = [*base, "-save_model", str(tmp_path / "c"), "-train_steps", "1", "-seed", "7", "-report_every", "1"]
     train.main(scratch)
-    train.main([*base, "-save_model", str(tmp_path / "d"), "-train_steps", "1", "-train_from",
-                str(tmp_path / "a.release.pt"), "-reset_optim", "all", "-log_file", str(tmp_path / "d.log"),
-                "-report_every", "1"])
+    train.main(
+        [
+            *base,
+            "-save_model",
+            str(tmp_path / "d"),
+            "-train_steps",
+            "1",
+            "-train_from",
+            str(tmp_path / "a.release.pt"),
+            "-reset_optim",
+            "all",
+            "-log_file",
+            str(tmp_path / "d.log"),
+            "-report_every",
+            "1",
+        ]
+    )
 
     def distance(name):  # from the release's weights
         got, ref = (torch.load(tmp_path / n, weights_only=True)["model"] for n in (name, "a.release.pt"))
         return sum(float((got[k].float() - ref[k].float()).norm()) for k in ref if ref[k].is_floating_point())
 
     assert distance("d_last.pt") < 0.1 * distance("c_last.pt")  # it starts from the trained weights
-    train.main([*base, "-save_model", str(tmp_path / "e"), "-train_steps", "15", "-train_from",
-                str(tmp_path / "a_last.pt"), "-reset_optim", "states"])
+    train.main(
+        [
+            *base,
+            "-save_model",
+            str(tmp_path / "e"),
+            "-train_steps",
+            "15",
+            "-train_from",
+            str(tmp_path / "a_last.pt"),
+            "-reset_optim",
+            "states",
+        ]
+    )
     states = torch.load(tmp_path / "e_last.pt", weights_only=True)
     assert states["progress"]["step"] == 15 and all(s["step"] == 3 for s in states["optim"]["state"].values())
     with pytest.raises(SystemExit):

@@ -39,22 +39,34 @@ def data(tmp_path_factory):
 
 # --- the matrix ---------------------------------------------------------------------------------
 
-CASES = [("ce", "linear", False), ("ce", "linear", True)] + [
-    (loss, gen, tie)
-    for loss in ("l2", "cosine", "maxmargin", "nllvmf", "nllvmf_approx")
-    for gen in ("linear", "nonlinear")
-    for tie in (False, True)
-] + [
-    # The seed-paper methods, pairwise rather than every combination (the generator and -tie_emb do
-    # not touch their code): the papers' setups (tied margin losses, untied ReWE) and the others.
-    (loss, gen, tie)
-    for loss in ("synmargin_proj", "synmargin_diff", "margin_random")
-    for gen, tie in (("linear", True), ("nonlinear", False))
-] + [
-    # issue 15: maxmargin with table-free hard negatives, and the contrastive losses
-    ("maxmargin_gold_nn", "linear", True), ("infonce", "nonlinear", False), ("nllvmf_nce", "linear", True),
-] + [("ce_rewe", "linear", False), ("ce_rewe", "linear", True), ("ce_joint", "joint", False),
-     ("ce_joint_sampled", "joint", True)]
+CASES = (
+    [("ce", "linear", False), ("ce", "linear", True)]
+    + [
+        (loss, gen, tie)
+        for loss in ("l2", "cosine", "maxmargin", "nllvmf", "nllvmf_approx")
+        for gen in ("linear", "nonlinear")
+        for tie in (False, True)
+    ]
+    + [
+        # The seed-paper methods, pairwise rather than every combination (the generator and -tie_emb do
+        # not touch their code): the papers' setups (tied margin losses, untied ReWE) and the others.
+        (loss, gen, tie)
+        for loss in ("synmargin_proj", "synmargin_diff", "margin_random")
+        for gen, tie in (("linear", True), ("nonlinear", False))
+    ]
+    + [
+        # issue 15: maxmargin with table-free hard negatives, and the contrastive losses
+        ("maxmargin_gold_nn", "linear", True),
+        ("infonce", "nonlinear", False),
+        ("nllvmf_nce", "linear", True),
+    ]
+    + [
+        ("ce_rewe", "linear", False),
+        ("ce_rewe", "linear", True),
+        ("ce_joint", "joint", False),
+        ("ce_joint_sampled", "joint", True),
+    ]
+)
 
 # Case names that are not a -loss value: the -loss and the options they stand for.
 VARIANTS = {
@@ -72,10 +84,23 @@ VARIANTS = {
 # l2 0.2, cosine 0.24, maxmargin 0.05, synmargin 0.28, margin_random 0.13, nllvmf 2.9 or more,
 # ReWE (NLL + 20 x cosine) 4.4, joint 0.21, sampled joint 0.17, maxmargin gold_nn 0.14, infonce 0.78,
 # nllvmf_nce 2.8).
-MIN_DECREASE = {"ce": 0.15, "l2": 0.05, "cosine": 0.05, "maxmargin": 0.02, "synmargin_proj": 0.1,
-                "synmargin_diff": 0.1, "margin_random": 0.05, "nllvmf": 0.5, "nllvmf_approx": 0.5, "ce_rewe": 1.5,
-                "ce_joint": 0.08, "ce_joint_sampled": 0.06, "maxmargin_gold_nn": 0.05, "infonce": 0.3,
-                "nllvmf_nce": 1.0}
+MIN_DECREASE = {
+    "ce": 0.15,
+    "l2": 0.05,
+    "cosine": 0.05,
+    "maxmargin": 0.02,
+    "synmargin_proj": 0.1,
+    "synmargin_diff": 0.1,
+    "margin_random": 0.05,
+    "nllvmf": 0.5,
+    "nllvmf_approx": 0.5,
+    "ce_rewe": 1.5,
+    "ce_joint": 0.08,
+    "ce_joint_sampled": 0.06,
+    "maxmargin_gold_nn": 0.05,
+    "infonce": 0.3,
+    "nllvmf_nce": 1.0,
+}
 
 
 @pytest.mark.parametrize("loss,generator,tie_emb", CASES, ids=lambda v: {True: "tie", False: "untied"}.get(v, v))
@@ -89,9 +114,16 @@ def test_matrix_learns(data, tmp_path, loss, generator, tie_emb):
     epochs = 8
     name, extra = VARIANTS.get(loss, (loss, {}))
     softmax = name == "ce"
-    run = run_train(data, tmp_path, loss=name, generator=generator, tie_emb=tie_emb, epochs=epochs,
-                    tgt_emb=None if loss in ("ce", "ce_joint", "ce_joint_sampled") and not tie_emb else data["emb"],
-                    **extra)
+    run = run_train(
+        data,
+        tmp_path,
+        loss=name,
+        generator=generator,
+        tie_emb=tie_emb,
+        epochs=epochs,
+        tgt_emb=None if loss in ("ce", "ce_joint", "ce_joint_sampled") and not tie_emb else data["emb"],
+        **extra,
+    )
     losses = reported_losses(tmp_path / "train.log")
     assert len(losses) == epochs and all(math.isfinite(x) for x in losses)
     assert (losses[-1] + losses[-2]) / 2 < losses[0] - MIN_DECREASE[loss], losses
@@ -119,42 +151,45 @@ def test_nllvmf_memorises(data, tmp_path):
 # --- start-up errors ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("extra,needles", [
-    ({"loss": "ce", "generator": "nonlinear"}, ["-loss ce", "-generator nonlinear"]),
-    ({"loss": "nllvmf", "tgt_emb": None}, ["-loss nllvmf", "-tgt_emb"]),
-    ({"loss": "ce", "tie_emb": True, "tgt_emb": None}, ["-tie_emb", "-tgt_emb"]),
-    ({"loss": "ce", "rewe_lambda": "20", "tgt_emb": None}, ["-rewe_lambda", "-tgt_emb"]),
-    ({"loss": "cosine", "rewe_lambda": "20"}, ["-rewe_lambda", "-loss ce", "-loss cosine"]),
-    ({"loss": "ce", "generator": "joint", "rewe_lambda": "20"}, ["-rewe_lambda", "-generator joint"]),
-    ({"loss": "ce", "rewe_lambda": "-1"}, ["-rewe_lambda", "-1"]),
-    ({"loss": "synmargin_proj", "generator": "joint"}, ["-generator joint", "-loss synmargin_proj"]),
-    ({"loss": "ce", "generator": "joint", "joint_sample": "0"}, ["-joint_sample", "(0, 1]"]),
-    ({"loss": "ce", "generator": "joint", "joint_sample": "1.5"}, ["-joint_sample", "1.5"]),
-    ({"loss": "ce", "joint_sample": "0.25"}, ["-joint_sample", "-generator joint"]),
-    ({"loss": "ce", "generator": "joint", "joint_dim": "0"}, ["-joint_dim", "0"]),
-    ({"loss": "margin_random", "num_negatives": "0"}, ["-num_negatives", "0"]),
-    ({"loss": "cosine", "num_negatives": "3"}, ["-num_negatives", "cosine"]),
-    ({"loss": "nllvmf", "negatives": "inbatch"}, ["-negatives", "nllvmf"]),
-    ({"loss": "maxmargin", "negatives": "exact,inbatch"}, ["-negatives", "exact"]),
-    ({"loss": "infonce", "negatives": "hardest"}, ["-negatives", "hardest"]),
-    ({"loss": "infonce", "temperature": "0"}, ["-temperature", "positive"]),
-    ({"loss": "infonce", "num_sampled": "0"}, ["-num_sampled", "at least 1"]),
-    ({"loss": "nllvmf_nce", "contrastive_weight": "-1"}, ["-contrastive_weight"]),
-    ({"loss": "cosine", "vmf_form": "code"}, ["-vmf_form code", "-loss cosine"]),
-    ({"loss": "nllvmf", "vmf_form": "code", "vmf_lambda": "-0.1"}, ["-vmf_lambda", "-0.1"]),
-    ({"loss": "ce", "rewe_hidden": "16"}, ["-rewe_hidden", "-rewe_lambda"]),
-    ({"loss": "hinge"}, ["-loss", "hinge"]),
-    ({"bogus_option": "1"}, ["-bogus_option"]),
-    ({"valid_steps": "-1"}, ["-valid_steps", "-1"]),
-    ({"save_checkpoint_steps": "0"}, ["-save_checkpoint_steps"]),
-    ({"save_checkpoint_epochs": "0"}, ["-save_checkpoint_epochs"]),
-    ({"brnn": True, "rnn_size": "33"}, ["-rnn_size", "33"]),
-    ({"loss": "ce", "label_smoothing": "1.5"}, ["-label_smoothing", "1.5"]),
-    ({"learning_rate": "-1"}, ["-learning_rate", "-1"]),
-    ({"valid_remove_bpe": True}, ["-valid_remove_bpe", "-valid_metric bleu", "-valid_metric loss"]),
-    ({"dropout": "1.5"}, ["dropout", "1.5"]),
-    ({"log_file": "/nonexistent_dir/train.log"}, ["-log_file", "/nonexistent_dir"]),
-])
+@pytest.mark.parametrize(
+    "extra,needles",
+    [
+        ({"loss": "ce", "generator": "nonlinear"}, ["-loss ce", "-generator nonlinear"]),
+        ({"loss": "nllvmf", "tgt_emb": None}, ["-loss nllvmf", "-tgt_emb"]),
+        ({"loss": "ce", "tie_emb": True, "tgt_emb": None}, ["-tie_emb", "-tgt_emb"]),
+        ({"loss": "ce", "rewe_lambda": "20", "tgt_emb": None}, ["-rewe_lambda", "-tgt_emb"]),
+        ({"loss": "cosine", "rewe_lambda": "20"}, ["-rewe_lambda", "-loss ce", "-loss cosine"]),
+        ({"loss": "ce", "generator": "joint", "rewe_lambda": "20"}, ["-rewe_lambda", "-generator joint"]),
+        ({"loss": "ce", "rewe_lambda": "-1"}, ["-rewe_lambda", "-1"]),
+        ({"loss": "synmargin_proj", "generator": "joint"}, ["-generator joint", "-loss synmargin_proj"]),
+        ({"loss": "ce", "generator": "joint", "joint_sample": "0"}, ["-joint_sample", "(0, 1]"]),
+        ({"loss": "ce", "generator": "joint", "joint_sample": "1.5"}, ["-joint_sample", "1.5"]),
+        ({"loss": "ce", "joint_sample": "0.25"}, ["-joint_sample", "-generator joint"]),
+        ({"loss": "ce", "generator": "joint", "joint_dim": "0"}, ["-joint_dim", "0"]),
+        ({"loss": "margin_random", "num_negatives": "0"}, ["-num_negatives", "0"]),
+        ({"loss": "cosine", "num_negatives": "3"}, ["-num_negatives", "cosine"]),
+        ({"loss": "nllvmf", "negatives": "inbatch"}, ["-negatives", "nllvmf"]),
+        ({"loss": "maxmargin", "negatives": "exact,inbatch"}, ["-negatives", "exact"]),
+        ({"loss": "infonce", "negatives": "hardest"}, ["-negatives", "hardest"]),
+        ({"loss": "infonce", "temperature": "0"}, ["-temperature", "positive"]),
+        ({"loss": "infonce", "num_sampled": "0"}, ["-num_sampled", "at least 1"]),
+        ({"loss": "nllvmf_nce", "contrastive_weight": "-1"}, ["-contrastive_weight"]),
+        ({"loss": "cosine", "vmf_form": "code"}, ["-vmf_form code", "-loss cosine"]),
+        ({"loss": "nllvmf", "vmf_form": "code", "vmf_lambda": "-0.1"}, ["-vmf_lambda", "-0.1"]),
+        ({"loss": "ce", "rewe_hidden": "16"}, ["-rewe_hidden", "-rewe_lambda"]),
+        ({"loss": "hinge"}, ["-loss", "hinge"]),
+        ({"bogus_option": "1"}, ["-bogus_option"]),
+        ({"valid_steps": "-1"}, ["-valid_steps", "-1"]),
+        ({"save_checkpoint_steps": "0"}, ["-save_checkpoint_steps"]),
+        ({"save_checkpoint_epochs": "0"}, ["-save_checkpoint_epochs"]),
+        ({"brnn": True, "rnn_size": "33"}, ["-rnn_size", "33"]),
+        ({"loss": "ce", "label_smoothing": "1.5"}, ["-label_smoothing", "1.5"]),
+        ({"learning_rate": "-1"}, ["-learning_rate", "-1"]),
+        ({"valid_remove_bpe": True}, ["-valid_remove_bpe", "-valid_metric bleu", "-valid_metric loss"]),
+        ({"dropout": "1.5"}, ["dropout", "1.5"]),
+        ({"log_file": "/nonexistent_dir/train.log"}, ["-log_file", "/nonexistent_dir"]),
+    ],
+)
 def test_bad_options(data, tmp_path, capsys, extra, needles):
     fails(capsys, argv(data, tmp_path, **extra), *needles)
     assert list(tmp_path.iterdir()) == []
@@ -179,8 +214,13 @@ def test_table_rows_must_fit_vocab(data, tmp_path, capsys):
     bad = tmp_path / "short.pt"
     torch.save(torch.nn.functional.normalize(torch.randn(v - 1, EMB_DIM)), bad)
     log = tmp_path / "train.log"
-    fails(capsys, argv(data, tmp_path, loss="l2", tgt_emb=str(bad), log_file=str(log)), str(bad), f"{v - 1} rows",
-          f"{v} words")
+    fails(
+        capsys,
+        argv(data, tmp_path, loss="l2", tgt_emb=str(bad), log_file=str(log)),
+        str(bad),
+        f"{v - 1} rows",
+        f"{v} words",
+    )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["short.pt"]  # no checkpoint, no log
 
 
@@ -259,8 +299,9 @@ def test_nan_loss_stops(data, tmp_path, capsys, monkeypatch, save_every):
 
 def test_huge_learning_rate_stops(data, tmp_path, capsys):
     """An absurd SGD rate drives the loss to inf/NaN deterministically; nothing is written."""
-    err = fails(capsys, argv(data, tmp_path, loss="l2", optim="sgd", learning_rate="1e30", max_grad_norm="0",
-                             epochs=5), "step ")
+    err = fails(
+        capsys, argv(data, tmp_path, loss="l2", optim="sgd", learning_rate="1e30", max_grad_norm="0", epochs=5), "step "
+    )
     assert re.search(r"step \d+: the (training loss|gradient norm) is (nan|inf)", err), err
     assert not list(tmp_path.glob("m_*"))
 
@@ -277,8 +318,16 @@ def test_resume_is_exact(data, tmp_path, monkeypatch, loss):
     the sampled joint softmax its candidates from the global RNG, which checkpoints carry."""
     seen = record_steps(monkeypatch)
     extra = {"loss": "ce", "generator": "joint", "joint_sample": "0.75"} if loss == "ce_joint_sampled" else {}
-    common = {"loss": loss, "dropout": "0.3", "epochs": "5", "train_steps": "10", "save_checkpoint_steps": "2",
-              "report_every": "1", "valid_steps": "3", **extra}
+    common = {
+        "loss": loss,
+        "dropout": "0.3",
+        "epochs": "5",
+        "train_steps": "10",
+        "save_checkpoint_steps": "2",
+        "report_every": "1",
+        "valid_steps": "3",
+        **extra,
+    }
     full = run_train(data, tmp_path / "full", **common)
     reference = dict(seen)
     assert sorted(reference) == list(range(1, 11))
@@ -316,16 +365,23 @@ def test_why_a_run_stopped_is_in_the_log_file(data, tmp_path, capsys, monkeypatc
     last = log.read_text(encoding="utf-8").splitlines()[-1]
     assert "error: " in last and "step 3" in last and "nan" in last, last
     assert capsys.readouterr().out.count("error: ") == 0  # the console has it once, on stderr
-    fails(capsys, argv(data, tmp_path, loss="l2", epochs=3, rnn_size="0", log_file=str(tmp_path / "t2.log")),
-          "-rnn_size")
+    fails(
+        capsys, argv(data, tmp_path, loss="l2", epochs=3, rnn_size="0", log_file=str(tmp_path / "t2.log")), "-rnn_size"
+    )
     assert not (tmp_path / "t2.log").exists()
 
 
 def test_checkpoint_of_the_adam_loop_resumes_under_fused_adam(data, tmp_path, monkeypatch):
     """Every checkpoint written before train.py fused Adam on the CPU holds the per-tensor loop's state: it resumes
     under the fused kernel and ends where the loop would have, up to float rounding; the optimiser is fused."""
-    common = {"loss": "nllvmf", "dropout": "0", "epochs": "5", "train_steps": "8", "save_checkpoint_steps": "4",
-              "valid_steps": "100"}
+    common = {
+        "loss": "nllvmf",
+        "dropout": "0",
+        "epochs": "5",
+        "train_steps": "8",
+        "save_checkpoint_steps": "4",
+        "valid_steps": "100",
+    }
     real = training.make_optimizer
     monkeypatch.setattr(training, "make_optimizer", lambda opt, model, fused=None: real(opt, model, fused=False))
     loop = run_train(data, tmp_path / "loop", **common)
@@ -430,13 +486,13 @@ def dipping_validation(monkeypatch):
 def test_early_stopping_window_rides_out_a_dip(data, tmp_path, monkeypatch, window, validations):
     """-early_stopping follows the mean of the last N scores; PREFIX_best.pt still follows each score."""
     seen = dipping_validation(monkeypatch)
-    run = run_train(data, tmp_path, loss="ce", epochs=20, valid_steps=2, early_stopping=2,
-                    early_stopping_window=window)
+    run = run_train(data, tmp_path, loss="ce", epochs=20, valid_steps=2, early_stopping=2, early_stopping_window=window)
     assert len(seen) == validations and run.progress["step"] == 2 * validations
     assert run.progress["best_score"] == min(seen)  # 4.0, or 3.0 once the window lets the run reach it
     log = (tmp_path / "train.log").read_text(encoding="utf-8")
     assert ("mean loss of the last 2 validations: 3.6500 (best 3.2500; 2 without improvement)" in log) == (
-        window == "2")
+        window == "2"
+    )
 
 
 def test_early_stopping_window_survives_train_from(data, tmp_path, monkeypatch):
@@ -451,15 +507,20 @@ def test_early_stopping_window_survives_train_from(data, tmp_path, monkeypatch):
     assert again.progress == full.progress and len(seen) == 8
     # a different window on resume starts the running best again: 4.45 is then a new best, 3.7 too, ...
     seen[:] = DIPPING[:3]
-    other = run_train(data, tmp_path / "other", train_from=str(tmp_path / "full" / "m_step_6.pt"),
-                      early_stopping_window=3, **common)
+    other = run_train(
+        data, tmp_path / "other", train_from=str(tmp_path / "full" / "m_step_6.pt"), early_stopping_window=3, **common
+    )
     assert "early stopping's running best and its count start again" in (tmp_path / "other" / "train.log").read_text()
     assert other.progress["step"] != full.progress["step"]
 
 
-@pytest.mark.parametrize("flag, value, needle", [
-    ("early_stopping_window", "0", "-early_stopping_window must be at least 1"),
-    ("early_stopping", "-1", "-early_stopping must be 0 (off)")])
+@pytest.mark.parametrize(
+    "flag, value, needle",
+    [
+        ("early_stopping_window", "0", "-early_stopping_window must be at least 1"),
+        ("early_stopping", "-1", "-early_stopping must be 0 (off)"),
+    ],
+)
 def test_early_stopping_bad_values(data, tmp_path, capsys, flag, value, needle):
     fails(capsys, argv(data, tmp_path, loss="ce", **{flag: value}), needle, value)
     assert not any(tmp_path.iterdir())
@@ -470,8 +531,9 @@ def test_config_and_save_config(data, tmp_path, capsys):
     out = tmp_path / "run"
     out.mkdir()
     # -save_config writes the effective options and trains nothing
-    train.main(argv(data, out, loss="cosine", generator="nonlinear", epochs=2, save_config=str(cfg),
-                    log_file=str(out / "log")))
+    train.main(
+        argv(data, out, loss="cosine", generator="nonlinear", epochs=2, save_config=str(cfg), log_file=str(out / "log"))
+    )
     assert cfg.exists() and not list(out.iterdir())  # nothing trained, no log
     saved = yaml.safe_load(cfg.read_text(encoding="utf-8"))
     assert saved["loss"] == "cosine" and saved["generator"] == "nonlinear" and saved["epochs"] == 2
@@ -498,8 +560,9 @@ def test_config_and_save_config(data, tmp_path, capsys):
 
 def test_log_file_and_validation_stats(data, tmp_path, capsys):
     vmf_run = run_train(data, tmp_path / "vmf", loss="nllvmf", epochs=2, valid_steps=4, report_every=2)
-    ce_run = run_train(data, tmp_path / "ce", loss="ce", tgt_emb=None, epochs=2, valid_steps=4, report_every=2,
-                       label_smoothing="0.1")
+    ce_run = run_train(
+        data, tmp_path / "ce", loss="ce", tgt_emb=None, epochs=2, valid_steps=4, report_every=2, label_smoothing="0.1"
+    )
     stdout = capsys.readouterr().out
     vmf = (tmp_path / "vmf" / "train.log").read_text(encoding="utf-8")
     ce = (tmp_path / "ce" / "train.log").read_text(encoding="utf-8")
@@ -555,11 +618,33 @@ def test_with_fasttext_table(tmp_path):
             lines = (root / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
             (tmp_path / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     prefix = str(tmp_path / "d")
-    preprocess.main(["-train_src", str(tmp_path / "train.fr"), "-train_tgt", str(tmp_path / "train.en"),
-                     "-valid_src", str(tmp_path / "valid.fr"), "-valid_tgt", str(tmp_path / "valid.en"),
-                     "-save_data", prefix, "-tgt_emb", str(root / "en.vec.gz")])
-    embeddings_to_torch.main(["-emb_file_dec", str(root / "en.vec.gz"), "-dict_file", prefix + ".vocab.pt",
-                              "-output_file", str(tmp_path / "emb"), "-normalize"])
+    preprocess.main(
+        [
+            "-train_src",
+            str(tmp_path / "train.fr"),
+            "-train_tgt",
+            str(tmp_path / "train.en"),
+            "-valid_src",
+            str(tmp_path / "valid.fr"),
+            "-valid_tgt",
+            str(tmp_path / "valid.en"),
+            "-save_data",
+            prefix,
+            "-tgt_emb",
+            str(root / "en.vec.gz"),
+        ]
+    )
+    embeddings_to_torch.main(
+        [
+            "-emb_file_dec",
+            str(root / "en.vec.gz"),
+            "-dict_file",
+            prefix + ".vocab.pt",
+            "-output_file",
+            str(tmp_path / "emb"),
+            "-normalize",
+        ]
+    )
     data = {"prefix": prefix, "emb": str(tmp_path / "emb.dec.pt")}
     run = run_train(data, tmp_path / "run", loss="nllvmf", train_steps=4, batch_size=16, report_every=1)
     assert run.model.generator.table.size(1) == 300
@@ -584,8 +669,9 @@ def test_valid_metric_bleu_decodes_greedily_like_translate(data, tmp_path, loss)
     from onmt_cont.bin import translate
 
     tgt_emb = data["emb"] if loss != "ce" else None
-    run = run_train(data, tmp_path, loss=loss, tgt_emb=tgt_emb, epochs=3, valid_metric="bleu",
-                    valid_steps=BATCHES_PER_EPOCH)
+    run = run_train(
+        data, tmp_path, loss=loss, tgt_emb=tgt_emb, epochs=3, valid_metric="bleu", valid_steps=BATCHES_PER_EPOCH
+    )
     log = (tmp_path / "train.log").read_text(encoding="utf-8")
     bleus = [float(x) for x in re.findall(r"greedy BLEU ([\d.]+) \(<unk> [\d.]+% of the output\)", log)]
     assert len(bleus) == 3
@@ -595,8 +681,20 @@ def test_valid_metric_bleu_decodes_greedily_like_translate(data, tmp_path, loss)
     src, tgt = corpus()
     (tmp_path / "v.fr").write_text("\n".join(src[:8]) + "\n", encoding="utf-8")
     (tmp_path / "v.en").write_text("\n".join(tgt[:8]) + "\n", encoding="utf-8")
-    translate.main(["-model", str(tmp_path / "m_best.pt"), "-src", str(tmp_path / "v.fr"),
-                    "-output", str(tmp_path / "out.en"), "-beam_size", "1", "-block_ngram_repeat", "0"])
+    translate.main(
+        [
+            "-model",
+            str(tmp_path / "m_best.pt"),
+            "-src",
+            str(tmp_path / "v.fr"),
+            "-output",
+            str(tmp_path / "out.en"),
+            "-beam_size",
+            "1",
+            "-block_ngram_repeat",
+            "0",
+        ]
+    )
     from onmt_cont.evaluate import tokenized_bleu
 
     hyps = (tmp_path / "out.en").read_text(encoding="utf-8").splitlines()
@@ -615,8 +713,9 @@ def test_valid_metric_accuracy_is_higher_better_and_drives_early_stopping(data, 
         return stats
 
     monkeypatch.setattr(Trainer, "validate", validate)
-    run = run_train(data, tmp_path, loss="ce", tgt_emb=None, epochs=10, valid_steps=2, early_stopping=2,
-                    valid_metric="accuracy")
+    run = run_train(
+        data, tmp_path, loss="ce", tgt_emb=None, epochs=10, valid_steps=2, early_stopping=2, valid_metric="accuracy"
+    )
     assert seen == pytest.approx([0.9, 0.8, 0.7])
     assert run.progress["best_score"] == pytest.approx(0.9)
     assert run.progress["step"] == 6
@@ -670,15 +769,31 @@ def test_tensorboard_scalars_read_back(data, tmp_path, loss):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     board = tmp_path / "tb"
-    run_train(data, tmp_path, loss=loss, epochs=2, tensorboard=True, tensorboard_log_dir=str(board),
-              valid_steps="2", valid_metric="bleu", report_every="2",
-              tgt_emb=data["emb"] if loss != "ce" else None)
+    run_train(
+        data,
+        tmp_path,
+        loss=loss,
+        epochs=2,
+        tensorboard=True,
+        tensorboard_log_dir=str(board),
+        valid_steps="2",
+        valid_metric="bleu",
+        report_every="2",
+        tgt_emb=data["emb"] if loss != "ce" else None,
+    )
     acc = EventAccumulator(str(board))
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
     per_model = {"train/cosine", "valid/cosine"} if loss != "ce" else {"train/ppl", "valid/ppl"}
-    assert {"train/loss", "train/accuracy", "train/lr", "train/tgt_tokens_per_s", "valid/loss", "valid/bleu",
-            *per_model} <= tags, tags
+    assert {
+        "train/loss",
+        "train/accuracy",
+        "train/lr",
+        "train/tgt_tokens_per_s",
+        "valid/loss",
+        "valid/bleu",
+        *per_model,
+    } <= tags, tags
     log = (tmp_path / "train.log").read_text(encoding="utf-8")
     logged = [(int(s), float(v)) for s, v in re.findall(r"\] step (\d+): loss (-?[\d.]+)", log)]
     written = [(e.step, e.value) for e in acc.Scalars("train/loss")]
@@ -738,8 +853,15 @@ def test_average_decay_checkpoint_holds_the_moving_average(data, tmp_path):
     """The average does not change training (the raw parameters at every step equal a run without
     it); the checkpoint's model is the moving average of those raw parameters, computed here from
     a checkpoint per step of the plain run; train_model is the raw last step."""
-    common = {"loss": "ce", "dropout": "0.3", "epochs": "3", "train_steps": "6", "save_checkpoint_steps": "1",
-              "report_every": "1", "valid_steps": "100"}
+    common = {
+        "loss": "ce",
+        "dropout": "0.3",
+        "epochs": "3",
+        "train_steps": "6",
+        "save_checkpoint_steps": "1",
+        "report_every": "1",
+        "valid_steps": "100",
+    }
     run_train(data, tmp_path / "plain", **common)
     run_train(data, tmp_path / "avg", average_decay="0.2", **common)
     assert reported_losses(tmp_path / "plain" / "train.log") == reported_losses(tmp_path / "avg" / "train.log")
@@ -770,8 +892,17 @@ def test_average_decay_validates_the_average_and_resumes_exactly(data, tmp_path,
     -train_from a mid-run checkpoint continues the same losses and ends with the same average and
     raw parameters; resuming without -average_decay goes on from the raw parameters."""
     seen = record_steps(monkeypatch)
-    common = {"loss": "nllvmf", "dropout": "0.3", "epochs": "5", "train_steps": "10", "save_checkpoint_steps": "2",
-              "report_every": "1", "valid_steps": "3", "average_decay": "0.1", "average_every": "2"}
+    common = {
+        "loss": "nllvmf",
+        "dropout": "0.3",
+        "epochs": "5",
+        "train_steps": "10",
+        "save_checkpoint_steps": "2",
+        "report_every": "1",
+        "valid_steps": "3",
+        "average_decay": "0.1",
+        "average_every": "2",
+    }
     full = run_train(data, tmp_path / "full", **common)
     reference = dict(seen)
     run_train(data, tmp_path / "plain", **{**common, "average_decay": None, "average_every": None})
@@ -791,8 +922,12 @@ def test_average_decay_validates_the_average_and_resumes_exactly(data, tmp_path,
     assert all(torch.equal(a["model"][n], b["model"][n]) for n in a["model"])
     # without -average_decay: the raw parameters of step 6, and no train_model in its checkpoints
     seen.clear()
-    off = run_train(data, tmp_path / "off", train_from=str(tmp_path / "full" / "m_step_6.pt"),
-                    **{**common, "average_decay": None, "average_every": None})
+    off = run_train(
+        data,
+        tmp_path / "off",
+        train_from=str(tmp_path / "full" / "m_step_6.pt"),
+        **{**common, "average_decay": None, "average_every": None},
+    )
     assert all(v == reference[s] for s, v in seen)
     assert "train_model" not in load_checkpoint(str(tmp_path / "off" / "m_last.pt"))
     assert off.average is None and "was trained with -average_decay" in (tmp_path / "off" / "train.log").read_text()
@@ -804,8 +939,14 @@ def test_train_from_average_goes_on_from_the_average(data, tmp_path, capsys):
     with -resume auto, and on a checkpoint that holds no average, before anything is written."""
     from onmt_cont.models.checkpoint import load_checkpoint
 
-    common = {"loss": "nllvmf", "epochs": "5", "train_steps": "6", "save_checkpoint_steps": "3", "report_every": "1",
-              "valid_steps": "100"}
+    common = {
+        "loss": "nllvmf",
+        "epochs": "5",
+        "train_steps": "6",
+        "save_checkpoint_steps": "3",
+        "report_every": "1",
+        "valid_steps": "100",
+    }
     run_train(data, tmp_path / "avg", average_decay="0.3", **common)
     ckpt = load_checkpoint(str(tmp_path / "avg" / "m_step_3.pt"))
     start = {"train_from": str(tmp_path / "avg" / "m_step_3.pt"), **common, "train_steps": "3"}  # no step taken
@@ -824,8 +965,12 @@ def test_train_from_average_goes_on_from_the_average(data, tmp_path, capsys):
     bad.mkdir()
     fails(capsys, argv(data, bad, train_from_average=True, **common), "-train_from_average", "give -train_from")
     fails(capsys, argv(data, bad, train_from_average=True, resume="auto", **common), "not -resume auto")
-    fails(capsys, argv(data, bad, train_from_average=True, train_from=str(tmp_path / "on" / "m_last.pt"), **common),
-          "holds no moving average", "leave the flag out")
+    fails(
+        capsys,
+        argv(data, bad, train_from_average=True, train_from=str(tmp_path / "on" / "m_last.pt"), **common),
+        "holds no moving average",
+        "leave the flag out",
+    )
     assert not list(bad.iterdir())
 
 
@@ -840,14 +985,21 @@ def test_drop_final_punct_by_hand():
     from onmt_cont.inputters.batching import drop_final_punct
 
     t = torch.tensor
-    examples = [(t([5, 6, 9]), t([7, 8, 10])),  # both end with punctuation: both lose it
-                (t([5, 9]), t([7, 8])),  # the target does not: only the source loses it
-                (t([5, 6]), t([7, 10])),  # the source does not end with it: untouched
-                (t([9]), t([10])),  # a source of only the mark keeps it
-                (t([5, 9]), t([10]))]  # a target of only the mark keeps it
+    examples = [
+        (t([5, 6, 9]), t([7, 8, 10])),  # both end with punctuation: both lose it
+        (t([5, 9]), t([7, 8])),  # the target does not: only the source loses it
+        (t([5, 6]), t([7, 10])),  # the source does not end with it: untouched
+        (t([9]), t([10])),  # a source of only the mark keeps it
+        (t([5, 9]), t([10])),
+    ]  # a target of only the mark keeps it
     got = drop_final_punct(examples, 1.0, {9}, {10}, np.random.default_rng(0))
-    assert [(s.tolist(), g.tolist()) for s, g in got] == [([5, 6], [7, 8]), ([5], [7, 8]), ([5, 6], [7, 10]),
-                                                          ([9], [10]), ([5], [10])]
+    assert [(s.tolist(), g.tolist()) for s, g in got] == [
+        ([5, 6], [7, 8]),
+        ([5], [7, 8]),
+        ([5, 6], [7, 10]),
+        ([9], [10]),
+        ([5], [10]),
+    ]
     kept = drop_final_punct(examples, 0.0, {9}, {10}, np.random.default_rng(0))
     assert all(a[0] is b[0] and a[1] is b[1] for a, b in zip(kept, examples, strict=True))
     many = [(t([5, 9]), t([7, 10]))] * 20000
@@ -911,20 +1063,32 @@ def test_drop_final_punct_trains_logs_and_resumes_exactly(punct_data, tmp_path, 
 
 def test_drop_final_punct_bad_input(data, punct_data, tmp_path, capsys):
     for value in ("-0.1", "1.5"):
-        fails(capsys, argv(punct_data, tmp_path, loss="ce", drop_final_punct=value),
-              "-drop_final_punct is a probability in [0, 1]", value)
+        fails(
+            capsys,
+            argv(punct_data, tmp_path, loss="ce", drop_final_punct=value),
+            "-drop_final_punct is a probability in [0, 1]",
+            value,
+        )
     # the memorisation corpus has no punctuation: nothing to drop
-    fails(capsys, argv(data, tmp_path, loss="ce", drop_final_punct="0.1"),
-          "-drop_final_punct: the source vocabulary of", "has none of . ! ?")
+    fails(
+        capsys,
+        argv(data, tmp_path, loss="ce", drop_final_punct="0.1"),
+        "-drop_final_punct: the source vocabulary of",
+        "has none of . ! ?",
+    )
     assert not any(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize("value, needle", [("-0.1", "-average_decay must be in [0, 1]"),
-                                           ("1.5", "-average_decay must be in [0, 1]")])
+@pytest.mark.parametrize(
+    "value, needle", [("-0.1", "-average_decay must be in [0, 1]"), ("1.5", "-average_decay must be in [0, 1]")]
+)
 def test_average_decay_bad_values(data, tmp_path, capsys, value, needle):
     fails(capsys, argv(data, tmp_path, loss="ce", average_decay=value), needle, value)
-    fails(capsys, argv(data, tmp_path, loss="ce", average_decay="0.1", average_every="0"),
-          "-average_every must be at least 1")
+    fails(
+        capsys,
+        argv(data, tmp_path, loss="ce", average_decay="0.1", average_every="0"),
+        "-average_every must be at least 1",
+    )
     assert not any(tmp_path.iterdir())
 
 
@@ -975,13 +1139,16 @@ def test_each_run_marks_its_start_in_an_appended_log(data, tmp_path):
     assert ckpt["progress"]["epoch"] == 3  # what lab/recipes/multi30k.sh now reads, not the log's lines
 
 
-@pytest.mark.parametrize("extra,needle", [
-    (["-margin", "0.3"], "-margin does nothing for -loss l2 (it is read by -loss synmargin_proj"),
-    (["-temperature", "0.05"], "-temperature does nothing for -loss l2"),
-    (["-lambda2", "0.5"], "-lambda2 does nothing for -loss l2"),
-    (["-heads", "4"], "-heads does nothing without a transformer side"),
-    (["-rewe_loss", "mse"], "-rewe_loss picks the ReWE head's loss: without -rewe_lambda it does nothing"),
-])
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        (["-margin", "0.3"], "-margin does nothing for -loss l2 (it is read by -loss synmargin_proj"),
+        (["-temperature", "0.05"], "-temperature does nothing for -loss l2"),
+        (["-lambda2", "0.5"], "-lambda2 does nothing for -loss l2"),
+        (["-heads", "4"], "-heads does nothing without a transformer side"),
+        (["-rewe_loss", "mse"], "-rewe_loss picks the ReWE head's loss: without -rewe_lambda it does nothing"),
+    ],
+)
 def test_options_that_do_nothing_are_named_in_the_log(data, tmp_path, capsys, extra, needle):
     """Issue 69.18: an option the chosen model and loss never read was accepted without a word; now the
     log warns (the run itself is as before: warning, not refusal, so configs shared between models work)."""
@@ -989,22 +1156,31 @@ def test_options_that_do_nothing_are_named_in_the_log(data, tmp_path, capsys, ex
     train.main(argv(data, tmp_path, loss="l2", train_steps="1", log_file=str(log)) + extra)
     text = log.read_text(encoding="utf-8")
     assert f"warning: {needle}" in text, text
-    train.main(argv(data, tmp_path / "..", loss="l2", train_steps="1", save_model=str(tmp_path / "n"),
-                    log_file=str(tmp_path / "plain.log")))
+    train.main(
+        argv(
+            data,
+            tmp_path / "..",
+            loss="l2",
+            train_steps="1",
+            save_model=str(tmp_path / "n"),
+            log_file=str(tmp_path / "plain.log"),
+        )
+    )
     assert "does nothing" not in (tmp_path / "plain.log").read_text(encoding="utf-8")
 
 
 def test_checkpoints_of_one_state_are_one_file(data, tmp_path):
     """Issue 70.7: PREFIX_step_N, _last and _best of the same step and progress were three full copies of one
     model; now they are names of one file (a hard link), and a checkpoint of another step is a file of its own."""
-    run = train.main(argv(data, tmp_path, loss="cosine", train_steps="6", save_checkpoint_steps="3",
-                          valid_steps="3", epochs="100"))
+    run = train.main(
+        argv(data, tmp_path, loss="cosine", train_steps="6", save_checkpoint_steps="3", valid_steps="3", epochs="100")
+    )
     assert run.progress["step"] == 6
     names = {n: os.stat(tmp_path / f"m_{n}.pt") for n in ("step_3", "step_6", "last", "best")}
     assert names["step_6"].st_ino == names["last"].st_ino and names["step_6"].st_nlink >= 2
     assert names["step_3"].st_ino != names["step_6"].st_ino
     best = torch.load(tmp_path / "m_best.pt", weights_only=True)["progress"]["step"]
-    assert (names["best"].st_ino == names[f"step_{best}"].st_ino)  # written at that step's validation
+    assert names["best"].st_ino == names[f"step_{best}"].st_ino  # written at that step's validation
     last = torch.load(tmp_path / "m_last.pt", weights_only=True)
     step6 = torch.load(tmp_path / "m_step_6.pt", weights_only=True)
     assert all(torch.equal(last["model"][k], step6["model"][k]) for k in last["model"])

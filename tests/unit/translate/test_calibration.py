@@ -33,13 +33,29 @@ def data(wc_data):
 
 
 def test_bin_edges():
-    assert [bin_index(c) for c in (0, 1, 2, 4, 5, 9, 10, 99, 100, 999, 1000, 10**7)] == \
-        [-1, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert [bin_index(c) for c in (0, 1, 2, 4, 5, 9, 10, 99, 100, 999, 1000, 10**7)] == [
+        -1,
+        0,
+        1,
+        1,
+        2,
+        2,
+        3,
+        3,
+        4,
+        4,
+        5,
+        5,
+    ]
     assert [name for name, _, _ in FREQ_BINS] == ["1", "2-4", "5-9", "10-99", "100-999", "1000+"]
 
 
-VOCAB = Vocab(["<blank>", "<unk>", "<s>", "</s>", "a", "b", "c", "d"], [0, 0, 0, 0, 1500, 3, 1, 40],
-              total_tokens=1544, sentences=100)
+VOCAB = Vocab(
+    ["<blank>", "<unk>", "<s>", "</s>", "a", "b", "c", "d"],
+    [0, 0, 0, 0, 1500, 3, 1, 40],
+    total_tokens=1544,
+    sentences=100,
+)
 
 
 def test_offset_vector_by_hand():
@@ -110,8 +126,9 @@ def test_fit_finds_the_calibrating_offsets():
     skew = [2.0, 1.5, 1.0, 0.3, -0.2, 0.0]  # absolute here: the last bin needs none
     decode, ref, counts = fake_decoder(ref_tokens, skew)
     seen = []
-    offsets, outputs, ratios = fit_offsets(decode, ref, counts, [1.0] * 6, rounds=12, step=0.5,
-                                           on_round=lambda i, o, out, r: seen.append(r))
+    offsets, outputs, ratios = fit_offsets(
+        decode, ref, counts, [1.0] * 6, rounds=12, step=0.5, on_round=lambda i, o, out, r: seen.append(r)
+    )
     assert len(seen) == 12 and seen[0][0] < 0.2  # the first round decodes without offsets
     for o, s in zip(offsets, skew, strict=True):
         assert o == pytest.approx(s - skew[-1], abs=0.02)
@@ -139,8 +156,15 @@ def test_fit_keeps_the_round_nearest_the_target():
     ref_tokens = [300, 400, 500, 2000, 3000, 8000]
     decode, ref, counts = fake_decoder(ref_tokens, [1.0, 0, 0, 0, 0, 0])
     seen = []
-    offsets, _, ratios = fit_offsets(decode, ref, counts, [1.0] * 6, rounds=3, step=2.5,
-                                     on_round=lambda i, o, out, r: seen.append((abs(math.log(r[0])), o)))
+    offsets, _, ratios = fit_offsets(
+        decode,
+        ref,
+        counts,
+        [1.0] * 6,
+        rounds=3,
+        step=2.5,
+        on_round=lambda i, o, out, r: seen.append((abs(math.log(r[0])), o)),
+    )
     best = min(seen, key=lambda x: x[0])
     assert offsets == best[1] and offsets != seen[-1][1]
 
@@ -150,14 +174,17 @@ def test_offsets_file_round_trip_and_errors(tmp_path):
     save_offsets(str(path), [1.5, 1.0, 0.5, 0.1, -0.1, 0.0], 0.25, [1.0] * 6, "val.de")
     assert load_offsets(str(path)) == ([1.5, 1.0, 0.5, 0.1, -0.1, 0.0], 0.25)
     good = json.loads(path.read_text())
-    cases = [("not json {", "not a JSON file"), (json.dumps([1, 2]), "format"),
-             (json.dumps({**good, "format": "x"}), "format"),
-             (json.dumps({**good, "bins": good["bins"][:3]}), "bins"),
-             (json.dumps({**good, "offsets": [1.0] * 5}), "6 finite numbers"),
-             (json.dumps({**good, "offsets": [1.0] * 5 + ["x"]}), "6 finite numbers"),
-             (json.dumps({**good, "offsets": [True] * 6}), "6 finite numbers"),
-             (json.dumps({**good, "decode_prior": None}), "decode_prior"),
-             (json.dumps({**good, "decode_prior": False}), "decode_prior")]
+    cases = [
+        ("not json {", "not a JSON file"),
+        (json.dumps([1, 2]), "format"),
+        (json.dumps({**good, "format": "x"}), "format"),
+        (json.dumps({**good, "bins": good["bins"][:3]}), "bins"),
+        (json.dumps({**good, "offsets": [1.0] * 5}), "6 finite numbers"),
+        (json.dumps({**good, "offsets": [1.0] * 5 + ["x"]}), "6 finite numbers"),
+        (json.dumps({**good, "offsets": [True] * 6}), "6 finite numbers"),
+        (json.dumps({**good, "decode_prior": None}), "decode_prior"),
+        (json.dumps({**good, "decode_prior": False}), "decode_prior"),
+    ]
     for text, needle in cases:
         path.write_text(text)
         with pytest.raises(UserError, match=needle):
@@ -173,15 +200,51 @@ def test_calibrate_and_translate_end_to_end(data, wc_infonce, wc_ce, tmp_path, c
     model = wc_infonce
     src, ref = data["dir"] / "valid.fr", data["dir"] / "valid.en"
     out = tmp_path / "off.json"
-    calibrate.main(["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(out),
-                    "-decode_prior", "0.5", "-rounds", "2", "-min_tokens", "1", "-batch_size", "4"])
+    calibrate.main(
+        [
+            "-model",
+            str(model),
+            "-src",
+            str(src),
+            "-tgt",
+            str(ref),
+            "-output",
+            str(out),
+            "-decode_prior",
+            "0.5",
+            "-rounds",
+            "2",
+            "-min_tokens",
+            "1",
+            "-batch_size",
+            "4",
+        ]
+    )
     printed = capsys.readouterr().out
     assert "round 0:" in printed and "round 1:" in printed and "kept offsets" in printed
     offsets, beta = load_offsets(str(out))
     assert beta == 0.5 and len(offsets) == 6
     # -keep bleu: the written offsets are those of the round with the highest printed BLEU
-    calibrate.main(["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(tmp_path / "b.json"),
-                    "-decode_prior", "0.5", "-rounds", "3", "-min_tokens", "1", "-keep", "bleu"])
+    calibrate.main(
+        [
+            "-model",
+            str(model),
+            "-src",
+            str(src),
+            "-tgt",
+            str(ref),
+            "-output",
+            str(tmp_path / "b.json"),
+            "-decode_prior",
+            "0.5",
+            "-rounds",
+            "3",
+            "-min_tokens",
+            "1",
+            "-keep",
+            "bleu",
+        ]
+    )
     rounds = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("round ")]
     best = max(rounds, key=lambda ln: float(ln.split()[-1]))  # the first of the highest, as the fit keeps it
     want = [float(v) for v in best.split("offsets")[1].split("|")[0].split()]
@@ -201,8 +264,23 @@ def test_calibrate_and_translate_end_to_end(data, wc_infonce, wc_ce, tmp_path, c
     translate.main(translate_args(model, data, tmp_path / "plain.txt"))
     assert any(bin_index(counts[w]) != k for w in (tmp_path / "plain.txt").read_text().split())
     # -match: the target is the mean of those outputs' ratios (here the plain output's and the reference's, 1)
-    calibrate.main(["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(tmp_path / "m.json"),
-                    "-rounds", "1", "-match", str(tmp_path / "plain.txt"), str(ref)])
+    calibrate.main(
+        [
+            "-model",
+            str(model),
+            "-src",
+            str(src),
+            "-tgt",
+            str(ref),
+            "-output",
+            str(tmp_path / "m.json"),
+            "-rounds",
+            "1",
+            "-match",
+            str(tmp_path / "plain.txt"),
+            str(ref),
+        ]
+    )
     refs = bin_tokens(ref.read_text().splitlines(), counts)
     plain = bin_tokens((tmp_path / "plain.txt").read_text().splitlines(), counts)
     want = [(p / r + 1) / 2 if r else None for p, r in zip(plain, refs, strict=True)]
@@ -210,16 +288,47 @@ def test_calibrate_and_translate_end_to_end(data, wc_infonce, wc_ce, tmp_path, c
     assert [None if w is None else pytest.approx(w) for w in want] == got
     # -target: those ratios as given (e.g. an earlier -match fit's, read from its file) and a different fit
     given = [0.5, 2.0, 1.5, 1.0, 1.0, 1.0]
-    calibrate.main(["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(tmp_path / "t.json"),
-                    "-rounds", "2", "-min_tokens", "1", "-target", *map(str, given)])
+    calibrate.main(
+        [
+            "-model",
+            str(model),
+            "-src",
+            str(src),
+            "-tgt",
+            str(ref),
+            "-output",
+            str(tmp_path / "t.json"),
+            "-rounds",
+            "2",
+            "-min_tokens",
+            "1",
+            "-target",
+            *map(str, given),
+        ]
+    )
     printed = capsys.readouterr().out
     assert "target hyp/ref  0.50  2.00  1.50  1.00  1.00  1.00" in printed
     fitted = json.loads((tmp_path / "t.json").read_text())
     assert fitted["target"] == given and "-target 0.5 2.0" in fitted["fitted_on"]
-    calibrate.main(["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(tmp_path / "t1.json"),
-                    "-rounds", "2", "-min_tokens", "1"])
-    second = [next(ln for ln in text.splitlines() if ln.startswith("round 1:"))
-              for text in (printed, capsys.readouterr().out)]
+    calibrate.main(
+        [
+            "-model",
+            str(model),
+            "-src",
+            str(src),
+            "-tgt",
+            str(ref),
+            "-output",
+            str(tmp_path / "t1.json"),
+            "-rounds",
+            "2",
+            "-min_tokens",
+            "1",
+        ]
+    )
+    second = [
+        next(ln for ln in text.splitlines() if ln.startswith("round 1:")) for text in (printed, capsys.readouterr().out)
+    ]
     assert second[0].split("|")[0] != second[1].split("|")[0]  # round 1 moved the offsets elsewhere
 
     def refused(main, args, needle):
@@ -227,15 +336,24 @@ def test_calibrate_and_translate_end_to_end(data, wc_infonce, wc_ce, tmp_path, c
             main(args)
         assert exc.value.code == 2 and needle in capsys.readouterr().err
 
-    refused(translate.main, translate_args(model, data, tmp_path / "x.txt", "-decode_prior", "0.25", "-freq_offsets",
-                                           str(out)), "fitted under -decode_prior 0.5")
+    refused(
+        translate.main,
+        translate_args(model, data, tmp_path / "x.txt", "-decode_prior", "0.25", "-freq_offsets", str(out)),
+        "fitted under -decode_prior 0.5",
+    )
     # no -decode_prior: the file's (translate.py and load() alike, issue 78)
     translate.main(translate_args(model, data, tmp_path / "own.txt", "-freq_offsets", str(out)))
-    translate.main(translate_args(model, data, tmp_path / "given.txt", "-decode_prior", "0.5", "-freq_offsets",
-                                  str(out)))
+    translate.main(
+        translate_args(model, data, tmp_path / "given.txt", "-decode_prior", "0.5", "-freq_offsets", str(out))
+    )
     assert (tmp_path / "own.txt").read_text() == (tmp_path / "given.txt").read_text()
-    refused(translate.main, translate_args(model, data, tmp_path / "x.txt", "-decode_prior", "0.5",
-                                           "-decode_prior_cap", "3", "-freq_offsets", str(out)), "-decode_prior_cap")
+    refused(
+        translate.main,
+        translate_args(
+            model, data, tmp_path / "x.txt", "-decode_prior", "0.5", "-decode_prior_cap", "3", "-freq_offsets", str(out)
+        ),
+        "-decode_prior_cap",
+    )
     (tmp_path / "bad.json").write_text("{}")
     bad = str(tmp_path / "bad.json")
     refused(translate.main, translate_args(model, data, tmp_path / "x.txt", "-freq_offsets", bad), "format")
@@ -245,12 +363,14 @@ def test_calibrate_and_translate_end_to_end(data, wc_infonce, wc_ce, tmp_path, c
     translate.main(translate_args(ce, data, tmp_path / "ce_huge.txt", "-freq_offsets", str(tmp_path / "huge.json")))
     words = (tmp_path / "ce_huge.txt").read_text().split()
     assert words and all(bin_index(counts[w]) == k for w in words)
-    calibrate.main(["-model", str(ce), "-src", str(src), "-tgt", str(ref), "-output", str(tmp_path / "ce.json"),
-                    "-rounds", "1"])
+    calibrate.main(
+        ["-model", str(ce), "-src", str(src), "-tgt", str(ref), "-output", str(tmp_path / "ce.json"), "-rounds", "1"]
+    )
     assert load_offsets(str(tmp_path / "ce.json")) == ([0.0] * 6, 0.0)  # one round: the start
     capsys.readouterr()
-    refused(translate.main, translate_args(ce, data, tmp_path / "x.txt", "-decode_prior", "0.5"),
-            "this model has a softmax")
+    refused(
+        translate.main, translate_args(ce, data, tmp_path / "x.txt", "-decode_prior", "0.5"), "this model has a softmax"
+    )
     base = ["-model", str(model), "-src", str(src), "-tgt", str(ref), "-output", str(tmp_path / "y.json")]
     refused(calibrate.main, [*base, "-rounds", "0"], "-rounds must be at least 1")
     refused(calibrate.main, [*base, "-step", "0"], "-step must be positive")
@@ -269,7 +389,7 @@ def test_calibrate_and_translate_end_to_end(data, wc_infonce, wc_ce, tmp_path, c
 
 def ratios_printed(text, label):
     line = next(ln for ln in text.splitlines() if ln.strip().startswith(label))
-    return [float(v) for v in line.split()[-len(FREQ_BINS):]]
+    return [float(v) for v in line.split()[-len(FREQ_BINS) :]]
 
 
 def test_score_calibration_and_the_bias_refit(data, tmp_path, capsys):
@@ -289,8 +409,20 @@ def test_score_calibration_and_the_bias_refit(data, tmp_path, capsys):
     before = capsys.readouterr().out
     assert "refitted" not in before and len(ratios_printed(before, "argmax / ref")) == 6
     out = tmp_path / "refit.pt"
-    score.main(["-model", model, "-data", str(prefix), "-refit_epochs", "40", "-refit_learning_rate", "0.1",
-                "-output", str(out)])
+    score.main(
+        [
+            "-model",
+            model,
+            "-data",
+            str(prefix),
+            "-refit_epochs",
+            "40",
+            "-refit_learning_rate",
+            "0.1",
+            "-output",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr().out
     after = printed.split("validation, refitted bias")[1]
     ref = ratios_printed(after, "reference tokens")
@@ -308,8 +440,9 @@ def test_score_calibration_and_the_bias_refit(data, tmp_path, capsys):
             score.main(args)
         assert exc.value.code == 2 and needle in capsys.readouterr().err
 
-    refused(["-model", str(tmp_path / "nobias" / "m_last.pt"), "-data", str(prefix), "-refit_epochs", "1"],
-            "-word_bias")
+    refused(
+        ["-model", str(tmp_path / "nobias" / "m_last.pt"), "-data", str(prefix), "-refit_epochs", "1"], "-word_bias"
+    )
     refused(["-model", model, "-data", str(prefix), "-output", str(tmp_path / "x.pt")], "give -refit_epochs")
     refused(["-model", model, "-data", str(tmp_path / "none")], "no valid shards")
     assert not (tmp_path / "x.pt").exists()
@@ -322,8 +455,9 @@ def test_fit_can_keep_the_round_that_scores_best():
     seen = []
     fit_offsets(decode, ref, counts, [1.0] * 6, rounds=6, on_round=lambda i, o, out, r: seen.append((o, out)))
     pick = seen[2]  # a middle round: say the held-out score likes it best
-    offsets, outputs, _ = fit_offsets(decode, ref, counts, [1.0] * 6, rounds=6,
-                                      score=lambda out: 1.0 if out == pick[1] else 0.0)
+    offsets, outputs, _ = fit_offsets(
+        decode, ref, counts, [1.0] * 6, rounds=6, score=lambda out: 1.0 if out == pick[1] else 0.0
+    )
     assert offsets == pick[0] and outputs == pick[1]
     nearest, _, _ = fit_offsets(decode, ref, counts, [1.0] * 6, rounds=6)
     assert nearest != pick[0]
@@ -337,19 +471,28 @@ def test_offsets_are_tied_to_their_search(data, wc_infonce, tmp_path, capsys):
     calibrate.main([*fit, "-beam_size", "1", "-output", str(tmp_path / "greedy.json")])
     capsys.readouterr()
     with pytest.raises(SystemExit) as exc:
-        translate.main(translate_args(wc_infonce, data, tmp_path / "b.txt", "-beam_size", "2", "-freq_offsets",
-                                      str(tmp_path / "greedy.json")))
+        translate.main(
+            translate_args(
+                wc_infonce, data, tmp_path / "b.txt", "-beam_size", "2", "-freq_offsets", str(tmp_path / "greedy.json")
+            )
+        )
     err = capsys.readouterr().err
     assert exc.value.code == 2 and "was fitted under greedy search" in err and "-beam_size 2" in err
     assert not (tmp_path / "b.txt").exists()
     calibrate.main([*fit, "-beam_size", "2", "-output", str(tmp_path / "beam.json")])
     assert json.loads((tmp_path / "beam.json").read_text())["model"]["beam_size"] == 2
-    translate.main(translate_args(wc_infonce, data, tmp_path / "b.txt", "-beam_size", "2", "-freq_offsets",
-                                  str(tmp_path / "beam.json")))
+    translate.main(
+        translate_args(
+            wc_infonce, data, tmp_path / "b.txt", "-beam_size", "2", "-freq_offsets", str(tmp_path / "beam.json")
+        )
+    )
     assert len((tmp_path / "b.txt").read_text().splitlines()) == 8
     with pytest.raises(SystemExit):  # and beam offsets under greedy search
-        translate.main(translate_args(wc_infonce, data, tmp_path / "g.txt", "-beam_size", "1", "-freq_offsets",
-                                      str(tmp_path / "beam.json")))
+        translate.main(
+            translate_args(
+                wc_infonce, data, tmp_path / "g.txt", "-beam_size", "1", "-freq_offsets", str(tmp_path / "beam.json")
+            )
+        )
     assert "was fitted under beam search (-beam_size 2)" in capsys.readouterr().err
 
 
@@ -371,6 +514,20 @@ def test_calibrate_lowercases_the_source_as_translate_does(data, wc_infonce, tmp
     src, ref = data["dir"] / "valid.fr", data["dir"] / "valid.en"
     upper = tmp_path / "valid.upper.fr"
     upper.write_text(src.read_text(encoding="utf-8").upper(), encoding="utf-8")
-    calibrate.main(["-model", str(wc_infonce), "-src", str(upper), "-tgt", str(ref), "-rounds", "1",
-                    "-min_tokens", "1", "-output", str(tmp_path / "o.json")])
+    calibrate.main(
+        [
+            "-model",
+            str(wc_infonce),
+            "-src",
+            str(upper),
+            "-tgt",
+            str(ref),
+            "-rounds",
+            "1",
+            "-min_tokens",
+            "1",
+            "-output",
+            str(tmp_path / "o.json"),
+        ]
+    )
     assert seen == [True]  # -rounds 1: one decode

@@ -39,17 +39,35 @@ def models(tmp_path_factory):
     prefix = sample_data(d, DATA / "en.vec.gz")
     table = sample_table(d, prefix)
     common = ["-rnn_size", "32", "-word_vec_size", "32", "-train_steps", "60", "-dropout", "0"]
-    return {"softmax": trained(prefix, str(d / "ce"), "-loss", "ce", *common),
-            "continuous": trained(prefix, str(d / "vmf"), "-loss", "nllvmf", "-tie_emb", "-tgt_emb",
-                                  table, *common)}
+    return {
+        "softmax": trained(prefix, str(d / "ce"), "-loss", "ce", *common),
+        "continuous": trained(prefix, str(d / "vmf"), "-loss", "nllvmf", "-tie_emb", "-tgt_emb", table, *common),
+    }
 
 
 def translate(model, src, *args, ok=True):
     """translate.py -model MODEL [more .pt files in ``args``: an ensemble] -src SRC and the other ``args``."""
     more = [str(a) for a in args if str(a).endswith(".pt")]
     flags = [str(a) for a in args if not str(a).endswith(".pt")]
-    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-model", model, *more, "-src", str(src),
-                          "-threads", "1", "-max_length", "12", *flags], capture_output=True, text=True, timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "translate.py"),
+            "-model",
+            model,
+            *more,
+            "-src",
+            str(src),
+            "-threads",
+            "1",
+            "-max_length",
+            "12",
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert (res.returncode == 0) == ok, res.stderr
     return res.stdout.splitlines() if ok else res.stderr
 
@@ -82,7 +100,7 @@ def test_sampling_with_n_best_and_scores(models, kind, tmp_path):
     assert scored == translate(models[kind], src, *flags, "-n_best", "3", "-with_score")  # seeded
     assert len(scored) == 30 and [line.split("\t")[0] for line in scored[::3]] == best
     for i in range(0, 30, 3):
-        scores = [float(line.split("\t")[1]) for line in scored[i:i + 3]]
+        scores = [float(line.split("\t")[1]) for line in scored[i : i + 3]]
         assert scores == sorted(scores, reverse=True) and all(math.isfinite(x) and x <= 0 for x in scores)
     one = translate(models[kind], src, "-random_sampling_topk", "-1", "-seed", "4")
     assert len(translate(models[kind], src, "-random_sampling_topk", "-1", "-seed", "4", "-n_best", "2")) == 20
@@ -135,8 +153,9 @@ def test_an_ensemble_of_softmax_and_continuous_models(models, beam, tmp_path):
         assert translate(models[kind], src, models[kind], "-beam_size", beam) == alone
     both = translate(models["softmax"], src, models["continuous"], "-beam_size", beam)
     assert len(both) == 12 and all(both)
-    assert both != translate(models["softmax"], src, "-beam_size", beam) or \
-        both != translate(models["continuous"], src, "-beam_size", beam)
+    assert both != translate(models["softmax"], src, "-beam_size", beam) or both != translate(
+        models["continuous"], src, "-beam_size", beam
+    )
     if beam != "1":
         nbest = translate(models["softmax"], src, models["continuous"], "-beam_size", beam, "-n_best", "2")
         assert len(nbest) == 24 and nbest[::2] == both
@@ -146,12 +165,26 @@ def test_an_ensemble_of_softmax_and_continuous_models(models, beam, tmp_path):
 
     head = tmp_path / "head"
     for lang in ("fr", "en"):
-        (tmp_path / f"head.{lang}").write_text("".join(open(DATA / f"train.{lang}", encoding="utf-8").readlines()[:50]),
-                                               encoding="utf-8")
-    preprocess.main(["-train_src", f"{head}.fr", "-train_tgt", f"{head}.en", "-valid_src", f"{head}.fr",
-                     "-valid_tgt", f"{head}.en", "-save_data", str(other / "d")])
-    small = trained(str(other / "d"), str(other / "m"), "-loss", "ce", "-rnn_size", "8", "-word_vec_size", "8",
-                    "-train_steps", "1")
+        (tmp_path / f"head.{lang}").write_text(
+            "".join(open(DATA / f"train.{lang}", encoding="utf-8").readlines()[:50]), encoding="utf-8"
+        )
+    preprocess.main(
+        [
+            "-train_src",
+            f"{head}.fr",
+            "-train_tgt",
+            f"{head}.en",
+            "-valid_src",
+            f"{head}.fr",
+            "-valid_tgt",
+            f"{head}.en",
+            "-save_data",
+            str(other / "d"),
+        ]
+    )
+    small = trained(
+        str(other / "d"), str(other / "m"), "-loss", "ce", "-rnn_size", "8", "-word_vec_size", "8", "-train_steps", "1"
+    )
     err = translate(models["softmax"], src, small, ok=False)
     assert "an ensemble's members share one vocabulary" in err
 
@@ -176,14 +209,29 @@ def test_attn_debug_prints_each_sentences_attention(models, kind, tmp_path):
     src = tmp_path / "src.fr"
     lines = open(DATA / "test.fr", encoding="utf-8").readlines()[:3]
     src.write_text("".join(lines), encoding="utf-8")
-    res = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-model", models[kind], "-src", str(src),
-                          "-threads", "1", "-max_length", "12", "-attn_debug"], capture_output=True, text=True,
-                         timeout=300)
+    res = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "translate.py"),
+            "-model",
+            models[kind],
+            "-src",
+            str(src),
+            "-threads",
+            "1",
+            "-max_length",
+            "12",
+            "-attn_debug",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.splitlines() == translate(models[kind], src)
     blocks = res.stderr.split("ATTN ")[1:]
     assert len(blocks) == 3
     for block, line, out in zip(blocks, lines, res.stdout.splitlines(), strict=True):
-        head, *rows = block.splitlines()[1:1 + 1 + len(out.split())]
+        head, *rows = block.splitlines()[1 : 1 + 1 + len(out.split())]
         assert head.split() == line.split()
         assert len(rows) == len(out.split()) and all(row.count("*") == 1 for row in rows)

@@ -1,7 +1,6 @@
 """Nearest-neighbour scores of the continuous generator, greedy and beam search against stub
 models whose next-word scores are a hand-written function of the prefix."""
 
-
 import pytest
 import torch
 
@@ -299,8 +298,11 @@ def stutter_table(sid, prefix):
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
 def test_block_ngram_repeat_changes_the_output_and_leaves_no_repeated_ngram(search):
-    run = (lambda block: run_greedy(stutter_table, [[4]], [10], block)[1][0]) if search == "greedy" else \
-        (lambda block: run_beam(stutter_table, [[4]], [10], 2, block=block)[1][0])
+    run = (
+        (lambda block: run_greedy(stutter_table, [[4]], [10], block)[1][0])
+        if search == "greedy"
+        else (lambda block: run_beam(stutter_table, [[4]], [10], 2, block=block)[1][0])
+    )
     assert run(0) == [A] * 6  # without it, the stutter
     for n in (1, 2, 3):
         ids = run(n)
@@ -324,6 +326,7 @@ def test_greedy_block_ends_a_sentence_whose_every_word_is_blocked():
 
 def test_block_ngram_repeat_keeps_each_sentence_of_a_batch_to_its_own_words():
     """Sentences that end at different steps leave the batch; each keeps its own prefix."""
+
     def table(sid, prefix):
         if len(prefix) >= {4: 2, 5: 5}[sid]:
             return row({EOS_ID: 1.0})

@@ -410,8 +410,17 @@ def test_lookup_dict_without_replace_unk_is_an_error(work, capsys, tmp_path):
 
 @pytest.mark.parametrize(
     "case",
-    ["bad_lexicon", "tgt_lines", "missing_src", "missing_model", "max_length", "max_length_ratio", "no_dir", "beam",
-     "block"],
+    [
+        "bad_lexicon",
+        "tgt_lines",
+        "missing_src",
+        "missing_model",
+        "max_length",
+        "max_length_ratio",
+        "no_dir",
+        "beam",
+        "block",
+    ],
 )
 def test_errors_leave_no_output(work, capsys, tmp_path, case):
     src = write(tmp_path / "src.txt", ["un homme .", "une femme ."])
@@ -478,8 +487,9 @@ def test_ban_unk_token(work, unk_model, capsys, tmp_path, beam):
     """The unk_model's best word is always <unk>: without the ban every decoded word is <unk> (and
     the count says so); with -ban_unk_token none is, and the sentences still end."""
     src = ["un homme avec un chapeau .", "deux chiens ."]
-    lines, stdout = run_translate(capsys, unk_model, src, tmp_path, "-beam_size", beam, "-max_length", 6,
-                                  "-block_ngram_repeat", 0)  # blocking would stop the <unk> repeats
+    lines, stdout = run_translate(
+        capsys, unk_model, src, tmp_path, "-beam_size", beam, "-max_length", 6, "-block_ngram_repeat", 0
+    )  # blocking would stop the <unk> repeats
     n = sum(len(line.split()) for line in lines)
     assert all(w == "<unk>" for line in lines for w in line.split()) and n > 0
     assert f"decoded {n} words, {n} of them <unk> (100.0%)" in stdout
@@ -505,8 +515,12 @@ def test_replace_unk_also_reports_bleu_without_it(work, unk_model, capsys, tmp_p
     lines, stdout = run_translate(capsys, unk_model, src, tmp_path, "-replace_unk", "-tgt", ref, "-max_length", 3)
     assert all(UNK not in line.split() for line in lines)
     assert re.search(r"^tokenized BLEU: \d+\.\d\d", stdout, re.M)
-    own = re.search(r"^without -replace_unk \(the model's own words, 100\.0% <unk>\): sacreBLEU (\d+\.\d\d), "
-                    r"tokenized BLEU (\d+\.\d\d)$", stdout, re.M)
+    own = re.search(
+        r"^without -replace_unk \(the model's own words, 100\.0% <unk>\): sacreBLEU (\d+\.\d\d), "
+        r"tokenized BLEU (\d+\.\d\d)$",
+        stdout,
+        re.M,
+    )
     assert own and float(own.group(1)) == 0.0 and float(own.group(2)) == 0.0
 
 
@@ -514,8 +528,9 @@ def test_bleu_without_replace_unk_equals_a_run_without_it(work, capsys, tmp_path
     src = [line for _, line in zip(range(30), open(DATA / "test.fr", encoding="utf-8"), strict=False)]
     ref_lines = [line for _, line in zip(range(30), open(DATA / "test.en", encoding="utf-8"), strict=False)]
     ref = write(tmp_path / "ref.txt", ref_lines)
-    _, with_unk = run_translate(capsys, work["vmf"], src, tmp_path, "-replace_unk", "-lookup_dict", work["lexicon"],
-                                "-tgt", ref)
+    _, with_unk = run_translate(
+        capsys, work["vmf"], src, tmp_path, "-replace_unk", "-lookup_dict", work["lexicon"], "-tgt", ref
+    )
     _, plain = run_translate(capsys, work["vmf"], src, tmp_path, "-tgt", ref)
     own = re.search(r"^without -replace_unk .*: sacreBLEU (\d+\.\d\d), tokenized BLEU (\d+\.\d\d)$", with_unk, re.M)
     assert own.group(1) == re.search(r"^sacreBLEU \(detokenized\): (\d+\.\d\d)", plain, re.M).group(1)
@@ -539,8 +554,9 @@ def test_length_batches():
 def test_batch_type_tokens_gives_the_same_translations(work, capsys, tmp_path, model_key):
     src = [line.strip() for _, line in zip(range(40), open(DATA / "test.fr", encoding="utf-8"), strict=False)]
     by_sents, _ = run_translate(capsys, work[model_key], src, tmp_path, name="sents.txt")
-    by_tokens, _ = run_translate(capsys, work[model_key], src, tmp_path, "-batch_type", "tokens", "-batch_size", 120,
-                                 name="tokens.txt")
+    by_tokens, _ = run_translate(
+        capsys, work[model_key], src, tmp_path, "-batch_type", "tokens", "-batch_size", 120, name="tokens.txt"
+    )
     assert by_tokens == by_sents and len(by_sents) == 40
 
 
@@ -558,8 +574,9 @@ def test_block_ngram_repeat_on_real_models(work, capsys, tmp_path, model_key, be
 
     assert sum(repeats(line, 1) for line in plain) > 0  # else the test shows nothing
     for n in (1, 2):
-        blocked, _ = run_translate(capsys, work[model_key], src, tmp_path, "-beam_size", beam,
-                                   "-block_ngram_repeat", n, name=f"block{n}.txt")
+        blocked, _ = run_translate(
+            capsys, work[model_key], src, tmp_path, "-beam_size", beam, "-block_ngram_repeat", n, name=f"block{n}.txt"
+        )
         assert len(blocked) == len(src) and all(repeats(line, n) == 0 for line in blocked)
         if beam == 1:  # greedy: a line without a repeat is decoded exactly as before
             for a, b in zip(plain, blocked, strict=True):

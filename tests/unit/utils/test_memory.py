@@ -37,8 +37,9 @@ print(json.dumps({"kept": kept, "faults": resource.getrusage(resource.RUSAGE_SEL
 
 def faults(mode):
     env = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
-    out = subprocess.run([sys.executable, "-c", PATTERN, mode], capture_output=True, text=True, cwd=ROOT, env=env,
-                         check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", PATTERN, mode], capture_output=True, text=True, cwd=ROOT, env=env, check=True
+    )
     return json.loads(out.stdout)
 
 

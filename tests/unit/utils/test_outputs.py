@@ -24,20 +24,26 @@ DATA = ROOT / "data"
 def model(tmp_path_factory):
     """A ce model of a few steps on the shipped sample."""
     d = tmp_path_factory.mktemp("outputs")
-    return trained(sample_data(d), str(d / "ce"), "-loss", "ce", "-train_steps", "3", "-rnn_size", "16",
-                   "-word_vec_size", "16")
+    return trained(
+        sample_data(d), str(d / "ce"), "-loss", "ce", "-train_steps", "3", "-rnn_size", "16", "-word_vec_size", "16"
+    )
 
 
 def script(*args, stdin=None, timeout=120):
-    return subprocess.run([sys.executable, str(ROOT / "translate.py"), *args], input=stdin, capture_output=True,
-                          text=True, timeout=timeout, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "translate.py"), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+    )
 
 
 @pytest.mark.parametrize("src", [["-src", "-"], []])  # no -src: standard input, as fairseq-interactive reads it
 @pytest.mark.parametrize("output", [[], ["-output", "-"]])
 def test_translations_alone_on_standard_output(model, output, src):
-    r = script("-model", model, *src, "-threads", "1", "-max_length", "5", *output,
-               stdin="le chat .\nun homme lit .\n")
+    r = script("-model", model, *src, "-threads", "1", "-max_length", "5", *output, stdin="le chat .\nun homme lit .\n")
     assert r.returncode == 0, r.stderr
     assert len(r.stdout.splitlines()) == 2 and all(line.strip() for line in r.stdout.splitlines())
     assert "translated 2 lines" in r.stderr and "wrote standard output" in r.stderr
@@ -58,9 +64,14 @@ def test_summary_and_verbose_lines_go_to_standard_error(model, tmp_path):
 def test_a_pipe_is_translated_line_in_line_out(model):
     """A line fed alone is answered before the next is written (a coprocess would deadlock on a
     reader that waits for a whole chunk)."""
-    p = subprocess.Popen([sys.executable, str(ROOT / "translate.py"), "-model", model, "-src", "-", "-threads", "1",
-                          "-max_length", "5"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    p = subprocess.Popen(
+        [sys.executable, str(ROOT / "translate.py"), "-model", model, "-src", "-", "-threads", "1", "-max_length", "5"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     answers = []
     try:
         for line in ("le chat .", "un homme lit .", "une femme ."):
@@ -82,11 +93,21 @@ def test_a_pipe_is_translated_line_in_line_out(model):
 
 
 def test_a_stream_line_without_end_is_refused(model):
-    r = subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'translate.py'; "
-                        "from onmt_cont.bin import translate as t; from onmt_cont.translate import files; "
-                        "files.MAX_STREAM_LINE = 1000; "
-                        f"t.main(['-model', {model!r}, '-src', '-', '-threads', '1'])"],
-                       input="x" * 5000, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; sys.argv[0] = 'translate.py'; "
+            "from onmt_cont.bin import translate as t; from onmt_cont.translate import files; "
+            "files.MAX_STREAM_LINE = 1000; "
+            f"t.main(['-model', {model!r}, '-src', '-', '-threads', '1'])",
+        ],
+        input="x" * 5000,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert r.returncode == 2
     assert "line 1: longer than 1,000 bytes" in r.stderr
     assert r.stdout == ""
@@ -98,8 +119,19 @@ def test_a_fifo_output_receives_the_translations_and_survives(model, tmp_path):
     got = []
     reader = threading.Thread(target=lambda: got.append(fifo.read_text(encoding="utf-8")), daemon=True)
     reader.start()
-    r = script("-model", model, "-src", str(DATA / "test.fr"), "-output", str(fifo), "-threads", "1",
-               "-max_length", "5", timeout=300)
+    r = script(
+        "-model",
+        model,
+        "-src",
+        str(DATA / "test.fr"),
+        "-output",
+        str(fifo),
+        "-threads",
+        "1",
+        "-max_length",
+        "5",
+        timeout=300,
+    )
     reader.join(60)
     assert r.returncode == 0, r.stderr
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
@@ -160,12 +192,19 @@ def test_a_rewritten_file_keeps_its_mode(tmp_path):
 
 
 def run_script(name, *args, timeout=60):
-    return subprocess.run([sys.executable, str(ROOT / name), *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [sys.executable, str(ROOT / name), *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
 
 
-@pytest.mark.parametrize("script, flag", [("translate.py", "-model"), ("train.py", "-config"),
-                                          ("translate.py", "-config")])
+@pytest.mark.parametrize(
+    "script, flag", [("translate.py", "-model"), ("train.py", "-config"), ("translate.py", "-config")]
+)
 def test_a_fifo_as_model_or_config_is_refused_at_once(tmp_path, script, flag):
     """(was: the open waited for a writer for ever) within the 60 s bound, exit 2, naming the file."""
     fifo = tmp_path / "x.fifo"
@@ -182,16 +221,40 @@ def test_a_device_as_model_or_table_is_named_for_what_it_is(tmp_path):
     assert r.returncode == 2 and "/dev/urandom: is a character device, expected a checkpoint" in r.stderr
     fifo = tmp_path / "v.fifo"
     os.mkfifo(fifo)
-    r = run_script("preprocess.py", "-train_src", DATA / "train.fr", "-train_tgt", DATA / "train.en", "-valid_src",
-                   DATA / "valid.fr", "-valid_tgt", DATA / "valid.en", "-save_data", tmp_path / "d", "-tgt_emb", fifo)
+    r = run_script(
+        "preprocess.py",
+        "-train_src",
+        DATA / "train.fr",
+        "-train_tgt",
+        DATA / "train.en",
+        "-valid_src",
+        DATA / "valid.fr",
+        "-valid_tgt",
+        DATA / "valid.en",
+        "-save_data",
+        tmp_path / "d",
+        "-tgt_emb",
+        fifo,
+    )
     assert r.returncode == 2 and "is a FIFO (named pipe), expected a vector file" in r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["v.fifo"]
 
 
 def test_preprocess_refuses_a_device_as_text(tmp_path):
     """(was: the line count spun for ever on /dev/zero)"""
-    r = run_script("preprocess.py", "-train_src", "/dev/zero", "-train_tgt", DATA / "train.en", "-valid_src",
-                   DATA / "valid.fr", "-valid_tgt", DATA / "valid.en", "-save_data", tmp_path / "d")
+    r = run_script(
+        "preprocess.py",
+        "-train_src",
+        "/dev/zero",
+        "-train_tgt",
+        DATA / "train.en",
+        "-valid_src",
+        DATA / "valid.fr",
+        "-valid_tgt",
+        DATA / "valid.en",
+        "-save_data",
+        tmp_path / "d",
+    )
     assert r.returncode == 2
     assert "/dev/zero: is a character device, expected a text file (a regular file: it is read twice" in r.stderr
     assert list(tmp_path.iterdir()) == []
@@ -235,8 +298,9 @@ def test_ctrl_c_during_the_imports_is_one_line(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exc:
         launch.run("translate")
     assert exc.value.code == 130
-    assert capsys.readouterr().err == ("translate.py: stopped by SIGINT (Ctrl-C) while starting: nothing was read "
-                                       "or written\n")
+    assert capsys.readouterr().err == (
+        "translate.py: stopped by SIGINT (Ctrl-C) while starting: nothing was read or written\n"
+    )
 
 
 def test_ctrl_c_soon_after_start_prints_no_traceback(model):
@@ -244,9 +308,15 @@ def test_ctrl_c_soon_after_start_prints_no_traceback(model):
     reads stdin, never in Python's own start-up (some tens of ms), which no script can cover."""
     # SIGINT's default action for the child: a job started in the background of a non-interactive shell
     # inherits it ignored, and Python then installs no KeyboardInterrupt handler at all
-    p = subprocess.Popen([sys.executable, str(ROOT / "translate.py"), "-model", model, "-src", "-"],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p = subprocess.Popen(
+        [sys.executable, str(ROOT / "translate.py"), "-model", model, "-src", "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     try:
         time.sleep(1.5)
         p.send_signal(signal.SIGINT)
@@ -266,9 +336,24 @@ def continuous_model(tmp_path_factory):
     """A continuous model (nllvmf_nce, word bias) of a few steps on the sample."""
     d = tmp_path_factory.mktemp("nbest")
     prefix = sample_data(d, DATA / "en.vec.gz")
-    return trained(prefix, str(d / "c"), "-loss", "nllvmf_nce", "-tie_emb", "-word_bias", "-tgt_emb",
-                   sample_table(d, prefix), "-train_steps", "20", "-rnn_size", "32", "-word_vec_size", "32",
-                   "-learning_rate", "0.003")
+    return trained(
+        prefix,
+        str(d / "c"),
+        "-loss",
+        "nllvmf_nce",
+        "-tie_emb",
+        "-word_bias",
+        "-tgt_emb",
+        sample_table(d, prefix),
+        "-train_steps",
+        "20",
+        "-rnn_size",
+        "32",
+        "-word_vec_size",
+        "32",
+        "-learning_rate",
+        "0.003",
+    )
 
 
 SRC3 = "un homme lit .\nune femme court dans l' herbe .\n\ndeux chiens .\n"
@@ -315,8 +400,20 @@ def test_the_api_gives_n_best_lists(continuous_model):
 
 def test_log_file_holds_what_standard_error_shows(model, tmp_path):
     log = tmp_path / "t.log"
-    r = script("-model", model, "-src", "-", "-threads", "1", "-max_length", "5", "-log_file", str(log), "-verbose",
-               stdin="le chat .\n")
+    r = script(
+        "-model",
+        model,
+        "-src",
+        "-",
+        "-threads",
+        "1",
+        "-max_length",
+        "5",
+        "-log_file",
+        str(log),
+        "-verbose",
+        stdin="le chat .\n",
+    )
     assert r.returncode == 0
     text = log.read_text(encoding="utf-8")
     assert "translated 1 lines" in text and "SENT 1: le chat ." in text
@@ -328,14 +425,32 @@ def test_a_moses_process_that_cannot_start_is_an_error(model, tmp_path):
     exits) (was: an empty line for every input and exit 0, or a BrokenPipe traceback blaming -output)."""
     fake = tmp_path / "bin"
     fake.mkdir()
-    (fake / "perl").write_text("#!/bin/sh\necho \"Can't locate Thread.pm in @INC\" >&2\nexit 2\n")
+    (fake / "perl").write_text('#!/bin/sh\necho "Can\'t locate Thread.pm in @INC" >&2\nexit 2\n')
     (fake / "perl").chmod(0o755)
     env = {**os.environ, "PATH": f"{fake}:{os.environ['PATH']}"}
     out = tmp_path / "o.txt"
-    r = subprocess.run([sys.executable, str(ROOT / "translate.py"), "-model", model, "-src",
-                        str(DATA / "raw" / "test.fr"),
-                        "-src_lang", "fr", "-detokenize", "-tgt_lang", "en", "-output", str(out)],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+    r = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "translate.py"),
+            "-model",
+            model,
+            "-src",
+            str(DATA / "raw" / "test.fr"),
+            "-src_lang",
+            "fr",
+            "-detokenize",
+            "-tgt_lang",
+            "en",
+            "-output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=env,
+    )
     assert r.returncode == 2, r.stderr
     assert "the Moses tokenizer for 'fr'" in r.stderr and "does not answer" in r.stderr
     assert "Traceback" not in r.stderr and not out.exists()
@@ -361,13 +476,16 @@ def _broken(data, how):
     return data
 
 
-@pytest.mark.parametrize("how, needle", [
-    ("no_vocab", "it holds no source and target vocabulary"),
-    ("no_option", "an option is missing (rnn_size)"),
-    ("string_option", "its options do not build a model"),
-    ("shape", "its parameters do not fit the model its options describe"),
-    ("short_vocab", "its target table has"),
-])
+@pytest.mark.parametrize(
+    "how, needle",
+    [
+        ("no_vocab", "it holds no source and target vocabulary"),
+        ("no_option", "an option is missing (rnn_size)"),
+        ("string_option", "its options do not build a model"),
+        ("shape", "its parameters do not fit the model its options describe"),
+        ("short_vocab", "its target table has"),
+    ],
+)
 def test_a_checkpoint_whose_parts_do_not_fit_is_named(continuous_model, tmp_path, how, needle):
     """(was: KeyError, AttributeError, TypeError and size-mismatch tracebacks; a target vocabulary
     shorter than the table was accepted)"""
@@ -388,8 +506,21 @@ def test_a_release_is_smaller_and_decodes_the_same(continuous_model, tmp_path):
     import onmt_cont
 
     rel = tmp_path / "m.release.pt"
-    r = subprocess.run([sys.executable, "-c", "from onmt_cont.bin.launch import release; release()", "-model",
-                        continuous_model, "-output", str(rel)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from onmt_cont.bin.launch import release; release()",
+            "-model",
+            continuous_model,
+            "-output",
+            str(rel),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert os.path.getsize(rel) < 0.9 * os.path.getsize(continuous_model)  # the frozen table stays: 77% here
     data = torch.load(rel, weights_only=True)

@@ -107,9 +107,20 @@ def tiny(tmp_path_factory):
     tgt = [" ".join(f"t{(i * 5 + j) % 13}" for j in range(2 + i % 3)) for i in range(24)]
     for name, lines in (("src", src), ("tgt", tgt)):
         (d / f"train.{name}").write_text("\n".join(lines) + "\n")
-    preprocess.main(["-train_src", str(d / "train.src"), "-train_tgt", str(d / "train.tgt"),
-                     "-valid_src", str(d / "train.src"), "-valid_tgt", str(d / "train.tgt"),
-                     "-save_data", str(d / "data")])
+    preprocess.main(
+        [
+            "-train_src",
+            str(d / "train.src"),
+            "-train_tgt",
+            str(d / "train.tgt"),
+            "-valid_src",
+            str(d / "train.src"),
+            "-valid_tgt",
+            str(d / "train.tgt"),
+            "-save_data",
+            str(d / "data"),
+        ]
+    )
     vocab = torch.load(d / "data.vocab.pt", weights_only=True)
     table = F.normalize(torch.randn(len(vocab["tgt"]["tokens"]), 8, generator=torch.Generator().manual_seed(0)), dim=-1)
     table[0] = 0
@@ -132,9 +143,32 @@ def test_training_log_reports_cosine_and_accuracy(tiny, loss, capsys, monkeypatc
         return real(gen, output, gold, score)
 
     monkeypatch.setattr("onmt_cont.train.step.batch_stats", spy)
-    run = train.main(["-data", str(tiny / "data"), "-save_model", str(tiny / loss), "-tgt_emb", str(tiny / "emb.pt"),
-                      "-loss", loss, "-rnn_size", "16", "-word_vec_size", "8", "-batch_size", "6",
-                      "-train_steps", "6", "-report_every", "3", "-valid_steps", "100", "-dropout", "0"])
+    run = train.main(
+        [
+            "-data",
+            str(tiny / "data"),
+            "-save_model",
+            str(tiny / loss),
+            "-tgt_emb",
+            str(tiny / "emb.pt"),
+            "-loss",
+            loss,
+            "-rnn_size",
+            "16",
+            "-word_vec_size",
+            "8",
+            "-batch_size",
+            "6",
+            "-train_steps",
+            "6",
+            "-report_every",
+            "3",
+            "-valid_steps",
+            "100",
+            "-dropout",
+            "0",
+        ]
+    )
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if re.search(r"\] step \d+: loss", line)]
     assert len(lines) == 2, out
@@ -142,8 +176,10 @@ def test_training_log_reports_cosine_and_accuracy(tiny, loss, capsys, monkeypatc
     if loss == "ce":
         pattern = r"step (\d+): loss [\d.]+; ppl [\d.]+, accuracy [\d.]+% on step (\d+)'s batch \((\d+) tokens\); lr"
     else:
-        pattern = (r"step (\d+): loss -?[\d.]+; cosine -?[01]\.\d{4}; nn accuracy [\d.]+% "
-                   r"on step (\d+)'s batch \((\d+) tokens\); lr")
+        pattern = (
+            r"step (\d+): loss -?[\d.]+; cosine -?[01]\.\d{4}; nn accuracy [\d.]+% "
+            r"on step (\d+)'s batch \((\d+) tokens\); lr"
+        )
     found = [re.search(pattern, line) for line in lines]
     assert all(found), lines
     assert [(m.group(1), m.group(2)) for m in found] == [("3", "3"), ("6", "6")]
@@ -183,10 +219,33 @@ def test_long_jobs_show_bars_and_end_with_a_summary(tiny, tmp_path, monkeypatch,
     src, tgt = str(tiny / "train.src"), str(tiny / "train.tgt")
     prefix = str(tmp_path / "d")
     runs = {
-        "preprocess": lambda: preprocess.main(["-train_src", src, "-train_tgt", tgt, "-valid_src", src,
-                                               "-valid_tgt", tgt, "-save_data", prefix, "-tgt_emb", str(vec)]),
-        "embeddings": lambda: embeddings_to_torch.main(["-emb_file_dec", str(vec), "-dict_file", prefix + ".vocab.pt",
-                                                        "-output_file", str(tmp_path / "emb"), "-normalize"]),
+        "preprocess": lambda: preprocess.main(
+            [
+                "-train_src",
+                src,
+                "-train_tgt",
+                tgt,
+                "-valid_src",
+                src,
+                "-valid_tgt",
+                tgt,
+                "-save_data",
+                prefix,
+                "-tgt_emb",
+                str(vec),
+            ]
+        ),
+        "embeddings": lambda: embeddings_to_torch.main(
+            [
+                "-emb_file_dec",
+                str(vec),
+                "-dict_file",
+                prefix + ".vocab.pt",
+                "-output_file",
+                str(tmp_path / "emb"),
+                "-normalize",
+            ]
+        ),
         "lexicon": lambda: build_lexicon.main(["-src", src, "-tgt", tgt, "-output", str(tmp_path / "lex.txt")]),
     }
     outs = {}
@@ -212,12 +271,38 @@ def test_long_jobs_show_bars_and_end_with_a_summary(tiny, tmp_path, monkeypatch,
         same = [[re.sub(r"[\d.,]+", "N", line) for line in outs[name, t]] for t in (True, False)]
         assert same[0] == same[1], name
 
-    train.main(["-data", prefix, "-save_model", str(tmp_path / "m"), "-tgt_emb", str(tmp_path / "emb.dec.pt"),
-                "-loss", "cosine", "-rnn_size", "16", "-word_vec_size", "8", "-train_steps", "2"])
+    train.main(
+        [
+            "-data",
+            prefix,
+            "-save_model",
+            str(tmp_path / "m"),
+            "-tgt_emb",
+            str(tmp_path / "emb.dec.pt"),
+            "-loss",
+            "cosine",
+            "-rnn_size",
+            "16",
+            "-word_vec_size",
+            "8",
+            "-train_steps",
+            "2",
+        ]
+    )
     (tmp_path / "in.txt").write_text("s1 s2\n\ns3\n")
     capsys.readouterr()
-    translate.main(["-model", str(tmp_path / "m_last.pt"), "-src", str(tmp_path / "in.txt"),
-                    "-output", str(tmp_path / "out.txt"), "-batch_size", "1"])
+    translate.main(
+        [
+            "-model",
+            str(tmp_path / "m_last.pt"),
+            "-src",
+            str(tmp_path / "in.txt"),
+            "-output",
+            str(tmp_path / "out.txt"),
+            "-batch_size",
+            "1",
+        ]
+    )
     assert capsys.readouterr().out == ""  # the summary is on standard error, beside the bar
     lines = sys.stderr.getvalue().splitlines()
     assert any(re.match(rf"translated 3 lines {SUMMARY[4:]}\S*out\.txt$", line) for line in lines), lines
@@ -229,8 +314,24 @@ def test_translate_lines_reports_every_line_done(tiny):
     from onmt_cont.bin import train
     from tests.helpers import translator
 
-    train.main(["-data", str(tiny / "data"), "-save_model", str(tiny / "hook"), "-tgt_emb", str(tiny / "emb.pt"),
-                "-loss", "cosine", "-rnn_size", "16", "-word_vec_size", "8", "-train_steps", "1"])
+    train.main(
+        [
+            "-data",
+            str(tiny / "data"),
+            "-save_model",
+            str(tiny / "hook"),
+            "-tgt_emb",
+            str(tiny / "emb.pt"),
+            "-loss",
+            "cosine",
+            "-rnn_size",
+            "16",
+            "-word_vec_size",
+            "8",
+            "-train_steps",
+            "1",
+        ]
+    )
     done = []
     translator = translator(str(tiny / "hook_last.pt"))
     out = translator.translate_lines(["s1 s2", "", "s3", "s4 s5 s6"], batch_size=2, on_batch=done.append)
