@@ -14,10 +14,11 @@ test-all:
 
 lint:
 	$(PYTHON) -m ruff check .
-	$(PYTHON) -m ruff format --check onmt_cont
+	$(PYTHON) -m ruff format --check .
+	$(PYTHON) -m mypy
 
 format:
-	$(PYTHON) -m ruff format onmt_cont tests lab
+	$(PYTHON) -m ruff format .
 
 quickstart:
 	bash docs/quickstart.sh
