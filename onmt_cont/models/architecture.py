@@ -110,29 +110,24 @@ def architecture(opt: Namespace | dict) -> tuple[str, str]:
 ENCODERS: dict[str, type[Encoder]] = {}
 DECODERS: dict[str, type[Decoder]] = {}
 
-E = TypeVar("E", bound=type[Encoder])
-D = TypeVar("D", bound=type[Decoder])
+C = TypeVar("C", bound=type)
 
 
-def register_encoder(name: str) -> Callable[[E], E]:
+def _register(table: dict, kind: str, name: str) -> Callable[[C], C]:
+    def add(cls: C) -> C:
+        if name in table:
+            raise ValueError(f"{kind} is already registered as {name!r}: {table[name].__name__}")
+        table[name] = cls
+        return cls
+
+    return add
+
+
+def register_encoder(name: str) -> Callable[[C], C]:
     """Class decorator: -encoder_type ``name`` builds this encoder."""
-
-    def add(cls: E) -> E:
-        if name in ENCODERS:
-            raise ValueError(f"an encoder is already registered as {name!r}: {ENCODERS[name].__name__}")
-        ENCODERS[name] = cls
-        return cls
-
-    return add
+    return _register(ENCODERS, "an encoder", name)
 
 
-def register_decoder(name: str) -> Callable[[D], D]:
+def register_decoder(name: str) -> Callable[[C], C]:
     """Class decorator: -decoder_type ``name`` builds this decoder."""
-
-    def add(cls: D) -> D:
-        if name in DECODERS:
-            raise ValueError(f"a decoder is already registered as {name!r}: {DECODERS[name].__name__}")
-        DECODERS[name] = cls
-        return cls
-
-    return add
+    return _register(DECODERS, "a decoder", name)
