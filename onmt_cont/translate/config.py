@@ -9,11 +9,11 @@ decodes.
 from __future__ import annotations
 
 import dataclasses
-from argparse import _ArgumentGroup
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from onmt_cont.config import option
 from onmt_cont.models.transformer import parse_alignment_layer
 from onmt_cont.translate.beam import COVERAGE_PENALTIES
 from onmt_cont.translate.checks import (
@@ -32,18 +32,11 @@ from onmt_cont.utils.errors import UserError
 FLAG_NAMES = {"ban_unk_token": "ban_unk", "lookup_dict": "lexicon"}
 
 
-def option(default: Any, help: str | Callable[[], str], flag: str | None = None, **argparse_kwargs: Any) -> Any:
-    """A DecodingConfig field that carries its translate.py flag: its help (or a function that writes it when the
-    parser is built, for a help that lists a registry), the flag's name where it is not the field's, and
-    argparse's type, choices, nargs or metavar (:func:`add_flags`)."""
-    return field(default=default, metadata={"help": help, "flag": flag, **argparse_kwargs})
-
-
 @dataclass
 class DecodingConfig:
     """What a translator decodes with: translate.py's decoding flags under the Python API's names, each field
-    with its flag's help (:func:`add_flags` builds translate.py's flags from them). None where a default depends
-    on other options: :meth:`resolved` fills them."""
+    with its flag's help (:func:`onmt_cont.config.add_flags` builds translate.py's flags from them). None where a
+    default depends on other options: :meth:`resolved` fills them."""
 
     search: str = option(
         AUTO,
@@ -286,22 +279,3 @@ def check_search(name: str, sampling: bool, beam_size: int | None) -> None:
         raise UserError(f"-search {name} does not draw words: it does not go with -random_sampling_topk/-topp")
     if name == "greedy" and beam_size is not None and beam_size > 1:
         raise UserError(f"-search greedy keeps one hypothesis: it does not go with -beam_size {beam_size}")
-
-
-def add_flags(group: _ArgumentGroup, names: Sequence[str]) -> None:
-    """translate.py's flags for these DecodingConfig fields, in this order, from the fields' defaults and
-    metadata (a bool field is a switch)."""
-    fields = {f.name: f for f in dataclasses.fields(DecodingConfig)}
-    for name in names:
-        f = fields[name]
-        meta = dict(f.metadata)
-        flag = meta.pop("flag") or name
-        if callable(meta["help"]):  # a help that lists a registry, read when the parser is built
-            meta["help"] = meta["help"]()
-        if isinstance(f.default, bool):
-            group.add_argument(f"-{flag}", action="store_true", **meta)
-        elif meta.get("nargs"):
-            assert isinstance(f.default, tuple)  # a list option's default (a dataclass default is immutable)
-            group.add_argument(f"-{flag}", default=list(f.default), **meta)
-        else:
-            group.add_argument(f"-{flag}", default=f.default, **meta)

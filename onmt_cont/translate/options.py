@@ -7,7 +7,8 @@ from argparse import ArgumentParser, Namespace
 from collections.abc import Sequence
 
 from onmt_cont import opts
-from onmt_cont.translate.config import FLAG_NAMES, DecodingConfig, add_flags
+from onmt_cont.config import add_flags
+from onmt_cont.translate.config import FLAG_NAMES, DecodingConfig
 from onmt_cont.utils import numbers
 from onmt_cont.utils.device import gpu_option
 from onmt_cont.utils.threads import add_threads_arg
@@ -101,11 +102,12 @@ def build_parser() -> ArgumentParser:
         help="source lines read, translated and written at "
         "a time: memory grows with it, not with the file. Batches are sorted by length within a chunk",
     )
-    add_flags(g, ["engine"])
+    add_flags(g, DecodingConfig, ["engine"])
     g.add_argument("-gpu", type=gpu_option, default=None, help="CUDA device id; CPU when absent or negative")
     add_threads_arg(g)
     add_flags(
         g,
+        DecodingConfig,
         [
             "max_length",
             "max_length_ratio",
@@ -132,9 +134,9 @@ def build_parser() -> ArgumentParser:
         "the pieces ('@@ ' and a final '@@' removed) before writing the output and scoring it",
     )
     g = p.add_argument_group("Word choice (continuous models; -freq_offsets: any model)")
-    add_flags(g, ["decode_prior", "decode_prior_cap", "freq_offsets", "csls"])
+    add_flags(g, DecodingConfig, ["decode_prior", "decode_prior_cap", "freq_offsets", "csls"])
     g = p.add_argument_group("Open vocabulary and approximate search (continuous models)")
-    add_flags(g, ["tgt_emb_extend", "tgt_emb_extend_vocab"])
+    add_flags(g, DecodingConfig, ["tgt_emb_extend", "tgt_emb_extend_vocab"])
     g.add_argument(
         "-ann",
         choices=["faiss"],
@@ -156,7 +158,9 @@ def build_parser() -> ArgumentParser:
     g.add_argument("-ann_hnsw_m", type=int, default=16, help="hnsw: links per node")
     g.add_argument("-ann_ef_search", type=int, default=64, help="hnsw: candidate list size when searching")
     add_flags(
-        g, ["n_best", "with_score", "random_sampling_topk", "random_sampling_topp", "random_sampling_temp", "seed"]
+        g,
+        DecodingConfig,
+        ["n_best", "with_score", "random_sampling_topk", "random_sampling_topp", "random_sampling_temp", "seed"],
     )
     g.add_argument(
         "-tgt_prefix",
@@ -165,7 +169,7 @@ def build_parser() -> ArgumentParser:
         "model writes), forced, and decoding goes on from there (OpenNMT-py's -tgt_prefix); no BLEU. "
         "Greedy search, sampling or beam search (every hypothesis starts with it)",
     )
-    add_flags(g, ["report_align", "attn_debug"])
+    add_flags(g, DecodingConfig, ["report_align", "attn_debug"])
     g.add_argument("-log_file", help="also write what translate.py prints on standard error to this file")
     g.add_argument(
         "-report_time",

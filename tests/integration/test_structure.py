@@ -15,7 +15,7 @@ PKG = ROOT / "onmt_cont"
 
 # Lower layers first; a module may import its own layer and those before it, never a later one.
 LAYERS = [
-    {"constants", "vmf", "outputs", "ann", "utils", "distributed", "evaluate", "text"},
+    {"constants", "config", "vmf", "outputs", "ann", "utils", "distributed", "evaluate", "text"},
     {"losses", "inputters", "opts", "align"},
     {"models"},
     {"translate"},

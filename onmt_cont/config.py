@@ -1,0 +1,118 @@
+"""Typed component configurations: a dataclass field per option, carrying its help, default, argparse settings
+and range, from which the commands' flags are built (:func:`add_flags`) and their ranges checked
+(:func:`check_ranges`). The components' configurations: translate/config.py (decoding), models/options.py (the
+model), losses/options.py (the loss)."""
+
+from __future__ import annotations
+
+import dataclasses
+from argparse import _ArgumentGroup
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from onmt_cont.utils.errors import UserError
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric option takes, and how a value outside them is refused: ``low`` / ``high`` (None: no
+    bound), each inclusive unless ``*_open``; a note on a bound ("0: PyTorch's init") follows it in the message.
+    A range of floats with both bounds reads as an interval ("in [0, 1)"), one of whole numbers as a count and its
+    cap ("at least 1", "at most 1000")."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    low_note: str = ""
+    high_note: str = ""
+
+    def problem(self, value: float) -> str | None:
+        """What is wrong with ``value`` ("must be at least 1"), or None where it is in the range. NaN is in no
+        range."""
+        low_ok = self.low is None or (value > self.low if self.low_open else value >= self.low)
+        high_ok = self.high is None or (value < self.high if self.high_open else value <= self.high)
+        if low_ok and high_ok:
+            return None
+        if self.low is not None and self.high is not None and float in (type(self.low), type(self.high)):
+            left, right = "(" if self.low_open else "[", ")" if self.high_open else "]"
+            return f"must be in {left}{_number(self.low)}, {_number(self.high)}{right}{_note(self.low_note)}"
+        if not low_ok:
+            assert self.low is not None
+            if self.low_open:
+                bound = "positive" if self.low == 0 else f"above {_number(self.low)}"
+            else:
+                bound = f"at least {_number(self.low)}"
+            return f"must be {bound}{_note(self.low_note)}"
+        assert self.high is not None
+        bound = f"below {_number(self.high)}" if self.high_open else f"at most {_number(self.high)}"
+        return f"must be {bound}{_note(self.high_note)}"
+
+
+def _number(x: float) -> str:
+    return str(x) if isinstance(x, int) else f"{x:g}"
+
+
+def _note(note: str) -> str:
+    return f" ({note})" if note else ""
+
+
+def option(
+    default: Any,
+    help: str | Callable[[], str],
+    flag: str | None = None,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+    high_open: bool = False,
+    low_note: str = "",
+    high_note: str = "",
+    **argparse_kwargs: Any,
+) -> Any:
+    """A configuration field that carries its command-line flag: its help (or a function that writes it when the
+    parser is built, for a help that lists a registry; ``choices`` may be such a function too), the flag's name
+    where it is not the field's, argparse's type, choices, nargs or metavar (:func:`add_flags`), and its range
+    (:class:`Range`, :func:`check_ranges`)."""
+    bounds = Range(low, high, low_open, high_open, low_note, high_note)
+    has_range = low is not None or high is not None
+    metadata = {"help": help, "flag": flag, "range": bounds if has_range else None, **argparse_kwargs}
+    return field(default=default, metadata=metadata)
+
+
+def add_flags(group: _ArgumentGroup, config_cls: type, names: Sequence[str]) -> None:
+    """The flags of these fields of ``config_cls``, in this order, from the fields' defaults and metadata (a bool
+    field is a switch; a callable help or choices is called now)."""
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    for name in names:
+        f = fields[name]
+        meta = dict(f.metadata)
+        flag = meta.pop("flag") or name
+        meta.pop("range")
+        for key in ("help", "choices"):  # a help or choices that list a registry, read when the parser is built
+            if callable(meta.get(key)):
+                meta[key] = meta[key]()
+        if isinstance(f.default, bool):
+            group.add_argument(f"-{flag}", action="store_true", **meta)
+        elif meta.get("nargs"):
+            assert isinstance(f.default, tuple)  # a list option's default (a dataclass default is immutable)
+            group.add_argument(f"-{flag}", default=list(f.default), **meta)
+        else:
+            group.add_argument(f"-{flag}", default=f.default, **meta)
+
+
+def check_ranges(values: Mapping[str, Any], config_cls: type, names: Sequence[str] | None = None) -> None:
+    """Each value of a field of ``config_cls`` (those of ``names``, default all) that declares a range is in it:
+    UserError "-name must be at least 1, got 0" for the first that is not, in the fields' order. None (an option
+    left to its default rule) and a name missing from ``values`` are not checked."""
+    for f in dataclasses.fields(config_cls):
+        bounds = f.metadata.get("range")
+        if bounds is None or (names is not None and f.name not in names):
+            continue
+        value = values.get(f.name)
+        if value is None:
+            continue
+        problem = bounds.problem(value)
+        if problem:
+            raise UserError(f"-{f.metadata['flag'] or f.name} {problem}, got {value}")
