@@ -9,58 +9,39 @@ from typing import Any
 
 import torch
 
+from onmt_cont.config import check_ranges
 from onmt_cont.losses import LOSSES
 from onmt_cont.losses.negatives import parse_sources
+from onmt_cont.losses.options import LossConfig
 from onmt_cont.losses.unlikelihood import NGRAM
 from onmt_cont.models.architecture import DECODERS, ENCODERS, architecture
 from onmt_cont.models.model import build_model, generator_kind
+from onmt_cont.models.options import ModelConfig
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.numbers import SEED_MAX
 from onmt_cont.utils.threads import MAX_REQUEST
 
-# -num_sampled, -ann_candidates, -num_negatives, -prefix_window: words drawn or compared per batch
-# or per token; a step's memory grows with them ([tokens, K] scores), and no vocabulary needs more
-MAX_CANDIDATES = 1 << 16
-
-
-MAX_LAYERS = 1000  # the deepest Transformers trained (DeepNet, 2022) have 1,000 layers
-
 
 def _check_numbers(opt):
     """Values no combination makes usable: non-finite floats (bin/train.py's parser refuses them
-    already; a Namespace built otherwise may hold one), seeds beyond what the generators take,
-    negative weights, and counts that would only exhaust the memory."""
+    already; a Namespace built otherwise may hold one), values outside the ranges the model's and the
+    loss's fields declare, seeds beyond what the generators take, and negative weights."""
     for name, value in sorted(vars(opt).items()):
         if isinstance(value, float) and not math.isfinite(value):
             raise UserError(f"-{name} must be a finite number, got {value}")
+    for config in (ModelConfig, LossConfig):
+        check_ranges(vars(opt), config)
     if not 0 <= opt.seed <= SEED_MAX:
         raise UserError(f"-seed must be an integer from 0 to {SEED_MAX}, got {opt.seed}")
-    for name, why in (
-        ("param_init", "0: PyTorch's init"),
-        ("max_grad_norm", "0: no clipping"),
-        ("margin", ""),
-        ("lambda1", ""),
-        ("lambda2", ""),
-        ("vmf_lambda", ""),
-    ):
-        if getattr(opt, name) < 0:
-            raise UserError(f"-{name} must be at least 0{f' ({why})' if why else ''}, got {getattr(opt, name)}")
+    if opt.max_grad_norm < 0:
+        raise UserError(f"-max_grad_norm must be at least 0 (0: no clipping), got {opt.max_grad_norm}")
     for name in ("adam_beta1", "adam_beta2"):
         if not 0.0 <= getattr(opt, name) < 1.0:
             raise UserError(f"-{name} must be in [0, 1), got {getattr(opt, name)}")
-    for name in ("enc_layers", "dec_layers"):  # building the model loops over them: bounded before
-        if getattr(opt, name) is not None and getattr(opt, name) > MAX_LAYERS:
-            raise UserError(f"-{name} must be at most {MAX_LAYERS}, got {getattr(opt, name)}")
     if opt.threads is not None and opt.threads > MAX_REQUEST:  # apply_threads' bound, checked before anything
         raise UserError(f"-threads must be at most {MAX_REQUEST}, got {opt.threads}")
     if not opt.dist_timeout > 0:
         raise UserError(f"-dist_timeout must be a positive number of seconds, got {opt.dist_timeout}")
-    for name in ("num_sampled", "ann_candidates", "num_negatives", "prefix_window"):
-        if getattr(opt, name) is not None and getattr(opt, name) > MAX_CANDIDATES:
-            raise UserError(
-                f"-{name} must be at most {MAX_CANDIDATES} (words per batch or per token; a step's "
-                f"memory grows with it), got {getattr(opt, name)}"
-            )
 
 
 def check_model_size(
@@ -136,12 +117,6 @@ def check_options(opt: Namespace) -> None:
     if opt.rewe_lambda is not None:
         if not opt.tgt_emb:
             raise UserError("-rewe_lambda regresses the pretrained target vectors: give -tgt_emb OUT.dec.pt")
-        if not opt.rewe_lambda >= 0:
-            raise UserError(f"-rewe_lambda must be at least 0, got {opt.rewe_lambda}")
-    if opt.joint_sample is not None and not 0.0 < opt.joint_sample <= 1.0:
-        raise UserError(f"-joint_sample must be in (0, 1], got {opt.joint_sample}")
-    if opt.joint_dropout is not None and not 0.0 <= opt.joint_dropout < 1.0:
-        raise UserError(f"-joint_dropout must be in [0, 1), got {opt.joint_dropout}")
     _check_negatives(opt)
     _check_seq_unlikelihood(opt)
     _check_architecture(opt)
@@ -153,21 +128,11 @@ def check_options(opt: Namespace) -> None:
     for name in (
         "batch_size",
         "valid_batch_size",
-        "rnn_size",
-        "word_vec_size",
-        "src_word_vec_size",
-        "tgt_word_vec_size",
         "epochs",
         "report_every",
         "save_checkpoint_steps",
         "save_checkpoint_epochs",
         "train_steps",
-        "joint_dim",
-        "num_negatives",
-        "rewe_hidden",
-        "num_sampled",
-        "ann_candidates",
-        "prefix_window",
         "seq_unlikelihood_ngram",
         "seq_unlikelihood_every",
     ):
@@ -183,8 +148,6 @@ def check_options(opt: Namespace) -> None:
         raise UserError(f"-accum_count must be at least 1, got {opt.accum_count}")
     if opt.accum_count > 1 and opt.seq_unlikelihood:
         raise UserError("-seq_unlikelihood decodes each step's batch: it takes one batch a step (-accum_count 1)")
-    if not 0.0 <= opt.label_smoothing < 1.0:
-        raise UserError(f"-label_smoothing must be in [0, 1), got {opt.label_smoothing}")
     if opt.label_smoothing and spec.continuous:
         raise UserError(
             f"-label_smoothing smooths the softmax's target distribution: it needs -loss ce, not -loss {opt.loss}"
@@ -204,8 +167,6 @@ def check_options(opt: Namespace) -> None:
             f"-vmf_form {opt.vmf_form} picks the form of the NLLvMF loss: it needs -loss "
             f"{_losses_with('vmf')}, not -loss {opt.loss}"
         )
-    if opt.ff_dropout is not None and not 0.0 <= opt.ff_dropout < 1.0:
-        raise UserError(f"-ff_dropout must be in [0, 1), got {opt.ff_dropout}")
     if opt.learning_rate is None:
         if opt.decay_method == "inverse_sqrt":
             raise UserError("-decay_method inverse_sqrt needs -learning_rate, its peak (e.g. 0.005)")
@@ -222,10 +183,7 @@ def expand_layers(opt: Namespace, default: Callable[[str], Any]) -> None:
     given = [f"-{k}" for k in ("enc_layers", "dec_layers") if getattr(opt, k) != default(k)]
     if given:
         raise UserError(f"-layers sets both -enc_layers and -dec_layers: give it or {' / '.join(given)}, not both")
-    if opt.layers < 1:
-        raise UserError(f"-layers must be at least 1, got {opt.layers}")
-    if opt.layers > MAX_LAYERS:
-        raise UserError(f"-layers must be at most {MAX_LAYERS}, got {opt.layers}")
+    check_ranges(vars(opt), ModelConfig, ["layers"])
     opt.enc_layers = opt.dec_layers = opt.layers
     opt.layers = None  # a resumed run reads -enc_layers / -dec_layers from the checkpoint
 
@@ -237,9 +195,6 @@ def _check_architecture(opt):
         enc, dec = architecture(opt)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    for name in ("enc_layers", "dec_layers"):
-        if getattr(opt, name) < 1:
-            raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
     if opt.alignment_layer is not None and "alignment_layer" not in DECODERS[dec].reads:
         readers = " or ".join(name for name, cls in DECODERS.items() if "alignment_layer" in cls.reads)
         raise UserError(
@@ -301,10 +256,6 @@ def _check_negatives(opt):
             "-prefix_window sets how many earlier words -negatives prefix takes: add prefix to "
             f"-negatives (with -loss {_losses_with('negatives')})"
         )
-    if not opt.temperature > 0:
-        raise UserError(f"-temperature must be positive, got {opt.temperature}")
-    if not opt.contrastive_weight >= 0:
-        raise UserError(f"-contrastive_weight must be at least 0, got {opt.contrastive_weight}")
     for name, what in (
         ("word_bias", "changes the logits of"),
         ("sampling_correction", "changes the logits of"),
@@ -319,8 +270,6 @@ def _check_negatives(opt):
             f"-table_lr_scale {opt.table_lr_scale} scales the learning rate of a trained target "
             "table: it needs -train_table"
         )
-    if not opt.table_lr_scale > 0:
-        raise UserError(f"-table_lr_scale must be positive, got {opt.table_lr_scale}")
 
 
 # -negatives sources and the options that size them

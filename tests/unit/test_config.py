@@ -1,0 +1,60 @@
+"""onmt_cont/config.py: a field's declared range, checked by check_ranges with train.py's wording, and the flags
+add_flags builds from the fields (a help or choices written when the parser is built)."""
+
+import argparse
+from dataclasses import dataclass
+
+import pytest
+
+from onmt_cont.config import add_flags, check_ranges, option
+from onmt_cont.utils.errors import UserError
+
+REGISTRY = {"a": "first"}
+
+
+@dataclass
+class Example:
+    count: int = option(1, type=int, low=1, high=10, high_note="a cap", help="a count")
+    rate: float = option(0.0, type=float, low=0.0, high=1.0, high_open=True, help="a probability")
+    share: float | None = option(None, type=float, low=0.0, low_open=True, high=1.0, help="a fraction")
+    scale: float = option(1.0, type=float, low=0, low_open=True, help="a scale")
+    weight: float = option(0.1, type=float, low=0, low_note="0: off", help="a weight")
+    free: float = option(0.5, type=float, help="no range")
+    kind: str = option("a", choices=lambda: sorted(REGISTRY), help=lambda: "; ".join(REGISTRY.values()))
+    named: bool = option(False, flag="other_name", help="a switch")
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"count": 0}, "-count must be at least 1, got 0"),
+        ({"count": 11}, "-count must be at most 10 (a cap), got 11"),
+        ({"rate": 1.0}, "-rate must be in [0, 1), got 1.0"),
+        ({"rate": float("nan")}, "-rate must be in [0, 1), got nan"),
+        ({"share": 0.0}, "-share must be in (0, 1], got 0.0"),
+        ({"scale": 0.0}, "-scale must be positive, got 0.0"),
+        ({"weight": -1.0}, "-weight must be at least 0 (0: off), got -1.0"),
+        ({"count": 0, "rate": 2.0}, "-count must be at least 1"),  # the fields' order
+    ],
+)
+def test_a_value_outside_its_range_is_refused_in_train_py_wording(values, message):
+    with pytest.raises(UserError) as exc:
+        check_ranges(values, Example)
+    assert str(exc.value).startswith(message)
+
+
+def test_values_in_range_none_and_fields_without_a_range_pass():
+    check_ranges({"count": 10, "rate": 0.0, "share": None, "scale": 1e-9, "weight": 0.0, "free": -1e9}, Example)
+    check_ranges({"count": 0}, Example, ["rate"])  # only the names asked for
+    check_ranges({}, Example)  # names missing from the values are not checked
+
+
+def test_add_flags_builds_the_flags_and_reads_a_callable_help_when_the_parser_is_built(monkeypatch):
+    monkeypatch.setitem(REGISTRY, "b", "second")  # registered after the class was defined
+    parser = argparse.ArgumentParser(prefix_chars="-")
+    add_flags(parser.add_argument_group("Example"), Example, ["kind", "count", "named"])
+    actions = {a.dest: a for a in parser._actions}
+    assert actions["kind"].help == "first; second" and actions["kind"].choices == ["a", "b"]
+    assert actions["count"].type is int and actions["count"].default == 1 and actions["count"].help == "a count"
+    opt = parser.parse_args(["-kind", "b", "-other_name"])
+    assert opt.kind == "b" and opt.other_name is True and opt.count == 1
