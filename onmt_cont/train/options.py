@@ -1,6 +1,7 @@
 """train.py's options: the parser, grouped as OpenNMT-py groups them; the model's and the loss's groups are
-their components' (:mod:`onmt_cont.models.options`, :mod:`onmt_cont.losses.options`). What the parser cannot
-check (ranges, combinations) is in :mod:`onmt_cont.train.checks`."""
+built from their components' typed configurations (:mod:`onmt_cont.models.options`,
+:mod:`onmt_cont.losses.options`), which declare those fields' ranges. What the parser cannot check (the other
+ranges, combinations) is in :mod:`onmt_cont.train.checks`."""
 
 import argparse
 
