@@ -19,6 +19,9 @@
 PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# this checkout's onmt_cont and lab, also for the tools/ and lab/ scripts run from a worktree pinned at one commit
+# (the editable install points at the main checkout)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 SRC=${SRC:-fr}
 case $SRC in
   fr) CE=t_ce_d01; CE_AVG=t_ce_d01_avg; CE_AVG_SEEDS="1 2 3 4 5"; MATCH=t_ce_d01.s1

@@ -21,6 +21,9 @@
 PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# this checkout's onmt_cont and lab, also for the tools/ and lab/ scripts run from a worktree pinned at one commit
+# (the editable install points at the main checkout)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export SRC=en TGT=de SHARED=${SHARED:-../shared/data} THREADS=1 BEAM=${BEAM:-5}
 SEEDS=${SEEDS:-1 2}
 JOBS=${JOBS:-2}

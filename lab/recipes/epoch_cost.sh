@@ -16,6 +16,9 @@
 PYTHON=${PYTHON:-python3}  # the interpreter: python3, as the README calls it ("python" may not exist)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# this checkout's onmt_cont and lab, also for the tools/ and lab/ scripts run from a worktree pinned at one commit
+# (the editable install points at the main checkout)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 SRC=${SRC:-fr}; TGT=${TGT:-en}
 OUT=${OUT:-runs/word_choice_$SRC-$TGT}
 if [ "$TGT" = en ]; then WORK=${WORK:-runs/epoch_cost_$SRC}; else WORK=${WORK:-runs/epoch_cost_$SRC-$TGT}; fi

@@ -12,6 +12,9 @@
 {
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# this checkout's onmt_cont and lab, also for the tools/ and lab/ scripts run from a worktree pinned at one commit
+# (the editable install points at the main checkout)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 OUT=${OUT:-runs/own_data_tables}
 SHARED=${SHARED:-../shared/data}
 JOBS=${JOBS:-2}
