@@ -470,7 +470,7 @@ def model_opts(**kw):
 
 def joint(vocab=6, emb=3, hidden=4, d_j=2, sample=None, pretrained=None, seed=0):
     """A joint input-output generator and its target embeddings, every trainable value uniform in [-1, 1]."""
-    from onmt_cont.models.decoder import TargetEmbeddings
+    from onmt_cont.models.embeddings import TargetEmbeddings
     from onmt_cont.models.generators import JointGenerator
 
     torch.manual_seed(seed)

@@ -20,9 +20,8 @@ import sys
 import torch
 
 from onmt_cont.translate.build import build_translator
-from onmt_cont.translate.checks import check_options
 from onmt_cont.translate.files import STDIN, count_source, remove_stale_outputs
-from onmt_cont.translate.options import decoding_config, parse_options
+from onmt_cont.translate.options import check_options, decoding_config, parse_options
 from onmt_cont.translate.report import log, log_file
 from onmt_cont.translate.stream import translate_stream
 from onmt_cont.utils.device import resolve_device

@@ -10,14 +10,12 @@ chosen architecture never reads, as the loss registry does for losses.
 from abc import ABCMeta, abstractmethod
 from argparse import Namespace
 from collections.abc import Callable
-from typing import TYPE_CHECKING, ClassVar, TypeVar
+from typing import ClassVar, TypeVar
 
 from torch import Tensor, nn
 
+from onmt_cont.models.embeddings import TargetEmbeddings
 from onmt_cont.opts import upgrade
-
-if TYPE_CHECKING:  # decoder.py imports this module
-    from onmt_cont.models.decoder import TargetEmbeddings
 
 # a decoder's state between steps: the LSTM's h, c and input feed, the Transformer's key/value cache
 State = dict[str, Tensor]
@@ -67,14 +65,14 @@ class Decoder(nn.Module, metaclass=ABCMeta):
     reads: ClassVar[frozenset[str]] = frozenset()
     auto_bf16: ClassVar[bool] = False
     sdpa: ClassVar[bool] = False
-    embeddings: "TargetEmbeddings"  # the target words it reads
+    embeddings: TargetEmbeddings  # the target words it reads
     hidden_size: int
 
     @classmethod
     @abstractmethod
-    def from_opt(cls, opt: Namespace, embeddings: "TargetEmbeddings") -> "Decoder":
+    def from_opt(cls, opt: Namespace, embeddings: TargetEmbeddings) -> "Decoder":
         """The decoder train.py's options describe, reading the target through ``embeddings``
-        (models.decoder.TargetEmbeddings)."""
+        (models.embeddings.TargetEmbeddings)."""
 
     @classmethod
     def check_opt(cls, opt: Namespace) -> None:

@@ -23,8 +23,8 @@ from onmt_cont.models.continuous import (  # noqa: F401  (every generator is imp
     table_hubness,
     with_offsets,
 )
-from onmt_cont.models.decoder import TargetEmbeddings
 from onmt_cont.models.dropout import Dropout
+from onmt_cont.models.embeddings import TargetEmbeddings
 from onmt_cont.outputs import HiddenLogits, ReWEOutput, SampledLogits, logits_of
 
 

@@ -6,12 +6,13 @@ import torch
 from torch import Tensor, nn
 
 # the architectures register themselves (models/architecture.py) as their modules are imported
+import onmt_cont.models.decoder  # noqa: F401
 import onmt_cont.models.encoder  # noqa: F401
 import onmt_cont.models.transformer  # noqa: F401
 from onmt_cont.constants import PAD_ID
 from onmt_cont.losses import LOSSES, decode_criterion
 from onmt_cont.models.architecture import DECODERS, ENCODERS, Decoder, Encoder, State, architecture
-from onmt_cont.models.decoder import TargetEmbeddings
+from onmt_cont.models.embeddings import TargetEmbeddings
 from onmt_cont.models.generators import (
     ContinuousGenerator,
     JointGenerator,

@@ -25,8 +25,8 @@ import torch
 from torch import Tensor, nn
 
 from onmt_cont.models.architecture import Decoder, Encoder, State, register_decoder, register_encoder
-from onmt_cont.models.decoder import TargetEmbeddings
 from onmt_cont.models.dropout import Dropout
+from onmt_cont.models.embeddings import TargetEmbeddings
 from onmt_cont.models.transformer_layers import DecoderLayer, EncoderLayer, PositionalEncoding, compute_input
 from onmt_cont.opts import upgrade
 

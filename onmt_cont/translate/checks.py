@@ -1,6 +1,5 @@
 """The checks of the decoding options: their ranges (translate.py's flags, the Translator's and the
-Python API's keywords), checked before any model is loaded; and translate.py's other options
-(:func:`check_options`).
+Python API's keywords), checked before any model is loaded (translate.py's other options: translate/options.py).
 
 Each is a finite number in a range that decoding can use: NaN and infinities would make every
 score NaN or ±inf (a beam search that never ends, outputs of <unk> or padding, or empty lines),
@@ -10,17 +9,11 @@ and a finite value can still overflow (β · log p of 1e308) or ask for a search
 from __future__ import annotations
 
 import math
-import os
-from argparse import Namespace
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from onmt_cont.translate.search import MAX_OUTPUT_LENGTH
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.overwrite import refuse_output_over_inputs
-
-if TYPE_CHECKING:  # config.py imports this module
-    from onmt_cont.translate.config import DecodingConfig
 
 # -decode_prior β: beyond it the prior alone picks every word (its log p_train(w) terms span some
 # 15 nats), and β · log p stays finite in float32
@@ -136,44 +129,3 @@ def check_decoding_options(
         for key, low in (("nlist", 1), ("nprobe", 1), ("hnsw_m", 2), ("ef_search", 1)):
             if ann.get(key) is not None:
                 check_number(f"ann_{key}", ann[key], low, MAX_FAISS_INT, integer=True)
-
-
-def check_options(opt: Namespace, config: DecodingConfig) -> DecodingConfig:
-    """translate.py's options, checked once, before any file is read or model loaded -> ``config`` (its
-    DecodingConfig) resolved. ``opt``: the parsed options (translate/options.py's :func:`parse_options`)."""
-    for name in ("src_lang", "tgt_lang"):  # an unset shell variable: -tgt_lang "$TGT"
-        value = getattr(opt, name)
-        if value is not None and not value.strip():
-            raise UserError(
-                f"-{name} is empty (an unset shell variable?): give a language code such as en, or leave the flag out"
-            )
-    refuse_output_over_inputs(
-        {"-output": opt.output, "-log_file": opt.log_file},
-        {
-            "-model": opt.models,
-            "-src": opt.src,
-            "-tgt": opt.tgt,
-            "-lookup_dict": opt.lookup_dict,
-            "-freq_offsets": opt.freq_offsets,
-            "-tgt_emb_extend": opt.tgt_emb_extend,
-            "-tgt_emb_extend_vocab": opt.tgt_emb_extend_vocab,
-            "-src_bpe_codes": opt.src_bpe_codes,
-            "-src_spm": opt.src_spm,
-            "-tgt_spm": opt.tgt_spm,
-            "-config": opt.config,
-        },
-    )
-    if opt.src == "-" and opt.tgt == "-":
-        raise UserError("-src - and -tgt - would both read standard input: give one of them as a file")
-    if opt.batch_size < 1 or opt.chunk_size < 1:
-        raise UserError("-batch_size and -chunk_size must be at least 1")
-    config = config.resolved()
-    if opt.output != "-":
-        out_dir = os.path.dirname(os.path.abspath(opt.output))
-        if not os.path.isdir(out_dir):
-            raise UserError(f"-output {opt.output}: directory {out_dir} does not exist")
-        if os.path.isdir(opt.output):
-            raise UserError(f"-output {opt.output}: is a directory, expected a file name")
-    if opt.tgt_prefix and not opt.tgt:
-        raise UserError("-tgt_prefix forces each output to start with its -tgt line: give -tgt")
-    return config

@@ -2,6 +2,7 @@
 flags come from DecodingConfig's fields (translate/config.py: their help, types and defaults); every option is
 checked in translate/checks.py (before any model is loaded) and the Translator."""
 
+import os
 import sys
 from argparse import ArgumentParser, Namespace
 from collections.abc import Sequence
@@ -11,6 +12,8 @@ from onmt_cont.config import add_flags
 from onmt_cont.translate.config import FLAG_NAMES, DecodingConfig
 from onmt_cont.utils import numbers
 from onmt_cont.utils.device import gpu_option
+from onmt_cont.utils.errors import UserError
+from onmt_cont.utils.overwrite import refuse_output_over_inputs
 from onmt_cont.utils.threads import add_threads_arg
 
 
@@ -224,3 +227,44 @@ def decoding_config(opt: Namespace) -> DecodingConfig:
         **names,
         ann=ann,
     )
+
+
+def check_options(opt: Namespace, config: DecodingConfig) -> DecodingConfig:
+    """translate.py's options, checked once, before any file is read or model loaded -> ``config`` (its
+    DecodingConfig) resolved. ``opt``: the parsed options (translate/options.py's :func:`parse_options`)."""
+    for name in ("src_lang", "tgt_lang"):  # an unset shell variable: -tgt_lang "$TGT"
+        value = getattr(opt, name)
+        if value is not None and not value.strip():
+            raise UserError(
+                f"-{name} is empty (an unset shell variable?): give a language code such as en, or leave the flag out"
+            )
+    refuse_output_over_inputs(
+        {"-output": opt.output, "-log_file": opt.log_file},
+        {
+            "-model": opt.models,
+            "-src": opt.src,
+            "-tgt": opt.tgt,
+            "-lookup_dict": opt.lookup_dict,
+            "-freq_offsets": opt.freq_offsets,
+            "-tgt_emb_extend": opt.tgt_emb_extend,
+            "-tgt_emb_extend_vocab": opt.tgt_emb_extend_vocab,
+            "-src_bpe_codes": opt.src_bpe_codes,
+            "-src_spm": opt.src_spm,
+            "-tgt_spm": opt.tgt_spm,
+            "-config": opt.config,
+        },
+    )
+    if opt.src == "-" and opt.tgt == "-":
+        raise UserError("-src - and -tgt - would both read standard input: give one of them as a file")
+    if opt.batch_size < 1 or opt.chunk_size < 1:
+        raise UserError("-batch_size and -chunk_size must be at least 1")
+    config = config.resolved()
+    if opt.output != "-":
+        out_dir = os.path.dirname(os.path.abspath(opt.output))
+        if not os.path.isdir(out_dir):
+            raise UserError(f"-output {opt.output}: directory {out_dir} does not exist")
+        if os.path.isdir(opt.output):
+            raise UserError(f"-output {opt.output}: is a directory, expected a file name")
+    if opt.tgt_prefix and not opt.tgt:
+        raise UserError("-tgt_prefix forces each output to start with its -tgt line: give -tgt")
+    return config

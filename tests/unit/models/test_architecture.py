@@ -64,3 +64,13 @@ def test_alignment_layer_needs_a_decoder_that_reads_it(capsys):
     assert "-alignment_layer picks a decoder layer's cross-attention: it needs -decoder_type transformer" in (
         capsys.readouterr().err
     )
+
+
+def test_building_a_model_registers_every_built_in_architecture():
+    """models/model.py imports the modules that register them: a process that imports only it has them all."""
+    import subprocess
+    import sys
+
+    code = "from onmt_cont.models.model import DECODERS, ENCODERS; print(sorted(ENCODERS), sorted(DECODERS))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "['brnn', 'rnn', 'transformer'] ['rnn', 'transformer']"

@@ -140,7 +140,7 @@ def test_cpu_attention_dropout_drops_probabilities():
 def test_models_draw_no_bernoulli_on_the_cpu():
     """A Transformer encoder-decoder's training step on the CPU uses this dropout everywhere: the
     profile holds no aten::bernoulli_ (nn.Dropout and SDPA's dropout both call it)."""
-    from onmt_cont.models.decoder import TargetEmbeddings
+    from onmt_cont.models.embeddings import TargetEmbeddings
     from onmt_cont.models.transformer import TransformerDecoder, TransformerEncoder
 
     torch.manual_seed(8)

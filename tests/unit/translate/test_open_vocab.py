@@ -9,7 +9,7 @@ from onmt_cont.bin import train, translate
 from onmt_cont.constants import EOS_ID, SPECIALS, UNK_ID
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.models.checkpoint import save_checkpoint
-from onmt_cont.models.decoder import TargetEmbeddings
+from onmt_cont.models.embeddings import TargetEmbeddings
 from onmt_cont.models.model import build_model
 from onmt_cont.translate.open_vocab import read_extension
 from onmt_cont.utils.errors import UserError
