@@ -9,9 +9,11 @@ import dataclasses
 from argparse import _ArgumentGroup
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from onmt_cont.utils.errors import UserError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -69,15 +71,17 @@ def option(
     high_open: bool = False,
     low_note: str = "",
     high_note: str = "",
+    check: Callable[[Any], str | None] | None = None,
     **argparse_kwargs: Any,
 ) -> Any:
     """A configuration field that carries its command-line flag: its help (or a function that writes it when the
     parser is built, for a help that lists a registry; ``choices`` may be such a function too), the flag's name
     where it is not the field's, argparse's type, choices, nargs or metavar (:func:`add_flags`), and its range
-    (:class:`Range`, :func:`check_ranges`)."""
+    (:class:`Range`, :func:`check_ranges`). Where a range cannot say what is allowed (-keep_checkpoint: -1 or at
+    least 1), ``check`` does: a function of the value that returns what is wrong with it ("must be ...") or None."""
     bounds = Range(low, high, low_open, high_open, low_note, high_note)
     has_range = low is not None or high is not None
-    metadata = {"help": help, "flag": flag, "range": bounds if has_range else None, **argparse_kwargs}
+    metadata = {"help": help, "flag": flag, "range": bounds if has_range else None, "check": check, **argparse_kwargs}
     return field(default=default, metadata=metadata)
 
 
@@ -90,6 +94,7 @@ def add_flags(group: _ArgumentGroup, config_cls: type, names: Sequence[str]) -> 
         meta = dict(f.metadata)
         flag = meta.pop("flag") or name
         meta.pop("range")
+        meta.pop("check")
         for key in ("help", "choices"):  # a help or choices that list a registry, read when the parser is built
             if callable(meta.get(key)):
                 meta[key] = meta[key]()
@@ -103,16 +108,31 @@ def add_flags(group: _ArgumentGroup, config_cls: type, names: Sequence[str]) -> 
 
 
 def check_ranges(values: Mapping[str, Any], config_cls: type, names: Sequence[str] | None = None) -> None:
-    """Each value of a field of ``config_cls`` (those of ``names``, default all) that declares a range is in it:
-    UserError "-name must be at least 1, got 0" for the first that is not, in the fields' order. None (an option
-    left to its default rule) and a name missing from ``values`` are not checked."""
+    """Each value of a field of ``config_cls`` (those of ``names``, default all) that declares a range or a check
+    passes it: UserError "-name must be at least 1, got 0" for the first that does not, in the fields' order.
+    None (an option left to its default rule) and a name missing from ``values`` are not checked."""
     for f in dataclasses.fields(config_cls):
-        bounds = f.metadata.get("range")
-        if bounds is None or (names is not None and f.name not in names):
+        bounds, check = f.metadata.get("range"), f.metadata.get("check")
+        if (bounds is None and check is None) or (names is not None and f.name not in names):
             continue
         value = values.get(f.name)
         if value is None:
             continue
-        problem = bounds.problem(value)
+        problem = bounds.problem(value) if bounds is not None else None
+        if problem is None and check is not None:
+            problem = check(value)
         if problem:
             raise UserError(f"-{f.metadata['flag'] or f.name} {problem}, got {value}")
+
+
+def from_values(config_cls: type[T], values: Mapping[str, Any]) -> T:
+    """An instance of ``config_cls`` holding the values of its fields in ``values`` (a parsed Namespace's
+    ``vars``, a checkpoint's upgraded options), each field missing there at its default: the typed view of
+    one component's options. List options are stored as tuples, as the fields' defaults are."""
+    kwargs = {}
+    fields: Any = config_cls  # any dataclass
+    for f in dataclasses.fields(fields):
+        if f.name in values:
+            value = values[f.name]
+            kwargs[f.name] = tuple(value) if isinstance(value, list) else value
+    return config_cls(**kwargs)

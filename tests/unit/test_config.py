@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from onmt_cont.config import add_flags, check_ranges, option
+from onmt_cont.config import add_flags, check_ranges, from_values, option
 from onmt_cont.utils.errors import UserError
 
 REGISTRY = {"a": "first"}
@@ -22,6 +22,10 @@ class Example:
     free: float = option(0.5, type=float, help="no range")
     kind: str = option("a", choices=lambda: sorted(REGISTRY), help=lambda: "; ".join(REGISTRY.values()))
     named: bool = option(False, flag="other_name", help="a switch")
+    keep: int = option(
+        -1, type=int, check=lambda v: None if v == -1 or v >= 1 else "must be -1 (every one) or at least 1", help="k"
+    )
+    sizes: tuple[int, ...] = option((1, 2), type=int, nargs="+", help="a list")
 
 
 @pytest.mark.parametrize(
@@ -58,3 +62,22 @@ def test_add_flags_builds_the_flags_and_reads_a_callable_help_when_the_parser_is
     assert actions["count"].type is int and actions["count"].default == 1 and actions["count"].help == "a count"
     opt = parser.parse_args(["-kind", "b", "-other_name"])
     assert opt.kind == "b" and opt.other_name is True and opt.count == 1
+
+
+def test_a_check_says_what_a_range_cannot():
+    check_ranges({"keep": -1}, Example)
+    check_ranges({"keep": 3}, Example)
+    for bad in (0, -2):
+        with pytest.raises(UserError) as exc:
+            check_ranges({"keep": bad}, Example)
+        assert str(exc.value) == f"-keep must be -1 (every one) or at least 1, got {bad}"
+
+
+def test_from_values_is_the_typed_view_of_parsed_options():
+    p = argparse.ArgumentParser(prefix_chars="-")
+    add_flags(p.add_argument_group("g"), Example, ["count", "sizes"])
+    values = vars(p.parse_args(["-count", "3", "-sizes", "4", "5"]))
+    values["unrelated"] = "ignored"
+    config = from_values(Example, values)
+    assert config.count == 3 and config.sizes == (4, 5)  # a list option as a tuple, as its default
+    assert config.rate == 0.0 and config.named is False  # fields not in the values: their defaults
