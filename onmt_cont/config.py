@@ -62,7 +62,7 @@ def _note(note: str) -> str:
 
 def option(
     default: Any,
-    help: str | Callable[[], str],
+    help: str | Callable[[], str] | None,
     flag: str | None = None,
     *,
     low: float | None = None,
@@ -75,8 +75,9 @@ def option(
     **argparse_kwargs: Any,
 ) -> Any:
     """A configuration field that carries its command-line flag: its help (or a function that writes it when the
-    parser is built, for a help that lists a registry; ``choices`` may be such a function too), the flag's name
-    where it is not the field's, argparse's type, choices, nargs or metavar (:func:`add_flags`), and its range
+    parser is built, for a help that lists a registry; ``choices`` may be such a function too; None where the
+    choices say it all), the flag's name where it is not the field's, argparse's type, choices, nargs, const or
+    metavar (:func:`add_flags`), and its range
     (:class:`Range`, :func:`check_ranges`). Where a range cannot say what is allowed (-keep_checkpoint: -1 or at
     least 1), ``check`` does: a function of the value that returns what is wrong with it ("must be ...") or None."""
     bounds = Range(low, high, low_open, high_open, low_note, high_note)
@@ -87,7 +88,8 @@ def option(
 
 def add_flags(group: _ArgumentGroup, config_cls: type, names: Sequence[str]) -> None:
     """The flags of these fields of ``config_cls``, in this order, from the fields' defaults and metadata (a bool
-    field is a switch; a callable help or choices is called now)."""
+    field is a switch; a callable help or choices is called now; ``nargs="?"`` with ``const``: a flag whose value
+    may be left out, as -amp's)."""
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
     for name in names:
         f = fields[name]
@@ -100,7 +102,7 @@ def add_flags(group: _ArgumentGroup, config_cls: type, names: Sequence[str]) -> 
                 meta[key] = meta[key]()
         if isinstance(f.default, bool):
             group.add_argument(f"-{flag}", action="store_true", **meta)
-        elif meta.get("nargs"):
+        elif meta.get("nargs") not in (None, "?"):
             assert isinstance(f.default, tuple)  # a list option's default (a dataclass default is immutable)
             group.add_argument(f"-{flag}", default=list(f.default), **meta)
         else:
