@@ -1,7 +1,9 @@
 """Typed component configurations: a dataclass field per option, carrying its help, default, argparse settings
 and range, from which the commands' flags are built (:func:`add_flags`) and their ranges checked
 (:func:`check_ranges`). The components' configurations: translate/config.py (decoding), models/options.py (the
-model), losses/options.py (the loss)."""
+model), losses/options.py (the loss), train/optim_options.py (the optimiser and its schedule) and
+train/session_options.py (train.py's session: data, batches, devices, validation, checkpoints, logging); every
+train.py flag but -config and -save_config is a field of one of the last four."""
 
 from __future__ import annotations
 
