@@ -1,7 +1,9 @@
 """Typed component configurations: a dataclass field per option, carrying its help, default, argparse settings
 and range, from which the commands' flags are built (:func:`add_flags`) and their ranges checked
 (:func:`check_ranges`). The components' configurations: translate/config.py (decoding), models/options.py (the
-model), losses/options.py (the loss)."""
+model), losses/options.py (the loss), train/optim_options.py (the optimiser and its schedule) and
+train/session_options.py (train.py's session: data, batches, devices, validation, checkpoints, logging); every
+train.py flag but -config and -save_config is a field of one of the last four."""
 
 from __future__ import annotations
 
@@ -62,7 +64,7 @@ def _note(note: str) -> str:
 
 def option(
     default: Any,
-    help: str | Callable[[], str],
+    help: str | Callable[[], str] | None,
     flag: str | None = None,
     *,
     low: float | None = None,
@@ -75,8 +77,9 @@ def option(
     **argparse_kwargs: Any,
 ) -> Any:
     """A configuration field that carries its command-line flag: its help (or a function that writes it when the
-    parser is built, for a help that lists a registry; ``choices`` may be such a function too), the flag's name
-    where it is not the field's, argparse's type, choices, nargs or metavar (:func:`add_flags`), and its range
+    parser is built, for a help that lists a registry; ``choices`` may be such a function too; None where the
+    choices say it all), the flag's name where it is not the field's, argparse's type, choices, nargs, const or
+    metavar (:func:`add_flags`), and its range
     (:class:`Range`, :func:`check_ranges`). Where a range cannot say what is allowed (-keep_checkpoint: -1 or at
     least 1), ``check`` does: a function of the value that returns what is wrong with it ("must be ...") or None."""
     bounds = Range(low, high, low_open, high_open, low_note, high_note)
@@ -87,7 +90,8 @@ def option(
 
 def add_flags(group: _ArgumentGroup, config_cls: type, names: Sequence[str]) -> None:
     """The flags of these fields of ``config_cls``, in this order, from the fields' defaults and metadata (a bool
-    field is a switch; a callable help or choices is called now)."""
+    field is a switch; a callable help or choices is called now; ``nargs="?"`` with ``const``: a flag whose value
+    may be left out, as -amp's)."""
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
     for name in names:
         f = fields[name]
@@ -100,7 +104,7 @@ def add_flags(group: _ArgumentGroup, config_cls: type, names: Sequence[str]) -> 
                 meta[key] = meta[key]()
         if isinstance(f.default, bool):
             group.add_argument(f"-{flag}", action="store_true", **meta)
-        elif meta.get("nargs"):
+        elif meta.get("nargs") not in (None, "?"):
             assert isinstance(f.default, tuple)  # a list option's default (a dataclass default is immutable)
             group.add_argument(f"-{flag}", default=list(f.default), **meta)
         else:

@@ -1,5 +1,5 @@
-"""train.py's checks that argparse cannot make: ranges, option combinations, the model's size,
-and the defaults that depend on other options."""
+"""train.py's checks that argparse cannot make: the ranges its options' fields declare (:mod:`onmt_cont.config`),
+option combinations, the model's size, and the defaults that depend on other options."""
 
 import math
 import os
@@ -17,31 +17,21 @@ from onmt_cont.losses.unlikelihood import NGRAM
 from onmt_cont.models.architecture import DECODERS, ENCODERS, architecture
 from onmt_cont.models.model import build_model, generator_kind
 from onmt_cont.models.options import ModelConfig
+from onmt_cont.train.optim_options import OptimConfig
+from onmt_cont.train.session_options import SessionConfig
 from onmt_cont.utils.errors import UserError
-from onmt_cont.utils.numbers import SEED_MAX
-from onmt_cont.utils.threads import MAX_REQUEST
 
 
 def _check_numbers(opt):
     """Values no combination makes usable: non-finite floats (bin/train.py's parser refuses them
-    already; a Namespace built otherwise may hold one), values outside the ranges the model's and the
-    loss's fields declare, seeds beyond what the generators take, and negative weights."""
+    already; a Namespace built otherwise may hold one), and values outside the ranges or checks that the
+    fields of the model's, the loss's, the optimiser's and the session's configurations declare (seeds
+    beyond what the generators take, -threads beyond apply_threads' bound, negative weights, ...)."""
     for name, value in sorted(vars(opt).items()):
         if isinstance(value, float) and not math.isfinite(value):
             raise UserError(f"-{name} must be a finite number, got {value}")
-    for config in (ModelConfig, LossConfig):
+    for config in (ModelConfig, LossConfig, OptimConfig, SessionConfig):
         check_ranges(vars(opt), config)
-    if not 0 <= opt.seed <= SEED_MAX:
-        raise UserError(f"-seed must be an integer from 0 to {SEED_MAX}, got {opt.seed}")
-    if opt.max_grad_norm < 0:
-        raise UserError(f"-max_grad_norm must be at least 0 (0: no clipping), got {opt.max_grad_norm}")
-    for name in ("adam_beta1", "adam_beta2"):
-        if not 0.0 <= getattr(opt, name) < 1.0:
-            raise UserError(f"-{name} must be in [0, 1), got {getattr(opt, name)}")
-    if opt.threads is not None and opt.threads > MAX_REQUEST:  # apply_threads' bound, checked before anything
-        raise UserError(f"-threads must be at most {MAX_REQUEST}, got {opt.threads}")
-    if not opt.dist_timeout > 0:
-        raise UserError(f"-dist_timeout must be a positive number of seconds, got {opt.dist_timeout}")
 
 
 def check_model_size(
@@ -93,12 +83,6 @@ def check_options(opt: Namespace) -> None:
     """The checks argparse cannot make (option combinations, ranges); fills in defaults that
     depend on other options (learning rate, -num_negatives, -negatives)."""
     _check_numbers(opt)
-    if opt.early_stopping < 0:
-        raise UserError(f"-early_stopping must be 0 (off) or a number of validations, got {opt.early_stopping}")
-    if opt.early_stopping_window < 1:
-        raise UserError(
-            f"-early_stopping_window must be at least 1 (a number of validations), got {opt.early_stopping_window}"
-        )
     spec = LOSSES[opt.loss]
     if spec.continuous and not opt.tgt_emb:
         raise UserError(f"-loss {opt.loss} predicts pretrained target vectors: give -tgt_emb OUT.dec.pt")
@@ -125,43 +109,12 @@ def check_options(opt: Namespace) -> None:
             f"-valid_remove_bpe joins BPE pieces before validation BLEU: it needs -valid_metric bleu "
             f"or -valid_bleu, not -valid_metric {opt.valid_metric} alone"
         )
-    for name in (
-        "batch_size",
-        "valid_batch_size",
-        "epochs",
-        "report_every",
-        "save_checkpoint_steps",
-        "save_checkpoint_epochs",
-        "train_steps",
-        "seq_unlikelihood_ngram",
-        "seq_unlikelihood_every",
-    ):
-        if getattr(opt, name) is not None and getattr(opt, name) < 1:
-            raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
-    if opt.valid_steps < 0:
-        raise UserError(f"-valid_steps must be at least 0 (0: at each epoch's end only), got {opt.valid_steps}")
-    if opt.keep_checkpoint == 0 or opt.keep_checkpoint < -1:
-        raise UserError(
-            f"-keep_checkpoint keeps the last N checkpoints (N >= 1), or -1 every one; got {opt.keep_checkpoint}"
-        )
-    if opt.accum_count < 1:
-        raise UserError(f"-accum_count must be at least 1, got {opt.accum_count}")
     if opt.accum_count > 1 and opt.seq_unlikelihood:
         raise UserError("-seq_unlikelihood decodes each step's batch: it takes one batch a step (-accum_count 1)")
     if opt.label_smoothing and spec.continuous:
         raise UserError(
             f"-label_smoothing smooths the softmax's target distribution: it needs -loss ce, not -loss {opt.loss}"
         )
-    if opt.learning_rate is not None and not opt.learning_rate > 0:
-        raise UserError(f"-learning_rate must be positive, got {opt.learning_rate}")
-    if opt.warmup_steps < 1:
-        raise UserError(f"-warmup_steps must be at least 1, got {opt.warmup_steps}")
-    if not 0.0 <= opt.average_decay <= 1.0:
-        raise UserError(f"-average_decay must be in [0, 1] (0: off; e.g. 1e-4), got {opt.average_decay}")
-    if not 0.0 <= opt.drop_final_punct <= 1.0:
-        raise UserError(f"-drop_final_punct is a probability in [0, 1] (0: off; e.g. 0.05), got {opt.drop_final_punct}")
-    if opt.average_every < 1:
-        raise UserError(f"-average_every must be at least 1, got {opt.average_every}")
     if opt.vmf_form != "paper" and not spec.vmf:
         raise UserError(
             f"-vmf_form {opt.vmf_form} picks the form of the NLLvMF loss: it needs -loss "
@@ -214,11 +167,9 @@ def bleu_validated(opt):
 
 
 def _check_seq_unlikelihood(opt):
-    """-seq_unlikelihood and its two settings; their defaults filled in where it is on."""
-    alpha = opt.seq_unlikelihood
-    if not (math.isfinite(alpha) and alpha >= 0):
-        raise UserError(f"-seq_unlikelihood is a weight: at least 0 (0: off), got {alpha}")
-    if alpha == 0:
+    """-seq_unlikelihood and its two settings (their ranges on their fields, checked before): refused without it,
+    their defaults filled in where it is on."""
+    if opt.seq_unlikelihood == 0:
         for name in ("seq_unlikelihood_ngram", "seq_unlikelihood_every"):
             if getattr(opt, name) is not None:
                 raise UserError(f"-{name} sets how -seq_unlikelihood works: give -seq_unlikelihood WEIGHT too")

@@ -26,6 +26,8 @@ class Example:
         -1, type=int, check=lambda v: None if v == -1 or v >= 1 else "must be -1 (every one) or at least 1", help="k"
     )
     sizes: tuple[int, ...] = option((1, 2), type=int, nargs="+", help="a list")
+    mode: bool | str = option("auto", nargs="?", const=True, metavar="auto|true", help="a value that may be left out")
+    plain: str = option("x", choices=["x", "y"], help=None)
 
 
 @pytest.mark.parametrize(
@@ -62,6 +64,16 @@ def test_add_flags_builds_the_flags_and_reads_a_callable_help_when_the_parser_is
     assert actions["count"].type is int and actions["count"].default == 1 and actions["count"].help == "a count"
     opt = parser.parse_args(["-kind", "b", "-other_name"])
     assert opt.kind == "b" and opt.other_name is True and opt.count == 1
+
+
+def test_add_flags_takes_an_optional_value_with_its_const_and_no_help():
+    parser = argparse.ArgumentParser(prefix_chars="-")
+    add_flags(parser.add_argument_group("Example"), Example, ["mode", "plain"])
+    assert parser.parse_args([]).mode == "auto"
+    assert parser.parse_args(["-mode"]).mode is True  # -amp alone
+    assert parser.parse_args(["-mode", "on"]).mode == "on"
+    actions = {a.dest: a for a in parser._actions}
+    assert actions["mode"].metavar == "auto|true" and actions["plain"].help is None
 
 
 def test_a_check_says_what_a_range_cannot():
