@@ -6,7 +6,7 @@ model), losses/options.py (the loss)."""
 from __future__ import annotations
 
 import dataclasses
-from argparse import _ArgumentGroup
+from argparse import ArgumentParser, _ArgumentGroup
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -72,22 +72,32 @@ def option(
     low_note: str = "",
     high_note: str = "",
     check: Callable[[Any], str | None] | None = None,
+    aliases: Sequence[str] = (),
     **argparse_kwargs: Any,
 ) -> Any:
     """A configuration field that carries its command-line flag: its help (or a function that writes it when the
     parser is built, for a help that lists a registry; ``choices`` may be such a function too), the flag's name
     where it is not the field's, argparse's type, choices, nargs or metavar (:func:`add_flags`), and its range
     (:class:`Range`, :func:`check_ranges`). Where a range cannot say what is allowed (-keep_checkpoint: -1 or at
-    least 1), ``check`` does: a function of the value that returns what is wrong with it ("must be ...") or None."""
+    least 1), ``check`` does: a function of the value that returns what is wrong with it ("must be ...") or None.
+    ``aliases`` are further option strings of the flag, dashes included (the server's "--config", "-c")."""
     bounds = Range(low, high, low_open, high_open, low_note, high_note)
     has_range = low is not None or high is not None
-    metadata = {"help": help, "flag": flag, "range": bounds if has_range else None, "check": check, **argparse_kwargs}
+    metadata = {
+        "help": help,
+        "flag": flag,
+        "range": bounds if has_range else None,
+        "check": check,
+        "aliases": tuple(aliases),
+        **argparse_kwargs,
+    }
     return field(default=default, metadata=metadata)
 
 
-def add_flags(group: _ArgumentGroup, config_cls: type, names: Sequence[str]) -> None:
+def add_flags(group: ArgumentParser | _ArgumentGroup, config_cls: type, names: Sequence[str]) -> None:
     """The flags of these fields of ``config_cls``, in this order, from the fields' defaults and metadata (a bool
-    field is a switch; a callable help or choices is called now)."""
+    field is a switch; a callable help or choices is called now), in an argument group or the parser itself. A
+    flag with aliases keeps its own name as the destination ("--ip" sets -host's)."""
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
     for name in names:
         f = fields[name]
@@ -95,16 +105,19 @@ def add_flags(group: _ArgumentGroup, config_cls: type, names: Sequence[str]) -> 
         flag = meta.pop("flag") or name
         meta.pop("range")
         meta.pop("check")
+        strings = [f"-{flag}", *meta.pop("aliases")]
+        if len(strings) > 1:
+            meta.setdefault("dest", flag)
         for key in ("help", "choices"):  # a help or choices that list a registry, read when the parser is built
             if callable(meta.get(key)):
                 meta[key] = meta[key]()
         if isinstance(f.default, bool):
-            group.add_argument(f"-{flag}", action="store_true", **meta)
+            group.add_argument(*strings, action="store_true", **meta)
         elif meta.get("nargs"):
             assert isinstance(f.default, tuple)  # a list option's default (a dataclass default is immutable)
-            group.add_argument(f"-{flag}", default=list(f.default), **meta)
+            group.add_argument(*strings, default=list(f.default), **meta)
         else:
-            group.add_argument(f"-{flag}", default=f.default, **meta)
+            group.add_argument(*strings, default=f.default, **meta)
 
 
 def check_ranges(values: Mapping[str, Any], config_cls: type, names: Sequence[str] | None = None) -> None:
