@@ -55,11 +55,17 @@ def default_threads() -> int:
     return omp_threads() or max(1, (os.cpu_count() or 1) // local_processes())
 
 
+def threads_problem(requested: int) -> str | None:
+    """What is wrong with a ``-threads`` value ("must be from 0 ..."), or None: a configuration field's check."""
+    return None if 0 <= requested <= MAX_REQUEST else f"must be from 0 (PyTorch's default) to {MAX_REQUEST}"
+
+
 def apply_threads(requested: int | None, flag: str = "-threads") -> int:
     """Apply ``-threads``: None -> :func:`default_threads`, 0 -> leave PyTorch's default, N -> N.
     Returns the thread count torch now uses."""
-    if requested is not None and not 0 <= requested <= MAX_REQUEST:
-        raise UserError(f"{flag} must be from 0 (PyTorch's default) to {MAX_REQUEST}, got {requested}")
+    problem = None if requested is None else threads_problem(requested)
+    if problem:
+        raise UserError(f"{flag} {problem}, got {requested}")
     if requested != 0:
         # set even when it is torch's count already: an in-process caller may have changed it since start-up
         torch.set_num_threads(requested or default_threads())
