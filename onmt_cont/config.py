@@ -1,7 +1,7 @@
 """Typed component configurations: a dataclass field per option, carrying its help, default, argparse settings
 and range, from which the commands' flags are built (:func:`add_flags`) and their ranges checked
 (:func:`check_ranges`). The components' configurations: translate/config.py (decoding), models/options.py (the
-model), losses/options.py (the loss)."""
+model), losses/options.py (the loss), inputters/options.py (preprocess.py's data), serve/options.py (the server)."""
 
 from __future__ import annotations
 
