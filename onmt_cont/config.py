@@ -1,14 +1,15 @@
 """Typed component configurations: a dataclass field per option, carrying its help, default, argparse settings
 and range, from which the commands' flags are built (:func:`add_flags`) and their ranges checked
 (:func:`check_ranges`). The components' configurations: translate/config.py (decoding), models/options.py (the
-model), losses/options.py (the loss), train/optim_options.py (the optimiser and its schedule) and
-train/session_options.py (train.py's session: data, batches, devices, validation, checkpoints, logging); every
-train.py flag but -config and -save_config is a field of one of the last four."""
+model), losses/options.py (the loss), train/optim_options.py (the optimiser and its schedule),
+train/session_options.py (train.py's session: data, batches, devices, validation, checkpoints, logging),
+inputters/options.py (preprocess.py's data) and serve/options.py (the server); every train.py flag but -config and
+-save_config is a field of one of the train.py configurations."""
 
 from __future__ import annotations
 
 import dataclasses
-from argparse import _ArgumentGroup
+from argparse import ArgumentParser, _ArgumentGroup
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -74,6 +75,7 @@ def option(
     low_note: str = "",
     high_note: str = "",
     check: Callable[[Any], str | None] | None = None,
+    aliases: Sequence[str] = (),
     **argparse_kwargs: Any,
 ) -> Any:
     """A configuration field that carries its command-line flag: its help (or a function that writes it when the
@@ -81,17 +83,26 @@ def option(
     choices say it all), the flag's name where it is not the field's, argparse's type, choices, nargs, const or
     metavar (:func:`add_flags`), and its range
     (:class:`Range`, :func:`check_ranges`). Where a range cannot say what is allowed (-keep_checkpoint: -1 or at
-    least 1), ``check`` does: a function of the value that returns what is wrong with it ("must be ...") or None."""
+    least 1), ``check`` does: a function of the value that returns what is wrong with it ("must be ...") or None.
+    ``aliases`` are further option strings of the flag, dashes included (the server's "--config", "-c")."""
     bounds = Range(low, high, low_open, high_open, low_note, high_note)
     has_range = low is not None or high is not None
-    metadata = {"help": help, "flag": flag, "range": bounds if has_range else None, "check": check, **argparse_kwargs}
+    metadata = {
+        "help": help,
+        "flag": flag,
+        "range": bounds if has_range else None,
+        "check": check,
+        "aliases": tuple(aliases),
+        **argparse_kwargs,
+    }
     return field(default=default, metadata=metadata)
 
 
-def add_flags(group: _ArgumentGroup, config_cls: type, names: Sequence[str]) -> None:
+def add_flags(group: ArgumentParser | _ArgumentGroup, config_cls: type, names: Sequence[str]) -> None:
     """The flags of these fields of ``config_cls``, in this order, from the fields' defaults and metadata (a bool
     field is a switch; a callable help or choices is called now; ``nargs="?"`` with ``const``: a flag whose value
-    may be left out, as -amp's)."""
+    may be left out, as -amp's), in an argument group or the parser itself. A flag with aliases keeps its own name
+    as the destination ("--ip" sets -host's)."""
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
     for name in names:
         f = fields[name]
@@ -99,16 +110,19 @@ def add_flags(group: _ArgumentGroup, config_cls: type, names: Sequence[str]) -> 
         flag = meta.pop("flag") or name
         meta.pop("range")
         meta.pop("check")
+        strings = [f"-{flag}", *meta.pop("aliases")]
+        if len(strings) > 1:
+            meta.setdefault("dest", flag)
         for key in ("help", "choices"):  # a help or choices that list a registry, read when the parser is built
             if callable(meta.get(key)):
                 meta[key] = meta[key]()
         if isinstance(f.default, bool):
-            group.add_argument(f"-{flag}", action="store_true", **meta)
+            group.add_argument(*strings, action="store_true", **meta)
         elif meta.get("nargs") not in (None, "?"):
             assert isinstance(f.default, tuple)  # a list option's default (a dataclass default is immutable)
-            group.add_argument(f"-{flag}", default=list(f.default), **meta)
+            group.add_argument(*strings, default=list(f.default), **meta)
         else:
-            group.add_argument(f"-{flag}", default=f.default, **meta)
+            group.add_argument(*strings, default=f.default, **meta)
 
 
 def check_ranges(values: Mapping[str, Any], config_cls: type, names: Sequence[str] | None = None) -> None:

@@ -10,6 +10,7 @@ import os
 import time
 
 from onmt_cont import opts
+from onmt_cont.config import check_ranges
 from onmt_cont.constants import UNK_ID
 from onmt_cont.inputters.corpus import (
     check_parallel,
@@ -19,6 +20,7 @@ from onmt_cont.inputters.corpus import (
     vocab_fingerprint,
     write_manifest,
 )
+from onmt_cont.inputters.options import REQUIRED, DataConfig, add_data_options
 from onmt_cont.inputters.preprocessing import (
     count_corpus,
     kept_ids,
@@ -29,7 +31,6 @@ from onmt_cont.inputters.preprocessing import (
 from onmt_cont.inputters.vocab import Vocab, build_vocab, lowercase_only, read_vocab_text, save_vocabs
 from onmt_cont.text.record import text_record
 from onmt_cont.text.subwords import check_cut_with, read_spm
-from onmt_cont.utils import numbers
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.locks import prefix_lock
 from onmt_cont.utils.overwrite import refuse_output_over_inputs
@@ -38,55 +39,7 @@ from onmt_cont.utils.progress import summary
 
 def build_parser():
     p = opts.new_parser("Build vocabularies and training/validation shards from tokenized parallel text.")
-    g = p.add_argument_group("Data")
-    g.add_argument("-train_src", help="tokenized source training text, one sentence per line")
-    g.add_argument("-train_tgt", help="tokenized target training text, aligned with -train_src")
-    g.add_argument("-valid_src", help="tokenized source validation text")
-    g.add_argument("-valid_tgt", help="tokenized target validation text")
-    g.add_argument("-save_data", help="output prefix: PREFIX.vocab.pt, PREFIX.train.N.pt, PREFIX.valid.0.pt, ...")
-    g.add_argument("-shard_size", type=int, default=1_000_000, help="training examples per shard file")
-    g.add_argument("-shuffle", action="store_true", help="shuffle the training pairs (a full shuffle across shards)")
-    g.add_argument("-seed", type=numbers.seed, default=3435, help="random seed for -shuffle: 0 to 2^32 - 1")
-    g.add_argument("-lower", action="store_true", help="lowercase both sides")
-    g = p.add_argument_group(
-        "Raw text the data was made from (recorded in the vocabulary and every checkpoint, so "
-        "that translate.py and onmt_cont.load() read and write raw text with no flags)"
-    )
-    g.add_argument(
-        "-src_lang",
-        help="the source was raw text in this language, Moses-tokenized (no escaping) and "
-        "lowercased as tools/moses_tok.py does",
-    )
-    g.add_argument("-tgt_lang", help="the target likewise: translations are Moses-detokenized in this language")
-    g.add_argument("-src_bpe_codes", help="the subword-nmt codes the source was cut with: embedded, with its sha256")
-    g.add_argument("-src_spm", help="or the SentencePiece model the (Moses-tokenized) source was cut with: embedded")
-    g.add_argument(
-        "-tgt_spm",
-        help="the SentencePiece model the target was cut with (softmax models: a continuous "
-        "model predicts the vectors of words): embedded; translations' pieces are joined with it",
-    )
-    g = p.add_argument_group("Vocabulary")
-    g.add_argument("-src_vocab_size", type=int, default=50000, help="most frequent source words kept")
-    g.add_argument("-tgt_vocab_size", type=int, default=50000, help="most frequent target words kept")
-    g.add_argument("-src_words_min_frequency", type=int, default=1, help="drop source words seen fewer times")
-    g.add_argument("-tgt_words_min_frequency", type=int, default=1, help="drop target words seen fewer times")
-    g.add_argument("-src_vocab", help="reuse this source vocabulary (text: token[TAB count] per line)")
-    g.add_argument("-tgt_vocab", help="reuse this target vocabulary (text: token[TAB count] per line)")
-    g.add_argument(
-        "-share_vocab",
-        action="store_true",
-        help="one vocabulary for both sides, from their counts "
-        "together (-tgt_vocab_size words at most), as train.py -share_embeddings needs (fairseq's "
-        "--joined-dictionary)",
-    )
-    g.add_argument(
-        "-tgt_emb",
-        help="pretrained target vectors (.vec/.txt, optionally .gz): build the target vocabulary only from "
-        "words that have a vector (the vMF paper's setup: every target word can then be produced)",
-    )
-    g = p.add_argument_group("Filtering")
-    g.add_argument("-src_seq_length", type=int, default=100, help="drop pairs whose source is longer")
-    g.add_argument("-tgt_seq_length", type=int, default=100, help="drop pairs whose target is longer")
+    add_data_options(p)  # a flag per DataConfig field (inputters/options.py)
     return p
 
 
@@ -128,7 +81,7 @@ def _removed_on_failure(folders):
 
 @cli_main
 def main(argv=None):
-    opt = opts.parse(build_parser(), argv, required=("train_src", "train_tgt", "valid_src", "valid_tgt", "save_data"))
+    opt = opts.parse(build_parser(), argv, required=REQUIRED)
     refuse_output_over_inputs(
         {"-save_data": data_files(opt.save_data)},
         {
@@ -145,14 +98,7 @@ def main(argv=None):
             "-config": opt.config,
         },
     )
-    if opt.shard_size < 1:
-        raise UserError(f"-shard_size must be at least 1, got {opt.shard_size}")
-    for name in ("src_seq_length", "tgt_seq_length"):
-        if getattr(opt, name) < 1:  # would drop every pair
-            raise UserError(f"-{name} must be at least 1, got {getattr(opt, name)}")
-    for name in ("src_vocab_size", "tgt_vocab_size"):
-        if getattr(opt, name) < 0:  # a negative size would slice words off the end of the list
-            raise UserError(f"-{name} must be at least 0, got {getattr(opt, name)}")
+    check_ranges(vars(opt), DataConfig)  # -shard_size, the sizes and lengths: the ranges on the fields
     if opt.tgt_emb and opt.tgt_vocab:  # the reused vocabulary would silently win
         raise UserError("give -tgt_vocab or -tgt_emb, not both: a reused vocabulary is taken as it is")
     if opt.save_data.endswith(("/", os.sep)) or os.path.isdir(opt.save_data):  # would write hidden .train.0.pt

@@ -18,41 +18,15 @@ import warnings
 
 from waitress.task import ThreadedTaskDispatcher
 
+from onmt_cont.config import check_ranges
+from onmt_cont.serve.options import ServeConfig, add_serve_options
 from onmt_cont.utils.errors import UserError, cli_main
-from onmt_cont.utils.threads import add_threads_arg, apply_threads
+from onmt_cont.utils.threads import apply_threads
 
 
 def build_parser():
     p = argparse.ArgumentParser(prog="onmt_cont_server", description=__doc__.split("\n\n")[0])
-    # OpenNMT-py's onmt_server spellings work too: --config/-c, --ip, --port, --url_root
-    p.add_argument("-config", "--config", "-c", required=True, help="the models' configuration file (JSON)")
-    p.add_argument(
-        "-host",
-        "--ip",
-        dest="host",
-        default="127.0.0.1",
-        help="the address to listen on (0.0.0.0: every interface; OpenNMT-py's --ip)",
-    )
-    p.add_argument("-port", "--port", type=int, default=5000, help="the port (0: any free one, printed at start-up)")
-    p.add_argument(
-        "-url_root", "--url_root", default="/translator", help="the API's path: URL_ROOT/translate, URL_ROOT/models"
-    )
-    p.add_argument("-request_timeout", type=float, default=600.0, help="seconds a request may wait for its answer")
-    p.add_argument("-workers", type=int, default=16, help="HTTP worker threads (requests handled at once)")
-    p.add_argument(
-        "-connection_limit",
-        type=int,
-        default=100,
-        help="open connections at most; more wait to be accepted (waitress's connection_limit)",
-    )
-    p.add_argument(
-        "-connection_timeout",
-        type=float,
-        default=10.0,
-        help="seconds a connection may stay silent without a whole request before it is closed, so that "
-        "idle or half-sent connections cannot hold every slot",
-    )
-    add_threads_arg(p)
+    add_serve_options(p)  # a flag per ServeConfig field (serve/options.py)
     return p
 
 
@@ -64,17 +38,7 @@ def main(argv=None):
     from onmt_cont.serve.app import MAX_BODY, create_app
     from onmt_cont.serve.config import read_config
 
-    if (
-        not 0 <= opt.port <= 65535
-        or opt.workers < 1
-        or not opt.request_timeout > 0
-        or opt.connection_limit < 1
-        or not opt.connection_timeout > 0
-    ):
-        raise UserError(
-            "-port must be from 0 to 65535, -workers and -connection_limit at least 1, and "
-            "-request_timeout and -connection_timeout positive"
-        )
+    check_ranges(vars(opt), ServeConfig)  # -port, the limits and timeouts, -threads: the ranges on the fields
     apply_threads(opt.threads)
     # a model's warning about its input is logged once by its entry (serve/models.py), not as a Python warning
     warnings.filterwarnings("ignore", message=r"onmt_cont\.load\(")

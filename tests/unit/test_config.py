@@ -93,3 +93,25 @@ def test_from_values_is_the_typed_view_of_parsed_options():
     config = from_values(Example, values)
     assert config.count == 3 and config.sizes == (4, 5)  # a list option as a tuple, as its default
     assert config.rate == 0.0 and config.named is False  # fields not in the values: their defaults
+
+
+@dataclass
+class Aliased:
+    host: str = option("127.0.0.1", aliases=("--ip",), help="where")
+    config: str | None = option(None, aliases=("--config", "-c"), required=True, help="a file")
+    port: int = option(5000, type=int, aliases=("--port",), low=0, high=65535, help="a port")
+
+
+def test_aliases_are_further_spellings_of_a_flag_that_keeps_its_own_destination():
+    p = argparse.ArgumentParser(prog="x")
+    add_flags(p, Aliased, ["host", "config", "port"])  # the parser itself, not a group: -h's "options"
+    strings = {a.dest: a.option_strings for a in p._actions}
+    assert strings["host"] == ["-host", "--ip"] and strings["config"] == ["-config", "--config", "-c"]
+    for argv in (["-c", "f", "--ip", "h", "--port", "1"], ["-config", "f", "-host", "h", "-port", "1"]):
+        assert vars(p.parse_args(argv)) == {"host": "h", "config": "f", "port": 1}
+    assert p.parse_args(["--config", "f"]).host == "127.0.0.1"
+    with pytest.raises(SystemExit):
+        p.parse_args([])  # required=True is argparse's, passed through
+    with pytest.raises(UserError) as exc:
+        check_ranges(vars(p.parse_args(["-c", "f", "--port", "70000"])), Aliased)
+    assert str(exc.value) == "-port must be at most 65535, got 70000"  # named by the flag, whichever spelling
