@@ -101,7 +101,8 @@ def option(
 def add_flags(group: ArgumentParser | _ArgumentGroup, config_cls: type, names: Sequence[str]) -> None:
     """The flags of these fields of ``config_cls``, in this order, from the fields' defaults and metadata (a bool
     field is a switch; a callable help or choices is called now; ``nargs="?"`` with ``const``: a flag whose value
-    may be left out, as -amp's), in an argument group or the parser itself. A flag with aliases keeps its own name
+    may be left out, as -amp's; a list flag's default, a tuple, is given as a list, or None where it has none, as
+    translate.py's -model), in an argument group or the parser itself. A flag with aliases keeps its own name
     as the destination ("--ip" sets -host's)."""
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
     for name in names:
@@ -118,7 +119,7 @@ def add_flags(group: ArgumentParser | _ArgumentGroup, config_cls: type, names: S
                 meta[key] = meta[key]()
         if isinstance(f.default, bool):
             group.add_argument(*strings, action="store_true", **meta)
-        elif meta.get("nargs") not in (None, "?"):
+        elif meta.get("nargs") not in (None, "?") and f.default is not None:
             assert isinstance(f.default, tuple)  # a list option's default (a dataclass default is immutable)
             group.add_argument(*strings, default=list(f.default), **meta)
         else:

@@ -26,6 +26,7 @@ class Example:
         -1, type=int, check=lambda v: None if v == -1 or v >= 1 else "must be -1 (every one) or at least 1", help="k"
     )
     sizes: tuple[int, ...] = option((1, 2), type=int, nargs="+", help="a list")
+    files: tuple[str, ...] | None = option(None, nargs="+", help="a list with no default (translate.py's -model)")
     mode: bool | str = option("auto", nargs="?", const=True, metavar="auto|true", help="a value that may be left out")
     plain: str = option("x", choices=["x", "y"], help=None)
 
@@ -93,6 +94,13 @@ def test_from_values_is_the_typed_view_of_parsed_options():
     config = from_values(Example, values)
     assert config.count == 3 and config.sizes == (4, 5)  # a list option as a tuple, as its default
     assert config.rate == 0.0 and config.named is False  # fields not in the values: their defaults
+
+
+def test_a_list_flag_without_a_default_is_none_until_given():
+    p = argparse.ArgumentParser(prefix_chars="-")
+    add_flags(p.add_argument_group("g"), Example, ["files"])
+    assert p.parse_args([]).files is None
+    assert from_values(Example, vars(p.parse_args(["-files", "a", "b"]))).files == ("a", "b")
 
 
 @dataclass
