@@ -222,7 +222,8 @@ class DecodingConfig:
     tgt_emb_extend_vocab: str | None = option(
         None, help="the vocabulary (PREFIX.vocab.pt or PREFIX.vocab.tgt.txt) whose rows a .pt -tgt_emb_extend follows"
     )
-    # FaissIndex's arguments (kind, nlist, nprobe, hnsw_m, ef_search); None: exact search
+    # FaissIndex's arguments (kind, nlist, nprobe, hnsw_m, ef_search); None: exact search. translate.py's -ann
+    # flags: AnnConfig
     ann: dict[str, Any] | None = None
     engine: str | None = option(
         None,
@@ -264,6 +265,44 @@ class DecodingConfig:
                 "under -decode_prior_cap"
             )
         return config
+
+
+@dataclass
+class AnnConfig:
+    """translate.py's approximate-search flags, which its options fold into one :attr:`DecodingConfig.ann` (the
+    Python API's dict of FaissIndex's arguments) by :meth:`index`. Their ranges are checked with the API's, in
+    check_decoding_options, and only under -ann."""
+
+    ann: str | None = option(
+        None,
+        choices=["faiss"],
+        help="approximate nearest-neighbour search (faiss-cpu) instead of exact search, for tables "
+        "of 300K words and more; the index proposes beam_size+2 words, rescored exactly",
+    )
+    ann_index: str = option(
+        "ivf",
+        choices=["ivf", "hnsw"],
+        help="IndexIVFFlat (k-means cells, built in seconds) or IndexHNSWFlat (minutes to build at "
+        "300K words on one core); inner product on unit rows. See docs/open_vocabulary.md",
+    )
+    ann_nlist: int | None = option(
+        None, type=int, help="ivf: number of cells (default 4·sqrt(words), faiss's guideline)"
+    )
+    ann_nprobe: int = option(64, type=int, help="ivf: cells searched per query")
+    ann_hnsw_m: int = option(16, type=int, help="hnsw: links per node")
+    ann_ef_search: int = option(64, type=int, help="hnsw: candidate list size when searching")
+
+    def index(self) -> dict[str, Any] | None:
+        """DecodingConfig.ann: FaissIndex's arguments under -ann faiss, else None (exact search)."""
+        if not self.ann:
+            return None
+        return {
+            "kind": self.ann_index,
+            "nlist": self.ann_nlist,
+            "nprobe": self.ann_nprobe,
+            "hnsw_m": self.ann_hnsw_m,
+            "ef_search": self.ann_ef_search,
+        }
 
 
 def check_search(name: str, sampling: bool, beam_size: int | None) -> None:
