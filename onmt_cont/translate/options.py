@@ -1,8 +1,9 @@
 """translate.py's options: the parser, and the parsed options with their decoding configuration. Every flag but
 -config is a field of a typed configuration (:mod:`onmt_cont.config`): the decoding flags of DecodingConfig and
 the -ann flags of AnnConfig (translate/config.py), the others of the session's TranslateSessionConfig
-(translate/session_options.py), with their help, types and defaults. The decoding options are checked in
-translate/checks.py (before any model is loaded) and the Translator, the others here, in :func:`check_options`."""
+(translate/session_options.py), with their help, types, defaults and the session's ranges. The decoding options
+are checked in translate/checks.py (before any model is loaded) and the Translator; the session's ranges and the
+checks that combine options here, in :func:`check_options`."""
 
 import os
 import sys
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 
 from onmt_cont import opts
-from onmt_cont.config import add_flags, from_values
+from onmt_cont.config import add_flags, check_ranges, from_values
 from onmt_cont.translate.config import FLAG_NAMES, AnnConfig, DecodingConfig
 from onmt_cont.translate.session_options import TranslateSessionConfig
 from onmt_cont.utils import numbers
@@ -133,8 +134,7 @@ def check_options(opt: Namespace, config: DecodingConfig) -> DecodingConfig:
     )
     if opt.src == "-" and opt.tgt == "-":
         raise UserError("-src - and -tgt - would both read standard input: give one of them as a file")
-    if opt.batch_size < 1 or opt.chunk_size < 1:
-        raise UserError("-batch_size and -chunk_size must be at least 1")
+    check_ranges(vars(opt), TranslateSessionConfig)
     config = config.resolved()
     if opt.output != "-":
         out_dir = os.path.dirname(os.path.abspath(opt.output))

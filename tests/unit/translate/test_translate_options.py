@@ -1,11 +1,15 @@
 """translate.py's options come from typed configurations (issue 78): every flag but -config is a field of the
-decoding configuration, of the approximate search's or of the session's, each declared once."""
+decoding configuration, of the approximate search's or of the session's, each declared once, and a value
+outside a session field's range is refused by check_options in the field's own words."""
 
 import dataclasses
 
+import pytest
+
 from onmt_cont.translate.config import AnnConfig, DecodingConfig
-from onmt_cont.translate.options import build_parser, decoding_config
+from onmt_cont.translate.options import build_parser, check_options, decoding_config, parse_options
 from onmt_cont.translate.session_options import TranslateSessionConfig
+from onmt_cont.utils.errors import UserError
 
 CONFIGS = (DecodingConfig, AnnConfig, TranslateSessionConfig)
 
@@ -46,3 +50,20 @@ def test_the_ann_flags_are_the_decoding_configs_index():
     assert decoding_config(parser.parse_args(["-model", "m.pt"])).ann is None
     opt = parser.parse_args(["-model", "m.pt", "-ann", "faiss", "-ann_index", "hnsw", "-ann_hnsw_m", "8"])
     assert decoding_config(opt).ann == {"kind": "hnsw", "nlist": None, "nprobe": 64, "hnsw_m": 8, "ef_search": 64}
+
+
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("batch_size", 0, "-batch_size must be at least 1, got 0"),
+        ("chunk_size", -3, "-chunk_size must be at least 1, got -3"),
+        ("threads", -1, "-threads must be from 0 (PyTorch's default) to 1024, got -1"),
+        ("threads", 1025, "-threads must be from 0 (PyTorch's default) to 1024, got 1025"),
+    ],
+)
+def test_check_options_refuses_a_value_outside_its_field(name, value, message, tmp_path):
+    opt = parse_options(["-model", str(tmp_path / "m.pt"), "-src", str(tmp_path / "s.txt")])
+    setattr(opt, name, value)
+    with pytest.raises(UserError) as exc:
+        check_options(opt, decoding_config(opt))
+    assert str(exc.value) == message
