@@ -1,10 +1,12 @@
 """Typed component configurations: a dataclass field per option, carrying its help, default, argparse settings
 and range, from which the commands' flags are built (:func:`add_flags`) and their ranges checked
-(:func:`check_ranges`). The components' configurations: translate/config.py (decoding), models/options.py (the
-model), losses/options.py (the loss), train/optim_options.py (the optimiser and its schedule),
-train/session_options.py (train.py's session: data, batches, devices, validation, checkpoints, logging),
+(:func:`check_ranges`). The components' configurations: translate/config.py (decoding, and translate.py's -ann
+flags), translate/session_options.py (translate.py's session: files, raw text, batches, devices, reporting),
+models/options.py (the model), losses/options.py (the loss), train/optim_options.py (the optimiser and its
+schedule), train/session_options.py (train.py's session: data, batches, devices, validation, checkpoints, logging),
 inputters/options.py (preprocess.py's data) and serve/options.py (the server); every train.py flag but -config and
--save_config is a field of one of the train.py configurations."""
+-save_config is a field of one of the train.py configurations, every translate.py flag but -config of one of the
+translate.py configurations."""
 
 from __future__ import annotations
 

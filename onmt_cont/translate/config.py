@@ -3,7 +3,7 @@
 translate.py, :func:`onmt_cont.load` (and so the server) fill a :class:`DecodingConfig` from their flags or
 keywords and build their translator from it (translate/build.py), so that every entry point checks, defaults
 and sets up decoding the same way, whichever engine (the checkpoint's torch search or a CTranslate2 export)
-decodes.
+decodes. translate.py's -ann flags are an :class:`AnnConfig`, which gives the configuration's ``ann``.
 """
 
 from __future__ import annotations
