@@ -16,18 +16,12 @@ from contextlib import ExitStack
 import numpy as np
 import torch
 
+from onmt_cont.config import check_ranges
 from onmt_cont.constants import BOS_ID, EOS_ID, PAD_ID, SPECIALS, UNK_ID
-from onmt_cont.inputters.embeddings import DEFAULT_CHUNK_BYTES, read_embeddings
-from onmt_cont.inputters.tables import (
-    TABLE_HELP,
-    add_table_args,
-    check_table_args,
-    empty_table,
-    softmax_table,
-    transform_target,
-)
+from onmt_cont.inputters.embeddings import read_embeddings
+from onmt_cont.inputters.table_options import TableConfig, add_table_options
+from onmt_cont.inputters.tables import TABLE_HELP, check_table_args, empty_table, softmax_table, transform_target
 from onmt_cont.inputters.vocab import load_vocabs
-from onmt_cont.utils import numbers
 from onmt_cont.utils.atomic import atomic_path, torch_save_to
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.overwrite import Prefix, refuse_output_over_inputs
@@ -60,34 +54,7 @@ def build_parser():
         epilog=ROWS_HELP + TABLE_HELP,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "-emb_file_dec",
-        default=None,
-        help="vector file for the target vocabulary (may be left out with -init random_sphere|random_cube -dim N)",
-    )
-    parser.add_argument("-emb_file_enc", default=None, help="vector file for the source vocabulary (optional)")
-    parser.add_argument("-dict_file", required=True, help="PREFIX.vocab.pt written by preprocess.py")
-    parser.add_argument(
-        "-output_file", required=True, help="output prefix: writes OUT.dec.pt (and OUT.enc.pt) plus OUT.*.missing.txt"
-    )
-    parser.add_argument(
-        "-type",
-        choices=["GloVe", "word2vec"],
-        default="GloVe",
-        help="file format: GloVe ('word v1 ... vd' per line) or word2vec/fastText (the same after a "
-        "'COUNT DIM' line); such a header line is detected by itself either way",
-    )
-    parser.add_argument(
-        "-normalize", action="store_true", help="make every row unit length (see below for <unk>); padding stays zero"
-    )
-    parser.add_argument(
-        "-seed",
-        type=numbers.seed,
-        default=1,
-        help="seed of the random vectors: rows the file lacks, -init and -unk_vector draws: 0 to 2^32 - 1 (default 1)",
-    )
-    add_table_args(parser)
-    parser.add_argument("-chunk_bytes", type=int, default=DEFAULT_CHUNK_BYTES, help=argparse.SUPPRESS)
+    add_table_options(parser)  # a flag per TableConfig field (inputters/table_options.py)
     return parser
 
 
@@ -191,6 +158,7 @@ def main(argv=None):
             "-from_model": opt.from_model,
         },
     )
+    check_ranges(vars(opt), TableConfig)  # -alpha, -dim, -center_pcs: the ranges on the fields
     check_table_args(opt)
     out_dir = os.path.dirname(os.path.abspath(opt.output_file))
     if not os.path.isdir(out_dir):

@@ -19,7 +19,6 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from onmt_cont.constants import PAD_ID, SPECIALS, UNK_ID
-from onmt_cont.inputters.embeddings import MAX_DIM
 from onmt_cont.inputters.vocab import Vocab
 from onmt_cont.utils.errors import UserError
 from onmt_cont.utils.loading import load_checkpoint_data
@@ -58,54 +57,14 @@ target table (-init, -alpha, -unk_vector, -center, -center_pcs; the .dec table o
   length again afterwards with -normalize or a random/mixed -init.
 """
 
-UNK_HELP = (
-    "the <unk> row (row 1). average: the mean of the file's vectors that are not in the vocabulary (the "
-    "vMF paper's choice; default for -init pretrained and mixed, where it is mixed like any word row); it "
-    "sits near the centre of the cloud, a hub that uncertain predictions fall on. random: a random unit "
-    "vector, nearly orthogonal to every row in high dimension, so <unk> is predicted only when meant "
-    "(default for random_sphere/random_cube, where it is the init's own draw; for pretrained and mixed a "
-    "fresh unit Gaussian direction, scaled to the RMS word-row length without -normalize). zero: zeros: "
-    "never a nearest neighbour of a prediction with a positive cosine to any row, and training on a "
-    "<unk> target gets no direction from the loss. vocab_mean: the mean of the vocabulary-word rows, "
-    "the direction of highest mean cosine to the words: a control that should be the worst hub (zero after "
-    "-center, so it stays zero)"
-)
-
-
-def add_table_args(parser: argparse.ArgumentParser) -> None:
-    """The target-table options of embeddings_to_torch.py."""
-    g = parser.add_argument_group("target table (see the end of -h)")
-    g.add_argument("-init", choices=INITS, default="pretrained", help="how the target rows are made")
-    g.add_argument(
-        "-alpha",
-        type=float,
-        default=None,
-        help=f"-init mixed: weight of the pretrained direction, in [0, 1] (default {DEFAULT_ALPHA})",
-    )
-    g.add_argument("-dim", type=int, default=None, help="dimension of a random table made without -emb_file_dec")
-    g.add_argument(
-        "-from_model",
-        default=None,
-        help="-init softmax: a checkpoint of train.py with a softmax output layer (-loss ce -generator linear)",
-    )
-    g.add_argument("-unk_vector", choices=UNK_VECTORS, default=None, help=UNK_HELP)
-    g.add_argument("-center", action="store_true", help="remove the mean word row from every non-zero row")
-    g.add_argument(
-        "-center_pcs",
-        type=int,
-        default=0,
-        help="also remove the top K principal directions of the centred word rows (implies -center)",
-    )
-
 
 def check_table_args(opt: argparse.Namespace) -> None:
-    """Conflicting or out-of-range table options -> UserError, before anything is read."""
+    """Conflicting table options -> UserError, before anything is read; each value's own range (-alpha, -dim,
+    -center_pcs) is its TableConfig field's (inputters/table_options.py), checked first."""
     if opt.alpha is not None and opt.init != "mixed":
         raise UserError(f"-alpha is the weight of -init mixed; it means nothing with -init {opt.init}")
     if opt.init == "mixed":
         opt.alpha = DEFAULT_ALPHA if opt.alpha is None else opt.alpha
-        if not 0.0 <= opt.alpha <= 1.0:
-            raise UserError(f"-alpha {opt.alpha}: expected a weight in [0, 1]")
     random_init = opt.init in ("random_sphere", "random_cube")
     if (opt.from_model is not None) != (opt.init == "softmax"):
         raise UserError("-init softmax takes its rows from -from_model CKPT, and -from_model is only read by it")
@@ -124,10 +83,8 @@ def check_table_args(opt: argparse.Namespace) -> None:
     if opt.emb_file_dec is None:
         if not random_init:
             raise UserError(f"-init {opt.init} reads the pretrained vectors: give -emb_file_dec FILE")
-        if opt.dim is None or opt.dim < 1:
+        if opt.dim is None:
             raise UserError(f"-init {opt.init} without -emb_file_dec: give the dimension with -dim N (N >= 1)")
-    if opt.dim is not None and opt.dim > MAX_DIM:  # the table is allocated [vocabulary, dim]
-        raise UserError(f"-dim {opt.dim}: at most {MAX_DIM:,}")
     if opt.init == "mixed" and not opt.normalize:  # e_pre, <unk>'s average included, is the unit-length table
         raise UserError("-init mixed combines the unit-length pretrained rows: add -normalize")
     if opt.unk_vector is None:
@@ -137,8 +94,6 @@ def check_table_args(opt: argparse.Namespace) -> None:
             f"-unk_vector average is the mean of pretrained vectors, which -init {opt.init} does not use; "
             "choose random, zero or vocab_mean"
         )
-    if opt.center_pcs < 0:
-        raise UserError(f"-center_pcs {opt.center_pcs}: expected K >= 0")
     if opt.center_pcs:
         opt.center = True
 

@@ -332,7 +332,7 @@ def test_huge_dimension_is_refused_before_allocating(tmp_path, capsys, case):
         args = ["-emb_file_dec", write(tmp_path / "x.vec", "2 99999999999\nthe 1 2\ncat 3 4\n")]
         needle = "gives dimension 99999999999 values per word; more than 65,536"
     else:
-        args, needle = ["-init", "random_sphere", "-dim", "99999999999"], "-dim 99999999999: at most 65,536"
+        args, needle = ["-init", "random_sphere", "-dim", "99999999999"], "-dim must be at most 65536, got 99999999999"
     fails(capsys, embeddings_to_torch.main, [*args, "-dict_file", vocab, "-output_file", tmp_path / "e"], needle)
     assert not list(tmp_path.glob("e.*"))
 

@@ -145,10 +145,10 @@ def test_unk_vector_options(tmp_path, files):
     [
         (["-init", "random_sphere", "-unk_vector", "average"], "-unk_vector average is the mean of pretrained"),
         (["-alpha", "0.5"], "-alpha is the weight of -init mixed"),
-        (["-init", "mixed", "-alpha", "1.5"], "-alpha 1.5: expected a weight in [0, 1]"),
+        (["-init", "mixed", "-alpha", "1.5"], "-alpha must be in [0, 1], got 1.5"),
         (["-init", "mixed"], "-init mixed combines the unit-length pretrained rows: add -normalize"),
         (["-init", "random_cube", "-dim", "8"], "the vectors have dimension 4, but -dim says 8"),
-        (["-center_pcs", "-1"], "-center_pcs -1: expected K >= 0"),
+        (["-center_pcs", "-1"], "-center_pcs must be at least 0, got -1"),
         (["-center_pcs", "4"], "-center_pcs 4: expected fewer than"),
     ],
 )
