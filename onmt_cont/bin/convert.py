@@ -14,8 +14,8 @@ does from the checkpoint."""
 import argparse
 import sys
 
-from onmt_cont.export.ct2 import QUANTIZATIONS, convert
-from onmt_cont.models.transformer import parse_alignment_layer
+from onmt_cont.export.ct2 import convert
+from onmt_cont.export.options import add_export_options
 from onmt_cont.utils.errors import cli_main
 from onmt_cont.utils.overwrite import refuse_output_over_inputs
 
@@ -27,40 +27,7 @@ def build_parser():
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=__doc__.split("\n\n", 1)[1],
     )
-    p.add_argument("-model", required=True, help="a Transformer checkpoint written by train.py (or its release)")
-    p.add_argument("-output", required=True, help="the CTranslate2 model directory to write")
-    p.add_argument(
-        "-quantization",
-        choices=QUANTIZATIONS,
-        default=None,
-        help="store the weights as this type (int8: 8-bit weights, float32 computation on the CPU); default float32",
-    )
-    p.add_argument(
-        "-decode_prior",
-        type=float,
-        default=0.0,
-        help="continuous models: β of score + β · log p_train(w), as translate.py's (default 0)",
-    )
-    p.add_argument(
-        "-decode_prior_cap",
-        type=int,
-        default=0,
-        help="continuous models: the prior flat for words seen at least this often (0: the plain prior)",
-    )
-    p.add_argument(
-        "-beam_temperature",
-        type=float,
-        default=1.0,
-        help="continuous models: beam search's softmax over the scores / (the model's scale × this)",
-    )
-    p.add_argument(
-        "-alignment_layer",
-        type=parse_alignment_layer,
-        default=None,
-        help="the decoder layer whose attention (every head's mean) -replace_unk reads (default: the last; "
-        "CTranslate2 reads one layer, so 'mean' is not possible)",
-    )
-    p.add_argument("-force", action="store_true", help="replace -output if it exists")
+    add_export_options(p)  # a flag per ExportConfig field (export/options.py)
     return p
 
 

@@ -8,9 +8,14 @@ The release keeps the model (the averaged parameters where there are any, as tra
 its options, vocabularies and progress, so translate.py and onmt_cont.load() read it and decode
 exactly as from the checkpoint; -train_from resumes no run from it, but fine-tunes its weights with -reset_optim all."""
 
+from __future__ import annotations
+
 import argparse
 import os
+from dataclasses import dataclass, fields
+from typing import Any
 
+from onmt_cont.config import add_flags, option
 from onmt_cont.models.checkpoint import load_checkpoint
 from onmt_cont.utils.atomic import atomic_torch_save
 from onmt_cont.utils.errors import UserError, cli_main
@@ -21,7 +26,7 @@ from onmt_cont.utils.overwrite import refuse_output_over_inputs
 KEPT = ("format_version", "model", "opt", "vocab", "progress")
 
 
-def release(data):
+def release(data: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint's dict -> its release: KEPT only, marked as a release."""
     out = {k: data[k] for k in KEPT if k in data}
     out["optim"] = None
@@ -29,19 +34,26 @@ def release(data):
     return out
 
 
-def build_parser():
+@dataclass
+class ReleaseConfig:
+    """onmt_cont_release's flags, each field with its help (:mod:`onmt_cont.config` builds the flags)."""
+
+    model: str | None = option(None, required=True, help="a checkpoint written by train.py")
+    output: str | None = option(None, required=True, help="where to write the release")
+
+
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="onmt_cont_release",
         description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("-model", required=True, help="a checkpoint written by train.py")
-    p.add_argument("-output", required=True, help="where to write the release")
+    add_flags(p, ReleaseConfig, [f.name for f in fields(ReleaseConfig)])
     return p
 
 
 @cli_main
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     opt = build_parser().parse_args(argv)
     refuse_output_over_inputs({"-output": opt.output}, {"-model": opt.model})
     if os.path.isdir(opt.output):

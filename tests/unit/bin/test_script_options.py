@@ -6,14 +6,18 @@ import dataclasses
 
 import pytest
 
-from onmt_cont.bin import embeddings_to_torch
+from onmt_cont.bin import convert, embeddings_to_torch, release
+from onmt_cont.bin.release import ReleaseConfig
 from onmt_cont.config import check_ranges
+from onmt_cont.export.options import ExportConfig
 from onmt_cont.inputters.table_options import TableConfig
 from onmt_cont.utils.errors import UserError
 from tests.helpers import fails
 
 SCRIPTS = {
     "embeddings_to_torch": (embeddings_to_torch, TableConfig),
+    "onmt_cont_convert": (convert, ExportConfig),
+    "onmt_cont_release": (release, ReleaseConfig),
 }
 
 
