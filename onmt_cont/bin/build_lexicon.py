@@ -14,11 +14,13 @@ import argparse
 import os
 import time
 from collections import Counter
+from dataclasses import fields
 
 from onmt_cont.align import Alignment
 from onmt_cont.align.fast_align import AlignConfig, align_corpus
+from onmt_cont.align.options import DEFAULT_MAX_LENGTH, DEFAULT_SYM, LexiconConfig, add_lexicon_options
 from onmt_cont.align.pharaoh import format_pharaoh, read_pharaoh
-from onmt_cont.align.symmetrise import SYMMETRISERS
+from onmt_cont.config import check_ranges
 from onmt_cont.utils.atomic import atomic_write_text
 from onmt_cont.utils.errors import UserError, cli_main
 from onmt_cont.utils.io import read_lines
@@ -36,14 +38,6 @@ _TRAINING_OPTIONS = (
     "save_alignments",
     "max_length",
 )
-# fast_align's model holds a few numbers per (source word, target word) cell of a pair, ~50 bytes:
-# one pair of two 3,000-token lines takes 0.45 GB more and 14-26 s (docs/reliability.md), one of
-# two 100K-token lines would take ~500 GB.
-DEFAULT_MAX_LENGTH = 1000
-# bounds that keep every value finite and every run finite (fast_align's defaults: 5, 4.0, none)
-MAX_ITERATIONS = 1000
-MAX_TENSION = 100.0  # exp(-tension) underflows past ~745: every word prior 0, links lost
-MAX_VB_ALPHA = 1e6
 
 
 def extract_lexicon(
@@ -73,67 +67,14 @@ def read_corpus(path: str, lower: bool) -> list[list[str]]:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    io = p.add_argument_group("files")
-    io.add_argument("-src", required=True, help="tokenized source side, one sentence per line")
-    io.add_argument("-tgt", required=True, help="tokenized target side, line-parallel to -src")
-    io.add_argument("-output", required=True, help="lexicon to write: 'source_word target_word' per line")
-    io.add_argument(
-        "-alignments",
-        help="use these Pharaoh alignments ('i-j', 0-based source-target) instead of training the aligner",
-    )
-    io.add_argument("-save_alignments", help="also write the symmetrised alignments here (Pharaoh format)")
-    al = p.add_argument_group("aligner (fast_align's model; defaults are fast_align's)")
-    al.add_argument("-iterations", type=int, help="EM iterations per direction (default 5)")
-    al.add_argument("-p0", type=float, help="probability of aligning a word to NULL (default 0.08)")
-    al.add_argument("-tension", type=float, help="diagonal tension λ, initial value if optimised (default 4.0)")
-    al.add_argument(
-        "-optimize_tension",
-        action="store_true",
-        default=None,
-        help="re-estimate λ after each iteration, as fast_align -o",
-    )
-    al.add_argument(
-        "-vb_alpha",
-        type=float,
-        help="train t(f|e) by variational Bayes with this Dirichlet "
-        "concentration, as fast_align -v -a (default: plain EM)",
-    )
-    al.add_argument(
-        "-sym", choices=sorted(SYMMETRISERS), help="how to combine the two directions (default grow-diag-final-and)"
-    )
-    al.add_argument(
-        "-max_length",
-        type=int,
-        help=f"leave pairs with a side longer than this many tokens unaligned (no links): memory and time "
-        f"grow with source x target length (default {DEFAULT_MAX_LENGTH}; 0: no limit)",
-    )
-    lx = p.add_argument_group("lexicon")
-    lx.add_argument(
-        "-min_count",
-        type=int,
-        default=1,
-        help="keep a source word only if its best pair is aligned at least this often",
-    )
-    lx.add_argument("-lower", action="store_true", help="lowercase both sides first")
+    add_lexicon_options(p)  # a flag per LexiconConfig field, group by group (align/options.py)
     return p
 
 
 def _config(opt: argparse.Namespace) -> AlignConfig:
-    """Fill defaults and check ranges; errors name the option."""
-    cfg = AlignConfig()
-    for name in ("iterations", "p0", "tension", "optimize_tension", "vb_alpha"):
-        if getattr(opt, name) is not None:
-            setattr(cfg, name, getattr(opt, name))
-    if not 1 <= cfg.iterations <= MAX_ITERATIONS:  # EM has long converged; 10^20 would never end
-        raise UserError(f"-iterations must be from 1 to {MAX_ITERATIONS}, got {cfg.iterations}")
-    if not 0.0 <= cfg.p0 < 1.0:
-        raise UserError(f"-p0 must be in [0, 1), got {cfg.p0}")
-    # inf or 1e308 overflow exp() and digamma(): every link probability NaN, an empty lexicon
-    if not 0.0 <= cfg.tension <= MAX_TENSION:
-        raise UserError(f"-tension must be from 0 to {MAX_TENSION:g}, got {cfg.tension}")
-    if cfg.vb_alpha is not None and not 0.0 < cfg.vb_alpha <= MAX_VB_ALPHA:
-        raise UserError(f"-vb_alpha must be above 0 and at most {MAX_VB_ALPHA:g}, got {cfg.vb_alpha}")
-    return cfg
+    """The aligner's options given, AlignConfig's defaults (fast_align's) for the others."""
+    given = {f.name: getattr(opt, f.name) for f in fields(AlignConfig) if getattr(opt, f.name) is not None}
+    return AlignConfig(**given)
 
 
 def _check_writable(path: str, flag: str) -> None:
@@ -155,9 +96,9 @@ def main(argv: list[str] | None = None) -> None:
         given = [f"-{name}" for name in _TRAINING_OPTIONS if getattr(opt, name) is not None]
         if given:
             raise UserError(f"{', '.join(given)} only apply when training the aligner, not with -alignments")
+    # -iterations, -p0, -tension, -vb_alpha, -max_length, -min_count: the ranges and checks on the fields
+    check_ranges(vars(opt), LexiconConfig)
     config = _config(opt)
-    if opt.min_count < 1:
-        raise UserError(f"-min_count must be at least 1, got {opt.min_count}")
     _check_writable(opt.output, "-output")
     if opt.save_alignments:
         _check_writable(opt.save_alignments, "-save_alignments")
@@ -175,10 +116,8 @@ def main(argv: list[str] | None = None) -> None:
         alignments = read_pharaoh(opt.alignments, [len(s) for s in src], [len(t) for t in tgt])
         print(f"read alignments from {opt.alignments}")
     else:
-        sym = opt.sym or "grow-diag-final-and"
+        sym = opt.sym or DEFAULT_SYM
         limit = DEFAULT_MAX_LENGTH if opt.max_length is None else opt.max_length
-        if limit < 0:
-            raise UserError(f"-max_length must be at least 0, got {limit}")
         too_long = {k for k, (s, t) in enumerate(zip(src, tgt, strict=True)) if limit and max(len(s), len(t)) > limit}
         if too_long:
             print(
