@@ -4,9 +4,10 @@ and range, from which the commands' flags are built (:func:`add_flags`) and thei
 flags), translate/session_options.py (translate.py's session: files, raw text, batches, devices, reporting),
 models/options.py (the model), losses/options.py (the loss), train/optim_options.py (the optimiser and its
 schedule), train/session_options.py (train.py's session: data, batches, devices, validation, checkpoints, logging),
-inputters/options.py (preprocess.py's data) and serve/options.py (the server); every train.py flag but -config and
--save_config is a field of one of the train.py configurations, every translate.py flag but -config of one of the
-translate.py configurations."""
+inputters/options.py (preprocess.py's data), serve/options.py (the server), and the smaller scripts':
+inputters/table_options.py (embeddings_to_torch.py), export/options.py (onmt_cont_convert), align/options.py
+(build_lexicon.py) and bin/release.py's own; every train.py flag but -config and -save_config is a field of one of
+the train.py configurations, every translate.py flag but -config of one of the translate.py configurations."""
 
 from __future__ import annotations
 
