@@ -19,7 +19,6 @@ tests/unit/losses/test_fast_cpu_training.py holds it to.
 import torch
 from torch import Tensor
 
-from onmt_cont.losses.linear_ce import exp_shifted_
 from onmt_cont.utils.amp import autocast_dtype, outside_autocast
 
 # logits per chunk: 256 rows of 3,000 shared words
@@ -58,7 +57,7 @@ class _SharedLogSumExp(torch.autograd.Function):
                 flat[dead_at[lo:hi] - i * s] = float("-inf")
             top = z.amax(1, keepdim=True)
             top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))  # a row with no live word
-            exp_shifted_(z, top)
+            z.sub_(top).exp_()
             total = z.sum(1, keepdim=True)
             lse[i : i + r] = total.log().squeeze(1) + top.squeeze(1)
             if want_vec or want_col:
