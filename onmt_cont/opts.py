@@ -343,6 +343,7 @@ LEGACY = {
     "amp": False,
     "word_bias_update": "dense",
     "normalization": "tokens",
+    "early_stopping_window": 1,  # each score alone, as before the window existed
 }
 
 

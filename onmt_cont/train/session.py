@@ -16,6 +16,7 @@ from onmt_cont.inputters.batching import FINAL_PUNCT, ShardedIterator, collate, 
 from onmt_cont.inputters.corpus import shard_examples, shard_paths
 from onmt_cont.inputters.vocab import load_vocabs, unigram_log_prior, word_log_frequency
 from onmt_cont.models.checkpoint import restore_rng, rng_state, save_checkpoint
+from onmt_cont.opts import upgrade
 from onmt_cont.train.build import build, load_table
 from onmt_cont.train.checks import bleu_validated, check_model_size
 from onmt_cont.train.inputs import check_ranks_agree, check_shards
@@ -150,7 +151,7 @@ class Run:
                     f"-train_from {self.opt.train_from} was trained with -average_decay; this run keeps "
                     "no average: it goes on from the raw parameters, and its checkpoints hold them"
                 )
-        reset = getattr(self.opt, "reset_optim", "none")
+        reset = self.opt.reset_optim
         if reset == "all":  # fine-tuning: the weights alone; the optimiser, schedule and data start anew
             logger.info(f"-reset_optim all: the weights of {self.opt.train_from}; a new optimiser, from step 0")
             return
@@ -171,7 +172,7 @@ class Run:
         self.progress.update(ckpt["progress"])
         if "best_window" not in ckpt["progress"]:  # written before -early_stopping_window: a window of 1
             self.progress["best_window"] = self.progress["best_score"]
-        before = ckpt["opt"].get("early_stopping_window", 1)
+        before = upgrade(ckpt["opt"]).early_stopping_window
         if before != self.opt.early_stopping_window:  # the kept best is a mean over another window: start over
             logger.info(
                 f"-early_stopping_window {self.opt.early_stopping_window} (the checkpoint had {before}): "
@@ -236,7 +237,7 @@ class Run:
             else:
                 self.last_saved = (path, self.progress["step"])
             kind = name.split("_")[0]
-            if kind in ("step", "epoch") and getattr(self.opt, "keep_checkpoint", -1) > 0:
+            if kind in ("step", "epoch") and self.opt.keep_checkpoint > 0:
                 self._prune(kind, self.opt.keep_checkpoint)
         distributed.barrier(self.ctx)
         return path
