@@ -68,12 +68,10 @@ def _chunks(hidden, weight, bias, target, eps, dtype, row_grad=None, with_loss=T
         z = z_buf[:r]
         if dtype == torch.float32:
             torch.mm(hr, w.t(), out=z)
-            if bias is not None:
-                z.add_(bias)
         else:  # the cast, then the bias: a mixed-dtype add(out=) takes 1.6x as long (exp_kernels.py)
             z.copy_(torch.mm(hr, w.t()))
-            if bias is not None:
-                z.add_(bias)
+        if bias is not None:
+            z.add_(bias)
         at = torch.arange(r, device=dev)
         z_gold = z[at, y]
         top = z.amax(1, keepdim=True)
