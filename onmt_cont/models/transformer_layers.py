@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from onmt_cont.models.dropout import Dropout, dropout
+from onmt_cont.models.short_softmax import LOG2E, SHORT_ROWS, exp2_softmax
 from onmt_cont.utils.amp import autocast_dtype
 
 
@@ -87,11 +88,17 @@ class MultiHeadAttention(nn.Module):
         training's short sentences and many of them: forward and backward 2.8× in float32 and 9.7× in
         bfloat16, whose fused backward is slow (lab/bench/tiny_step.py). The products run in q's dtype
         (bfloat16 under -amp), the softmax in float32. ``mask`` becomes an additive bias; a query that may
-        attend nowhere gets a zero context, as SDPA gives it."""
-        scores = torch.matmul(q * (1.0 / math.sqrt(self.head_dim)), keys.transpose(-1, -2))
+        attend nowhere gets a zero context, as SDPA gives it. Rows shorter than SHORT_ROWS keys take
+        models/short_softmax.py's exp2 softmax, the scores in base 2 (log2 e folded into q's scale)."""
+        short = keys.size(-2) < SHORT_ROWS
+        scale = (LOG2E if short else 1.0) / math.sqrt(self.head_dim)
+        scores = torch.matmul(q * scale, keys.transpose(-1, -2))
         if mask is not None:
             scores = scores + attention_bias(mask, scores.dtype)
-        probs = torch.softmax(scores.float(), dim=-1)  # the cast first: 2.5× faster than softmax(dtype=) at these sizes
+        if short:
+            probs = exp2_softmax(scores)
+        else:  # the cast first: 2.5× faster than softmax(dtype=) at these sizes
+            probs = torch.softmax(scores.float(), dim=-1)
         if mask is not None:
             nowhere = ~mask.any(-1, keepdim=True)
             if nowhere.any():

@@ -79,19 +79,54 @@ def test_hidden_logits_give_the_linear_layer_rows():
     assert logits_of(F.linear(h, w, b), slice(0, 2)).shape == (2, 9)
 
 
-def test_training_attention_matches_sdpa_in_float32_and_bfloat16():
-    """The CPU training path of MultiHeadAttention.attend against SDPA, in float32 and under autocast."""
+@pytest.mark.parametrize("len_k", [1, 9, 15, 16, 23])  # below SHORT_ROWS: the exp2 softmax; from it: PyTorch's
+def test_training_attention_matches_sdpa_in_float32_and_bfloat16(len_k):
+    """The CPU training path of MultiHeadAttention.attend against SDPA, forward and backward, in float32 and
+    under autocast, on both sides of the short-row softmax's crossover."""
     torch.manual_seed(6)
     attn = MultiHeadAttention(32, 4).train()
     x = torch.randn(3, 7, 32)
-    k, v = attn.keys_values(torch.randn(3, 9, 32))
-    mask = torch.rand(3, 1, 7, 9) > 0.3
+    k, v = attn.keys_values(torch.randn(3, len_k, 32))
+    mask = torch.rand(3, 1, 7, len_k) > 0.3
     mask[..., 0] = True
     q = attn._split(attn.query(x))
-    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-    torch.testing.assert_close(attn._attend_cpu_training(q, k, v, mask), ref, atol=1e-6, rtol=1e-5)
+    q, k, v = (t.detach().double().float().requires_grad_() for t in (q, k, v))
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), attn_mask=mask)
+    ours = attn._attend_cpu_training(q, k, v, mask)
+    torch.testing.assert_close(ours.double(), ref, atol=1e-6, rtol=1e-5)
+    g = torch.randn(ours.shape, dtype=torch.float64)
+    got = torch.autograd.grad(ours, (q, k, v), g.float())
+    want = torch.autograd.grad(ref, (q, k, v), g)
+    for a, b in zip(got, want, strict=True):
+        torch.testing.assert_close(a.double(), b.double(), atol=1e-5, rtol=1e-4)
     low = attn._attend_cpu_training(q.bfloat16(), k.bfloat16(), v.bfloat16(), mask)
     assert low.dtype == torch.bfloat16 and (low.float() - ref).abs().max() < 0.05
+
+
+def test_exp2_softmax_against_mpmath_over_the_reachable_range():
+    """models/short_softmax.py's softmax of base-2 scores against mpmath, for scores from -1e4 to 1e4 (and the
+    attention's masking bias), and its gradient against float64 autograd of torch.softmax."""
+    from onmt_cont.models.short_softmax import LOG2E, exp2_softmax
+
+    gen = torch.Generator().manual_seed(2)
+    for spread in (1e-3, 1.0, 30.0, 1e4):
+        x = torch.randn(4, 13, generator=gen, dtype=torch.float64) * spread
+        x[0, 3] = -0.5 * torch.finfo(torch.float32).max  # a masked key
+        x2 = (x * LOG2E).float()
+        y = exp2_softmax(x2)
+        for row in range(4):
+            vals = [mpmath.mpf(float(v)) / mpmath.mpf(LOG2E) for v in x2[row].double()]  # the float32 input, exactly
+            top = max(vals)
+            den = mpmath.fsum(mpmath.exp(v - top) for v in vals)
+            exact = torch.tensor([float(mpmath.exp(v - top) / den) for v in vals], dtype=torch.float64)
+            torch.testing.assert_close(y[row].double(), exact, atol=1e-7, rtol=2e-6)
+    x = torch.randn(6, 5, 11, generator=gen, dtype=torch.float64) * 3
+    x2 = (x * LOG2E).float().requires_grad_()
+    g = torch.randn(x.shape, generator=gen, dtype=torch.float64)
+    (got,) = torch.autograd.grad(exp2_softmax(x2), x2, g.float())
+    xd = x.clone().requires_grad_()
+    (want,) = torch.autograd.grad(torch.softmax(xd, -1), xd, g)
+    torch.testing.assert_close(got.double() * LOG2E, want, atol=1e-6, rtol=1e-5)
 
 
 def _steps(defer, amp=None, steps=3):
