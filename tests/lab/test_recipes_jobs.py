@@ -136,3 +136,49 @@ def test_the_user_scripts_decode_as_the_results_recommend(script):
     for call in calls:
         assert "DECODE" in call, call
     assert "-beam_size 5 -block_ngram_repeat 3" in text
+
+
+SCREEN_STUB = r"""#!/usr/bin/env bash
+case $1 in
+  train.py) echo "$*" >> "$STUB_LOG" ;;
+  lab/tools/screen_table.py) shift; echo "table $*" ;;
+  *) echo "stub python: unexpected $1" >&2; exit 3 ;;
+esac
+"""
+
+
+def test_tiny_screen_trains_each_setting_into_its_folder_and_tables_them(tmp_path):
+    """lab/recipes/tiny_screen.sh: one run per NAME:FLAGS item, the preset plus its flags, resumable, into
+    SCREEN_OUT/continuous.NAME.sSEED, then screen_table.py against the preset's run; a bad item is refused."""
+    repo = tmp_path / "repo"
+    (repo / "lab" / "recipes").mkdir(parents=True)
+    shutil.copy(RECIPES / "tiny_screen.sh", repo / "lab" / "recipes")
+    stub = tmp_path / "python"
+    stub.write_text(SCREEN_STUB)
+    stub.chmod(stat.S_IRWXU)
+    out = tmp_path / "out"
+    (out / "srcbpe").mkdir(parents=True)
+    (out / "srcbpe" / "emb.dec.pt").write_text("x")
+    env = {
+        **os.environ,
+        "PYTHON": str(stub),
+        "OUT": str(out),
+        "STUB_LOG": str(tmp_path / "calls"),
+        "SCREENS": "drop0.0:-dropout 0.0;neg512:-num_sampled 512 -seed_data 3",
+        "STEPS": "100",
+        "JOBS": "2",
+    }
+    script = repo / "lab" / "recipes" / "tiny_screen.sh"
+    res = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env, timeout=60)
+    assert res.returncode == 0, res.stderr
+    calls = sorted((tmp_path / "calls").read_text().splitlines())
+    assert len(calls) == 2
+    assert calls[0].endswith("-train_steps 100 -dropout 0.0")
+    assert f"{out}/screen/continuous.drop0.0.s1/model" in calls[0]
+    assert calls[1].endswith("-num_sampled 512 -seed_data 3") and "-resume auto" in calls[1]
+    assert res.stdout.strip() == (
+        f"table -run preset {out}/continuous.s1/train.log -run drop0.0 {out}/screen/continuous.drop0.0.s1/train.log "
+        f"-run neg512 {out}/screen/continuous.neg512.s1/train.log"
+    )
+    bad = subprocess.run(["bash", str(script)], capture_output=True, text=True, env={**env, "SCREENS": "a b"})
+    assert bad.returncode == 2 and "NAME:FLAGS items" in bad.stderr
