@@ -12,7 +12,7 @@ the train.py configurations, every translate.py flag but -config of one of the t
 from __future__ import annotations
 
 import dataclasses
-from argparse import ArgumentParser, _ArgumentGroup
+from argparse import ArgumentParser, ArgumentTypeError, _ArgumentGroup
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -101,10 +101,32 @@ def option(
     return field(default=default, metadata=metadata)
 
 
+SWITCH_VALUES = {
+    "true": True,
+    "yes": True,
+    "on": True,
+    "1": True,
+    "false": False,
+    "no": False,
+    "off": False,
+    "0": False,
+}
+
+
+def switch(text: str) -> bool:
+    """A switch's optional value on the command line: true or false (yes/no, on/off, 1/0), so that a switch a preset
+    turns on can be turned off (``-word_bias false``)."""
+    try:
+        return SWITCH_VALUES[text.lower()]
+    except KeyError:
+        raise ArgumentTypeError(f"expected true or false, got {text!r}") from None
+
+
 def add_flags(group: ArgumentParser | _ArgumentGroup, config_cls: type, names: Sequence[str]) -> None:
     """The flags of these fields of ``config_cls``, in this order, from the fields' defaults and metadata (a bool
-    field is a switch; a callable help or choices is called now; ``nargs="?"`` with ``const``: a flag whose value
-    may be left out, as -amp's; a list flag's default, a tuple, is given as a list, or None where it has none, as
+    field is a switch: the flag alone turns it on and ``-flag false`` off, so a preset's ``flag: true`` can be
+    overridden; a callable help or choices is called now; ``nargs="?"`` with ``const``: a flag whose value may be
+    left out, as -amp's; a list flag's default, a tuple, is given as a list, or None where it has none, as
     translate.py's -model), in an argument group or the parser itself. A flag with aliases keeps its own name
     as the destination ("--ip" sets -host's)."""
     fields = {f.name: f for f in dataclasses.fields(config_cls)}
@@ -121,7 +143,7 @@ def add_flags(group: ArgumentParser | _ArgumentGroup, config_cls: type, names: S
             if callable(meta.get(key)):
                 meta[key] = meta[key]()
         if isinstance(f.default, bool):
-            group.add_argument(*strings, action="store_true", **meta)
+            group.add_argument(*strings, nargs="?", const=True, default=f.default, type=switch, metavar="BOOL", **meta)
         elif meta.get("nargs") not in (None, "?") and f.default is not None:
             assert isinstance(f.default, tuple)  # a list option's default (a dataclass default is immutable)
             group.add_argument(*strings, default=list(f.default), **meta)

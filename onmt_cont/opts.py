@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from onmt_cont.config import switch
 from onmt_cont.utils.errors import UserError
 
 
@@ -263,7 +264,7 @@ def _config_value(action, value, where):
         raise UserError(
             f"{where}: no value (YAML null); give one, or remove the line to keep the default {action.default!r}"
         )
-    if action.nargs == 0:  # store_true / store_false
+    if action.nargs == 0 or action.type is switch:  # store_true / store_false, or a switch (config.switch)
         if not isinstance(value, bool):
             raise UserError(f"{where}: expected true or false, got {value!r}")
         return value

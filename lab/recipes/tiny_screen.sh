@@ -6,10 +6,7 @@
 # (-resume auto), so rerunning the same command carries the screen across sessions.
 #
 #   OUT=/work/runs/tiny_en-de SCREEN_OUT=/work/runs/screen_en-de \
-#     SCREENS="drop0.0:-dropout 0.0;neg512:-num_sampled 512" bash lab/recipes/tiny_screen.sh
-#
-# A switch the preset turns on (word_bias: true) cannot be turned off by a flag: give a copy of the preset with it
-# off, e.g. "nobias:-config nobias.yaml" (the last -config wins).
+#     SCREENS="drop0.0:-dropout 0.0;neg512:-num_sampled 512;nobias:-word_bias false" bash lab/recipes/tiny_screen.sh
 #
 # Environment: OUT [runs/tiny_en-de: the prepared data, and the preset's run in OUT/continuous.s1 to compare with],
 # SCREEN_OUT [OUT/screen], SCREENS [NAME:FLAGS items separated by ";"], STEPS [2560], SEED [1], THREADS [1],

@@ -123,3 +123,36 @@ def test_aliases_are_further_spellings_of_a_flag_that_keeps_its_own_destination(
     with pytest.raises(UserError) as exc:
         check_ranges(vars(p.parse_args(["-c", "f", "--port", "70000"])), Aliased)
     assert str(exc.value) == "-port must be at most 65535, got 70000"  # named by the flag, whichever spelling
+
+
+def test_a_switch_is_on_alone_and_takes_true_or_false():
+    """A bool field's flag: alone it turns the switch on; ``-flag false`` turns off what a preset turned on."""
+    parser = argparse.ArgumentParser(prefix_chars="-")
+    add_flags(parser.add_argument_group("Example"), Example, ["named", "count"])
+    assert parser.parse_args([]).other_name is False
+    assert parser.parse_args(["-other_name"]).other_name is True
+    assert parser.parse_args(["-other_name", "-count", "2"]).other_name is True
+    for text, value in [("false", False), ("FALSE", False), ("no", False), ("off", False), ("0", False)]:
+        assert parser.parse_args(["-other_name", text]).other_name is value
+    for text in ("true", "yes", "on", "1"):
+        assert parser.parse_args(["-other_name", text]).other_name is True
+    with pytest.raises(SystemExit):
+        parser.parse_args(["-other_name", "maybe"])
+
+
+def test_a_preset_switch_is_turned_off_from_the_command_line(tmp_path, capsys):
+    """train.py -config P.yaml (word_bias: true) -word_bias false: the command line wins, and says so; a YAML value
+    that is not a boolean is still refused."""
+    from onmt_cont import opts
+    from onmt_cont.train.options import build_parser
+
+    preset = tmp_path / "p.yaml"
+    preset.write_text("word_bias: true\ndropout: 0.1\n", encoding="utf-8")
+    base = ["-data", "d", "-save_model", "m", "-config", str(preset)]
+    assert opts.parse(build_parser(), base).word_bias is True
+    got = opts.parse(build_parser(), [*base, "-word_bias", "false"])
+    assert got.word_bias is False and got.dropout == 0.1
+    assert "-word_bias False on the command line replaces True" in capsys.readouterr().err
+    preset.write_text("word_bias: maybe\n", encoding="utf-8")
+    with pytest.raises(UserError, match="expected true or false, got 'maybe'"):
+        opts.parse(build_parser(), base)
