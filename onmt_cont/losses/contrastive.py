@@ -206,6 +206,7 @@ def _chunked_parts(pred, target, table, negatives, shared, per_token, repeats, b
     col_expected, hits, own_expected = expected
     u = shared.numel()
     pos = (pred * table[target]).sum(-1)
+    gold_dot = pos  # the shared block's reference near each row's top logit
     col = repeats[:u]
     if bias is not None:
         pos, col = pos + bias[target], col + bias[shared]
@@ -220,7 +221,7 @@ def _chunked_parts(pred, target, table, negatives, shared, per_token, repeats, b
     column[shared] = torch.arange(u, device=shared.device)
     found = column[target]
     dead = (found >= 0).nonzero().squeeze(1)
-    lse = [pos, shared_logsumexp(pred, table[shared], col, add, (dead, found[dead]))]
+    lse = [pos, shared_logsumexp(pred, table[shared], col, add, (dead, found[dead]), shift=gold_dot)]
     if per_token is not None:
         dots = candidate_dots(pred, table, None, per_token)
         if bias is not None:

@@ -203,9 +203,11 @@ def test_prefix_negatives_push_the_prediction_off_earlier_words():
 
 @pytest.mark.parametrize("loss", ["infonce", "nllvmf_nce", "maxmargin"])
 def test_negatives_logits_stay_float32_under_bf16_autocast(loss):
-    """Under -amp the negatives' logits are computed in float32, as the gold one: the loss under
+    """Under -amp the per-token negatives' logits are computed in float32, as the gold one: the loss under
     CPU bf16 autocast equals the float32 loss (in bf16 the products would be off by ~1e-2 relative,
-    0.2 at nllvmf_nce's logit scale of 67 here)."""
+    0.2 at nllvmf_nce's logit scale of 67 here). nllvmf_nce's shared candidates go through
+    losses/shared_block.py, whose bf16 product is shifted by the gold logit: within 0.2% here, where the
+    predictions are random and the gold word far from the top (test_fast_cpu_training.py measures it)."""
     table, gen = random_table(300, 32)
     pred = 67 * F.normalize(torch.randn(40, 32, generator=gen), dim=-1)  # κ = 67
     target = torch.randint(1, 300, (40,), generator=gen)
@@ -217,7 +219,8 @@ def test_negatives_logits_stay_float32_under_bf16_autocast(loss):
         assert candidate_dots(pred, table, torch.arange(1, 300), None).dtype == torch.float32
         got = loss_of(loss, pred, target, table, **kw)
     assert got.dtype == torch.float32
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    tol = 2e-3 if loss == "nllvmf_nce" else 1e-5
+    torch.testing.assert_close(got, want, rtol=tol, atol=1e-5)
 
 
 # --- the negative sources ---------------------------------------------------------------------------
