@@ -395,3 +395,14 @@ def test_short_softmax_bench_times_both_sides_of_the_crossover(capsys):
     short_softmax.main(["-lengths", "5,16", "-tokens", "200", "-reps", "3"])
     out = capsys.readouterr().out
     assert "| 5 | [40, 4, 5, 5] |" in out and "| 16 | [12, 4, 16, 16] |" in out
+
+
+def test_shared_block_bf16_bench_times_and_checks_every_variant(capsys):
+    from lab.bench import shared_block_bf16
+
+    shared_block_bf16.main(["-rows", "8", "-candidates", "50", "-reps", "3"])
+    out = capsys.readouterr().out
+    for name in ("float32 (now)", "bfloat16", "bfloat16 shifted by the gold logit", "bfloat16 shifted by ‖ê‖"):
+        assert f"| {name} |" in out
+    errors = [float(line.split("|")[4]) for line in out.splitlines() if line.startswith("| float32 (now)")]
+    assert errors and errors[0] < 1e-4  # float32 against float64
