@@ -16,6 +16,7 @@ import argparse
 import torch
 
 from lab.bench.benchlib import alternating_ms
+from onmt_cont.utils.loading import load_checkpoint_data
 
 
 def lse_and_u(z, table):
@@ -37,7 +38,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     gen = torch.Generator().manual_seed(0)
     if args.table:
-        table = torch.load(args.table, weights_only=True).float()
+        table = load_checkpoint_data(args.table, "a table of embeddings_to_torch.py").float()
         table = table[table.norm(dim=1) > 0]
     else:
         table = torch.nn.functional.normalize(torch.randn(20000, 300, generator=gen), dim=1)
