@@ -12,7 +12,10 @@ import math
 import torch
 from torch import Tensor
 
-LOG2E = 1.4426950408889634
+from onmt_cont.losses.linear_ce import LOG2E
+
+__all__ = ["LOG2E", "SHORT_ROWS", "exp2_softmax"]
+
 LN2 = math.log(2.0)
 
 # rows shorter than this go through exp2_softmax (the crossover measured on an AVX-512 CPU)
