@@ -179,6 +179,13 @@ class Run:
                 "early stopping's running best and its count start again"
             )
             self.progress["best_window"], self.progress["bad_validations"] = None, 0
+        metric = self.progress.get("valid_metric", "loss")
+        if metric != self.opt.valid_metric:  # a count of another metric's validations must not stop this run
+            logger.info(
+                f"-valid_metric {self.opt.valid_metric} (the checkpoint followed {metric}): "
+                "early stopping's best score and its count start again"
+            )
+            self.progress.update(fresh_stopping(), valid_metric=self.opt.valid_metric)
         if isinstance(ckpt.get("rng"), dict) and "torch" in ckpt["rng"]:  # else train() has warned already
             note = restore_rng(ckpt["rng"], self.device, self.ctx.rank, self.ctx.world)
             if note:
@@ -290,9 +297,6 @@ class Run:
         # save's barrier while the others went on to their next collective, and the group would hang
         stats[metric] = distributed.from_main(stats[metric], self.ctx)
         pr, higher = self.progress, metric != "loss"
-        if pr.get("valid_metric", "loss") != metric:  # a resumed run that changed -valid_metric
-            pr.update(fresh_stopping())
-        pr["valid_metric"] = metric
         n = self.opt.early_stopping_window
         if track_validation(pr, stats[metric], higher, n):
             floor = self.best_floor  # the same on every rank, as the score is

@@ -721,6 +721,29 @@ def test_valid_metric_accuracy_is_higher_better_and_drives_early_stopping(data, 
     assert run.progress["step"] == 6
 
 
+def test_a_run_stopped_by_loss_goes_on_when_resumed_with_another_metric(data, tmp_path, monkeypatch):
+    """A run that stopped early by its loss, resumed with -valid_metric accuracy: the loss's count must
+    not stop it before it has validated once; accuracy's own count stops it after 2 bad validations."""
+    scores = {"loss": iter([1.0, 2.0, 3.0]), "accuracy": iter([])}
+    real = Trainer.validate
+
+    def validate(self, batches):
+        stats = real(self, batches)
+        return {**stats, "loss": next(scores["loss"], 9.0), "accuracy": next(scores["accuracy"], 0.0)}
+
+    monkeypatch.setattr(Trainer, "validate", validate)
+    common = {"loss": "ce", "tgt_emb": None, "epochs": 20, "valid_steps": 2, "early_stopping": 2}
+    stopped = run_train(data, tmp_path, **common)
+    assert stopped.progress["step"] == 6 and stopped.progress["bad_validations"] == 2
+    scores["accuracy"] = iter([0.5, 0.6, 0.4, 0.3])
+    resumed = run_train(data, tmp_path, resume="auto", valid_metric="accuracy", **common)
+    log = (tmp_path / "train.log").read_text(encoding="utf-8")
+    assert "-valid_metric accuracy (the checkpoint followed loss): early stopping's best score" in log
+    # validations at steps 8, 10, 12 and 14 score 0.5, 0.6 (best), 0.4, 0.3 (the second bad one: stop)
+    assert resumed.progress["step"] == 14
+    assert resumed.progress["best_score"] == pytest.approx(0.6)
+
+
 def test_is_better_directions():
     from onmt_cont.train.stopping import is_better
 
