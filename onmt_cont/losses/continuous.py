@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from onmt_cont.losses.spec import Loss, LossFn
+from onmt_cont.losses.token_dots import table_rows
 from onmt_cont.opts import upgrade
 from onmt_cont.vmf import log_cmk, neg_log_cmk_approx
 
@@ -32,7 +33,7 @@ def most_informative_negative(pred: Tensor, target: Tensor, table: Tensor) -> Te
     the target itself excluded. Chosen without gradient. Returns ids [N]."""
     with torch.no_grad():
         unit = F.normalize(pred.float(), dim=-1, eps=1e-8)
-        diff = unit @ table.t() - table[target] @ table.t()  # table rows are unit length
+        diff = unit @ table.t() - table_rows(table, target) @ table.t()  # table rows are unit length
         diff.scatter_(1, target.unsqueeze(1), float("-inf"))
         diff[:, 0] = float("-inf")  # the padding row is no word
         return diff.argmax(dim=1)
@@ -43,8 +44,8 @@ def max_margin(pred: Tensor, target: Tensor, table: Tensor, margin: float) -> Te
     reference for ``-loss maxmargin`` (onmt_cont.losses.contrastive), which with ``-negatives
     exact -num_negatives 1`` computes the same."""
     neg = most_informative_negative(pred, target, table)
-    pos_cos = F.cosine_similarity(pred, table[target], dim=-1, eps=1e-8)
-    neg_cos = F.cosine_similarity(pred, table[neg], dim=-1, eps=1e-8)
+    pos_cos = F.cosine_similarity(pred, table_rows(table, target), dim=-1, eps=1e-8)
+    neg_cos = F.cosine_similarity(pred, table_rows(table, neg), dim=-1, eps=1e-8)
     return torch.relu(margin + neg_cos - pos_cos)
 
 
@@ -87,9 +88,9 @@ def margin_random(pred: Tensor, target: Tensor, table: Tensor, margin: float, k:
     """mean over k random negatives e(w′) of max(0, γ + cos(ê, e(w′)) − cos(ê, e(w))): the
     negative-sampling baseline of Bhat et al. The table rows are unit length."""
     unit = F.normalize(pred, dim=-1, eps=1e-8)
-    neg = table[random_negatives(target, table.size(0), k)]  # [N, k, m]
+    neg = table_rows(table, random_negatives(target, table.size(0), k))  # [N, k, m]
     neg_cos = (neg @ unit.unsqueeze(-1)).squeeze(-1)
-    pos_cos = (unit * table[target]).sum(-1, keepdim=True)
+    pos_cos = (unit * table_rows(table, target)).sum(-1, keepdim=True)
     return torch.relu(margin + neg_cos - pos_cos).mean(-1)
 
 
@@ -142,17 +143,17 @@ def vmf_options(opt: Namespace | dict) -> dict[str, Any]:
 
 
 def build_l2(opt: Namespace, table: Tensor) -> LossFn:
-    return lambda output, target: l2(output.float(), table[target])
+    return lambda output, target: l2(output.float(), table_rows(table, target))
 
 
 def build_cosine(opt: Namespace, table: Tensor) -> LossFn:
-    return lambda output, target: cosine(output.float(), table[target])
+    return lambda output, target: cosine(output.float(), table_rows(table, target))
 
 
 def build_synmargin(how: str) -> Callable[[Namespace, Tensor], LossFn]:
     def build(opt: Namespace, table: Tensor) -> LossFn:
         margin = opt.margin
-        return lambda output, target: syn_margin(output.float(), table[target], margin, how)
+        return lambda output, target: syn_margin(output.float(), table_rows(table, target), margin, how)
 
     return build
 
@@ -164,7 +165,7 @@ def build_margin_random(opt: Namespace, table: Tensor) -> LossFn:
 
 def build_nllvmf(opt: Namespace, table: Tensor) -> LossFn:
     kw = vmf_options(opt)
-    return lambda output, target: nll_vmf(output, table[target], **kw)
+    return lambda output, target: nll_vmf(output, table_rows(table, target), **kw)
 
 
 # the options of the NLLvMF terms (vmf_options)

@@ -28,7 +28,7 @@ from onmt_cont.losses.continuous import VMF_OPTIONS, nll_vmf, vmf_options
 from onmt_cont.losses.negatives import PREFIX_WINDOW, Negatives, candidate_ids, invalid, parse_sources
 from onmt_cont.losses.shared_block import shared_logsumexp
 from onmt_cont.losses.spec import Loss, LossFn
-from onmt_cont.losses.token_dots import candidate_dots
+from onmt_cont.losses.token_dots import candidate_dots, table_rows
 from onmt_cont.opts import upgrade
 from onmt_cont.outputs import BiasedVector
 from onmt_cont.utils.amp import outside_autocast
@@ -43,7 +43,7 @@ def hardest_negatives(
     token's candidates are negatives."""
     with torch.no_grad():
         # cos(ê, e_j) − cos(e(w), e_j) = (ê/‖ê‖ − e(w))ᵀe_j: one product instead of two
-        crit = candidate_dots(unit - table[target], table, shared, per_token)
+        crit = candidate_dots(unit - table_rows(table, target), table, shared, per_token)
         crit.masked_fill_(invalid(target, shared, per_token), float("-inf"))
         top = crit.topk(min(k, crit.size(1)), dim=1)
         return candidate_ids(top.indices, shared, per_token), torch.isfinite(top.values)
@@ -56,8 +56,8 @@ def max_margin_k(pred: Tensor, target: Tensor, table: Tensor, negatives: Negativ
     shared, per_token = negatives(unit, target)
     ids, valid = hardest_negatives(unit, target, table, shared, per_token, k)
     with outside_autocast(unit.device.type):  # float32, as candidate_dots
-        neg_cos = torch.einsum("nm,nkm->nk", unit.float(), table[ids.clamp_min(0)].float())
-    pos_cos = (unit * table[target]).sum(-1, keepdim=True)
+        neg_cos = torch.einsum("nm,nkm->nk", unit.float(), table_rows(table, ids.clamp_min(0)).float())
+    pos_cos = (unit * table_rows(table, target)).sum(-1, keepdim=True)
     hinge = torch.relu(margin + neg_cos - pos_cos) * valid
     return hinge.sum(-1) / valid.sum(-1).clamp_min(1)
 
@@ -147,7 +147,7 @@ def info_nce(
     unit = F.normalize(pred, dim=-1, eps=1e-8)
     shared, per_token = negatives(unit, target)
     shared, repeats = unique_shared(shared, 0 if per_token is None else per_token.size(1))
-    pos, dots = (unit * table[target]).sum(-1), candidate_dots(unit, table, shared, per_token)
+    pos, dots = (unit * table_rows(table, target)).sum(-1), candidate_dots(unit, table, shared, per_token)
     if bias is not None:  # in cosine units: the temperature scales it with the cosine
         pos, dots = _with_bias(pos, dots, target, shared, per_token, bias)
     pos, dots = pos / temperature, dots / temperature
@@ -177,8 +177,8 @@ def nll_vmf_nce(
     pred = pred.float()
     shared, per_token = negatives(F.normalize(pred, dim=-1, eps=1e-8), target)
     shared, repeats = unique_shared(shared, 0 if per_token is None else per_token.size(1))
-    gold = table[target]
-    parts = _chunked_parts(pred, target, table, negatives, shared, per_token, repeats, bias, correct)
+    gold = table_rows(table, target)
+    parts = _chunked_parts(pred, target, gold, table, negatives, shared, per_token, repeats, bias, correct)
     if parts is not None:
         contrast = parts
     else:
@@ -194,7 +194,7 @@ def nll_vmf_nce(
 _DEAD = -1e30
 
 
-def _chunked_parts(pred, target, table, negatives, shared, per_token, repeats, bias, correct):
+def _chunked_parts(pred, target, gold, table, negatives, shared, per_token, repeats, bias, correct):
     """The contrastive term of nll_vmf_nce with the shared candidates' part in row chunks
     (:mod:`onmt_cont.losses.shared_block`), on the CPU, for a frozen table and the unigram and batch rules;
     None where it does not apply (the unfused composition then runs)."""
@@ -205,7 +205,7 @@ def _chunked_parts(pred, target, table, negatives, shared, per_token, repeats, b
         return None
     col_expected, hits, own_expected = expected
     u = shared.numel()
-    pos = (pred * table[target]).sum(-1)
+    pos = (pred * gold).sum(-1)
     gold_dot = pos  # the shared block's reference near each row's top logit
     col = repeats[:u]
     if bias is not None:
@@ -221,7 +221,7 @@ def _chunked_parts(pred, target, table, negatives, shared, per_token, repeats, b
     column[shared] = torch.arange(u, device=shared.device)
     found = column[target]
     dead = (found >= 0).nonzero().squeeze(1)
-    lse = [pos, shared_logsumexp(pred, table[shared], col, add, (dead, found[dead]), shift=gold_dot)]
+    lse = [pos, shared_logsumexp(pred, table_rows(table, shared), col, add, (dead, found[dead]), shift=gold_dot)]
     if per_token is not None:
         dots = candidate_dots(pred, table, None, per_token)
         if bias is not None:

@@ -10,6 +10,13 @@ from torch import Tensor
 from onmt_cont.utils.amp import outside_autocast
 
 
+def table_rows(table: Tensor, ids: Tensor) -> Tensor:
+    """``table[ids]``: [*ids.shape, m], by index_select. On the CPU PyTorch's advanced indexing gathers rows
+    element by element, 6x slower for the loss's [tokens x 300] gathers (7,000 rows of an 18,000-word table:
+    11.5 against 1.9 ms on one thread); the gradient is the same."""
+    return table.index_select(0, ids.reshape(-1)).view(*ids.shape, table.size(-1))
+
+
 def candidate_dots(vec: Tensor, table: Tensor, shared: Tensor | None, per_token: Tensor | None) -> Tensor:
     """vec [N, m] · e(j) for every candidate: [N, S + C] (shared first, then per-token); the rows
     of invalid per-token ids (−1) are read at 0 and must be masked with
@@ -20,7 +27,7 @@ def candidate_dots(vec: Tensor, table: Tensor, shared: Tensor | None, per_token:
     with outside_autocast(vec.device.type):
         vec, table = vec.float(), table.float()
         if shared is not None:
-            parts.append(vec @ table[shared].t())
+            parts.append(vec @ table_rows(table, shared).t())
         if per_token is not None:
             parts.append(_TokenDots.apply(vec, table, per_token.clamp_min(0)))
     return torch.cat(parts, 1)

@@ -260,15 +260,19 @@ def test_shared_block_bfloat16_product_is_shifted_near_the_top():
     assert 2 < exact.mean() < 8  # a model still learning: the shared candidates matter
 
     def run(ref, amp):
-        v = vec.clone().requires_grad_()
+        v, c = vec.clone().requires_grad_(), col.clone().requires_grad_()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
-            lse = shared_logsumexp(v, words, col, shift=ref)
-        (grad,) = torch.autograd.grad(lse.sum(), v)
+            lse = shared_logsumexp(v, words, c, shift=ref)
+        weights = torch.linspace(0.5, 1.5, len(lse))  # as the loss weighs its tokens
+        grad, grad_col = torch.autograd.grad((lse * weights).sum(), [v, c])
+        run.grad_col = grad_col
         return lse, grad
 
     plain, plain_grad = run(None, False)
+    plain_col = run.grad_col
     shifted, shifted_grad = run(pos, False)
     assert torch.equal(plain, shifted) and torch.equal(plain_grad, shifted_grad)
+    assert torch.equal(run.grad_col, plain_col)
     torch.testing.assert_close(term(plain), exact, rtol=0, atol=1e-4)
     unshifted, _ = run(None, True)
     torch.testing.assert_close(unshifted, plain)  # no shift: the float32 product under autocast too
@@ -277,5 +281,7 @@ def test_shared_block_bfloat16_product_is_shifted_near_the_top():
     assert err.max() < 0.08 and err.mean() < 0.02
     rel = (low_grad - plain_grad).norm(dim=1) / plain_grad.norm(dim=1)
     assert rel.max() < 0.03 and rel.mean() < 0.01
+    # the column's gradient Σ_i g_i p_ij, a bf16 product of bf16 p: within bf16's rounding of float32's
+    assert (run.grad_col - plain_col).norm() / plain_col.norm() < 0.01
     v16 = (vec.bfloat16() @ words.bfloat16().t()).double() + col.double()  # the same product, unshifted
     assert err.mean() < (term(torch.logsumexp(v16, 1)) - exact).abs().mean()
