@@ -367,11 +367,13 @@ def test_valid_curves_compares_groups_against_their_seeds(tmp_path, capsys):
 def test_screen_table_sets_runs_best_and_shared_validations_side_by_side(tmp_path, capsys):
     from lab.tools import screen_table
 
-    def log(name, rows):
+    def log(name, rows, nn=True):
         path = tmp_path / f"{name}.log"
         path.write_text(
             "".join(
-                f"[00:00:00] validation at step {s}: loss {loss}; cosine 0.8; greedy BLEU {bleu} (<unk> 0.0%)\n"
+                f"[00:00:00] validation at step {s}: loss {loss}; cosine 0.8; "
+                + (f"nn accuracy {40 + bleu}%; " if nn else "ppl 7.4; accuracy 40.00%; ")
+                + f"greedy BLEU {bleu} (<unk> 0.0%)\n"
                 for s, loss, bleu in rows
             ),
             encoding="utf-8",
@@ -379,12 +381,14 @@ def test_screen_table_sets_runs_best_and_shared_validations_side_by_side(tmp_pat
         return str(path)
 
     a = log("a", [(512, -1.0, 10.0), (1024, -2.0, 20.0), (1536, -1.5, 25.0)])
-    b = log("b", [(512, -0.5, 5.0), (1024, -1.0, 12.0), (1024, -1.1, 13.0)])  # a resumed run's later line wins
+    # a softmax run (no nn accuracy); a resumed run's later line wins
+    b = log("b", [(512, -0.5, 5.0), (1024, -1.0, 12.0), (1024, -1.1, 13.0)], nn=False)
     screen_table.main(["-run", "A", a, "-run", "B", b])
     out = capsys.readouterr().out
-    assert "| A | 3 | 1536 | -2.0000 (1024) | 25.00 (1536) |" in out
-    assert "| B | 2 | 1024 | -1.1000 (1024) | 13.00 (1024) |" in out
-    assert "| 1024 | -2.0000 / 20.00 | -1.1000 / 13.00 |" in out and "| 1536 |" not in out.split("update")[1]
+    assert "| A | 3 | 1536 | -2.0000 (1024) | 65.00 (1536) | 25.00 (1536) |" in out
+    assert "| B | 2 | 1024 | -1.1000 (1024) | – | 13.00 (1024) |" in out
+    assert "| 1024 | -2.0000 / 60.00 / 20.00 | -1.1000 / – / 13.00 |" in out
+    assert "| 1536 |" not in out.split("\n| update |")[1]
     with pytest.raises(SystemExit, match="no validation with greedy BLEU"):
         screen_table.main(["-run", "C", log("c", []), "-run", "A", a])
 

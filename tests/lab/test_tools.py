@@ -460,29 +460,3 @@ def test_report_tools_read_a_gzipped_train_log_as_the_plain_one(tmp_path, capsys
     (run / "train.log").unlink()
     assert outputs("train.log.gz") == plain
     assert outputs("train.log") == plain  # a command naming the plain log reads its .gz
-
-
-def test_screen_table_side_by_side(tmp_path, capsys):
-    """Best of each measure per run, with its update; the shared updates that are multiples of -every; a softmax
-    log (no nn accuracy) shows a dash; a resumed run's later line for a step wins."""
-    screen = load_tool("screen_table")
-    line = "[00:00:00] validation at step {}: loss {}; cosine 0.5; nn accuracy {}%; greedy BLEU {} (<unk> 0.0%)\n"
-    a, b = tmp_path / "a.log", tmp_path / "b.log"
-    a.write_text(
-        line.format(64, -1.5, 40.0, 10.0) + line.format(128, -2.5, 45.0, 12.0) + line.format(192, -2.0, 50.0, 11.0)
-    )
-    b.write_text(
-        "[0] validation at step 64: loss 3.0; ppl 20.1; accuracy 30.00%; greedy BLEU 9.00 (<unk> 0.0%)\n"
-        "[0] validation at step 128: loss 2.0; ppl 7.4; accuracy 40.00%; greedy BLEU 13.00 (<unk> 0.0%)\n"
-        "[0] validation at step 128: loss 2.5; ppl 7.4; accuracy 40.00%; greedy BLEU 12.50 (<unk> 0.0%)\n"
-    )
-    screen.main(["-run", "A", str(a), "-run", "B", str(b), "-every", "64"])
-    out = capsys.readouterr().out.splitlines()
-    assert "| A | 3 | 192 | -2.5000 (128) | 50.00 (192) | 12.00 (128) |" in out
-    assert "| B | 2 | 128 | 2.5000 (128) | – | 12.50 (128) |" in out
-    assert "| 64 | -1.5000 / 40.00 / 10.00 | 3.0000 / – / 9.00 |" in out
-    assert "| 128 | -2.5000 / 45.00 / 12.00 | 2.5000 / – / 12.50 |" in out
-    assert not any(row.startswith("| 192 |") for row in out)  # B never validated there
-    (tmp_path / "empty.log").write_text("[0] step 50: loss 3.1\n")
-    with pytest.raises(SystemExit, match="C: no validation with greedy BLEU"):
-        screen.main(["-run", "A", str(a), "-run", "C", str(tmp_path / "empty.log")])
