@@ -179,7 +179,7 @@ class Run:
                 "early stopping's running best and its count start again"
             )
             self.progress["best_window"], self.progress["bad_validations"] = None, 0
-        metric = self.progress.get("valid_metric", "loss")
+        metric = ckpt["progress"].get("valid_metric", "loss")  # a checkpoint from before the key followed the loss
         if metric != self.opt.valid_metric:  # a count of another metric's validations must not stop this run
             logger.info(
                 f"-valid_metric {self.opt.valid_metric} (the checkpoint followed {metric}): "
