@@ -57,7 +57,8 @@ def amp_dtype(opt, device=None):
     elsewhere float32, as before."""
     amp = upgrade(opt).amp  # checkpoints' options before -amp auto hold True or False
     if amp != "auto":
-        return ({"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if amp else None), None
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if amp else None
+        return dtype, slow_amp_warning(dtype, device)
     if device is None or device.type != "cpu":
         return None, None
     enc, dec = architecture(opt)
@@ -76,6 +77,22 @@ def amp_dtype(opt, device=None):
     )
 
 
+def slow_amp_warning(dtype, device):
+    """A warning for the log where -amp true asks for bfloat16 on a CPU that has no bfloat16 dot products, else None.
+
+    oneDNN then converts every bfloat16 product: on an AVX2 CPU the continuous Transformer-Tiny update took 8.1x
+    float32's time (lab/results/tiny_step/tiny_step_avx2_amp_true.txt)."""
+    if dtype is not torch.bfloat16 or device is None or device.type != "cpu":
+        return None
+    fast, why = fast_bf16_cpu()
+    if fast:
+        return None
+    return (
+        f"-amp true: bfloat16 autocast although {why}: its products are converted, and an update can take 8 times "
+        "as long as in float32; -amp auto trains in float32 here"
+    )
+
+
 @dataclass
 class Parts:
     """What :func:`build` makes: the model and what trains it."""
@@ -86,6 +103,7 @@ class Parts:
     trainer: Trainer
     average: ParameterAverage | None  # -average_decay
     amp_note: str | None  # a line for the log about -amp auto's choice and attention under autocast, or None
+    amp_warning: str | None = None  # a warning for the log: -amp true's bfloat16 on a CPU that makes it slow
 
 
 def build(
@@ -118,7 +136,13 @@ def build(
     # -loss ce on a softmax (with or without ReWE): the loss computes the logits itself, in chunks
     # (onmt_cont.losses.linear_ce)
     model.generator.defer_logits = type(model.generator) in (SoftmaxGenerator, ReWEGenerator) and opt.loss == "ce"
-    amp, auto_note = amp_dtype(opt, device) if amp == "opt" else (amp, None)
+    amp_warning = None
+    if amp == "opt":
+        amp, auto_note = amp_dtype(opt, device)
+        if upgrade(opt).amp is True:  # asked for: the line is a warning
+            auto_note, amp_warning = None, auto_note
+    else:
+        auto_note = None
     if amp is not None:  # before DDP wraps the model and before any log or checkpoint is written
         require_autocast(forward, loss_fn, device, amp)
     enc, dec = architecture(opt)
@@ -157,4 +181,4 @@ def build(
     )
     # -average_decay: validation and checkpoints see the average, training the raw parameters
     average = ParameterAverage(model, opt.average_decay, opt.average_every) if opt.average_decay else None
-    return Parts(model, optimizer, loss_fn, trainer, average, amp_note)
+    return Parts(model, optimizer, loss_fn, trainer, average, amp_note, amp_warning)

@@ -89,6 +89,8 @@ class Run:
         )
         self.model, self.optimizer, self.trainer = parts.model, parts.optimizer, parts.trainer
         self.average, self.amp_note = parts.average, parts.amp_note
+        if parts.amp_warning:
+            self.warnings.append(parts.amp_warning)
         # fresh_stopping(): the best score, -early_stopping's count, -early_stopping_window's last N scores
         # and the best mean of N so far
         self.progress = {

@@ -270,7 +270,11 @@ def test_amp_auto_picks_bfloat16_only_where_it_was_measured_to_pay(monkeypatch):
     monkeypatch.setattr(build, "fast_bf16_cpu", lambda: (False, "ONEDNN_MAX_CPU_ISA=AVX2 keeps oneDNN from it"))
     dtype, note = _amp_choice(TRANSFORMER_CE)
     assert dtype is None and "float32 (ONEDNN_MAX_CPU_ISA=AVX2 keeps" in note
-    assert _amp_choice(TRANSFORMER_CE + ["-amp"]) == (torch.bfloat16, None)  # asked for: whatever the speed
+    dtype, note = _amp_choice(TRANSFORMER_CE + ["-amp"])  # asked for: bfloat16 whatever the speed, with a warning
+    assert dtype == torch.bfloat16 and note.startswith("-amp true: bfloat16 autocast although ONEDNN_MAX_CPU_ISA=AVX2")
+    assert _amp_choice(TRANSFORMER_CE + ["-amp", "-amp_dtype", "fp16"], "meta") == (torch.float16, None)
+    monkeypatch.setattr(build, "fast_bf16_cpu", lambda: (True, "this CPU has avx512_bf16"))
+    assert _amp_choice(TRANSFORMER_CE + ["-amp"]) == (torch.bfloat16, None)
 
 
 def test_amp_values_from_the_command_line_and_yaml(tmp_path):
@@ -326,6 +330,7 @@ def test_transformer_ce_trains_on_both_paths(sample, tmp_path, amp):
     fast = fast_bf16_cpu()[0]  # this CPU's bfloat16 dot products, unless ONEDNN_MAX_CPU_ISA caps them
     assert ("-amp auto: bfloat16 autocast" in log) == (amp == "auto" and fast)
     assert ("-amp auto: float32" in log) == (amp == "auto" and not fast)
+    assert ("warning: -amp true: bfloat16 autocast although" in log) == (amp == "true" and not fast)
 
 
 def fast_bf16_cpu():
