@@ -10,7 +10,7 @@
 #
 # Environment: OUT [runs/tiny_en-de: the prepared data, and the preset's run in OUT/continuous.s1 to compare with],
 # SCREEN_OUT [OUT/screen], SCREENS [NAME:FLAGS items separated by ";"], STEPS [2560], SEED [1], THREADS [1],
-# JOBS [1: runs at once], FLAGS [for every run, e.g. "-amp true"].
+# JOBS [1: runs at once], FLAGS [for every run, e.g. "-dropout 0.2"].
 {
 set -euo pipefail
 cd "$(dirname "$0")/../.."
