@@ -243,6 +243,11 @@ def main(argv=None):
     p.add_argument("-warmup", type=int, default=3, help="first updates not timed")
     p.add_argument("-baseline", help="a checkout of an earlier commit: its rows too")
     p.add_argument("-baseline_amp", default="-amp", help="how that checkout is told to autocast")
+    p.add_argument(
+        "-baseline_fp32",
+        default="",
+        help="how that checkout is told to train in float32: nothing before -amp auto (d1abba4), '-amp false' after",
+    )
     p.add_argument("-peer", action="store_true", help="OpenNMT-py 3.5.1 at the softmax preset's settings")
     p.add_argument(
         "-peer_text",
@@ -250,6 +255,11 @@ def main(argv=None):
         "(lab/recipes/transformer_tiny.sh's OUT/bpe)",
     )
     p.add_argument("-peer_steps", default="8,24", help="the two OpenNMT-py run lengths")
+    p.add_argument(
+        "-fp32_only",
+        action="store_true",
+        help="only the float32 rows (a CPU without bfloat16 dot products, where -amp's rows take 10x as long)",
+    )
     p.add_argument("-profile", action="store_true", help="operators' self time per update, per row")
     p.add_argument("-profile_steps", type=int, default=3)
     args = p.parse_args(argv)
@@ -272,20 +282,22 @@ def main(argv=None):
     rows = []
     for name, argv in presets:
         rows.append(Row(f"{name} fp32", argv + common + ["-amp", "false"], args.batches))
-        rows.append(
-            Row(
-                f"{name} -amp auto" if name == "softmax" else f"{name} -amp",
-                argv + common + ["-amp", "auto" if name == "softmax" else "true"],
-                args.batches,
+        if not args.fp32_only:
+            rows.append(
+                Row(
+                    f"{name} -amp auto" if name == "softmax" else f"{name} -amp",
+                    argv + common + ["-amp", "auto" if name == "softmax" else "true"],
+                    args.batches,
+                )
             )
-        )
         if args.baseline:
             code = os.path.abspath(args.baseline)
             base = [a.replace(ROOT, code) for a in argv] + common
-            rows.append(Row(f"{name} fp32, before", base, args.batches, code))
-            rows.append(
-                Row(f"{name} {args.baseline_amp}, before", base + args.baseline_amp.split(), args.batches, code)
-            )
+            rows.append(Row(f"{name} fp32, before", base + args.baseline_fp32.split(), args.batches, code))
+            if not args.fp32_only:
+                rows.append(
+                    Row(f"{name} {args.baseline_amp}, before", base + args.baseline_amp.split(), args.batches, code)
+                )
     for r in rows:
         print(f"{r.label}: autocast {r.info['amp']}" + (f" ({r.info['note']})" if r.info.get("note") else ""))
     for i in range(args.batches):
@@ -316,11 +328,11 @@ def main(argv=None):
             f"| {r.label} | {mean:.3f} | {statistics.median(r.times):.3f} | {ref[preset] / sum(r.times):.2f} | "
             f"{gf:.1f} | {gf / mean:.0f} | {gf / mean / limit:.0%} |"
         )
-    if args.peer and args.data:
+    if args.peer and args.data and not args.fp32_only:
         steps = [int(x) for x in args.peer_steps.split(",")]
         with tempfile.TemporaryDirectory() as work:
             s = peer_seconds(args.peer_text or args.data, steps, work)
-        fast = statistics.mean(rows[1].times)
+        fast = statistics.mean(next(r for r in rows if r.label.startswith("softmax") and "-amp" in r.label).times)
         print(
             f"| OpenNMT-py 3.5.1, softmax preset's settings, fp32 | {s:.3f} | | | | | |\n"
             f"softmax -amp auto over OpenNMT-py: {s / fast:.2f}x its updates per second"

@@ -53,10 +53,12 @@ class _SharedLogSumExp(torch.autograd.Function):
             vec_aug = torch.cat([vec.to(low), -shift[:, None]], 1)
             words_aug = torch.cat([table_low, table_low.new_ones(s, 1)], 1)
             shift = shift.float()
-        z_buf = torch.empty(min(rows, n), s, device=vec.device)
+        # in float32 the chunk is worked on where its probabilities are kept (a copy of each chunk saved)
+        in_place = want_col and probs.dtype == torch.float32
+        z_buf = None if in_place else torch.empty(min(rows, n), s, device=vec.device)
         for i in range(0, n, rows):
             r = min(rows, n - i)
-            z = z_buf[:r]
+            z = probs[i : i + r] if in_place else z_buf[:r]
             if low_product:
                 z.copy_(torch.mm(vec_aug[i : i + r], words_aug.t()))
             else:
@@ -78,7 +80,7 @@ class _SharedLogSumExp(torch.autograd.Function):
                 lse[i : i + r] += shift[i : i + r]
             if want_vec or want_col:
                 z.mul_(total.clamp_min(torch.finfo(torch.float32).tiny).reciprocal_())  # p
-                if want_col:
+                if want_col and not in_place:
                     probs[i : i + r].copy_(z)
                 if want_vec:  # p in the low dtype: the rows just written, else cast here
                     u[i : i + r] = torch.mm(probs[i : i + r] if want_col else z.to(low), table_low).float()
