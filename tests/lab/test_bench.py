@@ -344,6 +344,10 @@ def test_tiny_step_times_both_paths_on_real_batches(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "| softmax fp32 | " in out and "| softmax -amp auto | " in out
     assert "softmax fp32: autocast None" in out and "operators' self time per update" in out
+    # -fp32_only (a CPU without bfloat16 dot products): the float32 row alone
+    tiny_step.main(["-data", str(tmp_path / "d"), "-batches", "2", "-warmup", "1", "-fp32_only"])
+    out = capsys.readouterr().out
+    assert "| softmax fp32 | " in out and "-amp" not in out
 
 
 def test_valid_curves_compares_groups_against_their_seeds(tmp_path, capsys):
