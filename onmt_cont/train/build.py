@@ -57,8 +57,7 @@ def amp_dtype(opt, device=None):
     elsewhere float32, as before."""
     amp = upgrade(opt).amp  # checkpoints' options before -amp auto hold True or False
     if amp != "auto":
-        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if amp else None
-        return dtype, slow_amp_warning(dtype, device)
+        return ({"bf16": torch.bfloat16, "fp16": torch.float16}[opt.amp_dtype] if amp else None), None
     if device is None or device.type != "cpu":
         return None, None
     enc, dec = architecture(opt)
@@ -78,7 +77,7 @@ def amp_dtype(opt, device=None):
 
 
 def slow_amp_warning(dtype, device):
-    """A warning for the log where -amp true asks for bfloat16 on a CPU that has no bfloat16 dot products, else None.
+    """A warning for the log where -amp true's ``dtype`` is bfloat16 on a CPU without bfloat16 dot products, else None.
 
     oneDNN then converts every bfloat16 product: on an AVX2 CPU the continuous Transformer-Tiny update took 8.1x
     float32's time (lab/results/tiny_step/tiny_step_avx2_amp_true.txt)."""
@@ -136,13 +135,8 @@ def build(
     # -loss ce on a softmax (with or without ReWE): the loss computes the logits itself, in chunks
     # (onmt_cont.losses.linear_ce)
     model.generator.defer_logits = type(model.generator) in (SoftmaxGenerator, ReWEGenerator) and opt.loss == "ce"
-    amp_warning = None
-    if amp == "opt":
-        amp, auto_note = amp_dtype(opt, device)
-        if upgrade(opt).amp is True:  # asked for: the line is a warning
-            auto_note, amp_warning = None, auto_note
-    else:
-        auto_note = None
+    amp, auto_note = amp_dtype(opt, device) if amp == "opt" else (amp, None)
+    amp_warning = slow_amp_warning(amp, device) if upgrade(opt).amp is True else None
     if amp is not None:  # before DDP wraps the model and before any log or checkpoint is written
         require_autocast(forward, loss_fn, device, amp)
     enc, dec = architecture(opt)

@@ -270,11 +270,14 @@ def test_amp_auto_picks_bfloat16_only_where_it_was_measured_to_pay(monkeypatch):
     monkeypatch.setattr(build, "fast_bf16_cpu", lambda: (False, "ONEDNN_MAX_CPU_ISA=AVX2 keeps oneDNN from it"))
     dtype, note = _amp_choice(TRANSFORMER_CE)
     assert dtype is None and "float32 (ONEDNN_MAX_CPU_ISA=AVX2 keeps" in note
-    dtype, note = _amp_choice(TRANSFORMER_CE + ["-amp"])  # asked for: bfloat16 whatever the speed, with a warning
-    assert dtype == torch.bfloat16 and note.startswith("-amp true: bfloat16 autocast although ONEDNN_MAX_CPU_ISA=AVX2")
-    assert _amp_choice(TRANSFORMER_CE + ["-amp", "-amp_dtype", "fp16"], "meta") == (torch.float16, None)
+    assert _amp_choice(TRANSFORMER_CE + ["-amp"]) == (torch.bfloat16, None)  # asked for: whatever the speed
+    # ... with a warning in the log where the CPU makes bfloat16 slow
+    warning = build.slow_amp_warning(torch.bfloat16, torch.device("cpu"))
+    assert warning.startswith("-amp true: bfloat16 autocast although ONEDNN_MAX_CPU_ISA=AVX2")
+    assert build.slow_amp_warning(None, torch.device("cpu")) is None
+    assert build.slow_amp_warning(torch.bfloat16, torch.device("meta")) is None
     monkeypatch.setattr(build, "fast_bf16_cpu", lambda: (True, "this CPU has avx512_bf16"))
-    assert _amp_choice(TRANSFORMER_CE + ["-amp"]) == (torch.bfloat16, None)
+    assert build.slow_amp_warning(torch.bfloat16, torch.device("cpu")) is None
 
 
 def test_amp_values_from_the_command_line_and_yaml(tmp_path):
