@@ -17,7 +17,7 @@
 # Only the last AVG epoch checkpoints are kept (-keep_checkpoint). Time on a 2-core CPU with bf16 dot products
 # (train.py's -amp auto): about 0.95 s an update alone, 1.2-1.3 s with validation when two runs share the machine
 # (JOBS=2): 8,000 updates in about 2.7 hours; in float32 on an AVX2 CPU (no bf16 dot products: -amp auto picks
-# float32 there) about 3.3 s with validation, 8,000 updates in 7.5 hours; the data takes 2 minutes. Start it from a worktree pinned at one
+# float32 there) 3.3-4.6 s with validation beside other jobs, 8,000 updates in 7-10 hours; the data takes 2 minutes. Start it from a worktree pinned at one
 # commit, into a folder outside the work tree (OUT=...), first thing in a session.
 #
 #   bash lab/recipes/transformer_tiny.sh                                  # en->de, both presets, seed 1
