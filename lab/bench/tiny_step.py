@@ -258,7 +258,7 @@ def main(argv=None):
     p.add_argument(
         "-fp32_only",
         action="store_true",
-        help="only the float32 rows (a CPU without bfloat16 dot products, where -amp's rows take 10x as long)",
+        help="only the float32 rows (a CPU without bfloat16 dot products, where -amp's rows took 8x as long)",
     )
     p.add_argument("-profile", action="store_true", help="operators' self time per update, per row")
     p.add_argument("-profile_steps", type=int, default=3)
